@@ -1,0 +1,212 @@
+#include "augment/jpeg_decoder.h"
+
+#include "augment/jpeg_error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct stk_jpeg_decoder {
+    struct jpeg_decompress_struct d;
+    stk_jpeg_error err;
+    uint64_t max_pixels;
+    uint8_t *scratch; /* decoded pixels or one row */
+    size_t scratch_cap;
+};
+
+stk_status stk_jpeg_decoder_create(uint64_t max_pixels, stk_jpeg_decoder **out)
+{
+    stk_jpeg_decoder *dec = calloc(1, sizeof *dec);
+    if (!dec) return stk_error(STK_ERR_NOMEM, "out of memory");
+    dec->max_pixels = max_pixels;
+    dec->d.err = stk_jpeg_error_init(&dec->err, STK_JPEG_MAX_SCANS);
+    if (setjmp(dec->err.jump)) { /* jpeg_create_decompress fails only without memory */
+        stk_error(STK_ERR_NOMEM, "cannot create a JPEG decoder: %s", dec->err.message);
+        free(dec);
+        return STK_ERR_NOMEM;
+    }
+    jpeg_create_decompress(&dec->d);
+    stk_jpeg_error_attach_progress(&dec->err, (j_common_ptr)&dec->d);
+    *out = dec;
+    return STK_OK;
+}
+
+void stk_jpeg_decoder_destroy(stk_jpeg_decoder *dec)
+{
+    if (!dec) return;
+    jpeg_destroy_decompress(&dec->d);
+    free(dec->scratch);
+    free(dec);
+}
+
+static stk_status reserve(stk_jpeg_decoder *dec, size_t bytes)
+{
+    if (bytes <= dec->scratch_cap) return STK_OK;
+    uint8_t *p = realloc(dec->scratch, bytes);
+    if (!p) return stk_error(STK_ERR_NOMEM, "out of memory for %zu bytes of pixels", bytes);
+    dec->scratch = p;
+    dec->scratch_cap = bytes;
+    return STK_OK;
+}
+
+/* Body of header(): call only under a setjmp of dec->err.jump. */
+static stk_status read_header(stk_jpeg_decoder *dec, const uint8_t *data, size_t len,
+                              stk_jpeg_info *info)
+{
+    char what[96];
+    if (stk_jpeg_sniff_not_jpeg(data, len, what, sizeof what))
+        return stk_error(STK_ERR_UNSUPPORTED, "%s", what);
+    struct jpeg_decompress_struct *d = &dec->d;
+    jpeg_mem_src(d, data, (unsigned long)len);
+    if (jpeg_read_header(d, TRUE) != JPEG_HEADER_OK)
+        return stk_error(STK_ERR_CORRUPT, "bad JPEG: no image in the file");
+    memset(info, 0, sizeof *info);
+    info->width = d->image_width;
+    info->height = d->image_height;
+    info->components = d->num_components;
+    info->progressive = d->progressive_mode;
+    info->arithmetic = d->arith_code;
+    info->adobe_inverted = d->saw_Adobe_marker;
+    /* libjpeg can return "OK" for a start marker followed by junk without
+     * setting the size: that is not an image. */
+    if (info->width == 0 || info->height == 0)
+        return stk_error(STK_ERR_CORRUPT, "bad JPEG: no image size in the header");
+    if ((uint64_t)info->width * info->height > dec->max_pixels)
+        return stk_error(STK_ERR_LIMIT,
+                         "%ux%u = %.1f megapixels is over the limit of %.1f (decompression bomb?)",
+                         info->width, info->height, (double)info->width * info->height / 1e6,
+                         (double)dec->max_pixels / 1e6);
+    J_COLOR_SPACE cs = d->jpeg_color_space;
+    if (cs == JCS_GRAYSCALE && info->components == 1)
+        info->kind = STK_JPEG_GRAY;
+    else if (cs == JCS_YCbCr && info->components == 3)
+        info->kind = STK_JPEG_YCBCR;
+    else if (cs == JCS_RGB && info->components == 3)
+        info->kind = STK_JPEG_RGB;
+    else if ((cs == JCS_CMYK || cs == JCS_YCCK) && info->components == 4)
+        info->kind = STK_JPEG_CMYK;
+    else
+        return stk_error(STK_ERR_UNSUPPORTED,
+                         "JPEG colour space %d with %d components is not supported", (int)cs,
+                         info->components);
+    return STK_OK;
+}
+
+stk_status stk_jpeg_decoder_header(stk_jpeg_decoder *dec, const uint8_t *data, size_t len,
+                                   stk_jpeg_info *info)
+{
+    dec->err.status = STK_OK;
+    if (setjmp(dec->err.jump)) {
+        jpeg_abort_decompress(&dec->d);
+        return stk_jpeg_error_status(&dec->err);
+    }
+    stk_status st = read_header(dec, data, len, info);
+    jpeg_abort_decompress(&dec->d);
+    return st;
+}
+
+/* Invert-aware CMYK -> RGB, as PIL does: R = (255 - C)(255 - K) / 255, where
+ * Adobe files store 255 - C etc. */
+static void cmyk_to_rgb(const uint8_t *in, uint8_t *out, uint32_t n, bool inverted)
+{
+    for (uint32_t i = 0; i < n; i++, in += 4, out += 3) {
+        unsigned k = inverted ? in[3] : 255u - in[3];
+        for (int c = 0; c < 3; c++) {
+            unsigned v = inverted ? in[c] : 255u - in[c];
+            out[c] = (uint8_t)((v * k + 127) / 255);
+        }
+    }
+}
+
+stk_status stk_jpeg_decoder_validate(stk_jpeg_decoder *dec, const uint8_t *data, size_t len,
+                                     stk_jpeg_info *info, stk_pixel_stats *stats)
+{
+    struct jpeg_decompress_struct *d = &dec->d;
+    dec->err.status = STK_OK;
+    if (setjmp(dec->err.jump)) {
+        jpeg_abort_decompress(d);
+        return stk_jpeg_error_status(&dec->err);
+    }
+    stk_status st = read_header(dec, data, len, info);
+    if (st) goto fail;
+    /* Decode to the stored colour layout; CMYK stays 4 channels. */
+    d->out_color_space = info->kind == STK_JPEG_GRAY   ? JCS_GRAYSCALE
+                         : info->kind == STK_JPEG_CMYK ? JCS_CMYK
+                                                       : JCS_RGB;
+    jpeg_start_decompress(d);
+    int nc = d->output_components;
+    if ((st = reserve(dec, (size_t)d->output_width * (size_t)nc))) goto fail;
+    stk_pixel_stats s = {0};
+    while (d->output_scanline < d->output_height) {
+        JSAMPROW row = dec->scratch;
+        jpeg_read_scanlines(d, &row, 1);
+        if (nc == 4) continue;
+        uint64_t sum[3] = {0}, sq[3] = {0};
+        for (uint32_t x = 0; x < d->output_width; x++)
+            for (int c = 0; c < nc; c++) {
+                unsigned v = row[x * (uint32_t)nc + (uint32_t)c];
+                sum[c] += v;
+                sq[c] += v * v;
+            }
+        for (int c = 0; c < 3; c++) {
+            s.sum[c] += sum[nc == 1 ? 0 : c];
+            s.sumsq[c] += sq[nc == 1 ? 0 : c];
+        }
+    }
+    jpeg_finish_decompress(d);
+    if (stats && nc != 4) {
+        s.pixels = (uint64_t)info->width * info->height;
+        for (int c = 0; c < 3; c++) {
+            stats->sum[c] += s.sum[c];
+            stats->sumsq[c] += s.sumsq[c];
+        }
+        stats->pixels += s.pixels;
+    }
+    return STK_OK;
+fail:
+    jpeg_abort_decompress(d);
+    return st;
+}
+
+stk_status stk_jpeg_decoder_pixels(stk_jpeg_decoder *dec, const uint8_t *data, size_t len,
+                                   int scale_num, const uint8_t **pixels, uint32_t *width,
+                                   uint32_t *height, int *channels)
+{
+    struct jpeg_decompress_struct *d = &dec->d;
+    dec->err.status = STK_OK;
+    if (setjmp(dec->err.jump)) {
+        jpeg_abort_decompress(d);
+        return stk_jpeg_error_status(&dec->err);
+    }
+    stk_jpeg_info info;
+    stk_status st = read_header(dec, data, len, &info);
+    if (st) goto fail;
+    d->scale_num = (unsigned)(scale_num < 1 ? 1 : scale_num > 8 ? 8 : scale_num);
+    d->scale_denom = 8;
+    d->out_color_space = info.kind == STK_JPEG_GRAY   ? JCS_GRAYSCALE
+                         : info.kind == STK_JPEG_CMYK ? JCS_CMYK
+                                                      : JCS_RGB;
+    jpeg_start_decompress(d);
+    uint32_t w = d->output_width, h = d->output_height;
+    int nc = d->output_components;
+    /* CMYK rows are decoded at the end of the buffer and converted in place
+     * to RGB at the start: RGB row y ends before CMYK row y begins. */
+    size_t out_c = nc == 4 ? 3 : (size_t)nc;
+    size_t rgb_bytes = (size_t)w * h * out_c;
+    size_t need = nc == 4 ? rgb_bytes + (size_t)w * 4 : rgb_bytes;
+    if ((st = reserve(dec, need))) goto fail;
+    while (d->output_scanline < h) {
+        uint32_t y = d->output_scanline;
+        JSAMPROW row = nc == 4 ? dec->scratch + rgb_bytes : dec->scratch + (size_t)y * w * out_c;
+        jpeg_read_scanlines(d, &row, 1);
+        if (nc == 4) cmyk_to_rgb(row, dec->scratch + (size_t)y * w * 3, w, info.adobe_inverted);
+    }
+    jpeg_finish_decompress(d);
+    *pixels = dec->scratch;
+    *width = w;
+    *height = h;
+    *channels = (int)out_c;
+    return STK_OK;
+fail:
+    jpeg_abort_decompress(d);
+    return st;
+}

@@ -1,0 +1,205 @@
+#include "augment/jpeg_prepare.h"
+
+#include "augment/jpeg_error.h"
+#include "augment/resize.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct stk_jpeg_preparer {
+    stk_jpeg_prepare_options opts;
+    stk_jpeg_decoder *dec;
+    /* Transcoding needs a decompressor whose coefficients stay alive while a
+     * compressor writes them, so it has its own pair. */
+    struct jpeg_decompress_struct d;
+    struct jpeg_compress_struct c;
+    stk_jpeg_error err;    /* shared by d and c: one jump target */
+    unsigned char *outbuf; /* jpeg_mem_dest output; in the struct, not a local, so
+                              it survives a longjmp */
+    unsigned long outsize;
+    uint8_t *resized;
+    size_t resized_cap;
+};
+
+stk_status stk_jpeg_preparer_create(const stk_jpeg_prepare_options *opts, stk_jpeg_preparer **out)
+{
+    *out = NULL;
+    if (opts->quality < 1 || opts->quality > 100)
+        return stk_error(STK_ERR_INVALID_ARG, "JPEG quality %d is not in 1..100", opts->quality);
+    stk_jpeg_preparer *p = calloc(1, sizeof *p);
+    if (!p) return stk_error(STK_ERR_NOMEM, "out of memory");
+    p->opts = *opts;
+    stk_status st = stk_jpeg_decoder_create(opts->max_pixels, &p->dec);
+    if (st) {
+        free(p);
+        return st;
+    }
+    p->d.err = p->c.err = stk_jpeg_error_init(&p->err, STK_JPEG_MAX_SCANS);
+    if (setjmp(p->err.jump)) {
+        stk_jpeg_decoder_destroy(p->dec);
+        free(p);
+        return stk_error(STK_ERR_NOMEM, "cannot create JPEG codec state");
+    }
+    jpeg_create_decompress(&p->d);
+    jpeg_create_compress(&p->c);
+    stk_jpeg_error_attach_progress(&p->err, (j_common_ptr)&p->d);
+    *out = p;
+    return STK_OK;
+}
+
+void stk_jpeg_preparer_destroy(stk_jpeg_preparer *p)
+{
+    if (!p) return;
+    jpeg_destroy_decompress(&p->d);
+    jpeg_destroy_compress(&p->c);
+    stk_jpeg_decoder_destroy(p->dec);
+    free(p->resized);
+    free(p);
+}
+
+void stk_jpeg_prepared_free(stk_jpeg_prepared *out, const uint8_t *in)
+{
+    if (out->data && out->data != in) free(out->data);
+    out->data = NULL;
+}
+
+/* Lossless progressive/arithmetic -> baseline Huffman: copy the quantised DCT
+ * coefficients into a new file (no decode to pixels, no quality loss). */
+static stk_status transcode(stk_jpeg_preparer *p, const uint8_t *in, size_t len,
+                            stk_jpeg_prepared *out)
+{
+    p->outbuf = NULL;
+    p->outsize = 0;
+    p->err.status = STK_OK;
+    if (setjmp(p->err.jump)) {
+        jpeg_abort_compress(&p->c);
+        jpeg_abort_decompress(&p->d);
+        free(p->outbuf);
+        return stk_jpeg_error_status(&p->err);
+    }
+    jpeg_mem_src(&p->d, in, (unsigned long)len);
+    jpeg_read_header(&p->d, TRUE);
+    jvirt_barray_ptr *coefs = jpeg_read_coefficients(&p->d);
+    jpeg_mem_dest(&p->c, &p->outbuf, &p->outsize);
+    jpeg_copy_critical_parameters(&p->d, &p->c); /* also resets to baseline Huffman */
+    p->c.optimize_coding = TRUE;
+    jpeg_write_coefficients(&p->c, coefs);
+    jpeg_finish_compress(&p->c);
+    jpeg_finish_decompress(&p->d);
+    out->data = p->outbuf;
+    out->len = p->outsize;
+    out->action = STK_JPEG_TRANSCODED;
+    return STK_OK;
+}
+
+static stk_status encode(stk_jpeg_preparer *p, const uint8_t *pixels, uint32_t w, uint32_t h,
+                         int channels, stk_jpeg_prepared *out)
+{
+    p->outbuf = NULL;
+    p->outsize = 0;
+    p->err.status = STK_OK;
+    if (setjmp(p->err.jump)) {
+        jpeg_abort_compress(&p->c);
+        free(p->outbuf);
+        return stk_jpeg_error_status(&p->err);
+    }
+    jpeg_mem_dest(&p->c, &p->outbuf, &p->outsize);
+    p->c.image_width = w;
+    p->c.image_height = h;
+    p->c.input_components = channels;
+    p->c.in_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+    jpeg_set_defaults(&p->c);
+    jpeg_set_quality(&p->c, p->opts.quality, TRUE);
+    p->c.optimize_coding = TRUE;
+    jpeg_start_compress(&p->c, TRUE);
+    while (p->c.next_scanline < h) {
+        JSAMPROW row = (JSAMPROW)(pixels + (size_t)p->c.next_scanline * w * (size_t)channels);
+        jpeg_write_scanlines(&p->c, &row, 1);
+    }
+    jpeg_finish_compress(&p->c);
+    out->data = p->outbuf;
+    out->len = p->outsize;
+    return STK_OK;
+}
+
+/* Decode (CMYK converted to RGB), shrink to max_side if asked, re-encode. */
+static stk_status reencode(stk_jpeg_preparer *p, const uint8_t *in, size_t len,
+                           const stk_jpeg_info *info, bool shrink, stk_jpeg_prepared *out)
+{
+    uint32_t longer = info->width > info->height ? info->width : info->height;
+    uint32_t target = shrink ? p->opts.max_side : longer;
+    /* The smallest DCT scale whose output still covers the target size,
+     * among 8/8, 4/8, 2/8 and 1/8 only: libjpeg-turbo has SIMD IDCTs for
+     * those, and the others measured slower than a full decode (DESIGN.md). */
+    int scale = 8;
+    while (scale > 1 && (uint64_t)longer * (unsigned)(scale / 2) >= (uint64_t)target * 8)
+        scale /= 2;
+    const uint8_t *pixels;
+    uint32_t w, h;
+    int channels;
+    stk_status st = stk_jpeg_decoder_pixels(p->dec, in, len, scale, &pixels, &w, &h, &channels);
+    if (st) return st;
+    if (shrink) {
+        uint32_t dw, dh;
+        if (w >= h) {
+            dw = target;
+            dh = (uint32_t)(((uint64_t)h * target * 2 + w) / (2 * (uint64_t)w));
+        } else {
+            dh = target;
+            dw = (uint32_t)(((uint64_t)w * target * 2 + h) / (2 * (uint64_t)h));
+        }
+        if (dw < 1) dw = 1;
+        if (dh < 1) dh = 1;
+        size_t need = (size_t)dw * dh * (size_t)channels;
+        if (need > p->resized_cap) {
+            uint8_t *r = realloc(p->resized, need);
+            if (!r) return stk_error(STK_ERR_NOMEM, "out of memory resizing");
+            p->resized = r;
+            p->resized_cap = need;
+        }
+        if ((st = stk_resize_u8(pixels, (int)w, (int)h, channels, p->resized, (int)dw, (int)dh)))
+            return st;
+        pixels = p->resized;
+        w = dw;
+        h = dh;
+    }
+    if ((st = encode(p, pixels, w, h, channels, out))) return st;
+    out->action = shrink ? STK_JPEG_RESIZED : STK_JPEG_CONVERTED;
+    return STK_OK;
+}
+
+stk_status stk_jpeg_prepare(stk_jpeg_preparer *p, const uint8_t *in, size_t len,
+                            stk_jpeg_prepared *out)
+{
+    memset(out, 0, sizeof *out);
+    stk_jpeg_info info;
+    stk_status st = stk_jpeg_decoder_header(p->dec, in, len, &info);
+    if (st) return st;
+    uint32_t longer = info.width > info.height ? info.width : info.height;
+    bool shrink = p->opts.max_side && longer > p->opts.max_side;
+    if (shrink || info.kind == STK_JPEG_CMYK)
+        st = reencode(p, in, len, &info, shrink, out);
+    else if (info.progressive || info.arithmetic)
+        st = transcode(p, in, len, out);
+    else {
+        out->data = (uint8_t *)in;
+        out->len = len;
+        out->action = STK_JPEG_STORED;
+    }
+    if (st) return st;
+    /* Validate what will be stored, and take its size from it. */
+    if (p->opts.validate) {
+        st = stk_jpeg_decoder_validate(p->dec, out->data, out->len, &info, &out->stats);
+        out->has_stats = st == STK_OK;
+    } else if (out->data != in) {
+        st = stk_jpeg_decoder_header(p->dec, out->data, out->len, &info);
+    }
+    if (st) {
+        stk_jpeg_prepared_free(out, in);
+        return st;
+    }
+    out->width = info.width;
+    out->height = info.height;
+    out->channels = info.components == 1 ? 1 : 3;
+    return STK_OK;
+}

@@ -1,0 +1,68 @@
+/* Preparing one JPEG file for a Stoke dataset (used by `stoke pack`).
+ *
+ * What is stored, by what the file is:
+ *   baseline Huffman, gray/YCbCr/RGB   the original bytes, untouched
+ *   progressive or arithmetic-coded    losslessly transcoded to baseline
+ *                                      (DCT coefficients copied, no requantising)
+ *   CMYK / YCCK                        converted to RGB, re-encoded at `quality`
+ *   longer side > max_side (if set)    decoded (with DCT scaling), resized to
+ *                                      fit, re-encoded at `quality`
+ * Then, when `validate` is set, the stored bytes are decoded completely once,
+ * which catches truncated and corrupt files at pack time, and gives the
+ * pixel statistics for the dataset's mean/std.
+ *
+ *     stk_jpeg_prepare_options o = {.max_pixels = 64000000, .quality = 90, .validate = true};
+ *     stk_jpeg_preparer *p;
+ *     stk_jpeg_preparer_create(&o, &p);
+ *     stk_jpeg_prepared r;
+ *     if (stk_jpeg_prepare(p, bytes, len, &r) == STK_OK)
+ *         store(r.data, r.len, r.width, r.height, r.channels);
+ *     stk_jpeg_prepared_free(&r, bytes);
+ *
+ * One preparer per thread.
+ */
+#pragma once
+
+#include "augment/jpeg_decoder.h"
+#include "common/status.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct stk_jpeg_prepare_options {
+    uint64_t max_pixels; /* refuse larger images (decompression bombs) */
+    uint32_t max_side;   /* 0: keep the size */
+    int quality;         /* 1..100, for re-encoded images */
+    bool validate;       /* decode the stored bytes completely */
+} stk_jpeg_prepare_options;
+
+typedef enum stk_jpeg_action {
+    STK_JPEG_STORED = 0,     /* original bytes */
+    STK_JPEG_TRANSCODED = 1, /* progressive/arithmetic -> baseline, lossless */
+    STK_JPEG_CONVERTED = 2,  /* CMYK -> RGB, re-encoded */
+    STK_JPEG_RESIZED = 3,    /* shrunk to max_side, re-encoded */
+} stk_jpeg_action;
+
+typedef struct stk_jpeg_prepared {
+    uint8_t *data; /* the bytes to store: the input itself, or a new malloc'd buffer */
+    size_t len;
+    uint32_t width, height; /* of the stored image */
+    int channels;           /* 1 (gray) or 3 */
+    stk_jpeg_action action;
+    bool has_stats;
+    stk_pixel_stats stats;
+} stk_jpeg_prepared;
+
+typedef struct stk_jpeg_preparer stk_jpeg_preparer;
+
+stk_status stk_jpeg_preparer_create(const stk_jpeg_prepare_options *opts, stk_jpeg_preparer **out);
+void stk_jpeg_preparer_destroy(stk_jpeg_preparer *p);
+
+/* Prepare one file's bytes. Errors carry the reason only (the caller names the
+ * file): STK_ERR_UNSUPPORTED ("a PNG image, not a JPEG", "empty file"),
+ * STK_ERR_CORRUPT ("bad JPEG: Premature end of JPEG file"), STK_ERR_LIMIT. */
+stk_status stk_jpeg_prepare(stk_jpeg_preparer *p, const uint8_t *in, size_t len,
+                            stk_jpeg_prepared *out);
+
+/* Free out->data if it is not `in`. */
+void stk_jpeg_prepared_free(stk_jpeg_prepared *out, const uint8_t *in);

@@ -1,0 +1,10 @@
+/* Monotonic time. */
+#pragma once
+
+#include <stdint.h>
+
+/* Nanoseconds on CLOCK_MONOTONIC: for measuring intervals only. */
+uint64_t stk_clock_ns(void);
+
+/* Seconds on CLOCK_MONOTONIC as a double. */
+double stk_clock_sec(void);

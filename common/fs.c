@@ -1,0 +1,131 @@
+#include "common/fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+stk_status stk_file_read_all(const char *path, uint64_t max_bytes, uint8_t **data, size_t *len)
+{
+    *data = NULL;
+    *len = 0;
+    /* O_NONBLOCK: opening a FIFO named like an image must not wait for a writer. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return stk_error(STK_ERR_IO, "cannot open: %s", strerror(errno));
+    stk_status st = STK_OK;
+    uint8_t *buf = NULL;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        st = stk_error(STK_ERR_IO, "cannot stat: %s", strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        st = stk_error(STK_ERR_UNSUPPORTED, "not a regular file (%s)",
+                       S_ISFIFO(sb.st_mode)   ? "a FIFO"
+                       : S_ISCHR(sb.st_mode)  ? "a character device"
+                       : S_ISBLK(sb.st_mode)  ? "a block device"
+                       : S_ISDIR(sb.st_mode)  ? "a directory"
+                       : S_ISSOCK(sb.st_mode) ? "a socket"
+                                              : "special file");
+        goto out;
+    }
+    if ((uint64_t)sb.st_size > max_bytes) {
+        st = stk_error(STK_ERR_LIMIT, "file is %lld bytes, more than the limit of %llu",
+                       (long long)sb.st_size, (unsigned long long)max_bytes);
+        goto out;
+    }
+    size_t size = (size_t)sb.st_size;
+    buf = malloc(size ? size : 1);
+    if (!buf) {
+        st = stk_error(STK_ERR_NOMEM, "out of memory reading %zu bytes", size);
+        goto out;
+    }
+    size_t got = 0;
+    while (got < size) {
+        ssize_t n = read(fd, buf + got, size - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            st = stk_error(STK_ERR_IO, "read failed at offset %zu: %s", got, strerror(errno));
+            goto out;
+        }
+        if (n == 0) break; /* the file shrank while we read it */
+        got += (size_t)n;
+    }
+    *data = buf;
+    *len = got;
+    buf = NULL;
+out:
+    free(buf);
+    close(fd);
+    return st;
+}
+
+bool stk_utf8_valid(const char *str, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0;
+    while (i < len) {
+        unsigned c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int n;
+        unsigned min;
+        if ((c & 0xE0) == 0xC0)
+            n = 1, min = 0x80, c &= 0x1F;
+        else if ((c & 0xF0) == 0xE0)
+            n = 2, min = 0x800, c &= 0x0F;
+        else if ((c & 0xF8) == 0xF0)
+            n = 3, min = 0x10000, c &= 0x07;
+        else
+            return false;
+        if (i + (size_t)n >= len) return false; /* truncated sequence */
+        for (int k = 1; k <= n; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) return false;
+            c = c << 6 | (s[i + k] & 0x3F);
+        }
+        if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return false;
+        i += (size_t)n + 1;
+    }
+    return true;
+}
+
+const char *stk_printable(const char *name, char *buf, size_t size)
+{
+    size_t o = 0;
+    size_t len = strlen(name);
+    for (size_t i = 0; i < len && o + 5 < size; i++) {
+        unsigned char c = (unsigned char)name[i];
+        /* Keep a whole valid UTF-8 sequence; escape stray bytes and controls. */
+        size_t seq = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
+        if (c >= 0x20 && c != 0x7F &&
+            (c < 0x80 || (i + seq <= len && o + seq < size - 1 && stk_utf8_valid(name + i, seq)))) {
+            memcpy(buf + o, name + i, seq);
+            o += seq;
+            i += seq - 1;
+        } else {
+            o += (size_t)snprintf(buf + o, size - o, "\\x%02X", c);
+        }
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+stk_status stk_fsync_parent_dir(const char *path)
+{
+    char *copy = strdup(path);
+    if (!copy) return stk_error(STK_ERR_NOMEM, "out of memory");
+    const char *dir = dirname(copy);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    stk_status st = STK_OK;
+    if (fd < 0 || fsync(fd) != 0)
+        st = stk_error(STK_ERR_IO, "%s: cannot sync directory: %s", dir, strerror(errno));
+    if (fd >= 0) close(fd);
+    free(copy);
+    return st;
+}

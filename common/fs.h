@@ -1,0 +1,28 @@
+/* Small file-system helpers shared by the modules: reading a whole file
+ * safely, UTF-8 checks, printable names, and directory fsync.
+ */
+#pragma once
+
+#include "common/status.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Read the whole regular file at `path` into a new malloc'd buffer (*data,
+ * *len; free() it). Refuses anything that is not a regular file (FIFO, device,
+ * directory) without blocking on it, and files larger than `max_bytes`.
+ * Errors: STK_ERR_IO (with errno text: ENOENT, EACCES, ELOOP, ...),
+ * STK_ERR_UNSUPPORTED (not a regular file), STK_ERR_LIMIT, STK_ERR_NOMEM.
+ * The message is the reason only; callers prefix the path. */
+stk_status stk_file_read_all(const char *path, uint64_t max_bytes, uint8_t **data, size_t *len);
+
+/* True when s[0..len) is well-formed UTF-8 (no overlongs, no surrogates). */
+bool stk_utf8_valid(const char *s, size_t len);
+
+/* Copy `name` into buf with bytes that are not printable UTF-8 written as
+ * \xNN, so a message can always show the file it is about. Returns buf. */
+const char *stk_printable(const char *name, char *buf, size_t size);
+
+/* fsync the directory holding `path`, so a rename into it is durable. */
+stk_status stk_fsync_parent_dir(const char *path);

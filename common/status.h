@@ -1,0 +1,57 @@
+/* Status codes and the thread-local last-error message.
+ *
+ * Every fallible public function in Stoke returns stk_status: STK_OK (0) on
+ * success, a negative code grouped by kind on failure, and a positive code for
+ * non-error outcomes such as the end of an epoch. On failure it also sets a
+ * message, read with stk_last_error(), that names the file, record or flag
+ * and the reason.
+ *
+ *     stk_dataset *ds;
+ *     stk_status st = stk_dataset_open("train.stoke", &ds);
+ *     if (st != STK_OK) {
+ *         fprintf(stderr, "stoke: %s\n", stk_last_error());
+ *         return 1;
+ *     }
+ *
+ * Threading: the message is per thread; a worker's error is carried to the
+ * caller's thread with stk_error_copy()/stk_set_error("%s", saved).
+ */
+#pragma once
+
+#include <stddef.h>
+
+typedef enum stk_status {
+    STK_OK = 0,
+    STK_END = 1, /* not an error: nothing more (end of epoch, end of list) */
+
+    STK_ERR_INVALID_ARG = -1, /* a bad flag, argument or API misuse */
+    STK_ERR_NOMEM = -2,
+    STK_ERR_IO = -3,          /* a system call failed: errno text in the message */
+    STK_ERR_CORRUPT = -4,     /* the data is damaged: bad CRC, header, truncated */
+    STK_ERR_UNSUPPORTED = -5, /* valid, but not something Stoke handles */
+    STK_ERR_FORMAT = -6,      /* not the expected kind of file / wrong version */
+    STK_ERR_CUDA = -7,
+    STK_ERR_CANCELLED = -8, /* stopped by the user (SIGINT) or by the caller */
+    STK_ERR_LIMIT = -9,     /* refused by a limit (pixel count, map size, ...) */
+    STK_ERR_INTERNAL = -10,
+} stk_status;
+
+/* The message of the last error set on this thread ("" when none). */
+const char *stk_last_error(void);
+
+/* Set this thread's message (printf format) and return `st`, so that error
+ * paths read `return stk_error(STK_ERR_IO, "%s: %s", path, strerror(errno));`. */
+stk_status stk_error(stk_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Prefix this thread's current message with "prefix: " (keeps the status). */
+stk_status stk_error_prefix(stk_status st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Clear this thread's message. */
+void stk_error_clear(void);
+
+/* Short name of a status ("io error", "corrupt data", ...). */
+const char *stk_status_name(stk_status st);
+
+/* Maximum length of a message, including the terminating NUL. */
+#define STK_ERROR_MAX 1024

@@ -1,0 +1,23 @@
+#!/bin/sh
+# The main job on the embedded default: Debian's Fashion-MNIST (dataset-fashion-mnist),
+# packed into two Stoke datasets, inspected and verified.
+#   scripts/demo.sh path/to/stoke
+set -eu
+STOKE=${1:-build/stoke}
+SRC=/usr/share/datasets/fashion-mnist
+OUT=demo-data
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$OUT"
+
+echo "== pack Fashion-MNIST (train and test) =="
+"$STOKE" pack --from idx --split train --classes "$HERE/data/fashion-mnist-classes.txt" \
+    "$SRC" "$OUT/fmnist-train.stoke"
+"$STOKE" pack --from idx --split test --classes "$HERE/data/fashion-mnist-classes.txt" \
+    "$SRC" "$OUT/fmnist-test.stoke"
+echo
+echo "== info =="
+"$STOKE" info "$OUT/fmnist-train.stoke"
+echo
+echo "== verify =="
+"$STOKE" verify "$OUT/fmnist-train.stoke"
+"$STOKE" verify "$OUT/fmnist-test.stoke"

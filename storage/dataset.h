@@ -1,0 +1,68 @@
+/* Reading a Stoke dataset (one LMDB file, docs/FORMAT.md).
+ *
+ *     stk_dataset *ds;
+ *     if (stk_dataset_open("train.stoke", &ds) != STK_OK) return fail(stk_last_error());
+ *     const stk_meta *m = stk_dataset_meta(ds);
+ *     for (uint64_t i = 0; i < m->count; i++) {
+ *         stk_record r;
+ *         if (stk_dataset_get(ds, i, &r) != STK_OK) ...;   // header + CRC checked
+ *         use(r.payload, r.payload_len, r.label);          // valid until close
+ *     }
+ *     stk_dataset_close(ds);
+ *
+ * Opening is read-only and makes no lock file (MDB_RDONLY | MDB_NOLOCK |
+ * MDB_NORDAHEAD). LMDB maps the file without checking it, so a file cut
+ * short would kill a plain reader with SIGBUS: open compares the file size
+ * with what LMDB's meta page says the file holds and refuses a short file.
+ * It then validates the meta and builds the record index: (file offset,
+ * length) of every record's value, found by walking the records once (leaf
+ * pages only) and locating LMDB's mapping of the file in /proc/self/maps.
+ * The index lets the loader read records with pread/io_uring instead of
+ * page faults.
+ *
+ * Threading: stk_dataset_get uses the dataset's one LMDB read transaction:
+ * one thread at a time. stk_dataset_span and stk_dataset_pread are safe from
+ * any number of threads.
+ */
+#pragma once
+
+#include "common/status.h"
+#include "storage/meta.h"
+#include "storage/record.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct stk_dataset stk_dataset;
+
+/* Open `path`. Errors: STK_ERR_IO (missing, unreadable), STK_ERR_FORMAT (not
+ * a Stoke dataset, unknown version), STK_ERR_CORRUPT (truncated file, bad
+ * meta, record keys not 0..count-1), STK_ERR_NOMEM. Messages start with path. */
+stk_status stk_dataset_open(const char *path, stk_dataset **out);
+
+/* Unmap and free. NULL is a no-op. Record views from get() die here. */
+void stk_dataset_close(stk_dataset *ds);
+
+const stk_meta *stk_dataset_meta(const stk_dataset *ds);
+uint64_t stk_dataset_count(const stk_dataset *ds);
+const char *stk_dataset_path(const stk_dataset *ds);
+uint64_t stk_dataset_file_size(const stk_dataset *ds);
+
+/* Record `index` through LMDB, header and CRC checked (check_crc false skips
+ * the CRC). Views point into the map. Errors: STK_ERR_INVALID_ARG (index out
+ * of range), STK_ERR_CORRUPT / STK_ERR_FORMAT with "record N (name): reason". */
+stk_status stk_dataset_get(stk_dataset *ds, uint64_t index, stk_record *out, bool check_crc);
+
+/* Where record `index` lies in the file: byte offset and length of its value. */
+stk_status stk_dataset_span(const stk_dataset *ds, uint64_t index, uint64_t *offset,
+                            uint32_t *length);
+
+/* Read record `index`'s bytes (header, name, payload) with pread into
+ * buf[0..cap); *len gets the length. Errors: STK_ERR_INVALID_ARG (cap too
+ * small or index out of range), STK_ERR_IO (errno and offset),
+ * STK_ERR_CORRUPT (short read: the file was truncated since open). */
+stk_status stk_dataset_pread(const stk_dataset *ds, uint64_t index, void *buf, size_t cap,
+                             size_t *len);
+
+/* Largest record length in bytes (to size read buffers). */
+uint32_t stk_dataset_max_record_bytes(const stk_dataset *ds);

@@ -1,0 +1,267 @@
+#include "storage/meta.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void stk_meta_deinit(stk_meta *m)
+{
+    for (uint32_t i = 0; m->class_names && i < m->num_classes; i++) free(m->class_names[i]);
+    free(m->class_names);
+    free(m->class_counts);
+    free(m->source);
+    free(m->packed_with);
+    memset(m, 0, sizeof *m);
+}
+
+stk_status stk_meta_set_classes(stk_meta *m, char *const *names, uint32_t n)
+{
+    char **copy = calloc(n ? n : 1, sizeof *copy);
+    uint64_t *counts = calloc(n ? n : 1, sizeof *counts);
+    if (!copy || !counts) goto nomem;
+    for (uint32_t i = 0; i < n; i++)
+        if (!(copy[i] = strdup(names[i]))) goto nomem;
+    for (uint32_t i = 0; m->class_names && i < m->num_classes; i++) free(m->class_names[i]);
+    free(m->class_names);
+    free(m->class_counts);
+    m->class_names = copy;
+    m->class_counts = counts;
+    m->num_classes = n;
+    return STK_OK;
+nomem:
+    for (uint32_t i = 0; copy && i < n; i++) free(copy[i]);
+    free(copy);
+    free(counts);
+    return stk_error(STK_ERR_NOMEM, "out of memory");
+}
+
+/* A growable string for building values. */
+typedef struct strbuf {
+    char *s;
+    size_t len, cap;
+    bool failed;
+} strbuf;
+
+static void sb_append(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_append(strbuf *b, const char *fmt, ...)
+{
+    if (b->failed) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (b->len + (size_t)n + 1 > b->cap) {
+        size_t cap = (b->len + (size_t)n + 1) * 2;
+        char *s = realloc(b->s, cap);
+        if (!s) {
+            b->failed = true;
+            return;
+        }
+        b->s = s;
+        b->cap = cap;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+stk_status stk_meta_encode(const stk_meta *m, stk_meta_put_fn put, void *ctx)
+{
+    char v[256];
+    stk_status st;
+#define PUT(key, value)                                                                            \
+    do {                                                                                           \
+        if ((st = put(ctx, key, value)) != STK_OK) goto out;                                       \
+    } while (0)
+    strbuf names = {0}, counts = {0}, mean = {0}, std = {0};
+    PUT("format", STK_FORMAT_NAME);
+    snprintf(v, sizeof v, "%d", STK_FORMAT_VERSION);
+    PUT("version", v);
+    snprintf(v, sizeof v, "%" PRIu64, m->count);
+    PUT("count", v);
+    PUT("encoding", stk_encoding_name(m->encoding));
+    snprintf(v, sizeof v, "%d", m->channels);
+    PUT("channels", v);
+    snprintf(v, sizeof v, "%u", m->num_classes);
+    PUT("num_classes", v);
+    for (uint32_t i = 0; i < m->num_classes; i++) {
+        sb_append(&names, "%s%s", i ? "\n" : "", m->class_names[i]);
+        sb_append(&counts, "%s%" PRIu64, i ? " " : "", m->class_counts[i]);
+    }
+    if (names.failed || counts.failed) {
+        st = stk_error(STK_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    PUT("classes", names.s ? names.s : "");
+    PUT("class_counts", counts.s ? counts.s : "");
+    snprintf(v, sizeof v, "%u %u", m->min_width, m->max_width);
+    PUT("width_range", v);
+    snprintf(v, sizeof v, "%u %u", m->min_height, m->max_height);
+    PUT("height_range", v);
+    if (m->has_stats) {
+        for (int c = 0; c < m->channels && c < 3; c++) {
+            sb_append(&mean, "%s%.6f", c ? " " : "", m->mean[c]);
+            sb_append(&std, "%s%.6f", c ? " " : "", m->std[c]);
+        }
+        if (mean.failed || std.failed) {
+            st = stk_error(STK_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        PUT("mean", mean.s);
+        PUT("std", std.s);
+    }
+    PUT("source", m->source ? m->source : "");
+    PUT("packed_with", m->packed_with ? m->packed_with : "");
+    st = STK_OK;
+#undef PUT
+out:
+    free(names.s);
+    free(counts.s);
+    free(mean.s);
+    free(std.s);
+    return st;
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || *s < '0' || *s > '9') return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || (*end && *end != ' ')) return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_u32_pair(const char *s, uint32_t *a, uint32_t *b)
+{
+    unsigned x, y;
+    char tail;
+    if (!s || sscanf(s, "%u %u%c", &x, &y, &tail) != 2) return false;
+    *a = x, *b = y;
+    return true;
+}
+
+static bool parse_doubles(const char *s, double *out, int n)
+{
+    if (!s) return false;
+    for (int i = 0; i < n; i++) {
+        char *end;
+        out[i] = strtod(s, &end);
+        if (end == s) return false;
+        s = end;
+    }
+    return *s == '\0';
+}
+
+stk_status stk_meta_decode(stk_meta *m, stk_meta_get_fn get, void *ctx)
+{
+    memset(m, 0, sizeof *m);
+    const char *format = get(ctx, "format");
+    if (!format || strcmp(format, STK_FORMAT_NAME) != 0)
+        return stk_error(STK_ERR_FORMAT, "not a Stoke dataset (no \"format\": \"%s\" in its meta)",
+                         STK_FORMAT_NAME);
+    uint64_t version, v;
+    if (!parse_u64(get(ctx, "version"), &version))
+        return stk_error(STK_ERR_CORRUPT, "meta: missing or bad \"version\"");
+    if (version != STK_FORMAT_VERSION)
+        return stk_error(STK_ERR_FORMAT,
+                         "dataset format version %" PRIu64
+                         " is not supported (this stoke reads version %d)%s",
+                         version, STK_FORMAT_VERSION,
+                         version > STK_FORMAT_VERSION ? "; upgrade stoke" : "; re-pack it");
+    m->version = (uint32_t)version;
+    stk_status st = STK_ERR_CORRUPT;
+    const char *bad = NULL;
+    if (!parse_u64(get(ctx, "count"), &m->count)) {
+        bad = "count";
+        goto fail;
+    }
+    const char *enc = get(ctx, "encoding");
+    if (enc && strcmp(enc, "jpeg") == 0)
+        m->encoding = STK_ENCODING_JPEG;
+    else if (enc && strcmp(enc, "raw_u8") == 0)
+        m->encoding = STK_ENCODING_RAW_U8;
+    else {
+        bad = "encoding";
+        goto fail;
+    }
+    if (!parse_u64(get(ctx, "channels"), &v) || (v != 1 && v != 3)) {
+        bad = "channels";
+        goto fail;
+    }
+    m->channels = (int)v;
+    if (!parse_u64(get(ctx, "num_classes"), &v) || v > 10000000) {
+        bad = "num_classes";
+        goto fail;
+    }
+    uint32_t n = (uint32_t)v;
+    m->num_classes = n;
+    m->class_names = calloc(n ? n : 1, sizeof *m->class_names);
+    m->class_counts = calloc(n ? n : 1, sizeof *m->class_counts);
+    if (!m->class_names || !m->class_counts) {
+        st = stk_error(STK_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    const char *names = get(ctx, "classes");
+    const char *counts = get(ctx, "class_counts");
+    if (!names || !counts) {
+        bad = !names ? "classes" : "class_counts";
+        goto fail;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const char *nl = strchr(names, '\n');
+        size_t len = nl ? (size_t)(nl - names) : strlen(names);
+        if ((nl == NULL) != (i == n - 1)) {
+            bad = "classes";
+            goto fail;
+        }
+        if (!(m->class_names[i] = strndup(names, len))) {
+            st = stk_error(STK_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        names = nl ? nl + 1 : names + len;
+        char *end;
+        errno = 0;
+        m->class_counts[i] = strtoull(counts, &end, 10);
+        if (end == counts || errno) {
+            bad = "class_counts";
+            goto fail;
+        }
+        counts = end;
+    }
+    if (!parse_u32_pair(get(ctx, "width_range"), &m->min_width, &m->max_width)) {
+        bad = "width_range";
+        goto fail;
+    }
+    if (!parse_u32_pair(get(ctx, "height_range"), &m->min_height, &m->max_height)) {
+        bad = "height_range";
+        goto fail;
+    }
+    const char *mean = get(ctx, "mean"), *std = get(ctx, "std");
+    if (mean || std) {
+        if (!parse_doubles(mean, m->mean, m->channels) ||
+            !parse_doubles(std, m->std, m->channels)) {
+            bad = "mean/std";
+            goto fail;
+        }
+        m->has_stats = true;
+    }
+    const char *source = get(ctx, "source"), *packed = get(ctx, "packed_with");
+    m->source = strdup(source ? source : "");
+    m->packed_with = strdup(packed ? packed : "");
+    if (!m->source || !m->packed_with) {
+        st = stk_error(STK_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    return STK_OK;
+fail:
+    st = stk_error(STK_ERR_CORRUPT, "meta: missing or malformed \"%s\"", bad);
+out:
+    stk_meta_deinit(m);
+    return st;
+}

@@ -1,0 +1,48 @@
+/* Dataset-level metadata, stored as text values in the `meta` database so
+ * that any LMDB reader can print it (docs/FORMAT.md lists the keys).
+ *
+ * Who owns what: a stk_meta owns its strings and arrays; stk_meta_deinit frees
+ * them. A stk_meta from stk_dataset_meta() belongs to the dataset.
+ */
+#pragma once
+
+#include "common/status.h"
+#include "storage/record.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define STK_FORMAT_NAME    "stoke-dataset"
+#define STK_FORMAT_VERSION 1
+
+typedef struct stk_meta {
+    uint32_t version; /* format version of the file */
+    uint64_t count;   /* records 0..count-1 */
+    int encoding;     /* stk_encoding shared by every record */
+    int channels;     /* channels a decoder outputs (JPEG datasets: 3) */
+    uint32_t num_classes;
+    char **class_names;     /* num_classes UTF-8 names */
+    uint64_t *class_counts; /* records per label */
+    uint32_t min_width, max_width, min_height, max_height;
+    bool has_stats;         /* mean/std known (not with pack --no-validate) */
+    double mean[3], std[3]; /* per channel, pixel values scaled to [0, 1] */
+    char *source;           /* what was packed, e.g. "idx:/usr/share/datasets/..." */
+    char *packed_with;      /* the tool and flags, e.g. "stoke 0.1.0 pack --from idx" */
+} stk_meta;
+
+/* Free what m owns and zero it. */
+void stk_meta_deinit(stk_meta *m);
+
+/* Set class names (copied); class_counts are allocated and zeroed. */
+stk_status stk_meta_set_classes(stk_meta *m, char *const *names, uint32_t n);
+
+typedef stk_status (*stk_meta_put_fn)(void *ctx, const char *key, const char *value);
+typedef const char *(*stk_meta_get_fn)(void *ctx, const char *key); /* NULL: missing */
+
+/* Serialise m as (key, text value) pairs through put. */
+stk_status stk_meta_encode(const stk_meta *m, stk_meta_put_fn put, void *ctx);
+
+/* Parse the pairs read through get into m (zeroed first). Errors:
+ * STK_ERR_FORMAT (not a Stoke dataset, or a version this build cannot read),
+ * STK_ERR_CORRUPT (a key missing or malformed). */
+stk_status stk_meta_decode(stk_meta *m, stk_meta_get_fn get, void *ctx);

@@ -1,0 +1,58 @@
+/* One record of a Stoke dataset: a fixed 32-byte little-endian header, the
+ * source name, then the payload (docs/FORMAT.md has the byte layout).
+ *
+ *     stk_record r = {.encoding = STK_ENCODING_JPEG, .channels = 3, .width = w,
+ *                     .height = h, .label = 7, .name = "cat/0001.jpg",
+ *                     .name_len = 12, .payload = jpeg, .payload_len = n};
+ *     uint8_t *buf = malloc(stk_record_size(&r));
+ *     stk_record_encode(&r, buf);                  // fills in r.crc too
+ *     stk_record back;
+ *     stk_record_decode(buf, stk_record_size(&r), true, &back);  // views into buf
+ *
+ * Decoded records point into the buffer they were decoded from; they are valid
+ * as long as that buffer is.
+ */
+#pragma once
+
+#include "common/status.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define STK_RECORD_MAGIC       0x524B5453u /* "STKR" as little-endian bytes */
+#define STK_RECORD_VERSION     1
+#define STK_RECORD_HEADER_SIZE 32
+#define STK_RECORD_MAX_NAME    4096
+
+typedef enum stk_encoding {
+    STK_ENCODING_JPEG = 1,   /* baseline JPEG bytes, 1 or 3 components */
+    STK_ENCODING_RAW_U8 = 2, /* height x width x channels u8, HWC order */
+} stk_encoding;
+
+typedef struct stk_record {
+    uint8_t encoding; /* stk_encoding */
+    uint8_t channels; /* components in the payload (JPEG: 1 gray, 3 colour) */
+    uint32_t width;
+    uint32_t height;
+    int32_t label;
+    const char *name; /* source name, UTF-8, not NUL-terminated */
+    uint32_t name_len;
+    const uint8_t *payload;
+    uint32_t payload_len;
+    uint32_t crc; /* CRC-32C of name then payload */
+} stk_record;
+
+/* Encoded size: header + name + payload. */
+size_t stk_record_size(const stk_record *r);
+
+/* Write r (header, name, payload) into dst[0..stk_record_size(r)) and set r->crc. */
+void stk_record_encode(stk_record *r, uint8_t *dst);
+
+/* Parse a record from buf[0..len): checks magic, version, encoding, sizes and,
+ * when check_crc, the CRC. Errors: STK_ERR_CORRUPT (message says what is
+ * wrong; the caller adds which record), STK_ERR_FORMAT (newer record version). */
+stk_status stk_record_decode(const void *buf, size_t len, bool check_crc, stk_record *out);
+
+/* "jpeg" / "raw_u8" / "unknown". */
+const char *stk_encoding_name(int encoding);

@@ -1,0 +1,56 @@
+#!/bin/sh
+# stoke info, help and version end to end.
+. "$STOKE_TESTS/cli/lib.sh"
+FX=$STOKE_FIXTURES
+
+run 0 "$STOKE" pack --from idx "$FX/idx" idx.stoke
+run 0 "$STOKE" info idx.stoke
+expect out.txt "format      stoke-dataset version 1"
+expect out.txt "records     50"
+expect out.txt "encoding    raw_u8, 1 channel"
+expect out.txt "image size  28x28 (every record)"
+expect out.txt "packed with stoke"
+grep -qE '^ +7 +7 +5$' out.txt || fail "class 7 should have 5 records"
+run 0 "$STOKE" info --json idx.stoke
+"$PYTHON3" - <<'PY' || fail "info --json"
+import json
+d = json.load(open("out.txt"))
+assert d["records"] == 50 and d["version"] == 1 and d["encoding"] == "raw_u8"
+assert len(d["classes"]) == 10 and sum(c["count"] for c in d["classes"]) == 50
+assert len(d["mean"]) == 1 and 0.4 < d["mean"][0] < 0.6, d["mean"]
+PY
+run 0 "$STOKE" pack "$FX/good" good.stoke
+run 0 "$STOKE" info good.stoke
+expect out.txt "encoding    jpeg, 3 channels"
+expect out.txt "image size  width 33..640, height 47..480"
+expect out.txt "zebra_empty"
+
+# Damaged and foreign files: a clear message, exit 1.
+head -c 100000 good.stoke > cut.stoke
+run 1 "$STOKE" info cut.stoke
+expect err.txt "stoke: cut.stoke: file is truncated"
+printf 'hello' > tiny.stoke
+run 1 "$STOKE" info tiny.stoke
+expect err.txt "not a Stoke dataset"
+run 1 "$STOKE" info missing.stoke
+expect err.txt "stoke: missing.stoke: cannot open: No such file or directory"
+run 2 "$STOKE" info
+run 2 "$STOKE" info a b
+
+# help and version
+run 0 "$STOKE" --version
+expect out.txt "stoke 0."
+run 0 "$STOKE" help
+for c in pack info verify; do expect out.txt "  $c "; done
+for c in pack info verify; do
+    run 0 "$STOKE" help $c
+    cp out.txt help1.txt
+    run 0 "$STOKE" $c --help
+    cmp -s out.txt help1.txt || fail "stoke help $c and stoke $c --help differ"
+    expect out.txt "usage: stoke $c"
+done
+run 2 "$STOKE"
+run 2 "$STOKE" frobnicate
+expect err.txt "no command 'frobnicate'"
+run 2 "$STOKE" help frobnicate
+finish

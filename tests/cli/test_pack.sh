@@ -1,0 +1,118 @@
+#!/bin/sh
+# stoke pack end to end: sources, determinism, JPEG handling, bad inputs, flags.
+. "$STOKE_TESTS/cli/lib.sh"
+FX=$STOKE_FIXTURES
+
+# An image folder: summary, JSON, determinism across --workers.
+run 0 "$STOKE" pack --workers 1 "$FX/good" one.stoke
+expect out.txt "packed 11 records (3 classes) into one.stoke"
+expect out.txt "9 stored as is, 1 transcoded to baseline, 1 converted from CMYK, 0 resized"
+expect err.txt "zebra_empty: class folder has no images (label 2 is kept)"
+run 0 "$STOKE" pack --workers 2 --json "$FX/good" two.stoke
+cmp -s one.stoke two.stoke || fail "--workers 1 and 2 give different files"
+for key in records classes skipped bytes_in bytes_out seconds images_per_sec; do
+    expect out.txt "\"$key\": "
+done
+"$PYTHON3" -c 'import json,sys; d=json.load(open("out.txt")); assert d["records"]==11 and d["classes"]==3, d' \
+    || fail "pack --json is not the expected JSON"
+run 0 "$STOKE" pack --workers 1 --shuffle --seed 5 "$FX/good" s1.stoke
+run 0 "$STOKE" pack --workers 2 --shuffle --seed 5 "$FX/good" s2.stoke
+cmp -s s1.stoke s2.stoke || fail "shuffled packs differ across --workers"
+cmp -s s1.stoke one.stoke && fail "--shuffle changed nothing"
+only_entries . 6 # 4 datasets + out.txt + err.txt: no temporaries, no lock files
+
+# List and IDX sources; --classes.
+run 0 "$STOKE" pack "$FX/list.txt" list.stoke
+expect out.txt "packed 8 records (2 classes)"
+printf 'feline\ncanine\n' > names.txt
+run 0 "$STOKE" pack --from list --classes names.txt "$FX/list.txt" named.stoke
+run 0 "$STOKE" info named.stoke
+expect out.txt "canine"
+run 0 "$STOKE" pack --from idx "$FX/idx" idx.stoke
+expect out.txt "packed 50 records (10 classes)"
+run 0 "$STOKE" pack --from idx "$FX/idx/train-images-idx3-ubyte.gz" "$FX/idx/train-labels-idx1-ubyte.gz" idx2.stoke
+cmp -s idx.stoke idx2.stoke || echo "note: folder and two-path IDX packs differ only in their source text"
+run 1 "$STOKE" pack --from idx --split test "$FX/idx" t.stoke
+expect err.txt "no t10k-images-idx3-ubyte"
+
+# --max-side re-encodes the large image.
+run 0 "$STOKE" pack --max-side 64 --quality 80 "$FX/good" small.stoke
+expect out.txt "7 resized" # every image with a side over 64
+run 0 "$STOKE" info --json small.stoke
+"$PYTHON3" -c 'import json; d=json.load(open("out.txt")); assert d["width"]["max"]<=64 and d["height"]["max"]<=64, d' \
+    || fail "--max-side 64 left a larger image"
+
+# Every kind of bad input stops pack with the file and the reason, leaving nothing.
+reason() { # reason FILE TEXT
+    rm -rf src && mkdir -p src/a src/b
+    cp "$FX/good/cat/cat_0.jpg" src/a/
+    cp "$FX/bad/$1" src/b/
+    mkdir -p out
+    run 1 "$STOKE" pack src out/x.stoke
+    expect err.txt "stoke: src/b/$1: $2"
+    only_entries out 0
+}
+reason zero.jpg "empty file"
+reason text.jpg "not a JPEG"
+reason png_named.jpg "a PNG image, not a JPEG"
+reason anim.gif "a GIF image"
+reason fake.webp "a WebP image"
+reason truncated.jpg "bad JPEG: Premature end of JPEG file"
+reason corrupt.jpg "bad JPEG"
+reason soi_garbage.jpg "bad JPEG"
+reason bomb.jpg "65500x65500"
+
+# Files that are not files.
+rm -rf src && mkdir -p src/a out
+cp "$FX/good/cat/cat_0.jpg" src/a/
+ln -s loop.jpg src/a/loop.jpg
+run 1 "$STOKE" pack src out/x.stoke
+expect err.txt "src/a/loop.jpg: cannot open: Too many levels of symbolic links"
+only_entries out 0
+rm src/a/loop.jpg && mkfifo src/a/pipe.jpg
+run 1 timeout 20 "$STOKE" pack src out/x.stoke
+expect err.txt "src/a/pipe.jpg: not a regular file (a FIFO)"
+rm src/a/pipe.jpg
+cp "$FX/good/cat/cat_1.jpg" "$(printf 'src/a/bad\377name.jpg')"
+run 1 "$STOKE" pack src out/x.stoke
+expect err.txt 'src/a/bad\xFFname.jpg: file name is not valid UTF-8'
+rm -f src/a/bad*
+if [ "$(id -u)" != 0 ]; then # root reads anything
+    cp "$FX/good/cat/cat_1.jpg" src/a/locked.jpg && chmod 000 src/a/locked.jpg
+    run 1 "$STOKE" pack src out/x.stoke
+    expect err.txt "locked.jpg: cannot open: Permission denied"
+    rm -f src/a/locked.jpg
+fi
+
+# --skip-bad: skip, count and list them.
+rm -rf src && mkdir -p src/good src/bad out
+cp "$FX"/good/cat/*.jpg src/good/
+cp "$FX"/bad/* src/bad/
+run 0 "$STOKE" pack --skip-bad src out/x.stoke
+expect out.txt "packed 6 records (2 classes)"
+expect out.txt "skipped 9 bad inputs, listed in out/x.stoke.skipped.txt"
+[ "$(wc -l < out/x.stoke.skipped.txt)" = 9 ] || fail "skipped list does not have 9 lines"
+expect out/x.stoke.skipped.txt "src/bad/truncated.jpg	bad JPEG: Premature end of JPEG file"
+rm -rf src/good
+run 1 "$STOKE" pack --skip-bad src out/y.stoke
+expect err.txt "every input was bad"
+
+# A temporary left by a killed pack (its process gone) is removed by the next pack.
+touch .again.stoke.pack-2147483600 .again.stoke.pack-2147483600.compact
+run 0 "$STOKE" pack "$FX/good" again.stoke
+[ -e .again.stoke.pack-2147483600 ] && fail "stale temporary not removed"
+[ -e .again.stoke.pack-2147483600.compact ] && fail "stale compact temporary not removed"
+
+# Usage errors exit 2.
+run 2 "$STOKE" pack
+run 2 "$STOKE" pack "$FX/good"
+run 2 "$STOKE" pack --workers 0 "$FX/good" x.stoke
+expect err.txt "--workers 0: expected an integer in 1..1024"
+run 2 "$STOKE" pack --from bogus "$FX/good" x.stoke
+run 2 "$STOKE" pack --frobnicate "$FX/good" x.stoke
+expect err.txt "unknown option '--frobnicate'"
+run 2 "$STOKE" pack --quality 101 "$FX/good" x.stoke
+run 2 "$STOKE" pack "$FX/good" .
+run 1 "$STOKE" pack /nonexistent/dir x.stoke
+expect err.txt "/nonexistent/dir"
+finish

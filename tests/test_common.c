@@ -1,0 +1,344 @@
+/* common/: status messages, CRC-32C, Philox RNG, thread pool, progress, fs helpers. */
+#include "common/clock.h"
+#include "common/crc32c.h"
+#include "common/fs.h"
+#include "common/log.h"
+#include "common/progress.h"
+#include "common/rng.h"
+#include "common/status.h"
+#include "common/thread_pool.h"
+
+#include <check.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- status ---- */
+
+static void *read_error_in_thread(void *p)
+{
+    *(int *)p = stk_last_error()[0] == '\0';
+    return NULL;
+}
+
+START_TEST(status_message_is_per_thread)
+{
+    ck_assert_int_eq(stk_error(STK_ERR_IO, "%s: %d", "file.jpg", 7), STK_ERR_IO);
+    ck_assert_str_eq(stk_last_error(), "file.jpg: 7");
+    stk_error_prefix(STK_ERR_IO, "record %d", 3);
+    ck_assert_str_eq(stk_last_error(), "record 3: file.jpg: 7");
+    int empty = 0;
+    pthread_t t;
+    pthread_create(&t, NULL, read_error_in_thread, &empty);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(empty, 1);
+    stk_error_clear();
+    ck_assert_str_eq(stk_last_error(), "");
+    ck_assert_str_eq(stk_status_name(STK_ERR_CORRUPT), "corrupt data");
+}
+END_TEST
+
+START_TEST(status_long_prefix_truncates_safely)
+{
+    char big[3000];
+    memset(big, 'a', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    stk_error(STK_ERR_IO, "%s", big);
+    stk_error_prefix(STK_ERR_IO, "%s", big);
+    ck_assert_uint_eq(strlen(stk_last_error()), STK_ERROR_MAX - 1);
+}
+END_TEST
+
+/* ---- CRC-32C: RFC 3720 appendix B.4 and the classic check value ---- */
+
+START_TEST(crc32c_published_vectors)
+{
+    uint8_t buf[32];
+    const char *check = "123456789";
+    for (int hw = 0; hw < 2; hw++) {
+        uint32_t (*crc)(uint32_t, const void *, size_t) = hw ? stk_crc32c : stk_crc32c_table;
+        ck_assert_uint_eq(crc(0, check, 9), 0xE3069283u);
+        memset(buf, 0, 32);
+        ck_assert_uint_eq(crc(0, buf, 32), 0x8A9136AAu);
+        memset(buf, 0xFF, 32);
+        ck_assert_uint_eq(crc(0, buf, 32), 0x62A8AB43u);
+        for (int i = 0; i < 32; i++) buf[i] = (uint8_t)i;
+        ck_assert_uint_eq(crc(0, buf, 32), 0x46DD794Eu);
+        for (int i = 0; i < 32; i++) buf[i] = (uint8_t)(31 - i);
+        ck_assert_uint_eq(crc(0, buf, 32), 0x113FDB5Cu);
+        ck_assert_uint_eq(crc(0, buf, 0), 0u);
+    }
+}
+END_TEST
+
+START_TEST(crc32c_hw_matches_table_and_chains)
+{
+    uint8_t data[1000];
+    stk_rng r;
+    stk_rng_init(&r, 1, 2, 3);
+    for (size_t i = 0; i < sizeof data; i++) data[i] = (uint8_t)stk_rng_u32(&r);
+    for (size_t len = 0; len < sizeof data; len += 37) {
+        ck_assert_uint_eq(stk_crc32c(0, data, len), stk_crc32c_table(0, data, len));
+        size_t cut = len / 3;
+        uint32_t chained = stk_crc32c(stk_crc32c(0, data, cut), data + cut, len - cut);
+        ck_assert_uint_eq(chained, stk_crc32c(0, data, len));
+        /* unaligned start */
+        ck_assert_uint_eq(stk_crc32c(0, data + 1, len ? len - 1 : 0),
+                          stk_crc32c_table(0, data + 1, len ? len - 1 : 0));
+    }
+}
+END_TEST
+
+/* ---- Philox4x32-10: Random123's known-answer vectors ---- */
+
+START_TEST(philox_known_answers)
+{
+    static const uint32_t v[3][10] = {
+        {0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
+        {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0x408f276d,
+         0x41c83b0e, 0xa20bc7c6, 0x6d5451fd},
+        {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0, 0xd16cfe09,
+         0x94fdcceb, 0x5001e420, 0x24126ea1},
+    };
+    for (int i = 0; i < 3; i++) {
+        uint32_t out[4];
+        stk_philox4x32_10(v[i], v[i] + 4, out);
+        for (int k = 0; k < 4; k++) ck_assert_uint_eq(out[k], v[i][6 + k]);
+    }
+}
+END_TEST
+
+START_TEST(rng_is_a_function_of_seed_stream_counter)
+{
+    stk_rng a, b, c;
+    stk_rng_init(&a, 42, 7, 1000);
+    stk_rng_init(&b, 42, 7, 1000);
+    stk_rng_init(&c, 42, 8, 1000);
+    int differ = 0;
+    for (int i = 0; i < 100; i++) {
+        uint32_t x = stk_rng_u32(&a);
+        ck_assert_uint_eq(x, stk_rng_u32(&b));
+        differ += x != stk_rng_u32(&c);
+    }
+    ck_assert_int_gt(differ, 95);
+    /* The first word equals the Philox block of (counter, stream) under key seed. */
+    uint32_t ctr[4] = {1000, 0, 7, 0}, key[2] = {42, 0}, out[4];
+    stk_philox4x32_10(ctr, key, out);
+    stk_rng_init(&a, 42, 7, 1000);
+    ck_assert_uint_eq(stk_rng_u32(&a), out[0]);
+}
+END_TEST
+
+START_TEST(rng_ranges)
+{
+    stk_rng r;
+    stk_rng_init(&r, 5, 0, 0);
+    int hist[10] = {0};
+    for (int i = 0; i < 100000; i++) {
+        uint32_t k = stk_rng_below(&r, 10);
+        ck_assert_uint_lt(k, 10);
+        hist[k]++;
+        double u = stk_rng_uniform(&r);
+        ck_assert(u >= 0.0 && u < 1.0);
+        ck_assert_uint_lt(stk_rng_below64(&r, 5000000000ull), 5000000000ull);
+    }
+    /* Fixed seed, so this is deterministic; 10% is ~30 standard deviations. */
+    for (int k = 0; k < 10; k++) ck_assert(hist[k] > 9000 && hist[k] < 11000);
+    ck_assert_uint_eq(stk_rng_below(&r, 1), 0);
+}
+END_TEST
+
+/* ---- thread pool ---- */
+
+typedef struct pool_ctx {
+    int *visits;
+    int threads;
+    int bad_worker;
+} pool_ctx;
+
+static void visit(void *p, size_t i, int worker)
+{
+    pool_ctx *c = p;
+    __atomic_fetch_add(&c->visits[i], 1, __ATOMIC_RELAXED);
+    if (worker < 0 || worker >= c->threads) __atomic_store_n(&c->bad_worker, 1, __ATOMIC_RELAXED);
+}
+
+START_TEST(pool_visits_every_index_once)
+{
+    for (int threads = 1; threads <= 4; threads++) {
+        stk_pool *pool;
+        ck_assert_int_eq(stk_pool_create(threads, &pool), STK_OK);
+        ck_assert_int_eq(stk_pool_size(pool), threads);
+        for (size_t n = 0; n < 2000; n = n * 3 + 1) {
+            pool_ctx c = {calloc(n + 1, sizeof(int)), threads, 0};
+            stk_pool_parallel_for(pool, n, visit, &c);
+            for (size_t i = 0; i < n; i++) ck_assert_int_eq(c.visits[i], 1);
+            ck_assert_int_eq(c.bad_worker, 0);
+            free(c.visits);
+        }
+        stk_pool_destroy(pool);
+    }
+}
+END_TEST
+
+START_TEST(pool_many_small_jobs)
+{
+    stk_pool *pool;
+    ck_assert_int_eq(stk_pool_create(3, &pool), STK_OK);
+    int visits[8];
+    for (int job = 0; job < 3000; job++) {
+        memset(visits, 0, sizeof visits);
+        pool_ctx c = {visits, 3, 0};
+        stk_pool_parallel_for(pool, 8, visit, &c);
+        for (int i = 0; i < 8; i++) ck_assert_int_eq(visits[i], 1);
+    }
+    stk_pool_destroy(pool);
+    stk_pool_destroy(NULL);
+}
+END_TEST
+
+START_TEST(pool_rejects_bad_sizes)
+{
+    stk_pool *pool = (stk_pool *)1;
+    ck_assert_int_eq(stk_pool_create(0, &pool), STK_ERR_INVALID_ARG);
+    ck_assert_ptr_null(pool);
+    ck_assert(strstr(stk_last_error(), "0 threads"));
+    ck_assert_int_ge(stk_cpu_count(), 1);
+}
+END_TEST
+
+/* ---- progress ---- */
+
+START_TEST(progress_plain_lines)
+{
+    FILE *f = tmpfile();
+    setenv("STOKE_PROGRESS", "plain", 1);
+    stk_progress p;
+    stk_progress_init(&p, "pack", 10, f);
+    p.plain_interval = 0; /* draw on every update */
+    stk_progress_update(&p, 4);
+    stk_progress_set_extra(&p, "loss 0.5");
+    stk_progress_finish(&p);
+    unsetenv("STOKE_PROGRESS");
+    rewind(f);
+    char line[256];
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    ck_assert(strncmp(line, "pack: 4/10 (40%)", 16) == 0);
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    ck_assert(strncmp(line, "pack: 10/10 (100%)", 18) == 0 || strncmp(line, "pack: 4/10", 10) == 0);
+    ck_assert(strstr(line, "loss 0.5"));
+    ck_assert(strchr(line, '\r') == NULL);
+    fclose(f);
+    char buf[32];
+    stk_format_duration(3725, buf, sizeof buf);
+    ck_assert_str_eq(buf, "1:02:05");
+    stk_format_duration(65, buf, sizeof buf);
+    ck_assert_str_eq(buf, "1:05");
+    stk_format_duration(-1, buf, sizeof buf);
+    ck_assert_str_eq(buf, "--:--");
+}
+END_TEST
+
+START_TEST(progress_tty_redraws_one_line)
+{
+    FILE *f = tmpfile();
+    setenv("STOKE_PROGRESS", "tty", 1);
+    stk_progress p;
+    stk_progress_init(&p, "verify", 100, f);
+    stk_progress_finish(&p);
+    unsetenv("STOKE_PROGRESS");
+    rewind(f);
+    char line[256];
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    ck_assert_int_eq(line[0], '\r');
+    ck_assert(strstr(line, "\033[K"));
+    fclose(f);
+}
+END_TEST
+
+/* ---- fs ---- */
+
+START_TEST(utf8_validation)
+{
+    ck_assert(stk_utf8_valid("caf\xC3\xA9/\xE2\x82\xAC.jpg", 12));
+    ck_assert(stk_utf8_valid("", 0));
+    ck_assert(!stk_utf8_valid("\xFF", 1));
+    ck_assert(!stk_utf8_valid("\xC3", 1));         /* truncated */
+    ck_assert(!stk_utf8_valid("\xC0\xAF", 2));     /* overlong '/' */
+    ck_assert(!stk_utf8_valid("\xED\xA0\x80", 3)); /* surrogate */
+    ck_assert(!stk_utf8_valid("a\xE2\x82", 3));
+    char buf[64];
+    ck_assert_str_eq(stk_printable("bad\xFFname\n", buf, sizeof buf), "bad\\xFFname\\x0A");
+    ck_assert_str_eq(stk_printable("caf\xC3\xA9", buf, sizeof buf), "caf\xC3\xA9");
+}
+END_TEST
+
+START_TEST(read_all_refuses_fifo_without_blocking)
+{
+    const char *dir = getenv("STOKE_TEST_TMP") ? getenv("STOKE_TEST_TMP") : "/tmp";
+    char path[512];
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/fifo.jpg", dir);
+    unlink(path);
+    ck_assert_int_eq(mkfifo(path, 0644), 0);
+    uint8_t *data;
+    size_t len;
+    ck_assert_int_eq(stk_file_read_all(path, 1000, &data, &len), STK_ERR_UNSUPPORTED);
+    ck_assert(strstr(stk_last_error(), "FIFO"));
+    unlink(path);
+    ck_assert_int_eq(stk_file_read_all(path, 1000, &data, &len), STK_ERR_IO);
+    ck_assert(strstr(stk_last_error(), "No such file"));
+    snprintf(path, sizeof path, "%s/small.bin", dir);
+    FILE *f = fopen(path, "w");
+    fputs("0123456789", f);
+    fclose(f);
+    ck_assert_int_eq(stk_file_read_all(path, 5, &data, &len), STK_ERR_LIMIT);
+    ck_assert_int_eq(stk_file_read_all(path, 10, &data, &len), STK_OK);
+    ck_assert_uint_eq(len, 10);
+    ck_assert(memcmp(data, "0123456789", 10) == 0);
+    free(data);
+}
+END_TEST
+
+START_TEST(log_levels_and_clock)
+{
+    ck_assert_int_eq(stk_log_parse_level("debug"), STK_LOG_DEBUG);
+    ck_assert_int_eq(stk_log_parse_level("warn"), STK_LOG_WARN);
+    ck_assert_int_eq(stk_log_parse_level("loud"), -1);
+    stk_log_set_level(STK_LOG_ERROR);
+    ck_assert_int_eq(stk_log_get_level(), STK_LOG_ERROR);
+    stk_log_set_level(STK_LOG_INFO);
+    uint64_t a = stk_clock_ns(), b = stk_clock_ns();
+    ck_assert_uint_ge(b, a);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("common");
+    TCase *tc = tcase_create("all");
+    tcase_add_test(tc, status_message_is_per_thread);
+    tcase_add_test(tc, status_long_prefix_truncates_safely);
+    tcase_add_test(tc, crc32c_published_vectors);
+    tcase_add_test(tc, crc32c_hw_matches_table_and_chains);
+    tcase_add_test(tc, philox_known_answers);
+    tcase_add_test(tc, rng_is_a_function_of_seed_stream_counter);
+    tcase_add_test(tc, rng_ranges);
+    tcase_add_test(tc, pool_visits_every_index_once);
+    tcase_add_test(tc, pool_many_small_jobs);
+    tcase_add_test(tc, pool_rejects_bad_sizes);
+    tcase_add_test(tc, progress_plain_lines);
+    tcase_add_test(tc, progress_tty_redraws_one_line);
+    tcase_add_test(tc, utf8_validation);
+    tcase_add_test(tc, read_all_refuses_fifo_without_blocking);
+    tcase_add_test(tc, log_levels_and_clock);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,694 @@
+/* storage/: record codec, meta, writer, reader + record index, sources, pack. */
+#include "common/rng.h"
+#include "storage/dataset.h"
+#include "storage/pack.h"
+#include "storage/source.h"
+#include "storage/writer.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+static char tmp[512];
+
+static const char *tpath(const char *name)
+{
+    static char buf[4][1024];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tmp, name);
+    return buf[k];
+}
+
+static void rm_rf(const char *path)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    if (d) closedir(d);
+    return n;
+}
+
+static void setup(void)
+{
+    const char *base = getenv("STOKE_TEST_TMP") ? getenv("STOKE_TEST_TMP") : "/tmp";
+    mkdir(base, 0755);
+    snprintf(tmp, sizeof tmp, "%s/storage-%d", base, (int)getpid());
+    rm_rf(tmp);
+    mkdir(tmp, 0755);
+}
+
+static void teardown(void)
+{
+    rm_rf(tmp);
+}
+
+/* ---- record ---- */
+
+START_TEST(record_roundtrip_and_damage)
+{
+    uint8_t payload[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    stk_record r = {.encoding = STK_ENCODING_RAW_U8,
+                    .channels = 3,
+                    .width = 2,
+                    .height = 2,
+                    .label = 5,
+                    .name = "a/b.jpg",
+                    .name_len = 7,
+                    .payload = payload,
+                    .payload_len = 12};
+    size_t n = stk_record_size(&r);
+    ck_assert_uint_eq(n, 32 + 7 + 12);
+    uint8_t buf[64];
+    stk_record_encode(&r, buf);
+    ck_assert(memcmp(buf, "STKR", 4) == 0);
+    stk_record d;
+    ck_assert_int_eq(stk_record_decode(buf, n, true, &d), STK_OK);
+    ck_assert_uint_eq(d.label, 5);
+    ck_assert_uint_eq(d.width, 2);
+    ck_assert(memcmp(d.name, "a/b.jpg", 7) == 0);
+    ck_assert(memcmp(d.payload, payload, 12) == 0);
+    ck_assert_uint_eq(d.crc, r.crc);
+
+    buf[n - 1] ^= 1; /* payload bit flip */
+    ck_assert_int_eq(stk_record_decode(buf, n, true, &d), STK_ERR_CORRUPT);
+    ck_assert(strstr(stk_last_error(), "CRC mismatch"));
+    ck_assert_int_eq(stk_record_decode(buf, n, false, &d), STK_OK);
+    buf[n - 1] ^= 1;
+    ck_assert_int_eq(stk_record_decode(buf, n - 1, true, &d), STK_ERR_CORRUPT);
+    ck_assert(strstr(stk_last_error(), "header says"));
+    ck_assert_int_eq(stk_record_decode(buf, 10, true, &d), STK_ERR_CORRUPT);
+    buf[4] = 9; /* version */
+    ck_assert_int_eq(stk_record_decode(buf, n, true, &d), STK_ERR_FORMAT);
+    buf[4] = 1;
+    buf[0] = 'X';
+    ck_assert_int_eq(stk_record_decode(buf, n, true, &d), STK_ERR_CORRUPT);
+    ck_assert(strstr(stk_last_error(), "magic"));
+}
+END_TEST
+
+/* ---- meta ---- */
+
+typedef struct kv {
+    char key[32][32];
+    char *val[32];
+    int n;
+} kv;
+
+static stk_status kv_put(void *p, const char *k, const char *v)
+{
+    kv *t = p;
+    snprintf(t->key[t->n], 32, "%s", k);
+    t->val[t->n++] = strdup(v);
+    return STK_OK;
+}
+
+static const char *kv_get(void *p, const char *k)
+{
+    kv *t = p;
+    for (int i = 0; i < t->n; i++)
+        if (strcmp(t->key[i], k) == 0) return t->val[i];
+    return NULL;
+}
+
+static void kv_set(kv *t, const char *k, const char *v)
+{
+    for (int i = 0; i < t->n; i++)
+        if (strcmp(t->key[i], k) == 0) {
+            free(t->val[i]);
+            t->val[i] = strdup(v);
+        }
+}
+
+START_TEST(meta_roundtrip_and_version)
+{
+    stk_meta m = {.count = 3,
+                  .encoding = STK_ENCODING_JPEG,
+                  .channels = 3,
+                  .min_width = 10,
+                  .max_width = 20,
+                  .min_height = 30,
+                  .max_height = 40,
+                  .has_stats = true,
+                  .mean = {0.5, 0.25, 0.125},
+                  .std = {0.1, 0.2, 0.3}};
+    char *names[] = {"cat", "dog with space", "\xC3\xA9l\xC3\xA9phant"};
+    ck_assert_int_eq(stk_meta_set_classes(&m, names, 3), STK_OK);
+    m.class_counts[0] = 2, m.class_counts[2] = 1;
+    m.source = strdup("imagefolder:x");
+    m.packed_with = strdup("stoke test");
+    kv t = {0};
+    ck_assert_int_eq(stk_meta_encode(&m, kv_put, &t), STK_OK);
+    stk_meta back;
+    ck_assert_int_eq(stk_meta_decode(&back, kv_get, &t), STK_OK);
+    ck_assert_uint_eq(back.count, 3);
+    ck_assert_uint_eq(back.num_classes, 3);
+    ck_assert_str_eq(back.class_names[1], "dog with space");
+    ck_assert_str_eq(back.class_names[2], names[2]);
+    ck_assert_uint_eq(back.class_counts[0], 2);
+    ck_assert_uint_eq(back.class_counts[2], 1);
+    ck_assert_uint_eq(back.max_height, 40);
+    ck_assert(back.has_stats);
+    ck_assert_double_eq_tol(back.std[2], 0.3, 1e-6);
+    ck_assert_str_eq(back.source, "imagefolder:x");
+    stk_meta_deinit(&back);
+
+    kv_set(&t, "version", "2");
+    ck_assert_int_eq(stk_meta_decode(&back, kv_get, &t), STK_ERR_FORMAT);
+    ck_assert(strstr(stk_last_error(), "version 2 is not supported"));
+    kv_set(&t, "version", "1");
+    kv_set(&t, "count", "many");
+    ck_assert_int_eq(stk_meta_decode(&back, kv_get, &t), STK_ERR_CORRUPT);
+    ck_assert(strstr(stk_last_error(), "\"count\""));
+    kv_set(&t, "count", "3");
+    kv_set(&t, "format", "other");
+    ck_assert_int_eq(stk_meta_decode(&back, kv_get, &t), STK_ERR_FORMAT);
+    for (int i = 0; i < t.n; i++) free(t.val[i]);
+    stk_meta_deinit(&m);
+}
+END_TEST
+
+/* ---- writer + reader ---- */
+
+/* Record i of the synthetic set: size from 100 B to ~800 KB, bytes from the RNG. */
+static size_t synth(uint64_t i, uint8_t *buf)
+{
+    stk_rng r;
+    stk_rng_init(&r, 99, 0, i << 32);
+    size_t len = i % 7 == 0 ? 100 + stk_rng_below(&r, 800000) : 100 + stk_rng_below(&r, 60000);
+    for (size_t k = 0; k < len; k++) buf[k] = (uint8_t)stk_rng_u32(&r);
+    return len;
+}
+
+static void write_synth(const char *path, uint64_t n, stk_meta *meta)
+{
+    uint8_t *buf = malloc(1 << 20);
+    stk_writer *w;
+    ck_assert_int_eq(stk_writer_open(path, &w), STK_OK);
+    char *names[] = {"even", "odd"};
+    ck_assert_int_eq(stk_meta_set_classes(meta, names, 2), STK_OK);
+    for (uint64_t i = 0; i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "synth/%05llu.jpg", (unsigned long long)i);
+        stk_record r = {.encoding = STK_ENCODING_JPEG,
+                        .channels = 3,
+                        .width = 7,
+                        .height = 9,
+                        .label = (int32_t)(i % 2),
+                        .name = name,
+                        .name_len = (uint32_t)strlen(name),
+                        .payload = buf,
+                        .payload_len = (uint32_t)synth(i, buf)};
+        ck_assert_int_eq(stk_writer_put(w, &r), STK_OK);
+        meta->class_counts[i % 2]++;
+    }
+    meta->encoding = STK_ENCODING_JPEG;
+    meta->channels = 3;
+    meta->min_width = meta->max_width = 7;
+    meta->min_height = meta->max_height = 9;
+    uint64_t bytes;
+    ck_assert_int_eq(stk_writer_finish(w, meta, &bytes), STK_OK);
+    stk_writer_close(w);
+    struct stat sb;
+    ck_assert_int_eq(stat(path, &sb), 0);
+    ck_assert_uint_eq((uint64_t)sb.st_size, bytes);
+    free(buf);
+}
+
+START_TEST(writer_reader_roundtrip_index_matches_lmdb)
+{
+    const char *path = tpath("synth.stoke");
+    stk_meta meta = {0};
+    const uint64_t n = 700; /* ~95 MB: more than the initial 64 MiB map, so it grows */
+    write_synth(path, n, &meta);
+    stk_meta_deinit(&meta);
+    ck_assert_int_eq(count_entries(tmp), 1); /* no temporary, no lock file */
+
+    stk_dataset *ds;
+    ck_assert_int_eq(stk_dataset_open(path, &ds), STK_OK);
+    ck_assert_uint_eq(stk_dataset_count(ds), n);
+    ck_assert_uint_eq(stk_dataset_meta(ds)->class_counts[1], n / 2);
+    ck_assert_int_eq(count_entries(tmp), 1); /* the reader made no lock file */
+    uint8_t *expect = malloc(1 << 20), *got = malloc(stk_dataset_max_record_bytes(ds));
+    uint64_t *ends = calloc(n, sizeof *ends), *starts = calloc(n, sizeof *starts);
+    for (uint64_t i = 0; i < n; i++) {
+        stk_record r;
+        ck_assert_int_eq(stk_dataset_get(ds, i, &r, true), STK_OK);
+        size_t len = synth(i, expect);
+        ck_assert_uint_eq(r.payload_len, len);
+        ck_assert(memcmp(r.payload, expect, len) == 0);
+        ck_assert_int_eq(r.label, (int)(i % 2));
+        size_t plen;
+        ck_assert_int_eq(stk_dataset_pread(ds, i, got, stk_dataset_max_record_bytes(ds), &plen),
+                         STK_OK);
+        ck_assert_uint_eq(plen, stk_record_size(&r));
+        ck_assert(memcmp(got, r.payload - 32 - r.name_len, plen) == 0);
+        uint64_t off;
+        uint32_t slen;
+        ck_assert_int_eq(stk_dataset_span(ds, i, &off, &slen), STK_OK);
+        ck_assert_uint_le(off + slen, stk_dataset_file_size(ds));
+        starts[i] = off, ends[i] = off + slen;
+    }
+    /* Spans never overlap. (Values too big for a leaf page - most JPEGs - lie in
+     * index order after compaction; small ones sit together in their leaf page.) */
+    for (uint64_t i = 0; i < n; i++)
+        for (uint64_t j = i + 1; j < n; j++)
+            ck_assert(ends[i] <= starts[j] || ends[j] <= starts[i]);
+    free(starts);
+    free(ends);
+    stk_record r;
+    ck_assert_int_eq(stk_dataset_get(ds, n, &r, true), STK_ERR_INVALID_ARG);
+    size_t plen;
+    ck_assert_int_eq(stk_dataset_pread(ds, 0, got, 10, &plen), STK_ERR_INVALID_ARG);
+    stk_dataset_close(ds);
+    free(expect);
+    free(got);
+}
+END_TEST
+
+static void copy_file(const char *from, const char *to, off_t keep)
+{
+    char cmd[3000];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
+    ck_assert_int_eq(system(cmd), 0);
+    if (keep >= 0) ck_assert_int_eq(truncate(to, keep), 0);
+}
+
+START_TEST(reader_refuses_truncated_and_foreign_files)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s", tpath("small.stoke"));
+    stk_meta meta = {0};
+    write_synth(path, 40, &meta);
+    stk_meta_deinit(&meta);
+    struct stat sb;
+    stat(path, &sb);
+    stk_dataset *ds;
+    for (off_t keep = sb.st_size / 2; keep > 0; keep /= 3) {
+        copy_file(path, tpath("cut.stoke"), keep);
+        stk_status st = stk_dataset_open(tpath("cut.stoke"), &ds);
+        ck_assert_int_ne(st, STK_OK);
+        ck_assert_ptr_null(ds);
+        if (keep >= 8192)
+            ck_assert_msg(strstr(stk_last_error(), "truncated"), "%s", stk_last_error());
+        ck_assert(strstr(stk_last_error(), "cut.stoke"));
+    }
+    FILE *f = fopen(tpath("junk.stoke"), "w");
+    for (int i = 0; i < 20000; i++) fputc(i * 7, f);
+    fclose(f);
+    ck_assert_int_eq(stk_dataset_open(tpath("junk.stoke"), &ds), STK_ERR_FORMAT);
+    ck_assert(strstr(stk_last_error(), "not a Stoke dataset"));
+    ck_assert_int_eq(stk_dataset_open(tpath("missing.stoke"), &ds), STK_ERR_IO);
+    ck_assert(strstr(stk_last_error(), "No such file"));
+    ck_assert_int_eq(stk_dataset_open(tmp, &ds), STK_ERR_FORMAT);
+}
+END_TEST
+
+START_TEST(reader_refuses_unknown_version)
+{
+    /* An LMDB file shaped like a dataset from a future format version. */
+    const char *path = tpath("future.stoke");
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi meta, recs;
+    ck_assert_int_eq(mdb_env_create(&env), 0);
+    mdb_env_set_maxdbs(env, 2);
+    ck_assert_int_eq(mdb_env_open(env, path, MDB_NOSUBDIR | MDB_NOLOCK, 0644), 0);
+    ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    mdb_dbi_open(txn, "meta", MDB_CREATE, &meta);
+    mdb_dbi_open(txn, "records", MDB_CREATE, &recs);
+    MDB_val k = {6, "format"}, v = {13, "stoke-dataset"};
+    mdb_put(txn, meta, &k, &v, 0);
+    MDB_val k2 = {7, "version"}, v2 = {1, "7"};
+    mdb_put(txn, meta, &k2, &v2, 0);
+    ck_assert_int_eq(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    stk_dataset *ds;
+    ck_assert_int_eq(stk_dataset_open(path, &ds), STK_ERR_FORMAT);
+    ck_assert_msg(strstr(stk_last_error(), "version 7 is not supported"), "%s", stk_last_error());
+}
+END_TEST
+
+START_TEST(reader_reports_corrupt_record_by_index_and_name)
+{
+    const char *path = tpath("flip.stoke");
+    stk_meta meta = {0};
+    write_synth(path, 30, &meta);
+    stk_meta_deinit(&meta);
+    stk_dataset *ds;
+    ck_assert_int_eq(stk_dataset_open(path, &ds), STK_OK);
+    uint64_t off;
+    uint32_t len;
+    stk_dataset_span(ds, 12, &off, &len);
+    stk_dataset_close(ds);
+    int fd = open(path, O_RDWR);
+    uint8_t b;
+    ck_assert_int_eq(pread(fd, &b, 1, (off_t)(off + len - 1)), 1);
+    b ^= 0x40;
+    ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)(off + len - 1)), 1);
+    close(fd);
+    ck_assert_int_eq(stk_dataset_open(path, &ds), STK_OK);
+    stk_record r;
+    ck_assert_int_eq(stk_dataset_get(ds, 11, &r, true), STK_OK);
+    ck_assert_int_eq(stk_dataset_get(ds, 12, &r, true), STK_ERR_CORRUPT);
+    ck_assert_msg(strstr(stk_last_error(), "record 12 (synth/00012.jpg): CRC mismatch"), "%s",
+                  stk_last_error());
+    stk_dataset_close(ds);
+}
+END_TEST
+
+START_TEST(writer_cleans_up)
+{
+    const char *path = tpath("never.stoke");
+    stk_writer *w;
+    ck_assert_int_eq(stk_writer_open(path, &w), STK_OK);
+    uint8_t p[10] = {0};
+    stk_record r = {.encoding = STK_ENCODING_RAW_U8,
+                    .channels = 1,
+                    .width = 10,
+                    .height = 1,
+                    .name = "x",
+                    .name_len = 1,
+                    .payload = p,
+                    .payload_len = 10};
+    ck_assert_int_eq(stk_writer_put(w, &r), STK_OK);
+    ck_assert_int_eq(count_entries(tmp), 1); /* the temporary */
+    stk_writer_close(w);                     /* no finish: abandon */
+    ck_assert_int_eq(count_entries(tmp), 0);
+
+    /* A temporary of a process that is gone is removed; a live one is kept. */
+    char dead[1024], live[1024];
+    snprintf(dead, sizeof dead, "%s/.never.stoke.pack-2147483600", tmp);
+    snprintf(live, sizeof live, "%s/.never.stoke.pack-%d.compact", tmp, (int)getppid());
+    fclose(fopen(dead, "w"));
+    fclose(fopen(live, "w"));
+    ck_assert_int_eq(stk_writer_remove_stale(path), 1);
+    ck_assert_int_ne(access(dead, F_OK), 0);
+    ck_assert_int_eq(access(live, F_OK), 0);
+    unlink(live);
+}
+END_TEST
+
+/* ---- sources ---- */
+
+static void write_idx(const char *path, bool gz, const uint8_t *head, size_t hlen,
+                      const uint8_t *body, size_t blen)
+{
+    if (gz) {
+        gzFile f = gzopen(path, "wb");
+        gzwrite(f, head, (unsigned)hlen);
+        gzwrite(f, body, (unsigned)blen);
+        gzclose(f);
+    } else {
+        FILE *f = fopen(path, "wb");
+        fwrite(head, 1, hlen, f);
+        fwrite(body, 1, blen, f);
+        fclose(f);
+    }
+}
+
+START_TEST(idx_source_plain_and_gzip)
+{
+    uint8_t ih[16] = {0, 0, 8, 3, 0, 0, 0, 5, 0, 0, 0, 2, 0, 0, 0, 3};
+    uint8_t lh[8] = {0, 0, 8, 1, 0, 0, 0, 5};
+    uint8_t px[30], lb[5] = {3, 0, 9, 1, 1};
+    for (int i = 0; i < 30; i++) px[i] = (uint8_t)(i * 5);
+    for (int gz = 0; gz < 2; gz++) {
+        mkdir(tpath("idx"), 0755);
+        const char *ip =
+            gz ? tpath("idx/t10k-images-idx3-ubyte.gz") : tpath("idx/train-images-idx3-ubyte");
+        const char *lp =
+            gz ? tpath("idx/t10k-labels-idx1-ubyte.gz") : tpath("idx/train-labels-idx1-ubyte");
+        write_idx(ip, gz, ih, 16, px, 30);
+        write_idx(lp, gz, lh, 8, lb, 5);
+        stk_source *s;
+        ck_assert_int_eq(stk_source_open_idx(tpath("idx"), NULL, gz ? "test" : "train", &s),
+                         STK_OK);
+        ck_assert_uint_eq(s->count, 5);
+        ck_assert_uint_eq(s->width, 3);
+        ck_assert_uint_eq(s->height, 2);
+        ck_assert_uint_eq(s->num_classes, 10);
+        ck_assert_int_eq(s->items[2].label, 9);
+        ck_assert_uint_eq(s->items[4].pixels[0], 24 * 5);
+        ck_assert_str_eq(s->items[1].name,
+                         gz ? "t10k-images-idx3-ubyte.gz#1" : "train-images-idx3-ubyte#1");
+        stk_source_destroy(s);
+        /* the two-paths form */
+        ck_assert_int_eq(stk_source_open_idx(ip, lp, NULL, &s), STK_OK);
+        ck_assert_uint_eq(s->count, 5);
+        stk_source_destroy(s);
+        /* truncated body */
+        write_idx(ip, gz, ih, 16, px, 29);
+        ck_assert_int_eq(stk_source_open_idx(ip, lp, NULL, &s), STK_ERR_CORRUPT);
+        ck_assert(strstr(stk_last_error(), "truncated"));
+        /* wrong magic (a labels file given as images) */
+        ck_assert_int_eq(stk_source_open_idx(lp, lp, NULL, &s), STK_ERR_FORMAT);
+        rm_rf(tpath("idx"));
+    }
+}
+END_TEST
+
+START_TEST(cifar_source_planes_to_hwc)
+{
+    mkdir(tpath("cifar"), 0755);
+    FILE *f = fopen(tpath("cifar/test_batch.bin"), "wb");
+    for (int r = 0; r < 3; r++) {
+        fputc(r + 4, f);
+        for (int c = 0; c < 3; c++)
+            for (int p = 0; p < 1024; p++) fputc((p + c * 50 + r) & 0xFF, f);
+    }
+    fclose(f);
+    stk_source *s;
+    ck_assert_int_eq(stk_source_open_cifar10(tpath("cifar"), "test", &s), STK_OK);
+    ck_assert_uint_eq(s->count, 3);
+    ck_assert_uint_eq(s->channels, 3);
+    ck_assert_str_eq(s->class_names[4], "deer");
+    ck_assert_int_eq(s->items[1].label, 5);
+    /* pixel 10 of record 2, channel 1 (green) */
+    ck_assert_uint_eq(s->items[2].pixels[10 * 3 + 1], (10 + 50 + 2) & 0xFF);
+    ck_assert_str_eq(s->items[2].name, "test_batch.bin#2");
+    stk_source_destroy(s);
+    ck_assert_int_eq(stk_source_open_cifar10(tpath("cifar"), "train", &s), STK_ERR_IO);
+    ck_assert(strstr(stk_last_error(), "data_batch_1.bin"));
+    f = fopen(tpath("cifar/test_batch.bin"), "ab");
+    fputc(1, f);
+    fclose(f);
+    ck_assert_int_eq(stk_source_open_cifar10(tpath("cifar"), "test", &s), STK_ERR_FORMAT);
+    ck_assert(strstr(stk_last_error(), "whole number"));
+}
+END_TEST
+
+static void touch(const char *rel)
+{
+    FILE *f = fopen(tpath(rel), "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("x", f);
+    fclose(f);
+}
+
+START_TEST(folder_source_order_and_labels)
+{
+    mkdir(tpath("f"), 0755);
+    mkdir(tpath("f/b"), 0755);
+    mkdir(tpath("f/a"), 0755);
+    mkdir(tpath("f/a-b"), 0755); /* sorts between a and b; "a-b/" < "a/" must not matter */
+    mkdir(tpath("f/c_empty"), 0755);
+    mkdir(tpath("f/a/sub"), 0755);
+    touch("f/b/2.jpg");
+    touch("f/b/1.JPEG");
+    touch("f/a/z.jpg");
+    touch("f/a/sub/y.jpg");
+    touch("f/a/notes.txt");
+    touch("f/a/.hidden.jpg");
+    touch("f/a-b/q.png");
+    touch("f/loose.jpg");
+    stk_source *s;
+    ck_assert_int_eq(stk_source_open_folder(tpath("f"), &s), STK_OK);
+    ck_assert_uint_eq(s->num_classes, 4);
+    ck_assert_str_eq(s->class_names[0], "a");
+    ck_assert_str_eq(s->class_names[1], "a-b");
+    ck_assert_str_eq(s->class_names[3], "c_empty");
+    ck_assert_uint_eq(s->count, 5);
+    const char *names[] = {"a/sub/y.jpg", "a/z.jpg", "a-b/q.png", "b/1.JPEG", "b/2.jpg"};
+    int labels[] = {0, 0, 1, 2, 2};
+    for (int i = 0; i < 5; i++) {
+        ck_assert_str_eq(s->items[i].name, names[i]);
+        ck_assert_int_eq(s->items[i].label, labels[i]);
+    }
+    stk_source_destroy(s);
+    rm_rf(tpath("f"));
+    mkdir(tpath("f"), 0755);
+    ck_assert_int_eq(stk_source_open_folder(tpath("f"), &s), STK_ERR_FORMAT);
+    ck_assert(strstr(stk_last_error(), "no class subfolders"));
+}
+END_TEST
+
+START_TEST(list_source_parsing)
+{
+    FILE *f = fopen(tpath("list.txt"), "w");
+    fputs("# comment\nimgs/a b.jpg 1\n\n  imgs/c.jpg\t0  \n/abs/d.jpg 3\n", f);
+    fclose(f);
+    stk_source *s;
+    ck_assert_int_eq(stk_source_open_list(tpath("list.txt"), &s), STK_OK);
+    ck_assert_uint_eq(s->count, 3);
+    ck_assert_str_eq(s->items[0].name, "imgs/a b.jpg");
+    ck_assert_str_eq(s->items[0].path, tpath("imgs/a b.jpg"));
+    ck_assert_int_eq(s->items[1].label, 0);
+    ck_assert_str_eq(s->items[2].path, "/abs/d.jpg");
+    ck_assert_uint_eq(s->num_classes, 4);
+    /* class names from a file */
+    f = fopen(tpath("names.txt"), "w");
+    fputs("zero\none\ntwo\nthree\n", f);
+    fclose(f);
+    ck_assert_int_eq(stk_source_load_class_names(s, tpath("names.txt")), STK_OK);
+    ck_assert_str_eq(s->class_names[3], "three");
+    f = fopen(tpath("names.txt"), "w");
+    fputs("zero\none\n", f);
+    fclose(f);
+    ck_assert_int_eq(stk_source_load_class_names(s, tpath("names.txt")), STK_ERR_INVALID_ARG);
+    ck_assert(strstr(stk_last_error(), "label 3"));
+    stk_source_destroy(s);
+    f = fopen(tpath("list.txt"), "w");
+    fputs("a.jpg 1\nb.jpg one\n", f);
+    fclose(f);
+    ck_assert_int_eq(stk_source_open_list(tpath("list.txt"), &s), STK_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(stk_last_error(), "list.txt:2: label \"one\""), "%s", stk_last_error());
+}
+END_TEST
+
+/* ---- pack (raw source; JPEG packing is tested end to end by the CLI tests) ---- */
+
+static stk_source *raw_source(void)
+{
+    stk_source *s;
+    ck_assert_int_eq(stk_source_create(&s, "synthetic"), STK_OK);
+    s->encoding = STK_ENCODING_RAW_U8;
+    s->width = 4, s->height = 3, s->channels = 3;
+    s->pixels = malloc(500 * 36);
+    for (int i = 0; i < 500 * 36; i++) s->pixels[i] = (uint8_t)((i * 37) ^ (i >> 5));
+    for (int i = 0; i < 500; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "s#%d", i);
+        ck_assert_int_eq(stk_source_add_item(s, strdup(name), NULL, i % 3, s->pixels + 36 * i),
+                         STK_OK);
+    }
+    ck_assert_int_eq(stk_source_set_numbered_classes(s, 3), STK_OK);
+    return s;
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    rewind(f);
+    uint8_t *b = malloc(*len);
+    ck_assert_uint_eq(fread(b, 1, *len, f), *len);
+    fclose(f);
+    return b;
+}
+
+START_TEST(pack_is_deterministic_and_shuffle_keeps_labels)
+{
+    size_t len[3];
+    uint8_t *bytes[3];
+    for (int k = 0; k < 3; k++) {
+        stk_source *s = raw_source();
+        if (k == 2) stk_source_shuffle(s, 7);
+        stk_pack_options o = {.workers = k == 0 ? 1 : 3};
+        stk_pack_summary sum;
+        char name[32];
+        snprintf(name, sizeof name, "p%d.stoke", k);
+        ck_assert_int_eq(stk_pack_run(s, tpath(name), &o, &sum), STK_OK);
+        ck_assert_uint_eq(sum.records, 500);
+        bytes[k] = slurp(tpath(name), &len[k]);
+        stk_source_destroy(s);
+    }
+    ck_assert_uint_eq(len[0], len[1]);
+    ck_assert(memcmp(bytes[0], bytes[1], len[0]) == 0);
+    ck_assert(len[0] != len[2] || memcmp(bytes[0], bytes[2], len[0]) != 0);
+    for (int k = 0; k < 3; k++) free(bytes[k]);
+
+    stk_dataset *ds;
+    ck_assert_int_eq(stk_dataset_open(tpath("p2.stoke"), &ds), STK_OK);
+    const stk_meta *m = stk_dataset_meta(ds);
+    ck_assert_uint_eq(m->count, 500);
+    ck_assert(m->has_stats);
+    int moved = 0;
+    for (uint64_t i = 0; i < 500; i++) {
+        stk_record r;
+        ck_assert_int_eq(stk_dataset_get(ds, i, &r, true), STK_OK);
+        char nm[16] = {0};
+        memcpy(nm, r.name, r.name_len < 15 ? r.name_len : 15);
+        int src_index = atoi(nm + 2);
+        moved += src_index != (int)i;
+        ck_assert_int_eq(r.label, src_index % 3);
+        ck_assert_uint_eq(r.payload[0], (uint8_t)((36 * src_index * 37) ^ (36 * src_index >> 5)));
+    }
+    ck_assert_int_gt(moved, 400);
+    /* mean of channel 0, computed directly */
+    double sum0 = 0;
+    stk_source *s = raw_source();
+    for (int i = 0; i < 500 * 12; i++) sum0 += s->pixels[3 * i];
+    ck_assert_double_eq_tol(m->mean[0], sum0 / (500 * 12) / 255.0, 1e-6);
+    stk_source_destroy(s);
+    stk_dataset_close(ds);
+}
+END_TEST
+
+START_TEST(pack_cancel_leaves_nothing)
+{
+    stk_source *s = raw_source();
+    volatile sig_atomic_t cancel = 1;
+    stk_pack_options o = {.workers = 2, .cancel = &cancel};
+    stk_pack_summary sum;
+    ck_assert_int_eq(stk_pack_run(s, tpath("c.stoke"), &o, &sum), STK_ERR_CANCELLED);
+    ck_assert_int_eq(count_entries(tmp), 0);
+    stk_source_destroy(s);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("storage");
+    TCase *tc = tcase_create("all");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, record_roundtrip_and_damage);
+    tcase_add_test(tc, meta_roundtrip_and_version);
+    tcase_add_test(tc, writer_reader_roundtrip_index_matches_lmdb);
+    tcase_add_test(tc, reader_refuses_truncated_and_foreign_files);
+    tcase_add_test(tc, reader_refuses_unknown_version);
+    tcase_add_test(tc, reader_reports_corrupt_record_by_index_and_name);
+    tcase_add_test(tc, writer_cleans_up);
+    tcase_add_test(tc, idx_source_plain_and_gzip);
+    tcase_add_test(tc, cifar_source_planes_to_hwc);
+    tcase_add_test(tc, folder_source_order_and_labels);
+    tcase_add_test(tc, list_source_parsing);
+    tcase_add_test(tc, pack_is_deterministic_and_shuffle_keeps_labels);
+    tcase_add_test(tc, pack_cancel_leaves_nothing);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

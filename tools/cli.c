@@ -1,0 +1,90 @@
+#include "tools/cli.h"
+
+#include "common/status.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+volatile sig_atomic_t stk_cli_interrupted = 0;
+
+int stk_cli_usage(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "stoke %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'stoke help %s'.\n", cmd);
+    return STK_EXIT_USAGE;
+}
+
+int stk_cli_fail(void)
+{
+    fprintf(stderr, "stoke: %s\n", stk_last_error());
+    return STK_EXIT_ERROR;
+}
+
+bool stk_cli_int(const char *cmd, const char *flag, const char *text, int64_t min, int64_t max,
+                 int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno || end == text || *end || v < min || v > max) {
+        stk_cli_usage(cmd, "%s %s: expected an integer in %lld..%lld", flag, text, (long long)min,
+                      (long long)max);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+void stk_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p == '\n')
+            fputs("\\n", f);
+        else if (*p == '\t')
+            fputs("\\t", f);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void on_interrupt(int sig)
+{
+    (void)sig;
+    if (stk_cli_interrupted) _Exit(130); /* a second Ctrl-C: the user insists */
+    stk_cli_interrupted = 1;
+}
+
+void stk_cli_catch_interrupt(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+const char *stk_cli_bytes(uint64_t bytes, char *buf, size_t size)
+{
+    if (bytes >= (uint64_t)1 << 30)
+        snprintf(buf, size, "%.2f GB", (double)bytes / 1e9);
+    else if (bytes >= 1000000)
+        snprintf(buf, size, "%.1f MB", (double)bytes / 1e6);
+    else if (bytes >= 1000)
+        snprintf(buf, size, "%.1f kB", (double)bytes / 1e3);
+    else
+        snprintf(buf, size, "%llu B", (unsigned long long)bytes);
+    return buf;
+}

@@ -1,0 +1,40 @@
+/* Shared plumbing of the `stoke` commands: the command table, error and usage
+ * reporting with the exit codes (0 ok, 1 bad input or runtime error, 2 bad
+ * usage), flag value parsing, JSON output, and the SIGINT flag. */
+#pragma once
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum { STK_EXIT_OK = 0, STK_EXIT_ERROR = 1, STK_EXIT_USAGE = 2 };
+
+typedef struct stk_command {
+    const char *name;
+    const char *summary; /* one line for `stoke help` */
+    const char *help;    /* full text for `stoke help CMD` / `stoke CMD --help` */
+    int (*run)(int argc, char **argv);
+} stk_command;
+
+extern const stk_command stk_cmd_pack, stk_cmd_info, stk_cmd_verify;
+
+/* Print "stoke CMD: <message>" and a hint to stderr; return STK_EXIT_USAGE. */
+int stk_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Print "stoke: <stk_last_error()>" to stderr; return STK_EXIT_ERROR. */
+int stk_cli_fail(void);
+
+/* Parse an integer flag value in [min, max]; on failure print a usage error. */
+bool stk_cli_int(const char *cmd, const char *flag, const char *text, int64_t min, int64_t max,
+                 int64_t *out);
+
+/* Write s as a JSON string literal (quoted, escaped). */
+void stk_json_string(FILE *f, const char *s);
+
+/* Set by SIGINT/SIGTERM once stk_cli_catch_interrupt() ran. */
+extern volatile sig_atomic_t stk_cli_interrupted;
+void stk_cli_catch_interrupt(void);
+
+/* "12.3 MB" style sizes. */
+const char *stk_cli_bytes(uint64_t bytes, char *buf, size_t size);

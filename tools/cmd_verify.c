@@ -1,0 +1,179 @@
+/* stoke verify: check every record of a dataset. */
+#include "augment/jpeg_decoder.h"
+#include "common/progress.h"
+#include "common/thread_pool.h"
+#include "storage/dataset.h"
+#include "tools/cli.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char help[] =
+    "usage: stoke verify [--decode] [--workers N] DATA.stoke\n"
+    "\n"
+    "Check every record: its header, its CRC-32C, its label against the class list,\n"
+    "and the per-class counts against the meta. With --decode, also decode every JPEG\n"
+    "completely and check its size against the header.\n"
+    "Exit status 0 when every record is good; 1 with one line per bad record\n"
+    "(\"record INDEX (SOURCE NAME): reason\") otherwise.\n"
+    "\n"
+    "options:\n"
+    "  --decode     decode every JPEG record completely\n"
+    "  --workers N  threads decoding with --decode (default: number of cores)\n"
+    "  -h, --help   this text\n";
+
+#define CHUNK      1024
+#define MAX_LISTED 100
+
+typedef struct job {
+    stk_record rec;
+    stk_status status;
+    char *error;
+} job;
+
+typedef struct decode_ctx {
+    job *jobs;
+    stk_jpeg_decoder **dec;
+} decode_ctx;
+
+static void decode_one(void *p, size_t i, int worker)
+{
+    decode_ctx *ctx = p;
+    job *j = &ctx->jobs[i];
+    if (j->status || j->rec.encoding != STK_ENCODING_JPEG) return;
+    stk_jpeg_info info;
+    stk_status st = stk_jpeg_decoder_validate(ctx->dec[worker], j->rec.payload, j->rec.payload_len,
+                                              &info, NULL);
+    if (!st && (info.width != j->rec.width || info.height != j->rec.height))
+        st = stk_error(STK_ERR_CORRUPT, "JPEG is %ux%u but the header says %ux%u", info.width,
+                       info.height, j->rec.width, j->rec.height);
+    if (!st && (info.components == 1 ? 1 : 3) != j->rec.channels)
+        st = stk_error(STK_ERR_CORRUPT, "JPEG has %d components but the header says %u",
+                       info.components, j->rec.channels);
+    if (st) {
+        j->status = st;
+        j->error = strdup(stk_last_error());
+    }
+}
+
+static int run(int argc, char **argv)
+{
+    enum { O_DECODE = 256, O_WORKERS };
+    static const struct option longopts[] = {{"decode", no_argument, 0, O_DECODE},
+                                             {"workers", required_argument, 0, O_WORKERS},
+                                             {0, 0, 0, 0}};
+    bool decode = false;
+    int64_t workers = stk_cpu_count();
+    int opt;
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        if (opt == O_DECODE)
+            decode = true;
+        else if (opt == O_WORKERS) {
+            if (!stk_cli_int("verify", "--workers", optarg, 1, 1024, &workers))
+                return STK_EXIT_USAGE;
+        } else
+            return stk_cli_usage("verify", "unknown option '%s'", argv[optind - 1]);
+    }
+    if (argc - optind != 1) return stk_cli_usage("verify", "expected one DATA.stoke");
+    const char *path = argv[optind];
+    stk_dataset *ds;
+    if (stk_dataset_open(path, &ds) != STK_OK) return stk_cli_fail();
+    const stk_meta *m = stk_dataset_meta(ds);
+    int rc = STK_EXIT_ERROR;
+    stk_pool *pool = NULL;
+    decode_ctx ctx = {0};
+    uint64_t *counts = calloc(m->num_classes ? m->num_classes : 1, sizeof *counts);
+    ctx.jobs = calloc(CHUNK, sizeof *ctx.jobs);
+    ctx.dec = calloc((size_t)workers, sizeof *ctx.dec);
+    if (!counts || !ctx.jobs || !ctx.dec) {
+        stk_error(STK_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if (decode) {
+        if (stk_pool_create((int)workers, &pool)) goto fail;
+        for (int i = 0; i < workers; i++)
+            if (stk_jpeg_decoder_create((uint64_t)1 << 36, &ctx.dec[i])) goto fail;
+    }
+    stk_cli_catch_interrupt();
+    stk_progress bar;
+    stk_progress_init(&bar, "verify", m->count, stderr);
+    uint64_t bad = 0;
+    for (uint64_t first = 0; first < m->count; first += CHUNK) {
+        if (stk_cli_interrupted) {
+            stk_error(STK_ERR_CANCELLED, "verify interrupted after %" PRIu64 " records", first);
+            goto fail;
+        }
+        size_t n = m->count - first < CHUNK ? (size_t)(m->count - first) : CHUNK;
+        for (size_t i = 0; i < n; i++) {
+            job *j = &ctx.jobs[i];
+            j->status = stk_dataset_get(ds, first + i, &j->rec, true);
+            if (!j->status && j->rec.encoding != m->encoding)
+                j->status = stk_error(
+                    STK_ERR_CORRUPT, "record %" PRIu64 " (%.*s): encoding %s, the dataset is %s",
+                    first + i, (int)j->rec.name_len, j->rec.name,
+                    stk_encoding_name(j->rec.encoding), stk_encoding_name(m->encoding));
+            if (!j->status && (j->rec.label < 0 || (uint32_t)j->rec.label >= m->num_classes))
+                j->status = stk_error(
+                    STK_ERR_CORRUPT,
+                    "record %" PRIu64 " (%.*s): label %d, the dataset has %u classes", first + i,
+                    (int)j->rec.name_len, j->rec.name, j->rec.label, m->num_classes);
+            if (j->status)
+                j->error = strdup(stk_last_error());
+            else
+                counts[j->rec.label]++;
+        }
+        if (decode) stk_pool_parallel_for(pool, n, decode_one, &ctx);
+        for (size_t i = 0; i < n; i++) {
+            job *j = &ctx.jobs[i];
+            if (j->status) {
+                if (++bad <= MAX_LISTED) {
+                    /* get() errors already name the record; decode errors do not. */
+                    if (j->error && strncmp(j->error, "record ", 7) == 0)
+                        printf("%s\n", j->error);
+                    else
+                        printf("record %" PRIu64 " (%.*s): %s\n", first + i, (int)j->rec.name_len,
+                               j->rec.name, j->error ? j->error : "bad");
+                }
+            }
+            free(j->error);
+            memset(j, 0, sizeof *j);
+        }
+        stk_progress_update(&bar, first + n);
+    }
+    stk_progress_finish(&bar);
+    /* With bad records the counts are off by them; otherwise they must match. */
+    uint64_t mismatched = 0;
+    for (uint32_t c = 0; bad == 0 && c < m->num_classes; c++)
+        if (counts[c] != m->class_counts[c]) {
+            printf("class %u (%s): %" PRIu64 " records, the meta says %" PRIu64 "\n", c,
+                   m->class_names[c], counts[c], m->class_counts[c]);
+            mismatched++;
+        }
+    if (bad > MAX_LISTED) printf("... and %" PRIu64 " more\n", bad - MAX_LISTED);
+    if (bad || mismatched) {
+        printf("%s: %" PRIu64 " of %" PRIu64 " records are bad%s\n", path, bad, m->count,
+               mismatched ? "; class counts disagree with the meta" : "");
+        rc = STK_EXIT_ERROR;
+    } else {
+        printf("%s: all %" PRIu64 " records are good (header, CRC, label%s)\n", path, m->count,
+               decode ? ", full decode" : "");
+        rc = STK_EXIT_OK;
+    }
+    goto out;
+fail:
+    rc = stk_cli_fail();
+out:
+    for (int i = 0; ctx.dec && i < workers; i++) stk_jpeg_decoder_destroy(ctx.dec[i]);
+    free(ctx.dec);
+    free(ctx.jobs);
+    free(counts);
+    stk_pool_destroy(pool);
+    stk_dataset_close(ds);
+    return rc;
+}
+
+const stk_command stk_cmd_verify = {"verify", "check every record of a .stoke dataset", help, run};

@@ -1,0 +1,72 @@
+/* stoke: pack, inspect and verify datasets (and, in later versions, bench and train). */
+#include "tools/cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const stk_command *const commands[] = {&stk_cmd_pack, &stk_cmd_info, &stk_cmd_verify};
+enum { N_COMMANDS = sizeof commands / sizeof *commands };
+
+static void print_overview(FILE *f)
+{
+    fprintf(f,
+            "stoke %s: a training framework whose data pipeline keeps the accelerator fed\n\n"
+            "usage: stoke COMMAND [ARGS]\n\ncommands:\n",
+            STOKE_VERSION);
+    for (int i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-8s %s\n", commands[i]->name, commands[i]->summary);
+    fprintf(f, "  %-8s %s\n", "help", "show this list, or `stoke help COMMAND` for one command");
+    fprintf(
+        f,
+        "\noptions:\n  --version  print the version\n  --help     this text\n"
+        "\nenvironment:\n  STOKE_LOG=debug|info|warn|error   how much to log (default info)\n"
+        "  STOKE_PROGRESS=tty|plain|off      progress bar style (default: tty when stderr is one)\n"
+        "\nexit status: 0 ok, 1 bad input or runtime error, 2 bad usage\n");
+}
+
+static const stk_command *find(const char *name)
+{
+    for (int i = 0; i < N_COMMANDS; i++)
+        if (strcmp(commands[i]->name, name) == 0) return commands[i];
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        print_overview(stderr);
+        return STK_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("stoke %s\n", STOKE_VERSION);
+        return STK_EXIT_OK;
+    }
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
+        (strcmp(cmd, "help") == 0 && argc == 2)) {
+        print_overview(stdout);
+        return STK_EXIT_OK;
+    }
+    if (strcmp(cmd, "help") == 0) {
+        const stk_command *c = find(argv[2]);
+        if (!c) {
+            fprintf(stderr, "stoke: no command '%s'; try 'stoke help'\n", argv[2]);
+            return STK_EXIT_USAGE;
+        }
+        fputs(c->help, stdout);
+        return STK_EXIT_OK;
+    }
+    const stk_command *c = find(cmd);
+    if (!c) {
+        fprintf(stderr, "stoke: no command '%s'; try 'stoke help'\n", cmd);
+        return STK_EXIT_USAGE;
+    }
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) break;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(c->help, stdout);
+            return STK_EXIT_OK;
+        }
+    }
+    return c->run(argc - 1, argv + 1);
+}
