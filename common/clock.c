@@ -9,7 +9,4 @@ uint64_t stk_clock_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-double stk_clock_sec(void)
-{
-    return (double)stk_clock_ns() * 1e-9;
-}
+double stk_clock_sec(void) { return (double)stk_clock_ns() * 1e-9; }

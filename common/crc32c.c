@@ -60,10 +60,7 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, con
     return ~c32;
 }
 
-int stk_crc32c_hw(void)
-{
-    return __builtin_cpu_supports("sse4.2");
-}
+int stk_crc32c_hw(void) { return __builtin_cpu_supports("sse4.2"); }
 
 uint32_t stk_crc32c(uint32_t crc, const void *data, size_t len)
 {
@@ -76,10 +73,7 @@ uint32_t stk_crc32c(uint32_t crc, const void *data, size_t len)
     return h ? crc32c_sse42(crc, data, len) : stk_crc32c_table(crc, data, len);
 }
 #else
-int stk_crc32c_hw(void)
-{
-    return 0;
-}
+int stk_crc32c_hw(void) { return 0; }
 
 uint32_t stk_crc32c(uint32_t crc, const void *data, size_t len)
 {

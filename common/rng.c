@@ -51,10 +51,7 @@ uint64_t stk_rng_u64(stk_rng *r)
     return hi << 32 | stk_rng_u32(r);
 }
 
-double stk_rng_uniform(stk_rng *r)
-{
-    return (double)(stk_rng_u64(r) >> 11) * 0x1.0p-53;
-}
+double stk_rng_uniform(stk_rng *r) { return (double)(stk_rng_u64(r) >> 11) * 0x1.0p-53; }
 
 uint32_t stk_rng_below(stk_rng *r, uint32_t n)
 {

@@ -6,10 +6,7 @@
 
 static _Thread_local char last_error[STK_ERROR_MAX];
 
-const char *stk_last_error(void)
-{
-    return last_error;
-}
+const char *stk_last_error(void) { return last_error; }
 
 stk_status stk_error(stk_status st, const char *fmt, ...)
 {
@@ -41,10 +38,7 @@ stk_status stk_error_prefix(stk_status st, const char *fmt, ...)
     return st;
 }
 
-void stk_error_clear(void)
-{
-    last_error[0] = '\0';
-}
+void stk_error_clear(void) { last_error[0] = '\0'; }
 
 const char *stk_status_name(stk_status st)
 {

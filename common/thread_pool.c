@@ -115,10 +115,7 @@ void stk_pool_destroy(stk_pool *pool)
     free(pool);
 }
 
-int stk_pool_size(const stk_pool *pool)
-{
-    return pool->size;
-}
+int stk_pool_size(const stk_pool *pool) { return pool->size; }
 
 void stk_pool_parallel_for(stk_pool *pool, size_t n, stk_pool_fn fn, void *ctx)
 {

@@ -226,26 +226,11 @@ void stk_dataset_close(stk_dataset *ds)
     free(ds);
 }
 
-const stk_meta *stk_dataset_meta(const stk_dataset *ds)
-{
-    return &ds->meta;
-}
-uint64_t stk_dataset_count(const stk_dataset *ds)
-{
-    return ds->meta.count;
-}
-const char *stk_dataset_path(const stk_dataset *ds)
-{
-    return ds->path;
-}
-uint64_t stk_dataset_file_size(const stk_dataset *ds)
-{
-    return ds->file_size;
-}
-uint32_t stk_dataset_max_record_bytes(const stk_dataset *ds)
-{
-    return ds->max_length;
-}
+const stk_meta *stk_dataset_meta(const stk_dataset *ds) { return &ds->meta; }
+uint64_t stk_dataset_count(const stk_dataset *ds) { return ds->meta.count; }
+const char *stk_dataset_path(const stk_dataset *ds) { return ds->path; }
+uint64_t stk_dataset_file_size(const stk_dataset *ds) { return ds->file_size; }
+uint32_t stk_dataset_max_record_bytes(const stk_dataset *ds) { return ds->max_length; }
 
 static stk_status check_index(const stk_dataset *ds, uint64_t index)
 {

@@ -211,14 +211,9 @@ stk_status stk_writer_put(stk_writer *w, stk_record *r)
     return STK_OK;
 }
 
-uint64_t stk_writer_count(const stk_writer *w)
-{
-    return w->count;
-}
-uint64_t stk_writer_bytes(const stk_writer *w)
-{
-    return w->bytes;
-}
+uint64_t stk_writer_count(const stk_writer *w) { return w->count; }
+uint64_t stk_writer_bytes(const stk_writer *w) { return w->bytes; }
+uint64_t stk_writer_map_bytes(const stk_writer *w) { return w->map_size; }
 
 typedef struct meta_put_ctx {
     MDB_txn *txn;

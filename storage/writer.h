@@ -45,6 +45,9 @@ uint64_t stk_writer_count(const stk_writer *w);
 /* Bytes of records put so far (headers, names and payloads). */
 uint64_t stk_writer_bytes(const stk_writer *w);
 
+/* The LMDB map size now: it starts at 64 MiB and doubles when full. */
+uint64_t stk_writer_map_bytes(const stk_writer *w);
+
 /* Commit, write meta (its count is set to the records put), compact and
  * publish at the target path. *file_bytes gets the final file size.
  * After a failure nothing is left at the target and close() cleans up. */

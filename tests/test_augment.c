@@ -30,14 +30,8 @@ static uint8_t *load(const char *rel, size_t *len)
 
 static stk_jpeg_decoder *dec;
 
-static void setup(void)
-{
-    ck_assert_int_eq(stk_jpeg_decoder_create(64000000, &dec), STK_OK);
-}
-static void teardown(void)
-{
-    stk_jpeg_decoder_destroy(dec);
-}
+static void setup(void) { ck_assert_int_eq(stk_jpeg_decoder_create(64000000, &dec), STK_OK); }
+static void teardown(void) { stk_jpeg_decoder_destroy(dec); }
 
 START_TEST(header_kinds)
 {

@@ -71,6 +71,9 @@ void stk_cli_catch_interrupt(void)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_interrupt;
+    /* Restart interrupted system calls: the flag is polled between chunks of
+     * work, and LMDB's writes must not fail with EINTR meanwhile. */
+    sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);

@@ -73,6 +73,10 @@ rm src/a/loop.jpg && mkfifo src/a/pipe.jpg
 run 1 timeout 20 "$STOKE" pack src out/x.stoke
 expect err.txt "src/a/pipe.jpg: not a regular file (a FIFO)"
 rm src/a/pipe.jpg
+ln -s /dev/null src/a/device.jpg
+run 1 timeout 20 "$STOKE" pack src out/x.stoke
+expect err.txt "src/a/device.jpg: not a regular file (a character device)"
+rm src/a/device.jpg
 cp "$FX/good/cat/cat_1.jpg" "$(printf 'src/a/bad\377name.jpg')"
 run 1 "$STOKE" pack src out/x.stoke
 expect err.txt 'src/a/bad\xFFname.jpg: file name is not valid UTF-8'

@@ -36,6 +36,9 @@ expect err.txt "cannot rename into place: Input/output error"
 # A source file that cannot be read is named, with errno text.
 fault -P "$FX/good/cat/cat_3.jpg" -e trace=read -e inject=read:error=EIO
 expect err.txt "cat/cat_3.jpg: read failed at offset 0: Input/output error"
+# An unreadable file (EACCES even for root, who could otherwise read anything).
+fault -P "$FX/good/dog/dog_0.jpg" -e trace=openat -e inject=openat:error=EACCES
+expect err.txt "dog/dog_0.jpg: cannot open: Permission denied"
 # Ctrl-C while reading the images.
 fault -P "$FX/good/cat/cat_2.jpg" -e trace=read -e inject=read:signal=INT
 expect err.txt "pack interrupted; o/x.stoke was not written"
