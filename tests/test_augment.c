@@ -4,6 +4,8 @@
 #include "augment/resize.h"
 #include "common/fs.h"
 
+#include "tests/check_main.h"
+
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -288,9 +290,5 @@ int main(void)
     tcase_add_test(tc, prepare_max_side_resizes);
     tcase_add_test(tc, resize_constant_and_antialias);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return stk_check_run(s);
 }

@@ -8,6 +8,8 @@
 #include "common/status.h"
 #include "common/thread_pool.h"
 
+#include "tests/check_main.h"
+
 #include <check.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -336,9 +338,5 @@ int main(void)
     tcase_add_test(tc, read_all_refuses_fifo_without_blocking);
     tcase_add_test(tc, log_levels_and_clock);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return stk_check_run(s);
 }

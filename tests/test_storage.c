@@ -5,6 +5,8 @@
 #include "storage/source.h"
 #include "storage/writer.h"
 
+#include "tests/check_main.h"
+
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
@@ -685,9 +687,5 @@ int main(void)
     tcase_add_test(tc, pack_is_deterministic_and_shuffle_keeps_labels);
     tcase_add_test(tc, pack_cancel_leaves_nothing);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return stk_check_run(s);
 }
