@@ -5,6 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 struct stk_jpeg_decoder {
     struct jpeg_decompress_struct d;
     stk_jpeg_error err;
@@ -117,6 +121,79 @@ static void cmyk_to_rgb(const uint8_t *in, uint8_t *out, uint32_t n, bool invert
     }
 }
 
+/* Add one row's per-channel sums to s (gray counts for all three channels).
+ * 48 bytes (16 RGB or 48 gray pixels) at a time into 48 u32 lanes; lane j
+ * belongs to channel j % nc. SSE2 (every x86-64) where available: the
+ * compiler does not vectorise the plain loop at -O2, and the plain loop made
+ * the pack of 6,000 photos 2x slower. Overflow: a row has at most 65535 x 3
+ * bytes, so a lane adds at most 4096 values, and 4096 x 255^2 fits in 32
+ * bits. Not inlined: in the caller, setjmp keeps the compiler from
+ * optimising. */
+__attribute__((noinline)) static void add_row_stats(const uint8_t *p, uint32_t len, int nc,
+                                                    stk_pixel_stats *s)
+{
+    uint32_t sum[48] = {0}, sq[48] = {0};
+    uint32_t i = 0;
+#if defined(__SSE2__)
+    /* Two passes so that each keeps its accumulators in registers. Sums: u16
+     * lanes (at most 256 blocks between flushes, 256 x 255 < 65536). */
+    const __m128i zero = _mm_setzero_si128();
+    uint32_t blocks = len / 48;
+    for (uint32_t b0 = 0; b0 < blocks; b0 += 256) {
+        uint32_t b1 = blocks - b0 < 256 ? blocks : b0 + 256;
+        __m128i a[6] = {zero, zero, zero, zero, zero, zero};
+        for (uint32_t b = b0; b < b1; b++)
+            for (int k = 0; k < 3; k++) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(p + 48 * b + 16 * k));
+                a[2 * k] = _mm_add_epi16(a[2 * k], _mm_unpacklo_epi8(v, zero));
+                a[2 * k + 1] = _mm_add_epi16(a[2 * k + 1], _mm_unpackhi_epi8(v, zero));
+            }
+        uint16_t lanes[48];
+        for (int k = 0; k < 6; k++) _mm_storeu_si128((__m128i *)(lanes + 8 * k), a[k]);
+        for (int j = 0; j < 48; j++) sum[j] += lanes[j];
+    }
+    /* Squares: 255^2 fits u16, sums of them need u32 lanes. */
+    __m128i q[12];
+    for (int k = 0; k < 12; k++) q[k] = zero;
+    for (uint32_t b = 0; b < blocks; b++)
+        for (int k = 0; k < 3; k++) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(p + 48 * b + 16 * k));
+            __m128i lo = _mm_unpacklo_epi8(v, zero), hi = _mm_unpackhi_epi8(v, zero);
+            lo = _mm_mullo_epi16(lo, lo);
+            hi = _mm_mullo_epi16(hi, hi);
+            q[4 * k + 0] = _mm_add_epi32(q[4 * k + 0], _mm_unpacklo_epi16(lo, zero));
+            q[4 * k + 1] = _mm_add_epi32(q[4 * k + 1], _mm_unpackhi_epi16(lo, zero));
+            q[4 * k + 2] = _mm_add_epi32(q[4 * k + 2], _mm_unpacklo_epi16(hi, zero));
+            q[4 * k + 3] = _mm_add_epi32(q[4 * k + 3], _mm_unpackhi_epi16(hi, zero));
+        }
+    for (int k = 0; k < 12; k++) _mm_storeu_si128((__m128i *)(sq + 4 * k), q[k]);
+    i = blocks * 48;
+#else
+    for (; i + 48 <= len; i += 48)
+        for (int j = 0; j < 48; j++) {
+            uint32_t v = p[i + (uint32_t)j];
+            sum[j] += v;
+            sq[j] += v * v;
+        }
+#endif
+    /* Fold lanes into channels (no division: this runs once per row). */
+    uint64_t total[3] = {0}, total_sq[3] = {0};
+    for (int j = 0; j < 48; j += nc)
+        for (int c = 0; c < nc; c++) {
+            total[c] += sum[j + c];
+            total_sq[c] += sq[j + c];
+        }
+    for (int c = 0; i < len; i++) { /* i starts at a multiple of 48, so of nc too */
+        total[c] += p[i];
+        total_sq[c] += (uint32_t)p[i] * p[i];
+        if (++c == nc) c = 0;
+    }
+    for (int c = 0; c < 3; c++) {
+        s->sum[c] += total[nc == 1 ? 0 : c];
+        s->sumsq[c] += total_sq[nc == 1 ? 0 : c];
+    }
+}
+
 stk_status stk_jpeg_decoder_validate(stk_jpeg_decoder *dec, const uint8_t *data, size_t len,
                                      stk_jpeg_info *info, stk_pixel_stats *stats)
 {
@@ -134,23 +211,18 @@ stk_status stk_jpeg_decoder_validate(stk_jpeg_decoder *dec, const uint8_t *data,
                                                        : JCS_RGB;
     jpeg_start_decompress(d);
     int nc = d->output_components;
-    if ((st = reserve(dec, (size_t)d->output_width * (size_t)nc))) goto fail;
+    /* Several rows per call: libjpeg-turbo's upsamplers make 2 rows at a time
+     * for 4:2:0, and one row per call costs it an extra copy. */
+    enum { ROWS = 16 };
+    size_t row_bytes = (size_t)d->output_width * (size_t)nc;
+    if ((st = reserve(dec, row_bytes * ROWS))) goto fail;
+    JSAMPROW rows[ROWS];
+    for (int r = 0; r < ROWS; r++) rows[r] = dec->scratch + (size_t)r * row_bytes;
     stk_pixel_stats s = {0};
     while (d->output_scanline < d->output_height) {
-        JSAMPROW row = dec->scratch;
-        jpeg_read_scanlines(d, &row, 1);
+        JDIMENSION got = jpeg_read_scanlines(d, rows, ROWS);
         if (nc == 4) continue;
-        uint64_t sum[3] = {0}, sq[3] = {0};
-        for (uint32_t x = 0; x < d->output_width; x++)
-            for (int c = 0; c < nc; c++) {
-                unsigned v = row[x * (uint32_t)nc + (uint32_t)c];
-                sum[c] += v;
-                sq[c] += v * v;
-            }
-        for (int c = 0; c < 3; c++) {
-            s.sum[c] += sum[nc == 1 ? 0 : c];
-            s.sumsq[c] += sq[nc == 1 ? 0 : c];
-        }
+        for (JDIMENSION r = 0; r < got; r++) add_row_stats(rows[r], (uint32_t)row_bytes, nc, &s);
     }
     jpeg_finish_decompress(d);
     if (stats && nc != 4) {

@@ -113,6 +113,36 @@ START_TEST(validate_gives_exact_stats)
 }
 END_TEST
 
+START_TEST(validate_stats_match_decoded_pixels)
+{
+    /* Rows of 192, 40 and 13000 bytes: 48-byte SIMD blocks, the scalar tail,
+     * and more than 256 blocks in a row. */
+    static const char *files[] = {"single/baseline.jpg", "single/gray.jpg", "single/wide_gray.jpg"};
+    for (int f = 0; f < 3; f++) {
+        size_t len;
+        uint8_t *d = load(files[f], &len);
+        stk_jpeg_info info;
+        stk_pixel_stats s = {0};
+        ck_assert_int_eq(stk_jpeg_decoder_validate(dec, d, len, &info, &s), STK_OK);
+        const uint8_t *px;
+        uint32_t w, h;
+        int c;
+        ck_assert_int_eq(stk_jpeg_decoder_pixels(dec, d, len, 8, &px, &w, &h, &c), STK_OK);
+        uint64_t sum[3] = {0}, sq[3] = {0};
+        for (size_t i = 0; i < (size_t)w * h * (size_t)c; i++) {
+            sum[i % (size_t)c] += px[i];
+            sq[i % (size_t)c] += (uint64_t)px[i] * px[i];
+        }
+        ck_assert_uint_eq(s.pixels, (uint64_t)w * h);
+        for (int k = 0; k < 3; k++) {
+            ck_assert_uint_eq(s.sum[k], sum[c == 1 ? 0 : k]);
+            ck_assert_uint_eq(s.sumsq[k], sq[c == 1 ? 0 : k]);
+        }
+        free(d);
+    }
+}
+END_TEST
+
 static stk_jpeg_preparer *preparer(uint32_t max_side, bool validate)
 {
     stk_jpeg_prepare_options o = {
@@ -284,6 +314,7 @@ int main(void)
     tcase_add_test(tc, header_kinds);
     tcase_add_test(tc, bad_inputs_are_errors_with_reasons);
     tcase_add_test(tc, validate_gives_exact_stats);
+    tcase_add_test(tc, validate_stats_match_decoded_pixels);
     tcase_add_test(tc, prepare_stores_baseline_as_is);
     tcase_add_test(tc, prepare_transcodes_progressive_losslessly);
     tcase_add_test(tc, prepare_converts_cmyk_like_pil);
