@@ -246,7 +246,7 @@ stk_status stk_dataset_get(stk_dataset *ds, uint64_t index, stk_record *out, boo
     stk_status st = check_index(ds, index);
     if (st) return st;
     uint8_t k[8];
-    for (int i = 7; i >= 0; i--) k[i] = (uint8_t)(index >> (8 * (7 - i)));
+    stk_record_key(index, k);
     MDB_val key = {8, k}, val;
     int rc = mdb_get(ds->txn, ds->records, &key, &val);
     if (rc) return stk_lmdb_status(rc, "%s: record %" PRIu64, ds->path, index);

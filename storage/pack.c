@@ -223,11 +223,13 @@ stk_status stk_pack_run(stk_source *src, const char *out_path, const stk_pack_op
     meta.channels = src->encoding == STK_ENCODING_JPEG ? 3 : (int)src->channels;
     meta.has_stats = stats && pixels > 0;
     if (meta.has_stats) finish_stats(&meta, sum, sumsq, pixels);
-    meta.source = src->description;
-    meta.packed_with = (char *)(opts->packed_with ? opts->packed_with : "stoke " STOKE_VERSION);
-    st = stk_writer_finish(w, &meta, &summary->bytes_out);
-    meta.source = meta.packed_with = NULL; /* borrowed */
-    if (st) goto out;
+    meta.source = strdup(src->description);
+    meta.packed_with = strdup(opts->packed_with ? opts->packed_with : "stoke " STOKE_VERSION);
+    if (!meta.source || !meta.packed_with) {
+        st = stk_error(STK_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    if ((st = stk_writer_finish(w, &meta, &summary->bytes_out))) goto out;
     summary->records = stk_writer_count(w);
     summary->classes = src->num_classes;
     stk_progress_finish(&bar);

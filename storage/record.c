@@ -20,6 +20,11 @@ static uint32_t get_u32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+void stk_record_key(uint64_t index, uint8_t key[8])
+{
+    for (int i = 7; i >= 0; i--, index >>= 8) key[i] = (uint8_t)index;
+}
+
 size_t stk_record_size(const stk_record *r)
 {
     return STK_RECORD_HEADER_SIZE + (size_t)r->name_len + (size_t)r->payload_len;

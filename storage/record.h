@@ -54,5 +54,9 @@ void stk_record_encode(stk_record *r, uint8_t *dst);
  * wrong; the caller adds which record), STK_ERR_FORMAT (newer record version). */
 stk_status stk_record_decode(const void *buf, size_t len, bool check_crc, stk_record *out);
 
+/* The `records` key of record `index`: 8 bytes, big-endian, so that LMDB's
+ * byte order is index order. */
+void stk_record_key(uint64_t index, uint8_t key[8]);
+
 /* "jpeg" / "raw_u8" / "unknown". */
 const char *stk_encoding_name(int encoding);

@@ -141,11 +141,6 @@ fail:
     return st;
 }
 
-static void key_of(uint64_t index, uint8_t key[8])
-{
-    for (int i = 7; i >= 0; i--, index >>= 8) key[i] = (uint8_t)index;
-}
-
 /* Commit the pending batch in one transaction; on MDB_MAP_FULL grow the map
  * and retry (the batch is still in memory). */
 static stk_status flush_batch(stk_writer *w)
@@ -159,7 +154,7 @@ static stk_status flush_batch(stk_writer *w)
         size_t start = 0;
         for (size_t i = 0; i < w->batch_records && !rc; i++) {
             uint8_t k[8];
-            key_of(first + i, k);
+            stk_record_key(first + i, k);
             MDB_val key = {8, k};
             MDB_val val = {w->batch_ends[i] - start, w->batch + start};
             rc = mdb_put(txn, w->records, &key, &val, MDB_APPEND);
