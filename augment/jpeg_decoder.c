@@ -2,6 +2,7 @@
 
 #include "augment/jpeg_error.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -277,6 +278,98 @@ stk_status stk_jpeg_decoder_pixels(stk_jpeg_decoder *dec, const uint8_t *data, s
     *width = w;
     *height = h;
     *channels = (int)out_c;
+    return STK_OK;
+fail:
+    jpeg_abort_decompress(d);
+    return st;
+}
+
+/* Smallest SIMD DCT scale at which the window still spans the output. */
+static int pick_scale(double win_w, double win_h, int out_w, int out_h)
+{
+    for (int s = 1; s < 8; s *= 2)
+        if (win_w * s / 8 >= out_w && win_h * s / 8 >= out_h) return s;
+    return 8;
+}
+
+stk_status stk_jpeg_decoder_region(stk_jpeg_decoder *dec, const uint8_t *data, size_t len, int bx0,
+                                   int by0, int bx1, int by1, double win_w, double win_h, int out_w,
+                                   int out_h, int channels, uint32_t expect_w, uint32_t expect_h,
+                                   stk_jpeg_region *out)
+{
+    struct jpeg_decompress_struct *d = &dec->d;
+    dec->err.status = STK_OK;
+    if (setjmp(dec->err.jump)) {
+        jpeg_abort_decompress(d);
+        return stk_jpeg_error_status(&dec->err);
+    }
+    stk_jpeg_info info;
+    stk_status st = read_header(dec, data, len, &info);
+    if (st) goto fail;
+    if ((expect_w && info.width != expect_w) || (expect_h && info.height != expect_h)) {
+        st = stk_error(STK_ERR_CORRUPT, "JPEG is %ux%u but its record says %ux%u", info.width,
+                       info.height, expect_w, expect_h);
+        goto fail;
+    }
+    if (channels == 1 && info.kind == STK_JPEG_CMYK) {
+        st = stk_error(STK_ERR_UNSUPPORTED, "CMYK JPEG to one gray channel is not supported");
+        goto fail;
+    }
+    if (bx0 < 0 || by0 < 0 || bx1 > (int)info.width || by1 > (int)info.height || bx0 >= bx1 ||
+        by0 >= by1) {
+        st = stk_error(STK_ERR_INVALID_ARG, "region [%d,%d)x[%d,%d) is outside the %ux%u image",
+                       bx0, bx1, by0, by1, info.width, info.height);
+        goto fail;
+    }
+    int s = pick_scale(win_w, win_h, out_w, out_h);
+    d->scale_num = (unsigned)s;
+    d->scale_denom = 8;
+    d->out_color_space = channels == 1                ? JCS_GRAYSCALE
+                         : info.kind == STK_JPEG_CMYK ? JCS_CMYK
+                                                      : JCS_RGB;
+    jpeg_start_decompress(d);
+    int sw = (int)d->output_width, sh = (int)d->output_height;
+    int sx0 = (int)floor(bx0 * s / 8.0), sx1 = (int)ceil(bx1 * s / 8.0);
+    int sy0 = (int)floor(by0 * s / 8.0), sy1 = (int)ceil(by1 * s / 8.0);
+    if (sx1 > sw) sx1 = sw;
+    if (sy1 > sh) sy1 = sh;
+    if (sx1 <= sx0) sx1 = sx0 + 1;
+    if (sy1 <= sy0) sy1 = sy0 + 1;
+    JDIMENSION xoff = (JDIMENSION)sx0, cw = (JDIMENSION)(sx1 - sx0);
+    if ((int)cw < sw) jpeg_crop_scanline(d, &xoff, &cw); /* widens to iMCU boundaries */
+    if (sy0 > 0) jpeg_skip_scanlines(d, (JDIMENSION)sy0);
+    int nc = d->output_components, oc = nc == 4 ? 3 : nc;
+    int rows = sy1 - sy0;
+    size_t out_stride = (size_t)d->output_width * (size_t)oc;
+    size_t cmyk_row = nc == 4 ? (size_t)d->output_width * 4 * 16 : 0;
+    if ((st = reserve(dec, out_stride * (size_t)rows + cmyk_row))) goto fail;
+    uint8_t *cmyk = dec->scratch + out_stride * (size_t)rows;
+    while ((int)d->output_scanline < sy1) {
+        int y = (int)d->output_scanline - sy0;
+        JSAMPROW ptrs[16];
+        int n = sy1 - (int)d->output_scanline < 16 ? sy1 - (int)d->output_scanline : 16;
+        for (int r = 0; r < n; r++)
+            ptrs[r] = nc == 4 ? cmyk + (size_t)r * d->output_width * 4
+                              : dec->scratch + (size_t)(y + r) * out_stride;
+        JDIMENSION got = jpeg_read_scanlines(d, ptrs, (JDIMENSION)n);
+        if (nc == 4)
+            for (JDIMENSION r = 0; r < got; r++)
+                cmyk_to_rgb(ptrs[r], dec->scratch + (size_t)(y + (int)r) * out_stride,
+                            d->output_width, info.adobe_inverted);
+    }
+    *out = (stk_jpeg_region){.pixels = dec->scratch,
+                             .stride = out_stride,
+                             .width = (int)d->output_width,
+                             .height = rows,
+                             .channels = oc,
+                             .origin_x = (int)xoff,
+                             .origin_y = sy0,
+                             .scale = s};
+    /* Stop here: rows below the region are never entropy-decoded. */
+    if (d->output_scanline < d->output_height)
+        jpeg_abort_decompress(d);
+    else
+        jpeg_finish_decompress(d);
     return STK_OK;
 fail:
     jpeg_abort_decompress(d);

@@ -73,5 +73,31 @@ stk_status stk_jpeg_decoder_pixels(stk_jpeg_decoder *dec, const uint8_t *data, s
                                    int scale_num, const uint8_t **pixels, uint32_t *width,
                                    uint32_t *height, int *channels);
 
+/* A decoded part of an image (see stk_jpeg_decoder_region). */
+typedef struct stk_jpeg_region {
+    const uint8_t *pixels; /* interleaved, in the decoder's scratch */
+    size_t stride;         /* bytes between rows */
+    int width, height, channels;
+    int origin_x, origin_y; /* where pixels[0] lies in the scaled image */
+    int scale;              /* the DCT scale used: scale / 8 (8, 4, 2 or 1) */
+} stk_jpeg_region;
+
+/* Region-of-interest decode for a crop. Picks the smallest DCT scale s/8
+ * among 8/8, 4/8, 2/8, 1/8 (the ones with SIMD IDCTs; 5/8-7/8 measured
+ * slower than a full decode) at which a win_w x win_h window of source
+ * pixels still spans out_w x out_h pixels, then decodes only the pixels
+ * covering the source bounds [bx0, bx1) x [by0, by1): columns outside are
+ * cropped with jpeg_crop_scanline (to the iMCU boundary), rows above are
+ * skipped with jpeg_skip_scanlines and rows below are never decoded (the
+ * decode is aborted after the last needed row). Source coordinate X lies at
+ * X * scale / 8 in the scaled image.
+ * channels: 1 (gray output) or 3 (RGB: gray expanded by libjpeg, CMYK/YCCK
+ * converted). expect_w/expect_h: the size the record says (0: any); a JPEG of
+ * another size is an error. The pixels stay valid until the decoder's next call. */
+stk_status stk_jpeg_decoder_region(stk_jpeg_decoder *dec, const uint8_t *data, size_t len, int bx0,
+                                   int by0, int bx1, int by1, double win_w, double win_h, int out_w,
+                                   int out_h, int channels, uint32_t expect_w, uint32_t expect_h,
+                                   stk_jpeg_region *out);
+
 /* Scans allowed in a progressive JPEG before it is refused. */
 #define STK_JPEG_MAX_SCANS 256

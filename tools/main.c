@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static const stk_command *const commands[] = {&stk_cmd_pack, &stk_cmd_info, &stk_cmd_verify};
+static const stk_command *const commands[] = {&stk_cmd_pack, &stk_cmd_info, &stk_cmd_verify,
+                                              &stk_cmd_peek};
 enum { N_COMMANDS = sizeof commands / sizeof *commands };
 
 static void print_overview(FILE *f)

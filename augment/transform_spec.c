@@ -1,0 +1,194 @@
+#include "augment/transform_spec.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SIDE 16384
+
+static stk_status bad(const char *token, const char *why)
+{
+    return stk_error(STK_ERR_INVALID_ARG, "transform \"%s\": %s", token, why);
+}
+
+/* Parse an integer argument in [lo, hi]. */
+static bool parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return false;
+    *out = (int)v;
+    return true;
+}
+
+static bool parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v)) return false;
+    *out = v;
+    return true;
+}
+
+/* Split "a:b:c" in place into at most n fields; returns the count. */
+static int split(char *s, char sep, char **fields, int n)
+{
+    int k = 0;
+    while (k < n) {
+        fields[k++] = s;
+        char *p = strchr(s, sep);
+        if (!p) break;
+        *p = '\0';
+        s = p + 1;
+    }
+    return strchr(fields[k - 1], sep) ? n + 1 : k;
+}
+
+static stk_status parse_norm(char *arg, const char *token, stk_transform *t)
+{
+    if (!arg) {
+        t->norm = STK_NORM_DATASET;
+        return STK_OK;
+    }
+    if (strcmp(arg, "imagenet") == 0) {
+        t->norm = STK_NORM_IMAGENET;
+        return STK_OK;
+    }
+    if (strcmp(arg, "dataset") == 0) {
+        t->norm = STK_NORM_DATASET;
+        return STK_OK;
+    }
+    char *slash = strchr(arg, '/');
+    if (!slash) return bad(token, "expected norm, norm:imagenet or norm:MEAN/STD");
+    *slash = '\0';
+    char *m[4], *s[4];
+    int nm = split(arg, ':', m, 3), ns = split(slash + 1, ':', s, 3);
+    if (nm != ns || (nm != 1 && nm != 3)) return bad(token, "give 1 or 3 means and as many stds");
+    for (int i = 0; i < nm; i++) {
+        double mean, std;
+        if (!parse_double(m[i], &mean) || !parse_double(s[i], &std))
+            return bad(token, "means and stds must be numbers");
+        if (!(std > 0)) return bad(token, "std must be positive");
+        t->mean[i] = (float)mean;
+        t->std[i] = (float)std;
+    }
+    for (int i = nm; i < 3; i++) t->mean[i] = t->mean[0], t->std[i] = t->std[0];
+    t->norm = STK_NORM_EXPLICIT;
+    t->norm_values = nm;
+    return STK_OK;
+}
+
+static stk_status parse_token(char *token, const char *orig, stk_transform *t)
+{
+    char *args[5];
+    int n = split(token, ':', args, 4);
+    const char *name = args[0];
+    int nargs = n - 1;
+    if (strcmp(name, "none") == 0 && nargs == 0) {
+        t->none = true;
+    } else if (strcmp(name, "rrc") == 0) {
+        if (nargs != 1 && nargs != 3)
+            return bad(orig, "expected rrc:SIZE or rrc:SIZE:SCALE_MIN:SCALE_MAX");
+        if (!parse_int(args[1], 1, MAX_SIDE, &t->rrc)) return bad(orig, "size must be 1..16384");
+        if (nargs == 3 &&
+            (!parse_double(args[2], &t->scale[0]) || !parse_double(args[3], &t->scale[1]) ||
+             !(t->scale[0] > 0) || t->scale[0] > t->scale[1] || t->scale[1] > 1))
+            return bad(orig, "scale range must satisfy 0 < min <= max <= 1");
+    } else if (strcmp(name, "resize") == 0 || strcmp(name, "center") == 0 ||
+               strcmp(name, "crop") == 0 || strcmp(name, "pad") == 0) {
+        int *field = name[0] == 'r'                     ? &t->resize
+                     : name[0] == 'c' && name[1] == 'e' ? &t->center
+                     : name[0] == 'c'                   ? &t->crop
+                                                        : &t->pad;
+        if (nargs != 1) return bad(orig, "expected one size, e.g. resize:256");
+        if (!parse_int(args[1], name[0] == 'p' ? 0 : 1, MAX_SIDE, field))
+            return bad(orig, "size must be 1..16384 (pad: 0..16384)");
+    } else if (strcmp(name, "flip") == 0) {
+        t->flip = 0.5;
+        if (nargs > 1) return bad(orig, "expected flip or flip:P");
+        if (nargs == 1 && (!parse_double(args[1], &t->flip) || t->flip < 0 || t->flip > 1))
+            return bad(orig, "probability must be in 0..1");
+    } else if (strcmp(name, "norm") == 0) {
+        /* MEAN/STD values are separated by ':' too: hand norm the whole rest. */
+        const char *colon = strchr(orig, ':');
+        char rest[256];
+        snprintf(rest, sizeof rest, "%s", colon ? colon + 1 : "");
+        return parse_norm(colon ? rest : NULL, orig, t);
+    } else {
+        return bad(orig,
+                   "unknown transform (known: rrc, resize, center, pad, crop, flip, norm, none)");
+    }
+    return STK_OK;
+}
+
+stk_status stk_transform_parse(const char *spec, stk_transform *t)
+{
+    memset(t, 0, sizeof *t);
+    t->scale[0] = 0.08, t->scale[1] = 1.0;
+    t->ratio[0] = 3.0 / 4.0, t->ratio[1] = 4.0 / 3.0;
+    if (!spec || !*spec) return stk_error(STK_ERR_INVALID_ARG, "transform: empty spec");
+    char buf[1024];
+    if (strlen(spec) >= sizeof buf)
+        return stk_error(STK_ERR_INVALID_ARG, "transform: spec too long");
+    snprintf(buf, sizeof buf, "%s", spec);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char orig[256], work[256];
+        snprintf(orig, sizeof orig, "%s", tok);
+        snprintf(work, sizeof work, "%s", tok);
+        stk_status st = parse_token(work, orig, t);
+        if (st) return st;
+    }
+    /* Combinations that make sense, in torchvision's order. */
+    int geometry = (t->rrc > 0) + (t->resize || t->center) + (t->crop > 0 || t->pad > 0);
+    if (t->none && (geometry || t->flip > 0 || t->norm))
+        return stk_error(STK_ERR_INVALID_ARG, "transform \"%s\": none takes no other transforms",
+                         spec);
+    if (geometry > 1)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "transform \"%s\": use one of rrc, resize/center, or pad/crop", spec);
+    if (t->pad && !t->crop)
+        return stk_error(STK_ERR_INVALID_ARG, "transform \"%s\": pad goes with crop:SIZE", spec);
+    if (t->resize && t->center > t->resize)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "transform \"%s\": center:%d is larger than resize:%d", spec, t->center,
+                         t->resize);
+    return STK_OK;
+}
+
+bool stk_transform_fixed_size(const stk_transform *t, int *size)
+{
+    int s = t->rrc ? t->rrc : t->center ? t->center : t->crop;
+    if (size) *size = s;
+    return s > 0;
+}
+
+void stk_transform_format(const stk_transform *t, char *buf, size_t size)
+{
+    size_t n = 0;
+#define ADD(...) n += (size_t)snprintf(buf + n, n < size ? size - n : 0, __VA_ARGS__)
+    buf[0] = '\0';
+    if (t->none) ADD("none");
+    if (t->rrc) {
+        ADD("rrc:%d", t->rrc);
+        if (t->scale[0] != 0.08 || t->scale[1] != 1.0) ADD(":%g:%g", t->scale[0], t->scale[1]);
+    }
+    if (t->resize) ADD("%sresize:%d", n ? "," : "", t->resize);
+    if (t->center) ADD("%scenter:%d", n ? "," : "", t->center);
+    if (t->pad) ADD("%spad:%d", n ? "," : "", t->pad);
+    if (t->crop) ADD("%scrop:%d", n ? "," : "", t->crop);
+    if (t->flip > 0) ADD(t->flip == 0.5 ? "%sflip" : "%sflip:%g", n ? "," : "", t->flip);
+    if (t->norm == STK_NORM_DATASET) ADD("%snorm", n ? "," : "");
+    if (t->norm == STK_NORM_IMAGENET) ADD("%snorm:imagenet", n ? "," : "");
+    if (t->norm == STK_NORM_EXPLICIT) {
+        ADD("%snorm:", n ? "," : "");
+        for (int i = 0; i < t->norm_values; i++) ADD("%s%g", i ? ":" : "", t->mean[i]);
+        ADD("/");
+        for (int i = 0; i < t->norm_values; i++) ADD("%s%g", i ? ":" : "", t->std[i]);
+    }
+#undef ADD
+}

@@ -1,0 +1,76 @@
+#include "tools/image_write.h"
+
+#include "augment/jpeg_error.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static stk_status write_pnm(const char *path, const uint8_t *px, int w, int h, int c)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) return stk_error(STK_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    fprintf(f, "P%c\n%d %d\n255\n", c == 1 ? '5' : '6', w, h);
+    size_t n = (size_t)w * (size_t)h * (size_t)c;
+    int bad = fwrite(px, 1, n, f) != n;
+    bad |= fclose(f) != 0;
+    return bad ? stk_error(STK_ERR_IO, "%s: write failed: %s", path, strerror(errno)) : STK_OK;
+}
+
+/* The encoder's output buffer lives on the heap so that it is known after a
+ * longjmp from libjpeg's error handler. */
+typedef struct jpeg_out {
+    unsigned char *buf;
+    unsigned long size;
+} jpeg_out;
+
+static stk_status write_jpeg(const char *path, const uint8_t *px, int w, int h, int c, int quality)
+{
+    struct jpeg_compress_struct cinfo;
+    stk_jpeg_error err;
+    jpeg_out *out = calloc(1, sizeof *out);
+    if (!out) return stk_error(STK_ERR_NOMEM, "out of memory");
+    cinfo.err = stk_jpeg_error_init(&err, 1);
+    if (setjmp(err.jump)) {
+        jpeg_destroy_compress(&cinfo);
+        free(out->buf);
+        free(out);
+        return stk_error(STK_ERR_IO, "%s: %s", path, err.message);
+    }
+    jpeg_create_compress(&cinfo);
+    jpeg_mem_dest(&cinfo, &out->buf, &out->size);
+    cinfo.image_width = (JDIMENSION)w;
+    cinfo.image_height = (JDIMENSION)h;
+    cinfo.input_components = c;
+    cinfo.in_color_space = c == 1 ? JCS_GRAYSCALE : JCS_RGB;
+    jpeg_set_defaults(&cinfo);
+    jpeg_set_quality(&cinfo, quality, TRUE);
+    jpeg_start_compress(&cinfo, TRUE);
+    while (cinfo.next_scanline < cinfo.image_height) {
+        JSAMPROW row = (JSAMPROW)(px + (size_t)cinfo.next_scanline * (size_t)w * (size_t)c);
+        jpeg_write_scanlines(&cinfo, &row, 1);
+    }
+    jpeg_finish_compress(&cinfo);
+    jpeg_destroy_compress(&cinfo);
+    FILE *f = fopen(path, "wb");
+    stk_status st = STK_OK;
+    if (!f || fwrite(out->buf, 1, out->size, f) != out->size)
+        st = stk_error(STK_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    if (f && fclose(f) != 0 && !st) st = stk_error(STK_ERR_IO, "%s: %s", path, strerror(errno));
+    free(out->buf);
+    free(out);
+    return st;
+}
+
+stk_status stk_image_write(const char *path, const uint8_t *pixels, int width, int height,
+                           int channels, int jpeg_quality)
+{
+    const char *dot = strrchr(path, '.');
+    if (dot && (!strcasecmp(dot, ".ppm") || !strcasecmp(dot, ".pgm") || !strcasecmp(dot, ".pnm")))
+        return write_pnm(path, pixels, width, height, channels);
+    if (dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg")))
+        return write_jpeg(path, pixels, width, height, channels, jpeg_quality);
+    return stk_error(STK_ERR_INVALID_ARG, "%s: write .ppm (lossless) or .jpg", path);
+}

@@ -1,0 +1,12 @@
+/* Writing u8 images to files for `stoke peek`: binary PPM/PGM (lossless) or
+ * JPEG (libjpeg-turbo), chosen by the file name's extension. */
+#pragma once
+
+#include "common/status.h"
+
+#include <stdint.h>
+
+/* pixels: width x height x channels (1 or 3), rows packed. Errors: STK_ERR_IO,
+ * STK_ERR_INVALID_ARG (an extension other than .ppm/.pgm/.pnm/.jpg/.jpeg). */
+stk_status stk_image_write(const char *path, const uint8_t *pixels, int width, int height,
+                           int channels, int jpeg_quality);
