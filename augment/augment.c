@@ -65,6 +65,7 @@ stk_status stk_augment_create(const stk_augment_options *o, stk_augment **out)
         stk_augment_destroy(a);
         return st;
     }
+    stk_jpeg_decoder_set_fast(a->dec, o->fast_decode);
     *out = a;
     return STK_OK;
 }

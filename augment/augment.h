@@ -29,6 +29,7 @@
 #include "augment/transform_spec.h"
 #include "common/status.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,6 +47,8 @@ typedef struct stk_augment_options {
     uint64_t seed;
     uint64_t max_pixels;   /* decompression-bomb limit (0: 64 MP) */
     float mean[3], std[3]; /* the dataset's, for a bare `norm` */
+    bool fast_decode;      /* JPEG: fast IDCT + merged upsampling (~7% faster, ~44 dB from the
+                              accurate decode); for training augmentation */
 } stk_augment_options;
 
 typedef struct stk_sample {

@@ -12,6 +12,7 @@
 
 struct stk_jpeg_decoder {
     struct jpeg_decompress_struct d;
+    bool fast; /* region decodes: fast IDCT, merged upsampling */
     stk_jpeg_error err;
     uint64_t max_pixels;
     uint8_t *scratch; /* decoded pixels or one row */
@@ -34,6 +35,8 @@ stk_status stk_jpeg_decoder_create(uint64_t max_pixels, stk_jpeg_decoder **out)
     *out = dec;
     return STK_OK;
 }
+
+void stk_jpeg_decoder_set_fast(stk_jpeg_decoder *dec, bool fast) { dec->fast = fast; }
 
 void stk_jpeg_decoder_destroy(stk_jpeg_decoder *dec)
 {
@@ -324,6 +327,18 @@ stk_status stk_jpeg_decoder_region(stk_jpeg_decoder *dec, const uint8_t *data, s
     int s = pick_scale(win_w, win_h, out_w, out_h);
     d->scale_num = (unsigned)s;
     d->scale_denom = 8;
+    if (dec->fast) {
+        d->dct_method = JDCT_IFAST;
+        d->do_fancy_upsampling = FALSE;
+        /* libjpeg-turbo 2.1.5 (Debian 12) bug, fixed in 3.1.2: with merged
+         * upsampling, jpeg_skip_scanlines on a reused decompressor can call a
+         * colour converter freed with the previous image. */
+        d->cconvert = NULL;
+        d->cquantize = NULL;
+    } else {
+        d->dct_method = JDCT_ISLOW;
+        d->do_fancy_upsampling = TRUE;
+    }
     d->out_color_space = channels == 1                ? JCS_GRAYSCALE
                          : info.kind == STK_JPEG_CMYK ? JCS_CMYK
                                                       : JCS_RGB;

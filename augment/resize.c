@@ -1,34 +1,22 @@
+/* Resize plans (PIL's filter taps, cached per window) and the two passes.
+ * The SIMD kernels are in resize_simd.c. */
 #include "augment/resize.h"
+
+#include "augment/resize_impl.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define PRECISION_BITS 22 /* PIL's: 32 - 8 - 2 */
-#define CACHE_SLOTS    8  /* per axis */
-
-/* Taps of one axis: out[i] = sum_k w[i][k] * in[first[i] + k]. */
-typedef struct axis_plan {
-    /* key */
-    double in0, len;
-    int lo, hi, out;
-    bool valid;
-    /* taps */
-    int max_taps;
-    int *first, *count;
-    int32_t *wi; /* fixed point, out x max_taps */
-    float *wf;   /* float, out x max_taps */
-    size_t cap;  /* entries allocated in wi/wf */
-    int cap_out; /* entries allocated in first/count */
-} axis_plan;
+#define CACHE_SLOTS 8 /* per axis */
 
 struct stk_resizer {
-    axis_plan cache[2][CACHE_SLOTS]; /* [0] horizontal, [1] vertical: never evict each other */
-    uint8_t *tmp_u8;                 /* horizontal pass output */
+    stk_axis_plan cache[2][CACHE_SLOTS]; /* [0] horizontal, [1] vertical: never evict each other */
+    uint8_t *tmp_u8;                     /* horizontal pass output */
     float *tmp_f32;
-    int32_t *acc_i32; /* one output row of the vertical pass */
+    const uint8_t **rows; /* the vertical pass's input rows */
     float *acc_f32;
-    size_t tmp_u8_cap, tmp_f32_cap, acc_i32_cap, acc_f32_cap;
+    size_t tmp_u8_cap, tmp_f32_cap, rows_cap, acc_f32_cap;
 };
 
 stk_status stk_resizer_create(stk_resizer **out)
@@ -42,20 +30,21 @@ void stk_resizer_destroy(stk_resizer *rz)
     if (!rz) return;
     for (int axis = 0; axis < 2; axis++)
         for (int i = 0; i < CACHE_SLOTS; i++) {
-            axis_plan *a = &rz->cache[axis][i];
+            stk_axis_plan *a = &rz->cache[axis][i];
             free(a->first);
             free(a->count);
             free(a->wi);
             free(a->wf);
+            free(a->hc);
         }
     free(rz->tmp_u8);
     free(rz->tmp_f32);
-    free(rz->acc_i32);
+    free(rz->rows);
     free(rz->acc_f32);
     free(rz);
 }
 
-/* Grow *buf to hold n elements of size sz (keeps nothing: scratch). */
+/* Grow *buf to hold n elements of size sz (scratch: contents not kept). */
 static int reserve(void **buf, size_t *cap, size_t n, size_t sz)
 {
     if (n <= *cap) return 0;
@@ -72,17 +61,11 @@ static float triangle(double x)
     return x < 1.0 ? (float)(1.0 - x) : 0.0f;
 }
 
-/* PIL's precompute_coeffs for the bilinear filter, with the reads clamped to
- * [lo, hi) instead of [0, size). */
-static int compute_plan(axis_plan *a, double in0, double len, int lo, int hi, int out)
+static int grow_plan(stk_axis_plan *a, int out, int max_taps)
 {
-    double scale = len / out;
-    double fscale = scale > 1.0 ? scale : 1.0;
-    double support = fscale; /* bilinear support 1 */
-    int max_taps = (int)ceil(support) * 2 + 1;
     size_t n = (size_t)out * (size_t)max_taps;
-    if (n > a->cap) {
-        int32_t *wi = realloc(a->wi, n * sizeof *wi);
+    if (n > a->cap) { /* wi and wf grow together */
+        int16_t *wi = realloc(a->wi, n * sizeof *wi);
         if (wi) a->wi = wi;
         float *wf = realloc(a->wf, n * sizeof *wf);
         if (wf) a->wf = wf;
@@ -97,16 +80,31 @@ static int compute_plan(axis_plan *a, double in0, double len, int lo, int hi, in
         if (!first || !count) return -1;
         a->cap_out = out;
     }
+    return 0;
+}
+
+/* PIL's precompute_coeffs for the bilinear filter, with the reads clamped to
+ * [lo, hi) instead of [0, size); a flipped plan lists the outputs right to
+ * left, so the passes always write left to right. */
+static int compute_plan(stk_axis_plan *a, double in0, double len, int lo, int hi, int out,
+                        bool flip)
+{
+    double scale = len / out;
+    double fscale = scale > 1.0 ? scale : 1.0;
+    double support = fscale; /* bilinear support 1 */
+    int max_taps = (int)ceil(support) * 2 + 1;
+    if (grow_plan(a, out, max_taps)) return -1;
     a->max_taps = max_taps;
-    for (int i = 0; i < out; i++) {
+    for (int j = 0; j < out; j++) {
+        int i = flip ? out - 1 - j : j; /* j: position written, i: output pixel */
         double center = in0 + (i + 0.5) * scale;
         int xmin = (int)(center - support + 0.5); /* truncation, as PIL */
         int xmax = (int)(center + support + 0.5);
         if (xmin < lo) xmin = lo;
         if (xmax > hi) xmax = hi;
         if (xmax - xmin > max_taps) xmax = xmin + max_taps;
-        float *wf = a->wf + (size_t)i * (size_t)max_taps;
-        int32_t *wi = a->wi + (size_t)i * (size_t)max_taps;
+        float *wf = a->wf + (size_t)j * (size_t)max_taps;
+        int16_t *wi = a->wi + (size_t)j * (size_t)max_taps;
         double total = 0;
         for (int x = xmin; x < xmax; x++) {
             wf[x - xmin] = triangle((x - center + 0.5) / fscale);
@@ -121,84 +119,81 @@ static int compute_plan(axis_plan *a, double in0, double len, int lo, int hi, in
         }
         for (int k = 0; k < xmax - xmin; k++) {
             wf[k] = (float)(wf[k] / total);
-            wi[k] = (int32_t)(0.5 + wf[k] * (double)(1 << PRECISION_BITS));
+            wi[k] = (int16_t)(0.5 + wf[k] * (double)(1 << STK_RESIZE_BITS));
         }
-        a->first[i] = xmin;
-        a->count[i] = xmax - xmin;
+        a->first[j] = xmin;
+        a->count[j] = xmax - xmin;
     }
-    a->in0 = in0, a->len = len, a->lo = lo, a->hi = hi, a->out = out;
+    a->groups = (max_taps + STK_RESIZE_GROUP - 1) / STK_RESIZE_GROUP;
+    size_t hn = (size_t)((out + 1) / 2) * (size_t)a->groups * 48;
+    if (reserve((void **)&a->hc, &a->hc_cap, hn, sizeof *a->hc)) return -1;
+    memset(a->hc, 0, hn * sizeof *a->hc);
+    for (int i = 0; i < out; i++)
+        for (int k = 0; k < a->count[i]; k++) {
+            int g = k / STK_RESIZE_GROUP, p = k % STK_RESIZE_GROUP; /* pixel p of group g */
+            int16_t *v = a->hc + stk_hc_index(a->groups, i, g, p / 2);
+            int16_t w = a->wi[(size_t)i * (size_t)max_taps + (size_t)k];
+            for (int c = 0; c < 3; c++) v[2 * c + (p & 1)] = w;
+        }
+    a->in0 = in0, a->len = len, a->lo = lo, a->hi = hi, a->out = out, a->flip = flip;
     a->valid = true;
     return 0;
 }
 
-static const axis_plan *get_plan(stk_resizer *rz, int axis, double in0, double len, int lo, int hi,
-                                 int out)
+static const stk_axis_plan *get_plan(stk_resizer *rz, int axis, double in0, double len, int lo,
+                                     int hi, int out, bool flip)
 {
-    uint64_t h = 1469598103934665603ull;
-    uint64_t bits[5];
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over the key */
+    uint64_t bits[6];
     memcpy(&bits[0], &in0, 8);
     memcpy(&bits[1], &len, 8);
-    bits[2] = (uint64_t)(uint32_t)lo, bits[3] = (uint64_t)(uint32_t)hi, bits[4] = (uint64_t)out;
-    for (int i = 0; i < 5; i++) h = (h ^ bits[i]) * 1099511628211ull;
-    axis_plan *a = &rz->cache[axis][(h >> 32) % CACHE_SLOTS];
-    if (a->valid && a->in0 == in0 && a->len == len && a->lo == lo && a->hi == hi && a->out == out)
+    bits[2] = (uint32_t)lo, bits[3] = (uint32_t)hi, bits[4] = (uint64_t)out, bits[5] = flip;
+    for (int i = 0; i < 6; i++) h = (h ^ bits[i]) * 1099511628211ull;
+    stk_axis_plan *a = &rz->cache[axis][(h >> 32) % CACHE_SLOTS];
+    if (a->valid && a->in0 == in0 && a->len == len && a->lo == lo && a->hi == hi && a->out == out &&
+        a->flip == flip)
         return a;
     a->valid = false;
-    return compute_plan(a, in0, len, lo, hi, out) ? NULL : a;
+    return compute_plan(a, in0, len, lo, hi, out, flip) ? NULL : a;
 }
 
-static void row_span(const axis_plan *v, int *lo, int *hi);
-
-static uint8_t clip8(int32_t v)
+/* Horizontal pass of one row, fixed point, scalar; in[0] is pixel `origin`. */
+static void hpass_u8(const uint8_t *in, int origin, uint8_t *out, const stk_axis_plan *a, int c)
 {
-    v >>= PRECISION_BITS;
-    return v < 0 ? 0 : v > 255 ? 255 : (uint8_t)v;
-}
-
-/* Horizontal pass of one row, fixed point. Output pixel x goes to position
- * x, or out_w - 1 - x when flipped. */
-static void hpass_u8(const uint8_t *in, uint8_t *out, const axis_plan *a, int c, bool flip)
-{
-    int n = a->out;
-    for (int x = 0; x < n; x++) {
-        const int32_t *w = a->wi + (size_t)x * (size_t)a->max_taps;
-        const uint8_t *p = in + (size_t)a->first[x] * (size_t)c;
-        int k, count = a->count[x];
-        uint8_t *o = out + (size_t)(flip ? n - 1 - x : x) * (size_t)c;
-        if (c == 3) {
-            int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
-            for (k = 0; k < count; k++) {
-                s0 += p[3 * k] * w[k];
-                s1 += p[3 * k + 1] * w[k];
-                s2 += p[3 * k + 2] * w[k];
-            }
-            o[0] = clip8(s0), o[1] = clip8(s1), o[2] = clip8(s2);
-        } else {
-            for (int ch = 0; ch < c; ch++) {
-                int32_t s = 1 << (PRECISION_BITS - 1);
-                for (k = 0; k < count; k++) s += p[k * c + ch] * w[k];
-                o[ch] = clip8(s);
-            }
+    for (int x = 0; x < a->out; x++) {
+        const int16_t *w = a->wi + (size_t)x * (size_t)a->max_taps;
+        const uint8_t *p = in + (size_t)(a->first[x] - origin) * (size_t)c;
+        uint8_t *o = out + (size_t)x * (size_t)c;
+        for (int ch = 0; ch < c; ch++) {
+            int32_t s = 1 << (STK_RESIZE_BITS - 1);
+            for (int k = 0; k < a->count[x]; k++) s += p[k * c + ch] * w[k];
+            o[ch] = stk_clip8_fixed(s);
         }
     }
 }
 
-/* Vertical pass of one output row: whole rows, so the loop over x is
- * contiguous and vectorises (AVX2 clone where the CPU has it). */
-__attribute__((target_clones("avx2", "default"))) static void vpass_u8(const uint8_t *const *rows,
-                                                                       const int32_t *w, int taps,
-                                                                       int32_t *acc, uint8_t *out,
-                                                                       size_t n)
+static void hpass_f32(const uint8_t *in, float *out, const stk_axis_plan *a, int c)
 {
-    for (size_t x = 0; x < n; x++) acc[x] = 1 << (PRECISION_BITS - 1);
-    for (int k = 0; k < taps; k++) {
-        const uint8_t *r = rows[k];
-        int32_t wk = w[k];
-        for (size_t x = 0; x < n; x++) acc[x] += r[x] * wk;
+    for (int x = 0; x < a->out; x++) {
+        const float *w = a->wf + (size_t)x * (size_t)a->max_taps;
+        const uint8_t *p = in + (size_t)a->first[x] * (size_t)c;
+        float *o = out + (size_t)x * (size_t)c;
+        for (int ch = 0; ch < c; ch++) {
+            float s = 0;
+            for (int k = 0; k < a->count[x]; k++) s += p[k * c + ch] * w[k];
+            o[ch] = s;
+        }
     }
-    for (size_t x = 0; x < n; x++) {
-        int32_t v = acc[x] >> PRECISION_BITS;
-        out[x] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+/* Rows of the source the vertical taps read: [*lo, *hi). */
+static void row_span(const stk_axis_plan *v, int *lo, int *hi)
+{
+    *lo = v->first[0];
+    *hi = v->first[0] + v->count[0];
+    for (int y = 1; y < v->out; y++) {
+        if (v->first[y] < *lo) *lo = v->first[y];
+        if (v->first[y] + v->count[y] > *hi) *hi = v->first[y] + v->count[y];
     }
 }
 
@@ -220,64 +215,58 @@ stk_status stk_resize_u8_window(stk_resizer *rz, const stk_view *src, const stk_
 {
     stk_status st = check_args(src, win, out_w, out_h);
     if (st) return st;
-    const axis_plan *h = get_plan(rz, 0, win->x0, win->w, win->bx0, win->bx1, out_w);
-    const axis_plan *v = get_plan(rz, 1, win->y0, win->h, win->by0, win->by1, out_h);
+    const stk_axis_plan *h = get_plan(rz, 0, win->x0, win->w, win->bx0, win->bx1, out_w, flip);
+    const stk_axis_plan *v = get_plan(rz, 1, win->y0, win->h, win->by0, win->by1, out_h, false);
     if (!h || !v) return stk_error(STK_ERR_NOMEM, "resize: out of memory");
+    /* The per-pixel horizontal pass costs the most, so it runs on the fewer
+     * rows: before the vertical pass when the window is shorter than the
+     * output (upscaling), after it otherwise. Measured on rrc:224: 12%
+     * faster than PIL's fixed horizontal-first order. */
     int c = src->channels;
-    size_t row = (size_t)out_w * (size_t)c;
-    int y_lo, y_hi;
+    int x_lo, x_hi, y_lo, y_hi;
+    row_span(h, &x_lo, &x_hi);
     row_span(v, &y_lo, &y_hi);
-    if (reserve((void **)&rz->tmp_u8, &rz->tmp_u8_cap, row * (size_t)(y_hi - y_lo), 1) ||
-        reserve((void **)&rz->acc_i32, &rz->acc_i32_cap, row, sizeof(int32_t)))
+    size_t span = (size_t)(x_hi - x_lo) * (size_t)c, row = (size_t)out_w * (size_t)c;
+    size_t padded = span + 32; /* the SIMD horizontal pass loads up to 16 bytes past a tap */
+    bool vertical_first = y_hi - y_lo > out_h;
+    size_t tmp_bytes =
+        vertical_first ? padded * (size_t)out_h : row * (size_t)(y_hi - y_lo) + padded;
+    if (reserve((void **)&rz->tmp_u8, &rz->tmp_u8_cap, tmp_bytes, 1) ||
+        reserve((void **)&rz->rows, &rz->rows_cap, (size_t)v->max_taps, sizeof *rz->rows))
         return stk_error(STK_ERR_NOMEM, "resize: out of memory");
-    for (int y = y_lo; y < y_hi; y++)
-        hpass_u8(src->data + (size_t)y * src->stride, rz->tmp_u8 + (size_t)(y - y_lo) * row, h, c,
-                 flip);
-    const uint8_t *rows[64];
-    for (int y = 0; y < out_h; y++) {
-        int taps = v->count[y];
-        const int32_t *w = v->wi + (size_t)y * (size_t)v->max_taps;
-        uint8_t *out = dst + (size_t)y * dst_stride;
-        for (int k0 = 0; k0 < taps; k0 += 64) { /* > 64 taps: shrinking by more than 32x */
-            int n = taps - k0 < 64 ? taps - k0 : 64;
-            for (int k = 0; k < n; k++)
-                rows[k] = rz->tmp_u8 + (size_t)(v->first[y] + k0 + k - y_lo) * row;
-            if (k0 == 0) {
-                vpass_u8(rows, w, n, rz->acc_i32, out, row);
-            } else { /* continue the accumulation of the first chunk */
-                for (int k = 0; k < n; k++)
-                    for (size_t x = 0; x < row; x++) rz->acc_i32[x] += rows[k][x] * w[k0 + k];
-                for (size_t x = 0; x < row; x++) out[x] = clip8(rz->acc_i32[x]);
-            }
+    if (vertical_first) {
+        for (int y = 0; y < out_h; y++) {
+            for (int k = 0; k < v->count[y]; k++)
+                rz->rows[k] =
+                    src->data + (size_t)(v->first[y] + k) * src->stride + (size_t)x_lo * (size_t)c;
+            uint8_t *t = rz->tmp_u8 + (size_t)y * padded;
+            stk_vpass_u8_simd(rz->rows, v->wi + (size_t)y * (size_t)v->max_taps, v->count[y], t,
+                              span);
+            memset(t + span, 0, 32); /* padding: read with zero weights only */
         }
+        for (int y = 0; y < out_h; y++) {
+            const uint8_t *t = rz->tmp_u8 + (size_t)y * padded;
+            uint8_t *out = dst + (size_t)y * dst_stride;
+            if (c != 3 || !stk_hpass_rgb_simd(t, x_lo, out, h)) hpass_u8(t, x_lo, out, h, c);
+        }
+        return STK_OK;
+    }
+    /* Horizontal first: each source row is copied into a padded line (the
+     * source may end right after it), then filtered. */
+    uint8_t *line = rz->tmp_u8 + row * (size_t)(y_hi - y_lo);
+    memset(line + span, 0, 32);
+    for (int y = y_lo; y < y_hi; y++) {
+        memcpy(line, src->data + (size_t)y * src->stride + (size_t)x_lo * (size_t)c, span);
+        uint8_t *out = rz->tmp_u8 + (size_t)(y - y_lo) * row;
+        if (c != 3 || !stk_hpass_rgb_simd(line, x_lo, out, h)) hpass_u8(line, x_lo, out, h, c);
+    }
+    for (int y = 0; y < out_h; y++) {
+        for (int k = 0; k < v->count[y]; k++)
+            rz->rows[k] = rz->tmp_u8 + (size_t)(v->first[y] + k - y_lo) * row;
+        stk_vpass_u8_simd(rz->rows, v->wi + (size_t)y * (size_t)v->max_taps, v->count[y],
+                          dst + (size_t)y * dst_stride, row);
     }
     return STK_OK;
-}
-
-/* Rows of the source the vertical taps read: [*lo, *hi). */
-static void row_span(const axis_plan *v, int *lo, int *hi)
-{
-    *lo = v->first[0];
-    *hi = v->first[0] + v->count[0];
-    for (int y = 1; y < v->out; y++) {
-        if (v->first[y] < *lo) *lo = v->first[y];
-        if (v->first[y] + v->count[y] > *hi) *hi = v->first[y] + v->count[y];
-    }
-}
-
-static void hpass_f32(const uint8_t *in, float *out, const axis_plan *a, int c, bool flip)
-{
-    int n = a->out;
-    for (int x = 0; x < n; x++) {
-        const float *w = a->wf + (size_t)x * (size_t)a->max_taps;
-        const uint8_t *p = in + (size_t)a->first[x] * (size_t)c;
-        float *o = out + (size_t)(flip ? n - 1 - x : x) * (size_t)c;
-        for (int ch = 0; ch < c; ch++) {
-            float s = 0;
-            for (int k = 0; k < a->count[x]; k++) s += p[k * c + ch] * w[k];
-            o[ch] = s;
-        }
-    }
 }
 
 stk_status stk_resize_f32_window(stk_resizer *rz, const stk_view *src, const stk_window *win,
@@ -286,8 +275,8 @@ stk_status stk_resize_f32_window(stk_resizer *rz, const stk_view *src, const stk
 {
     stk_status st = check_args(src, win, out_w, out_h);
     if (st) return st;
-    const axis_plan *h = get_plan(rz, 0, win->x0, win->w, win->bx0, win->bx1, out_w);
-    const axis_plan *v = get_plan(rz, 1, win->y0, win->h, win->by0, win->by1, out_h);
+    const stk_axis_plan *h = get_plan(rz, 0, win->x0, win->w, win->bx0, win->bx1, out_w, flip);
+    const stk_axis_plan *v = get_plan(rz, 1, win->y0, win->h, win->by0, win->by1, out_h, false);
     if (!h || !v) return stk_error(STK_ERR_NOMEM, "resize: out of memory");
     int c = src->channels;
     size_t row = (size_t)out_w * (size_t)c;
@@ -298,8 +287,8 @@ stk_status stk_resize_f32_window(stk_resizer *rz, const stk_view *src, const stk
         reserve((void **)&rz->acc_f32, &rz->acc_f32_cap, row, sizeof(float)))
         return stk_error(STK_ERR_NOMEM, "resize: out of memory");
     for (int y = y_lo; y < y_hi; y++)
-        hpass_f32(src->data + (size_t)y * src->stride, rz->tmp_f32 + (size_t)(y - y_lo) * row, h, c,
-                  flip);
+        hpass_f32(src->data + (size_t)y * src->stride, rz->tmp_f32 + (size_t)(y - y_lo) * row, h,
+                  c);
     for (int y = 0; y < out_h; y++) {
         const float *w = v->wf + (size_t)y * (size_t)v->max_taps;
         float *acc = rz->acc_f32;

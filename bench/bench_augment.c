@@ -1,0 +1,174 @@
+/* Microbenchmark of the per-image work, one core, records preloaded in memory:
+ *   (a) libjpeg-turbo alone: tjDecompress2 of the full image into RGB (the reference)
+ *   (b) Stoke's full-size decode (stk_jpeg_decoder_pixels)
+ *   (c) Stoke's ROI + DCT-scaled decode for RandomResizedCrop(224) (decode only)
+ *   (d) the whole train transform rrc:224,flip into u8 HWC (fast decode, the
+ *       loader's default for training; (D) the same with the accurate decode)
+ *   (e) the eval transform resize:256,center:224 into u8 HWC
+ * Each is reported in images/s and as a ratio to (a).
+ *
+ *   bench_augment DATA.stoke [--seconds S] [--only LETTERS]   (e.g. --only ad)
+ */
+#include "augment/augment.h"
+#include "augment/geometry.h"
+#include "augment/jpeg_decoder.h"
+#include "common/clock.h"
+#include "storage/dataset.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <turbojpeg.h>
+
+typedef struct item {
+    uint8_t *data;
+    size_t len;
+    uint32_t w, h;
+} item;
+
+static item *items;
+static size_t n_items;
+static double min_seconds = 3.0;
+static const char *only; /* run only the lines whose letter is in this string */
+static uint8_t *rgb;
+
+typedef int (*bench_fn)(void *ctx, size_t i);
+
+/* Run fn over the images (repeating the set) for at least min_seconds. */
+static double run(const char *name, bench_fn fn, void *ctx, double ref)
+{
+    if (only && !strchr(only, name[1])) return ref > 0 ? ref : 1;
+    fn(ctx, 0); /* warm up scratch buffers */
+    size_t done = 0;
+    double t0 = stk_clock_sec(), t;
+    do {
+        for (size_t i = 0; i < n_items; i++, done++)
+            if (fn(ctx, i)) {
+                fprintf(stderr, "%s: image %zu failed: %s\n", name, i, stk_last_error());
+                exit(1);
+            }
+        t = stk_clock_sec() - t0;
+    } while (t < min_seconds);
+    double rate = (double)done / t;
+    printf("%-46s %8.1f images/s", name, rate);
+    if (ref > 0) printf("   %.2fx (a)", rate / ref);
+    printf("\n");
+    return rate;
+}
+
+static int tj_full(void *ctx, size_t i)
+{
+    tjhandle tj = ctx;
+    int w, h, sub, cs;
+    if (tjDecompressHeader3(tj, items[i].data, (unsigned long)items[i].len, &w, &h, &sub, &cs))
+        return -1;
+    return tjDecompress2(tj, items[i].data, (unsigned long)items[i].len, rgb, w, 0, h, TJPF_RGB, 0);
+}
+
+static int stk_full(void *ctx, size_t i)
+{
+    const uint8_t *px;
+    uint32_t w, h;
+    int c;
+    return stk_jpeg_decoder_pixels(ctx, items[i].data, items[i].len, 8, &px, &w, &h, &c);
+}
+
+typedef struct roi_ctx {
+    stk_jpeg_decoder *dec;
+    stk_transform t;
+} roi_ctx;
+
+static int stk_roi(void *p, size_t i)
+{
+    roi_ctx *c = p;
+    stk_sample_plan plan;
+    if (stk_plan_sample(&c->t, items[i].w, items[i].h, 1, 0, i, &plan)) return -1;
+    stk_jpeg_region r;
+    return stk_jpeg_decoder_region(c->dec, items[i].data, items[i].len, plan.bx0, plan.by0,
+                                   plan.bx1, plan.by1, plan.w, plan.h, plan.out_w, plan.out_h, 3,
+                                   items[i].w, items[i].h, &r);
+}
+
+static int stk_transform_one(void *p, size_t i)
+{
+    stk_sample s = {1, items[i].data, items[i].len, items[i].w, items[i].h, 3};
+    stk_augment_out out = {rgb, 224 * 3, 224 * 224 * 3, 0, 0, 0};
+    return stk_augment_apply(p, &s, 0, i, &out);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: bench_augment DATA.stoke [--seconds S]\n");
+        return 2;
+    }
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--seconds") == 0) min_seconds = atof(argv[i + 1]);
+        if (strcmp(argv[i], "--only") == 0) only = argv[i + 1];
+    }
+    stk_dataset *ds;
+    if (stk_dataset_open(argv[1], &ds)) {
+        fprintf(stderr, "%s\n", stk_last_error());
+        return 1;
+    }
+    const stk_meta *m = stk_dataset_meta(ds);
+    if (m->encoding != STK_ENCODING_JPEG) {
+        fprintf(stderr, "%s: a JPEG dataset is needed\n", argv[1]);
+        return 1;
+    }
+    n_items = m->count;
+    items = calloc(n_items, sizeof *items);
+    size_t bytes = 0;
+    uint32_t max_w = 0, max_h = 0;
+    for (size_t i = 0; i < n_items; i++) {
+        stk_record r;
+        if (stk_dataset_get(ds, i, &r, true)) {
+            fprintf(stderr, "%s\n", stk_last_error());
+            return 1;
+        }
+        items[i] = (item){malloc(r.payload_len), r.payload_len, r.width, r.height};
+        memcpy(items[i].data, r.payload, r.payload_len);
+        bytes += r.payload_len;
+        if (r.width > max_w) max_w = r.width;
+        if (r.height > max_h) max_h = r.height;
+    }
+    stk_dataset_close(ds);
+    rgb = malloc((size_t)max_w * max_h * 3 + 224 * 224 * 3);
+    printf("%zu JPEGs preloaded (%.1f MB), one core, >= %.0f s per line\n", n_items, bytes / 1e6,
+           min_seconds);
+
+    tjhandle tj = tjInitDecompress();
+    double ref = run("(a) libjpeg-turbo tjDecompress2, full RGB", tj_full, tj, 0);
+    tjDestroy(tj);
+
+    stk_jpeg_decoder *dec;
+    stk_jpeg_decoder_create(64000000, &dec);
+    run("(b) stoke full-size decode", stk_full, dec, ref);
+    roi_ctx rc = {dec};
+    stk_transform_parse("rrc:224", &rc.t);
+    run("(c) stoke ROI + DCT-scaled decode for rrc:224", stk_roi, &rc, ref);
+    stk_jpeg_decoder_destroy(dec);
+
+    const char *specs[3] = {"rrc:224,flip", "rrc:224,flip", "resize:256,center:224"};
+    const char *names[3] = {"(d) rrc:224,flip -> u8 HWC, fast decode",
+                            "(D) rrc:224,flip -> u8 HWC, accurate decode",
+                            "(e) resize:256,center:224 -> u8 HWC"};
+    for (int k = 0; k < 3; k++) {
+        stk_augment *a;
+        stk_augment_options o = {.spec = specs[k],
+                                 .format = STK_PIXELS_U8_HWC,
+                                 .channels = 3,
+                                 .seed = 1,
+                                 .fast_decode = k == 0};
+        if (stk_augment_create(&o, &a)) {
+            fprintf(stderr, "%s\n", stk_last_error());
+            return 1;
+        }
+        run(names[k], stk_transform_one, a, ref);
+        stk_augment_destroy(a);
+    }
+    for (size_t i = 0; i < n_items; i++) free(items[i].data);
+    free(items);
+    free(rgb);
+    return 0;
+}
