@@ -21,3 +21,7 @@ echo
 echo "== verify =="
 "$STOKE" verify "$OUT/fmnist-train.stoke"
 "$STOKE" verify "$OUT/fmnist-test.stoke"
+echo
+echo "== peek: 16 training samples as the model will see them =="
+"$STOKE" peek --count 16 --out "$OUT/peek-train.pgm" "$OUT/fmnist-train.stoke" | head -4
+echo "..."

@@ -88,6 +88,8 @@ static int run(int argc, char **argv)
     if (argc - optind != 1) return stk_cli_usage("peek", "expected one DATA.stoke");
     if (index >= 0 && have_count)
         return stk_cli_usage("peek", "--index and --count do not go together");
+    if (!stk_image_path_supported(out_path))
+        return stk_cli_usage("peek", "--out %s: write .ppm/.pgm (lossless) or .jpg", out_path);
     stk_dataset *ds;
     if (stk_dataset_open(argv[optind], &ds) != STK_OK) return stk_cli_fail();
     const stk_meta *m = stk_dataset_meta(ds);

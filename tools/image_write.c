@@ -64,13 +64,27 @@ static stk_status write_jpeg(const char *path, const uint8_t *px, int w, int h, 
     return st;
 }
 
+static bool ext_is(const char *path, const char *const *exts)
+{
+    const char *dot = strrchr(path, '.');
+    for (; dot && *exts; exts++)
+        if (!strcasecmp(dot, *exts)) return true;
+    return false;
+}
+
+static const char *const pnm_exts[] = {".ppm", ".pgm", ".pnm", NULL};
+static const char *const jpeg_exts[] = {".jpg", ".jpeg", NULL};
+
+bool stk_image_path_supported(const char *path)
+{
+    return ext_is(path, pnm_exts) || ext_is(path, jpeg_exts);
+}
+
 stk_status stk_image_write(const char *path, const uint8_t *pixels, int width, int height,
                            int channels, int jpeg_quality)
 {
-    const char *dot = strrchr(path, '.');
-    if (dot && (!strcasecmp(dot, ".ppm") || !strcasecmp(dot, ".pgm") || !strcasecmp(dot, ".pnm")))
-        return write_pnm(path, pixels, width, height, channels);
-    if (dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg")))
+    if (ext_is(path, pnm_exts)) return write_pnm(path, pixels, width, height, channels);
+    if (ext_is(path, jpeg_exts))
         return write_jpeg(path, pixels, width, height, channels, jpeg_quality);
     return stk_error(STK_ERR_INVALID_ARG, "%s: write .ppm (lossless) or .jpg", path);
 }

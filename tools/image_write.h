@@ -4,7 +4,11 @@
 
 #include "common/status.h"
 
+#include <stdbool.h>
 #include <stdint.h>
+
+/* True when `path` ends in an extension stk_image_write knows. */
+bool stk_image_path_supported(const char *path);
 
 /* pixels: width x height x channels (1 or 3), rows packed. Errors: STK_ERR_IO,
  * STK_ERR_INVALID_ARG (an extension other than .ppm/.pgm/.pnm/.jpg/.jpeg). */

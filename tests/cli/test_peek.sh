@@ -1,0 +1,48 @@
+#!/bin/sh
+# stoke peek end to end: exact decode for comparison with other tools, grids,
+# determinism, bad specs.
+. "$STOKE_TESTS/cli/lib.sh"
+FX=$STOKE_FIXTURES
+
+run 0 "$STOKE" pack "$FX/good" good.stoke
+# --transform none --index I: the stored image as decoded, pixel for pixel what PIL decodes.
+run 0 "$STOKE" peek --index 0 --transform none --out one.ppm good.stoke
+expect out.txt "0	0	cat	cat/cat_0.jpg"
+"$PYTHON3" - "$FX/good/cat/cat_0.jpg" <<'PY' || fail "peek --transform none differs from PIL's decode"
+import sys
+from PIL import Image
+a = Image.open("one.ppm"); b = Image.open(sys.argv[1]).convert("RGB")
+assert a.size == b.size and a.tobytes() == b.tobytes(), (a.size, b.size)
+PY
+# The default training transform, as a grid; labels on stdout.
+run 0 "$STOKE" peek good.stoke
+[ "$(wc -l < out.txt)" = 11 ] || fail "peek should list the 11 records"
+expect err.txt "wrote peek.ppm"
+expect err.txt "transform rrc:224,flip"
+run 0 "$STOKE" peek --count 4 --transform resize:64,center:48 --out grid.jpg good.stoke
+"$PYTHON3" -c 'from PIL import Image; im = Image.open("grid.jpg"); assert im.size == (2 * 48 + 3 * 2,) * 2, im.size' \
+    || fail "grid.jpg is not a 2x2 grid of 48-pixel cells"
+# One sample at its exact size; the same (seed, epoch, index) gives the same bytes.
+run 0 "$STOKE" peek --index 3 --seed 5 --transform rrc:32,flip --out a.ppm good.stoke
+run 0 "$STOKE" peek --index 3 --seed 5 --transform rrc:32,flip --out b.ppm good.stoke
+cmp -s a.ppm b.ppm || fail "the same sample gave other pixels"
+run 0 "$STOKE" peek --index 3 --seed 5 --epoch 1 --transform rrc:32,flip --out c.ppm good.stoke
+cmp -s a.ppm c.ppm && fail "another epoch gave the same crop"
+"$PYTHON3" -c 'from PIL import Image; assert Image.open("a.ppm").size == (32, 32)' || fail "size"
+# Raw grayscale data: the default is pad + random crop, written as PGM.
+run 0 "$STOKE" pack --from idx "$FX/idx" idx.stoke
+run 0 "$STOKE" peek --count 9 --out g.pgm idx.stoke
+expect err.txt "transform pad:4,crop:28,flip"
+head -c 2 g.pgm | grep -q P5 || fail "a 1-channel dataset should give a PGM"
+# Bad input.
+run 2 "$STOKE" peek --transform rrc:0 good.stoke
+expect err.txt 'transform "rrc:0": size must be'
+run 2 "$STOKE" peek --transform rrc:224,blur good.stoke
+expect err.txt 'transform "blur": unknown transform'
+run 1 "$STOKE" peek --index 99 good.stoke
+expect err.txt "past its 11 records"
+run 2 "$STOKE" peek --out x.png good.stoke
+expect err.txt "--out x.png: write .ppm/.pgm (lossless) or .jpg"
+run 2 "$STOKE" peek --index 1 --count 2 good.stoke
+run 1 "$STOKE" peek missing.stoke
+finish
