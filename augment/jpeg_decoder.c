@@ -38,6 +38,11 @@ stk_status stk_jpeg_decoder_create(uint64_t max_pixels, stk_jpeg_decoder **out)
 
 void stk_jpeg_decoder_set_fast(stk_jpeg_decoder *dec, bool fast) { dec->fast = fast; }
 
+void stk_jpeg_decoder_set_max_scans(stk_jpeg_decoder *dec, int max_scans)
+{
+    dec->err.max_scans = max_scans;
+}
+
 void stk_jpeg_decoder_destroy(stk_jpeg_decoder *dec)
 {
     if (!dec) return;

@@ -61,6 +61,10 @@ void stk_jpeg_decoder_destroy(stk_jpeg_decoder *dec);
  * decode (JDCT_ISLOW, fancy upsampling) is what tjDecompress2 and PIL do. */
 void stk_jpeg_decoder_set_fast(stk_jpeg_decoder *dec, bool fast);
 
+/* Refuse progressive files with more than `max_scans` scans (default
+ * STK_JPEG_MAX_SCANS): a tiny file with thousands of scans costs minutes. */
+void stk_jpeg_decoder_set_max_scans(stk_jpeg_decoder *dec, int max_scans);
+
 /* Read the header only. Errors: STK_ERR_UNSUPPORTED (not a JPEG: PNG, GIF,
  * empty file, ...; or an unusual colour space), STK_ERR_CORRUPT, STK_ERR_LIMIT. */
 stk_status stk_jpeg_decoder_header(stk_jpeg_decoder *dec, const uint8_t *data, size_t len,

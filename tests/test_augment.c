@@ -383,6 +383,25 @@ START_TEST(roi_decode_matches_full_decode)
 }
 END_TEST
 
+START_TEST(scan_limit_refuses_progressive_files)
+{
+    size_t len;
+    uint8_t *d = load("single/progressive.jpg", &len);
+    stk_jpeg_info info;
+    stk_jpeg_region reg;
+    ck_assert_int_eq(stk_jpeg_decoder_validate(dec, d, len, &info, NULL), STK_OK);
+    stk_jpeg_decoder_set_max_scans(dec, 2); /* PIL writes about 10 scans */
+    ck_assert_int_eq(stk_jpeg_decoder_validate(dec, d, len, &info, NULL), STK_ERR_LIMIT);
+    ck_assert(strstr(stk_last_error(), "more than 2 scans"));
+    ck_assert_int_eq(
+        stk_jpeg_decoder_region(dec, d, len, 0, 0, 50, 50, 50, 50, 8, 8, 3, 0, 0, &reg),
+        STK_ERR_LIMIT);
+    stk_jpeg_decoder_set_max_scans(dec, STK_JPEG_MAX_SCANS);
+    ck_assert_int_eq(stk_jpeg_decoder_validate(dec, d, len, &info, NULL), STK_OK);
+    free(d);
+}
+END_TEST
+
 START_TEST(roi_decode_rejects_a_wrong_size_and_bad_bounds)
 {
     size_t len;
@@ -889,6 +908,7 @@ int main(void)
     tcase_add_test(tc, resize_constant_and_antialias);
     tcase_add_test(tc, roi_decode_matches_full_decode);
     tcase_add_test(tc, roi_decode_rejects_a_wrong_size_and_bad_bounds);
+    tcase_add_test(tc, scan_limit_refuses_progressive_files);
     tcase_add_test(tc, truncations_and_flips_fail_cleanly);
     tcase_add_test(tc, spec_parsing);
     tcase_add_test(tc, plan_geometry_edge_cases);
