@@ -210,14 +210,23 @@ static stk_status check_args(const stk_view *src, const stk_window *win, int out
     return STK_OK;
 }
 
-stk_status stk_resize_u8_window(stk_resizer *rz, const stk_view *src, const stk_window *win,
-                                uint8_t *dst, size_t dst_stride, int out_w, int out_h, bool flip)
+/* Check the arguments and get (cached) taps for both axes. */
+static stk_status plans(stk_resizer *rz, const stk_view *src, const stk_window *win, int out_w,
+                        int out_h, bool flip, const stk_axis_plan **h, const stk_axis_plan **v)
 {
     stk_status st = check_args(src, win, out_w, out_h);
     if (st) return st;
-    const stk_axis_plan *h = get_plan(rz, 0, win->x0, win->w, win->bx0, win->bx1, out_w, flip);
-    const stk_axis_plan *v = get_plan(rz, 1, win->y0, win->h, win->by0, win->by1, out_h, false);
-    if (!h || !v) return stk_error(STK_ERR_NOMEM, "resize: out of memory");
+    *h = get_plan(rz, 0, win->x0, win->w, win->bx0, win->bx1, out_w, flip);
+    *v = get_plan(rz, 1, win->y0, win->h, win->by0, win->by1, out_h, false);
+    return *h && *v ? STK_OK : stk_error(STK_ERR_NOMEM, "resize: out of memory");
+}
+
+stk_status stk_resize_u8_window(stk_resizer *rz, const stk_view *src, const stk_window *win,
+                                uint8_t *dst, size_t dst_stride, int out_w, int out_h, bool flip)
+{
+    const stk_axis_plan *h, *v;
+    stk_status st = plans(rz, src, win, out_w, out_h, flip, &h, &v);
+    if (st) return st;
     /* The per-pixel horizontal pass costs the most, so it runs on the fewer
      * rows: before the vertical pass when the window is shorter than the
      * output (upscaling), after it otherwise. Measured per resize to 224x224:
@@ -274,11 +283,9 @@ stk_status stk_resize_f32_window(stk_resizer *rz, const stk_view *src, const stk
                                  float *dst, size_t row_stride, size_t plane_stride, int out_w,
                                  int out_h, bool flip, const float scale[3], const float bias[3])
 {
-    stk_status st = check_args(src, win, out_w, out_h);
+    const stk_axis_plan *h, *v;
+    stk_status st = plans(rz, src, win, out_w, out_h, flip, &h, &v);
     if (st) return st;
-    const stk_axis_plan *h = get_plan(rz, 0, win->x0, win->w, win->bx0, win->bx1, out_w, flip);
-    const stk_axis_plan *v = get_plan(rz, 1, win->y0, win->h, win->by0, win->by1, out_h, false);
-    if (!h || !v) return stk_error(STK_ERR_NOMEM, "resize: out of memory");
     int c = src->channels;
     size_t row = (size_t)out_w * (size_t)c;
     int y_lo, y_hi;
