@@ -3,6 +3,7 @@
 #include "augment/geometry.h"
 #include "augment/jpeg_decoder.h"
 #include "augment/resize.h"
+#include "common/clock.h"
 #include "common/half.h"
 
 #include <math.h>
@@ -210,7 +211,10 @@ stk_status stk_augment_apply(stk_augment *a, const stk_sample *s, uint64_t epoch
     out->width = w, out->height = h;
     stk_view v;
     stk_window win;
-    if ((st = source_view(a, s, &p, &v, &win, &out->dct_scale))) return st;
+    uint64_t t0 = stk_clock_ns();
+    st = source_view(a, s, &p, &v, &win, &out->dct_scale);
+    out->decode_ns = stk_clock_ns() - t0;
+    if (st) return st;
 
     bool float_out = a->format == STK_PIXELS_F32_CHW || a->format == STK_PIXELS_F16_CHW;
     if (float_out && p.resize) { /* the float path: no rounding to u8 on the way */

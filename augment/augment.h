@@ -61,10 +61,11 @@ typedef struct stk_sample {
 
 typedef struct stk_augment_out {
     void *data;
-    size_t stride;     /* bytes between rows */
-    size_t capacity;   /* bytes available at data */
-    int width, height; /* set by apply */
-    int dct_scale;     /* set by apply: JPEG DCT scale used (8 = full), 0 for raw */
+    size_t stride;      /* bytes between rows */
+    size_t capacity;    /* bytes available at data */
+    int width, height;  /* set by apply */
+    int dct_scale;      /* set by apply: JPEG DCT scale used (8 = full), 0 for raw */
+    uint64_t decode_ns; /* set by apply: time spent decoding (the rest is augmenting) */
 } stk_augment_out;
 
 typedef struct stk_augment stk_augment;

@@ -38,7 +38,7 @@ typedef int (*bench_fn)(void *ctx, size_t i);
 static double run(const char *name, bench_fn fn, void *ctx, double ref)
 {
     if (only && !strchr(only, name[1])) return 0; /* skipped: no ratios to it */
-    fn(ctx, 0); /* warm up scratch buffers */
+    fn(ctx, 0);                                   /* warm up scratch buffers */
     size_t done = 0;
     double t0 = stk_clock_sec(), t;
     do {

@@ -24,6 +24,8 @@ struct stk_dataset {
     uint64_t *offsets; /* record index: file offset of each record's value */
     uint32_t *lengths;
     uint32_t max_length;
+    const uint8_t *map; /* where LMDB mapped file offset map_offset */
+    uint64_t map_offset;
 };
 
 /* Meta values are not NUL-terminated in LMDB: copies are kept until decode ends. */
@@ -86,6 +88,7 @@ static stk_status build_index(stk_dataset *ds)
             stk_error_prefix(st, "%s", ds->path);
             goto out;
         }
+        if (i == 0) ds->map = (const uint8_t *)map_start, ds->map_offset = map_offset;
         uintptr_t p = (uintptr_t)v.mv_data;
         ds->offsets[i] = (uint64_t)(p - map_start) + map_offset;
         ds->lengths[i] = (uint32_t)v.mv_size;
@@ -298,5 +301,15 @@ stk_status stk_dataset_pread(const stk_dataset *ds, uint64_t index, void *buf, s
         got += (size_t)n;
     }
     *len = want;
+    return STK_OK;
+}
+
+stk_status stk_dataset_map_view(const stk_dataset *ds, uint64_t index, const uint8_t **data,
+                                uint32_t *length)
+{
+    uint64_t off;
+    stk_status st = stk_dataset_span(ds, index, &off, length);
+    if (st) return st;
+    *data = ds->map + (off - ds->map_offset);
     return STK_OK;
 }

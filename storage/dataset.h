@@ -64,5 +64,12 @@ stk_status stk_dataset_span(const stk_dataset *ds, uint64_t index, uint64_t *off
 stk_status stk_dataset_pread(const stk_dataset *ds, uint64_t index, void *buf, size_t cap,
                              size_t *len);
 
+/* Record `index`'s bytes where LMDB mapped them (no copy, no LMDB call:
+ * safe from any thread). Valid until close. Touching them after the file
+ * was truncated under the reader raises SIGBUS: callers that must survive
+ * that check the file size first (the loader's mmap backend does). */
+stk_status stk_dataset_map_view(const stk_dataset *ds, uint64_t index, const uint8_t **data,
+                                uint32_t *length);
+
 /* Largest record length in bytes (to size read buffers). */
 uint32_t stk_dataset_max_record_bytes(const stk_dataset *ds);

@@ -17,7 +17,7 @@ typedef struct stk_command {
     int (*run)(int argc, char **argv);
 } stk_command;
 
-extern const stk_command stk_cmd_pack, stk_cmd_info, stk_cmd_verify, stk_cmd_peek;
+extern const stk_command stk_cmd_pack, stk_cmd_info, stk_cmd_verify, stk_cmd_peek, stk_cmd_bench;
 
 /* Print "stoke CMD: <message>" and a hint to stderr; return STK_EXIT_USAGE. */
 int stk_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

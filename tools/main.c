@@ -5,7 +5,7 @@
 #include <string.h>
 
 static const stk_command *const commands[] = {&stk_cmd_pack, &stk_cmd_info, &stk_cmd_verify,
-                                              &stk_cmd_peek};
+                                              &stk_cmd_peek, &stk_cmd_bench};
 enum { N_COMMANDS = sizeof commands / sizeof *commands };
 
 static void print_overview(FILE *f)

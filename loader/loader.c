@@ -1,0 +1,567 @@
+#include "loader/loader.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/thread_pool.h"
+#include "kernels/device.h"
+#include "loader/sampler.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SLOTS 64
+
+typedef enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD } slot_state;
+
+/* One ring buffer and the batch being built in it. Guarded by l->lock,
+ * except the pixel/label memory, which a chunk's worker owns while it fills
+ * its samples. */
+typedef struct slot {
+    slot_state state;
+    int chunks, next_chunk, done_chunks;
+    stk_status status; /* the first failing sample's, in sample order */
+    int error_sample;
+    char error[STK_ERROR_MAX];
+    stk_batch b;
+} slot;
+
+/* Per worker thread: its reader, augmenter, scratch and counters. */
+typedef struct worker {
+    struct stk_loader *l;
+    stk_record_reader *reader;
+    stk_augment *aug;
+    stk_read_req *reqs;
+    uint8_t *spare; /* a replacement record's bytes */
+    uint64_t read_ns, decode_ns, augment_ns, bytes, bad;
+    pthread_t thread;
+    bool started;
+} worker;
+
+struct stk_loader {
+    stk_dataset *ds;
+    stk_loader_options o;
+    char transform[256];
+    stk_sampler sampler;
+    int out_w, out_h, channels;
+    size_t sample_bytes, row_bytes;
+    void *ring;
+    size_t ring_bytes;
+    bool ring_locked;
+    stk_io_backend io_used;
+    int chunk_size;
+    slot slots[MAX_SLOTS];
+    int nslots;
+    worker *workers;
+    int nworkers;
+
+    /* Guarded by lock: */
+    pthread_mutex_t lock;
+    pthread_cond_t work_cv; /* workers: a chunk or a free slot may be there */
+    pthread_cond_t done_cv; /* consumer: a batch completed, or workers went idle */
+    bool running;           /* an epoch is started */
+    bool shutdown;
+    bool failed;  /* a batch failed: stop issuing */
+    uint64_t gen; /* bumped by start_epoch/restore: older chunks are dropped */
+    uint64_t epoch, next_issue, next_deliver;
+    int active; /* chunks being processed */
+    uint64_t images;
+    double wait_s;
+};
+
+stk_loader_options stk_loader_defaults(void)
+{
+    return (stk_loader_options){.batch_size = 256,
+                                .workers = stk_cpu_count(),
+                                .prefetch = 3,
+                                .shuffle = true,
+                                .io = STK_IO_URING,
+                                .io_depth = 32,
+                                .fast_decode = true,
+                                .world = 1};
+}
+
+void stk_loader_default_transform(const stk_meta *m, char *buf, size_t size)
+{
+    if (m->encoding == STK_ENCODING_JPEG)
+        snprintf(buf, size, "rrc:224,flip");
+    else
+        snprintf(buf, size, "pad:4,crop:%u,flip",
+                 m->min_width < m->min_height ? m->min_width : m->min_height);
+}
+
+/* ---- workers ---- */
+
+/* Check and transform one record into sample j of slot s. */
+static stk_status make_sample(worker *w, slot *s, int j, const uint8_t *bytes, size_t len,
+                              uint64_t index)
+{
+    stk_loader *l = w->l;
+    stk_record r;
+    stk_status st = stk_record_decode(bytes, len, !l->o.read_only, &r);
+    if (st) return st;
+    const stk_meta *m = stk_dataset_meta(l->ds);
+    if (r.label < 0 || (uint32_t)r.label >= m->num_classes)
+        return stk_error(STK_ERR_CORRUPT, "label %d, the dataset has %u classes", r.label,
+                         m->num_classes);
+    s->b.labels[j] = r.label;
+    s->b.indices[j] = index;
+    if (l->o.read_only) return STK_OK;
+    stk_sample smp = {r.encoding, r.payload, r.payload_len, r.width, r.height, r.channels};
+    stk_augment_out out = {(uint8_t *)s->b.data + (size_t)j * l->sample_bytes,
+                           l->row_bytes,
+                           l->sample_bytes,
+                           0,
+                           0,
+                           0,
+                           0};
+    uint64_t t0 = stk_clock_ns();
+    st = stk_augment_apply(w->aug, &smp, l->epoch, index, &out);
+    uint64_t t = stk_clock_ns() - t0;
+    w->decode_ns += out.decode_ns;
+    w->augment_ns += t - out.decode_ns;
+    return st;
+}
+
+static void note_error(slot *s, int j, stk_status st, const char *msg)
+{
+    if (s->status && s->error_sample <= j) return;
+    s->status = st;
+    s->error_sample = j;
+    snprintf(s->error, sizeof s->error, "%s", msg);
+}
+
+/* The record's source name from its bytes, when its header is sane enough. */
+static const char *record_name(const uint8_t *bytes, size_t len, char *buf, size_t size)
+{
+    stk_record r;
+    if (bytes && len >= STK_RECORD_HEADER_SIZE) {
+        stk_record_decode(bytes, len, false, &r); /* fields are set even when it fails */
+        if (r.name && r.name_len > 0 && r.name_len < size &&
+            STK_RECORD_HEADER_SIZE + (size_t)r.name_len <= len) {
+            memcpy(buf, r.name, r.name_len);
+            buf[r.name_len] = '\0';
+            return buf;
+        }
+    }
+    return "?";
+}
+
+/* A bad record at sample j: replace it by the next records of the epoch's
+ * permutation until one is good (skip), or fail the batch (error). */
+static void handle_bad(worker *w, slot *s, int j, uint64_t k, uint64_t index, stk_status st,
+                       const char *why, const uint8_t *bytes, size_t len)
+{
+    stk_loader *l = w->l;
+    char name[512], msg[STK_ERROR_MAX];
+    snprintf(msg, sizeof msg, "record %" PRIu64 " (%s): %s", index,
+             record_name(bytes, len, name, sizeof name), why);
+    if (st == STK_ERR_IO || l->o.bad_policy == STK_BAD_ERROR) {
+        note_error(s, j, st, msg);
+        return;
+    }
+    stk_log_warn("%s; replaced by the next record of the epoch", msg);
+    w->bad++;
+    uint64_t n = stk_dataset_count(l->ds), pos = stk_sampler_position(&l->sampler, k);
+    for (uint64_t t = 1; t < n; t++) {
+        uint64_t idx = l->sampler.perm[(pos + t) % n];
+        size_t got = 0;
+        uint64_t t0 = stk_clock_ns();
+        st = stk_dataset_pread(l->ds, idx, w->spare, stk_dataset_max_record_bytes(l->ds), &got);
+        w->read_ns += stk_clock_ns() - t0;
+        if (st == STK_ERR_IO) {
+            note_error(s, j, st, stk_last_error());
+            return;
+        }
+        if (!st) {
+            w->bytes += got;
+            st = make_sample(w, s, j, w->spare, got, idx);
+        }
+        if (!st) return;
+        w->bad++;
+        stk_log_warn("record %" PRIu64 " (%s): %s; trying the next", idx,
+                     record_name(w->spare, got, name, sizeof name), stk_last_error());
+    }
+    note_error(s, j, STK_ERR_CORRUPT, "every record of the dataset is bad");
+}
+
+static void process_chunk(worker *w, slot *s, int chunk)
+{
+    stk_loader *l = w->l;
+    int j0 = chunk * l->chunk_size, j1 = j0 + l->chunk_size;
+    if (j1 > s->b.count) j1 = s->b.count;
+    uint64_t k0 = s->b.number * (uint64_t)l->o.batch_size;
+    int n = j1 - j0;
+    for (int j = 0; j < n; j++)
+        w->reqs[j].index = stk_sampler_index(&l->sampler, k0 + (uint64_t)(j0 + j));
+    uint64_t t0 = stk_clock_ns();
+    stk_record_reader_read(w->reader, w->reqs, n, &w->bytes);
+    w->read_ns += stk_clock_ns() - t0;
+    for (int j = 0; j < n; j++) {
+        stk_read_req *q = &w->reqs[j];
+        uint64_t k = k0 + (uint64_t)(j0 + j);
+        if (q->status) {
+            handle_bad(w, s, j0 + j, k, q->index, q->status, q->error, NULL, 0);
+            continue;
+        }
+        stk_status st = make_sample(w, s, j0 + j, q->data, q->len, q->index);
+        if (st) {
+            char why[STK_ERROR_MAX];
+            snprintf(why, sizeof why, "%s", stk_last_error());
+            handle_bad(w, s, j0 + j, k, q->index, st, why, q->data, q->len);
+        }
+    }
+}
+
+/* The lowest batch with a chunk left, or a new batch in a free slot. */
+static slot *pick(stk_loader *l, int *chunk)
+{
+    slot *best = NULL;
+    for (int i = 0; i < l->nslots; i++) {
+        slot *s = &l->slots[i];
+        if (s->state == SLOT_FILLING && s->next_chunk < s->chunks &&
+            (!best || s->b.number < best->b.number))
+            best = s;
+    }
+    if (!best && !l->failed && l->next_issue < l->sampler.batches) {
+        for (int i = 0; i < l->nslots && !best; i++)
+            if (l->slots[i].state == SLOT_FREE) best = &l->slots[i];
+        if (best) {
+            best->state = SLOT_FILLING;
+            best->b.number = l->next_issue++;
+            best->b.epoch = l->epoch;
+            best->b.count = stk_sampler_batch_len(&l->sampler, best->b.number);
+            best->chunks = (best->b.count + l->chunk_size - 1) / l->chunk_size;
+            best->next_chunk = best->done_chunks = 0;
+            best->status = STK_OK;
+            best->error[0] = '\0';
+        }
+    }
+    if (best) *chunk = best->next_chunk++;
+    return best;
+}
+
+static void *worker_main(void *p)
+{
+    worker *w = p;
+    stk_loader *l = w->l;
+    pthread_mutex_lock(&l->lock);
+    while (!l->shutdown) {
+        int chunk;
+        slot *s = l->running ? pick(l, &chunk) : NULL;
+        if (!s) {
+            pthread_cond_wait(&l->work_cv, &l->lock);
+            continue;
+        }
+        uint64_t gen = l->gen;
+        l->active++;
+        pthread_mutex_unlock(&l->lock);
+        process_chunk(w, s, chunk);
+        pthread_mutex_lock(&l->lock);
+        l->active--;
+        if (gen == l->gen && ++s->done_chunks == s->chunks) s->state = SLOT_READY;
+        pthread_cond_broadcast(&l->done_cv);
+    }
+    pthread_mutex_unlock(&l->lock);
+    return NULL;
+}
+
+/* ---- open / close ---- */
+
+static stk_status setup_workers(stk_loader *l)
+{
+    const stk_meta *m = stk_dataset_meta(l->ds);
+    stk_augment_options ao = {.spec = l->transform,
+                              .format = l->o.format,
+                              .channels = m->channels,
+                              .seed = l->o.seed,
+                              .fast_decode = l->o.fast_decode,
+                              .max_pixels = (uint64_t)1 << 36};
+    for (int c = 0; c < 3; c++) {
+        ao.mean[c] = (float)m->mean[c < m->channels ? c : 0];
+        ao.std[c] = m->has_stats ? (float)m->std[c < m->channels ? c : 0] : 0;
+    }
+    for (int i = 0; i < l->nworkers; i++) {
+        worker *w = &l->workers[i];
+        w->l = l;
+        stk_status st = stk_record_reader_create(l->ds, l->o.io, l->o.direct, l->chunk_size,
+                                                 &w->reader, &l->io_used);
+        if (!st) st = stk_augment_create(&ao, &w->aug);
+        if (st) return st;
+        w->reqs = calloc((size_t)l->chunk_size, sizeof *w->reqs);
+        w->spare = malloc(stk_dataset_max_record_bytes(l->ds) + 1);
+        if (!w->reqs || !w->spare) return stk_error(STK_ERR_NOMEM, "out of memory");
+    }
+    return STK_OK;
+}
+
+stk_status stk_loader_open(const char *path, const stk_loader_options *opts, stk_loader **out)
+{
+    *out = NULL;
+    stk_loader *l = calloc(1, sizeof *l);
+    if (!l) return stk_error(STK_ERR_NOMEM, "out of memory");
+    l->o = *opts;
+    pthread_mutex_init(&l->lock, NULL);
+    pthread_cond_init(&l->work_cv, NULL);
+    pthread_cond_init(&l->done_cv, NULL);
+    stk_status st = stk_dataset_open(path, &l->ds);
+    if (st) goto fail;
+    const stk_meta *m = stk_dataset_meta(l->ds);
+    stk_loader_options *o = &l->o;
+    if (o->batch_size < 1 || o->workers < 1 || o->workers > 1024 || o->prefetch < 1 ||
+        o->prefetch > MAX_SLOTS || o->io_depth < 1 || o->io_depth > 4096) {
+        st = stk_error(
+            STK_ERR_INVALID_ARG,
+            "loader: batch %d, workers %d, prefetch %d (1..%d), io depth %d: out of range",
+            o->batch_size, o->workers, o->prefetch, MAX_SLOTS, o->io_depth);
+        goto fail;
+    }
+    if (o->transform)
+        snprintf(l->transform, sizeof l->transform, "%s", o->transform);
+    else
+        stk_loader_default_transform(m, l->transform, sizeof l->transform);
+    stk_transform t;
+    if ((st = stk_transform_parse(l->transform, &t))) goto fail;
+    int size;
+    if (!stk_transform_fixed_size(&t, &size)) {
+        st = stk_error(STK_ERR_INVALID_ARG,
+                       "transform \"%s\" gives images of varying sizes; a batch needs one size "
+                       "(add center:N, crop:N or use rrc:N)",
+                       l->transform);
+        goto fail;
+    }
+    l->out_w = l->out_h = size;
+    l->channels = m->channels;
+    size_t elem = o->format == STK_PIXELS_F32_CHW ? 4 : o->format == STK_PIXELS_F16_CHW ? 2 : 1;
+    l->row_bytes = (size_t)size * elem * (o->format == STK_PIXELS_U8_HWC ? (size_t)l->channels : 1);
+    l->sample_bytes = (size_t)size * (size_t)size * (size_t)l->channels * elem;
+    stk_sampler_options so = {.count = stk_dataset_count(l->ds),
+                              .batch_size = o->batch_size,
+                              .shuffle = o->shuffle,
+                              .seed = o->seed,
+                              .drop_last = o->drop_last,
+                              .rank = o->rank,
+                              .world = o->world,
+                              .drop_uneven = o->drop_uneven};
+    if ((st = stk_sampler_init(&l->sampler, &so))) goto fail;
+    /* The ring: prefetch batches of pinned memory. */
+    l->nslots = o->prefetch;
+    l->ring_bytes = (size_t)l->nslots * (size_t)o->batch_size * l->sample_bytes;
+    if ((st = stk_host_alloc_pinned(l->ring_bytes, &l->ring, &l->ring_locked))) goto fail;
+    for (int i = 0; i < l->nslots; i++) {
+        stk_batch *b = &l->slots[i].b;
+        b->data = (uint8_t *)l->ring + (size_t)i * (size_t)o->batch_size * l->sample_bytes;
+        b->sample_bytes = l->sample_bytes;
+        b->width = size, b->height = size, b->channels = l->channels;
+        b->format = o->format;
+        b->labels = calloc((size_t)o->batch_size, sizeof *b->labels);
+        b->indices = calloc((size_t)o->batch_size, sizeof *b->indices);
+        if (!b->labels || !b->indices) {
+            st = stk_error(STK_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+    }
+    /* Chunks: at most io_depth reads in flight per worker, and enough
+     * chunks per batch that every worker has one. */
+    int per_worker = (o->batch_size + o->workers - 1) / o->workers;
+    l->chunk_size = per_worker < o->io_depth ? per_worker : o->io_depth;
+    if (l->chunk_size < 1) l->chunk_size = 1;
+    l->nworkers = o->workers;
+    l->workers = calloc((size_t)l->nworkers, sizeof *l->workers);
+    if (!l->workers) {
+        st = stk_error(STK_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if ((st = setup_workers(l))) goto fail;
+    for (int i = 0; i < l->nworkers; i++) {
+        int rc = pthread_create(&l->workers[i].thread, NULL, worker_main, &l->workers[i]);
+        if (rc) {
+            st = stk_error(STK_ERR_IO, "loader: cannot start worker %d: %s", i, strerror(rc));
+            goto fail;
+        }
+        l->workers[i].started = true;
+    }
+    *out = l;
+    return STK_OK;
+fail:
+    stk_loader_close(l);
+    return st;
+}
+
+void stk_loader_close(stk_loader *l)
+{
+    if (!l) return;
+    pthread_mutex_lock(&l->lock);
+    l->shutdown = true;
+    pthread_cond_broadcast(&l->work_cv);
+    pthread_mutex_unlock(&l->lock);
+    for (int i = 0; l->workers && i < l->nworkers; i++) {
+        worker *w = &l->workers[i];
+        if (w->started) pthread_join(w->thread, NULL);
+        stk_record_reader_destroy(w->reader);
+        stk_augment_destroy(w->aug);
+        free(w->reqs);
+        free(w->spare);
+    }
+    free(l->workers);
+    for (int i = 0; i < MAX_SLOTS; i++) {
+        free(l->slots[i].b.labels);
+        free(l->slots[i].b.indices);
+    }
+    stk_host_free_pinned(l->ring, l->ring_bytes);
+    stk_sampler_deinit(&l->sampler);
+    stk_dataset_close(l->ds);
+    pthread_cond_destroy(&l->work_cv);
+    pthread_cond_destroy(&l->done_cv);
+    pthread_mutex_destroy(&l->lock);
+    free(l);
+}
+
+/* ---- epochs and batches ---- */
+
+/* Stop issuing, wait for the chunks in flight, empty the ring. Lock held. */
+static void quiesce(stk_loader *l)
+{
+    l->running = false;
+    l->gen++;
+    while (l->active > 0) pthread_cond_wait(&l->done_cv, &l->lock);
+    for (int i = 0; i < l->nslots; i++) l->slots[i].state = SLOT_FREE;
+    l->failed = false;
+}
+
+static void reset_stats(stk_loader *l)
+{
+    for (int i = 0; i < l->nworkers; i++) {
+        worker *w = &l->workers[i];
+        w->read_ns = w->decode_ns = w->augment_ns = w->bytes = w->bad = 0;
+    }
+    l->images = 0;
+    l->wait_s = 0;
+}
+
+static void begin(stk_loader *l, uint64_t epoch, uint64_t cursor)
+{
+    quiesce(l);
+    stk_sampler_epoch(&l->sampler, epoch);
+    l->epoch = epoch;
+    l->next_issue = l->next_deliver = cursor;
+    reset_stats(l);
+    l->running = true;
+    pthread_cond_broadcast(&l->work_cv);
+}
+
+stk_status stk_loader_start_epoch(stk_loader *l, uint64_t epoch)
+{
+    pthread_mutex_lock(&l->lock);
+    begin(l, epoch, 0);
+    pthread_mutex_unlock(&l->lock);
+    return STK_OK;
+}
+
+stk_status stk_loader_restore(stk_loader *l, const stk_loader_position *p)
+{
+    if (p->seed != l->o.seed)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "loader position has seed %" PRIu64 ", the loader %" PRIu64, p->seed,
+                         l->o.seed);
+    if (p->cursor > l->sampler.batches)
+        return stk_error(STK_ERR_INVALID_ARG, "loader position at batch %" PRIu64 " of %" PRIu64,
+                         p->cursor, l->sampler.batches);
+    pthread_mutex_lock(&l->lock);
+    begin(l, p->epoch, p->cursor);
+    pthread_mutex_unlock(&l->lock);
+    return STK_OK;
+}
+
+stk_loader_position stk_loader_position_get(const stk_loader *l)
+{
+    return (stk_loader_position){l->o.seed, l->epoch, l->next_deliver};
+}
+
+stk_status stk_loader_next(stk_loader *l, stk_batch **out)
+{
+    *out = NULL;
+    pthread_mutex_lock(&l->lock);
+    stk_status st = STK_OK;
+    if (!l->running) {
+        st = stk_error(STK_ERR_INVALID_ARG, "loader: call stk_loader_start_epoch first");
+        goto out;
+    }
+    if (l->next_deliver >= l->sampler.batches) {
+        st = STK_END;
+        goto out;
+    }
+    double t0 = stk_clock_sec();
+    slot *s = NULL;
+    for (;;) {
+        int held = 0;
+        for (int i = 0; i < l->nslots; i++) {
+            slot *c = &l->slots[i];
+            held += c->state == SLOT_HELD;
+            if (c->state == SLOT_READY && c->b.number == l->next_deliver) s = c;
+        }
+        if (s) break;
+        if (held == l->nslots) {
+            st = stk_error(STK_ERR_INVALID_ARG,
+                           "loader: all %d ring buffers are held; release batches before asking "
+                           "for more",
+                           l->nslots);
+            goto out;
+        }
+        pthread_cond_wait(&l->done_cv, &l->lock);
+    }
+    l->wait_s += stk_clock_sec() - t0;
+    l->next_deliver++;
+    if (s->status) {
+        st = stk_error(s->status, "%s", s->error);
+        s->state = SLOT_FREE;
+        l->failed = true; /* the epoch ends here */
+        l->next_deliver = l->sampler.batches;
+        pthread_cond_broadcast(&l->work_cv);
+        goto out;
+    }
+    s->state = SLOT_HELD;
+    l->images += (uint64_t)s->b.count;
+    *out = &s->b;
+out:
+    pthread_mutex_unlock(&l->lock);
+    return st;
+}
+
+void stk_loader_release(stk_loader *l, stk_batch *b)
+{
+    if (!b) return;
+    pthread_mutex_lock(&l->lock);
+    slot *s = (slot *)((char *)b - offsetof(slot, b));
+    if (s >= l->slots && s < l->slots + l->nslots && s->state == SLOT_HELD) s->state = SLOT_FREE;
+    pthread_cond_broadcast(&l->work_cv);
+    pthread_mutex_unlock(&l->lock);
+}
+
+uint64_t stk_loader_batches(const stk_loader *l) { return l->sampler.batches; }
+const stk_dataset *stk_loader_dataset(const stk_loader *l) { return l->ds; }
+
+void stk_loader_stats_get(const stk_loader *l, stk_loader_stats *s)
+{
+    stk_loader *m = (stk_loader *)l; /* the lock is not part of the logical state */
+    memset(s, 0, sizeof *s);
+    pthread_mutex_lock(&m->lock);
+    for (int i = 0; i < l->nworkers; i++) {
+        const worker *w = &l->workers[i];
+        s->read_s += (double)w->read_ns * 1e-9;
+        s->decode_s += (double)w->decode_ns * 1e-9;
+        s->augment_s += (double)w->augment_ns * 1e-9;
+        s->bytes_read += w->bytes;
+        s->bad_records += w->bad;
+    }
+    s->images = l->images;
+    s->wait_s = l->wait_s;
+    s->bytes_held = l->ring_bytes + (size_t)l->nworkers * (size_t)l->chunk_size *
+                                        (stk_dataset_max_record_bytes(l->ds) + 8192);
+    s->ring_locked = l->ring_locked;
+    s->io = l->io_used;
+    s->workers = l->nworkers;
+    pthread_mutex_unlock(&m->lock);
+}

@@ -1,0 +1,143 @@
+/* The loader: records of a Stoke dataset -> decoded, augmented batches in a
+ * ring of pinned buffers, in order, as fast as the cores allow.
+ *
+ *     stk_loader_options o = stk_loader_defaults();
+ *     o.batch_size = 256;
+ *     o.workers = 4;
+ *     o.transform = "rrc:224,flip";
+ *     stk_loader *l;
+ *     if (stk_loader_open("train.stoke", &o, &l) != STK_OK) return fail(stk_last_error());
+ *     for (uint64_t epoch = 0; epoch < 10; epoch++) {
+ *         stk_loader_start_epoch(l, epoch);
+ *         stk_batch *b;
+ *         stk_status st;
+ *         while ((st = stk_loader_next(l, &b)) == STK_OK) {
+ *             train_step(b->data, b->labels, b->count);   // u8 NHWC by default
+ *             stk_loader_release(l, b);                   // the buffer goes back to the ring
+ *         }
+ *         if (st != STK_END) return fail(stk_last_error());
+ *     }
+ *     stk_loader_close(l);
+ *
+ * How: a sampler fixes the order of each epoch from (seed, epoch); a fixed
+ * pool of worker threads takes chunks of the batches being filled (at most
+ * `prefetch` batches at a time, one ring buffer each), reads their records
+ * through the I/O backend (io_uring by default: a chunk's reads are in
+ * flight together), decodes and augments each straight into its slot of the
+ * pinned buffer; the consumer gets batches in order. Each sample's random
+ * choices come from (seed, epoch, record index): batches are bit-identical
+ * for any number of workers and any backend. Memory: the ring, per-worker
+ * read buffers and decoder scratch; nothing grows across epochs.
+ *
+ * Bad records (header, CRC, decode, short read): with STK_BAD_SKIP (default)
+ * a warning names the record and it is replaced by the next record of the
+ * epoch's permutation (deterministic, counted in the stats); with
+ * STK_BAD_ERROR the batch fails and next() returns the error. An I/O error
+ * (EIO, ...) always fails the batch, with errno text and the offset.
+ *
+ * Threading: every function is called from one consumer thread. close() may
+ * be called at any time (workers blocked on a full ring included): it joins
+ * every thread and frees everything. Batches must be released before the
+ * next start_epoch(); the ones still held are released by it.
+ */
+#pragma once
+
+#include "augment/augment.h"
+#include "common/status.h"
+#include "loader/record_reader.h"
+#include "storage/dataset.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum stk_bad_policy {
+    STK_BAD_SKIP = 0,
+    STK_BAD_ERROR = 1,
+} stk_bad_policy;
+
+typedef struct stk_loader_options {
+    int batch_size;          /* default 256 */
+    int workers;             /* default: number of cores */
+    int prefetch;            /* batches in the ring, default 3 */
+    const char *transform;   /* spec (augment/transform_spec.h); NULL: the dataset's
+                                training default */
+    stk_pixel_format format; /* default u8 HWC */
+    bool shuffle;            /* default true */
+    uint64_t seed;
+    bool drop_last;
+    int rank, world;   /* sharding, default 0 of 1 */
+    bool drop_uneven;  /* shard by dropping instead of wrapping */
+    stk_io_backend io; /* default uring */
+    bool direct;       /* O_DIRECT reads */
+    int io_depth;      /* reads in flight per worker, default 32 */
+    stk_bad_policy bad_policy;
+    bool fast_decode; /* default true: fast IDCT for training (augment.h) */
+    bool read_only;   /* read records, do not decode (I/O benchmark) */
+} stk_loader_options;
+
+stk_loader_options stk_loader_defaults(void);
+
+typedef struct stk_batch {
+    void *data; /* count samples, each sample_bytes apart */
+    size_t sample_bytes;
+    int count; /* samples in this batch (the last may be short) */
+    int width, height, channels;
+    stk_pixel_format format;
+    int32_t *labels;   /* count labels */
+    uint64_t *indices; /* record index of each sample (after bad-record replacement) */
+    uint64_t number;   /* batch number in the epoch */
+    uint64_t epoch;
+} stk_batch;
+
+typedef struct stk_loader_position {
+    uint64_t seed, epoch, cursor; /* cursor: batches of the epoch already delivered */
+} stk_loader_position;
+
+typedef struct stk_loader_stats {
+    uint64_t images;                    /* delivered this epoch */
+    uint64_t bytes_read;                /* record bytes read */
+    uint64_t bad_records;               /* skipped and replaced */
+    double read_s, decode_s, augment_s; /* summed over workers */
+    double wait_s;                      /* the consumer's time blocked in next() */
+    uint64_t bytes_held;                /* ring + read buffers */
+    bool ring_locked;                   /* the ring is mlock()ed */
+    stk_io_backend io;                  /* backend in use (after any fallback) */
+    int workers;
+} stk_loader_stats;
+
+typedef struct stk_loader stk_loader;
+
+/* Open `path` and start the worker threads (they wait for start_epoch).
+ * Errors: the dataset's (stk_dataset_open), STK_ERR_INVALID_ARG (bad
+ * option or transform: the message names it), STK_ERR_NOMEM. */
+stk_status stk_loader_open(const char *path, const stk_loader_options *o, stk_loader **out);
+
+/* Begin `epoch` from its first batch. */
+stk_status stk_loader_start_epoch(stk_loader *l, uint64_t epoch);
+
+/* The next batch, in order: STK_OK and *out; STK_END at the end of the
+ * epoch; or the error that stopped it (bad record with STK_BAD_ERROR, I/O
+ * error). The batch stays valid until stk_loader_release. */
+stk_status stk_loader_next(stk_loader *l, stk_batch **out);
+
+/* Give a batch's buffer back to the ring. */
+void stk_loader_release(stk_loader *l, stk_batch *b);
+
+/* Where the epoch is (to save with a checkpoint). */
+stk_loader_position stk_loader_position_get(const stk_loader *l);
+
+/* Continue from a saved position: the batches after `cursor` of `epoch`.
+ * Errors: STK_ERR_INVALID_ARG (another seed, cursor past the epoch). */
+stk_status stk_loader_restore(stk_loader *l, const stk_loader_position *p);
+
+/* Batches per epoch, output size, stats of the current epoch. */
+uint64_t stk_loader_batches(const stk_loader *l);
+void stk_loader_stats_get(const stk_loader *l, stk_loader_stats *s);
+const stk_dataset *stk_loader_dataset(const stk_loader *l);
+
+/* Stop the workers, free everything. NULL is a no-op. */
+void stk_loader_close(stk_loader *l);
+
+/* The training transform a dataset gets by default: rrc:224,flip for JPEG,
+ * pad:4,crop:SIDE,flip for raw images. */
+void stk_loader_default_transform(const stk_meta *m, char *buf, size_t size);

@@ -1,0 +1,222 @@
+/* Record reading: buffers, O_DIRECT alignment, the pread and mmap backends
+ * and the dispatch to io_uring (reader_uring.c). */
+#include "loader/record_reader.h"
+
+#include "common/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ALIGN 4096 /* O_DIRECT: offsets, lengths and buffers on this boundary */
+
+struct stk_record_reader {
+    const stk_dataset *ds;
+    stk_io_backend io;
+    bool direct;
+    int fd;    /* our descriptor of the dataset file (O_DIRECT with direct) */
+    int ds_fd; /* for fstat in the mmap backend */
+    int depth;
+    size_t buf_size;
+    uint8_t *arena; /* depth buffers of buf_size bytes, ALIGN-aligned */
+    uint8_t **bufs;
+    stk_uring_reader *uring;
+    uint64_t *off;
+    size_t *len;
+    int64_t *res;
+};
+
+const char *stk_io_backend_name(stk_io_backend io)
+{
+    return io == STK_IO_URING ? "uring" : io == STK_IO_PREAD ? "pread" : "mmap";
+}
+
+int stk_io_backend_parse(const char *name)
+{
+    if (!strcmp(name, "uring")) return STK_IO_URING;
+    if (!strcmp(name, "pread")) return STK_IO_PREAD;
+    if (!strcmp(name, "mmap")) return STK_IO_MMAP;
+    return -1;
+}
+
+static int notice_given;
+
+stk_status stk_record_reader_create(const stk_dataset *ds, stk_io_backend io, bool direct,
+                                    int depth, stk_record_reader **out, stk_io_backend *used)
+{
+    *out = NULL;
+    if (depth < 1) depth = 1;
+    stk_record_reader *r = calloc(1, sizeof *r);
+    if (!r) return stk_error(STK_ERR_NOMEM, "out of memory");
+    r->ds = ds;
+    r->io = io;
+    r->direct = direct && io != STK_IO_MMAP;
+    r->depth = depth;
+    r->fd = -1;
+    stk_status st = STK_OK;
+    /* Room for the largest record, plus alignment slack for O_DIRECT. */
+    r->buf_size =
+        ((size_t)stk_dataset_max_record_bytes(ds) + 2 * ALIGN + ALIGN - 1) / ALIGN * ALIGN;
+    r->bufs = calloc((size_t)depth, sizeof *r->bufs);
+    r->off = calloc((size_t)depth, sizeof *r->off);
+    r->len = calloc((size_t)depth, sizeof *r->len);
+    r->res = calloc((size_t)depth, sizeof *r->res);
+    if (posix_memalign((void **)&r->arena, ALIGN, r->buf_size * (size_t)depth)) r->arena = NULL;
+    if (!r->bufs || !r->off || !r->len || !r->res || !r->arena) {
+        st = stk_error(STK_ERR_NOMEM, "out of memory for %d read buffers of %zu bytes", depth,
+                       r->buf_size);
+        goto fail;
+    }
+    for (int i = 0; i < depth; i++) r->bufs[i] = r->arena + (size_t)i * r->buf_size;
+    r->ds_fd = -1;
+    if (io == STK_IO_MMAP) {
+        r->fd = r->ds_fd = open(stk_dataset_path(ds), O_RDONLY | O_CLOEXEC);
+        if (r->fd < 0) {
+            st =
+                stk_error(STK_ERR_IO, "%s: cannot open: %s", stk_dataset_path(ds), strerror(errno));
+            goto fail;
+        }
+        goto done;
+    }
+    r->fd = open(stk_dataset_path(ds), O_RDONLY | O_CLOEXEC | (r->direct ? O_DIRECT : 0));
+    if (r->fd < 0 && r->direct) {
+        stk_log_warn("%s: O_DIRECT not possible (%s); reading through the page cache",
+                     stk_dataset_path(ds), strerror(errno));
+        r->direct = false;
+        r->fd = open(stk_dataset_path(ds), O_RDONLY | O_CLOEXEC);
+    }
+    if (r->fd < 0) {
+        st = stk_error(STK_ERR_IO, "%s: cannot open: %s", stk_dataset_path(ds), strerror(errno));
+        goto fail;
+    }
+    if (io == STK_IO_URING) {
+        st = stk_uring_reader_create(r->fd, r->bufs, r->buf_size, depth, &r->uring);
+        if (st) {
+            if (!__atomic_exchange_n(&notice_given, 1, __ATOMIC_RELAXED))
+                stk_log_warn("%s; reading with pread instead", stk_last_error());
+            r->io = STK_IO_PREAD;
+            st = STK_OK;
+        }
+    }
+done:
+    if (used) *used = r->io;
+    *out = r;
+    return STK_OK;
+fail:
+    stk_record_reader_destroy(r);
+    return st;
+}
+
+void stk_record_reader_destroy(stk_record_reader *r)
+{
+    if (!r) return;
+    stk_uring_reader_destroy(r->uring);
+    if (r->fd >= 0) close(r->fd);
+    free(r->arena);
+    free(r->bufs);
+    free(r->off);
+    free(r->len);
+    free(r->res);
+    free(r);
+}
+
+static void fail_req(stk_read_req *q, stk_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail_req(stk_read_req *q, stk_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(q->error, sizeof q->error, fmt, ap);
+    va_end(ap);
+    q->status = st;
+    q->data = NULL;
+    q->len = 0;
+}
+
+static int64_t pread_full(int fd, uint8_t *buf, size_t len, uint64_t off)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = pread(fd, buf + got, len - got, (off_t)(off + got));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -errno;
+        if (n == 0) break;
+        got += (size_t)n;
+    }
+    return (int64_t)got;
+}
+
+void stk_record_reader_read(stk_record_reader *r, stk_read_req *reqs, int n, uint64_t *bytes)
+{
+    if (n > r->depth) n = r->depth;
+    uint64_t total = 0;
+    uint64_t span_off[n > 0 ? n : 1];
+    uint32_t span_len[n > 0 ? n : 1];
+    for (int i = 0; i < n; i++) {
+        stk_read_req *q = &reqs[i];
+        q->status = STK_OK;
+        q->error[0] = '\0';
+        if (stk_dataset_span(r->ds, q->index, &span_off[i], &span_len[i]) != STK_OK) {
+            fail_req(q, STK_ERR_INVALID_ARG, "%s", stk_last_error());
+            r->len[i] = 0;
+            continue;
+        }
+        /* O_DIRECT reads the aligned range around the record. */
+        uint64_t a = r->direct ? span_off[i] / ALIGN * ALIGN : span_off[i];
+        uint64_t end = span_off[i] + span_len[i];
+        if (r->direct) end = (end + ALIGN - 1) / ALIGN * ALIGN;
+        r->off[i] = a;
+        r->len[i] = (size_t)(end - a);
+    }
+    if (r->io == STK_IO_MMAP) {
+        /* Copy out of LMDB's map. A file truncated since open would raise
+         * SIGBUS on the pages past its end: check its size first. */
+        struct stat sb;
+        uint64_t size = fstat(r->ds_fd, &sb) == 0 ? (uint64_t)sb.st_size : UINT64_MAX;
+        for (int i = 0; i < n; i++) {
+            if (reqs[i].status) continue;
+            const uint8_t *p;
+            uint32_t len;
+            stk_dataset_map_view(r->ds, reqs[i].index, &p, &len);
+            if (span_off[i] + len > size) {
+                r->res[i] = size > span_off[i] ? (int64_t)(size - span_off[i]) : 0;
+                continue;
+            }
+            memcpy(r->bufs[i], p, len);
+            r->res[i] = len;
+        }
+    }
+    if (r->io == STK_IO_URING) {
+        stk_uring_reader_read(r->uring, r->off, r->len, n, r->res);
+    } else if (r->io == STK_IO_PREAD) {
+        for (int i = 0; i < n; i++)
+            if (!reqs[i].status) r->res[i] = pread_full(r->fd, r->bufs[i], r->len[i], r->off[i]);
+    }
+    for (int i = 0; i < n; i++) {
+        stk_read_req *q = &reqs[i];
+        if (q->status) continue;
+        int64_t got = r->res[i];
+        if (got < 0) {
+            fail_req(q, STK_ERR_IO, "%s: read error at offset %" PRIu64 ": %s",
+                     stk_dataset_path(r->ds), r->off[i], strerror((int)-got));
+            continue;
+        }
+        uint64_t need = span_off[i] + span_len[i] - r->off[i];
+        if ((uint64_t)got < need) {
+            fail_req(q, STK_ERR_CORRUPT,
+                     "short read (%u bytes wanted at offset %" PRIu64 "): the file is truncated",
+                     span_len[i], span_off[i]);
+            continue;
+        }
+        total += (uint64_t)got;
+        q->data = r->bufs[i] + (span_off[i] - r->off[i]);
+        q->len = span_len[i];
+    }
+    if (bytes) *bytes += total;
+}

@@ -1,0 +1,307 @@
+/* stoke bench: how fast the loader delivers batches of a dataset. */
+#include "common/clock.h"
+#include "common/crc32c.h"
+#include "common/progress.h"
+#include "common/thread_pool.h"
+#include "loader/loader.h"
+#include "tools/cli.h"
+
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char help[] =
+    "usage: stoke bench [OPTIONS] DATA.stoke\n"
+    "\n"
+    "Measure the loader: read, decode and augment the dataset into batches as a\n"
+    "training run would, and report images/s, MB/s, time per stage, CPU use, peak\n"
+    "memory and the data-stall share.\n"
+    "\n"
+    "options:\n"
+    "  --batch N          batch size (default 256)\n"
+    "  --workers N        decode/augment threads (default: number of cores)\n"
+    "  --prefetch N       batches in the ring (default 3)\n"
+    "  --io BACKEND       uring (default), pread or mmap\n"
+    "  --direct           OPT_DIRECT reads (bypass the page cache)\n"
+    "  --transform SPEC   default: the training transform of the dataset\n"
+    "                     (rrc:224,flip for JPEG, pad:4,crop:SIZE,flip for raw)\n"
+    "  --output FMT       u8 (HWC, default) or f32 (CHW, normalised if the spec says norm)\n"
+    "  --accurate-decode  accurate IDCT and upsampling instead of the fast ones\n"
+    "  --images N         measure N images (default: one epoch)\n"
+    "  --epochs E         measure E whole epochs\n"
+    "  --warmup N         batches before the clock starts (default 2)\n"
+    "  --cold             evict the file from the page cache first (posix_fadvise\n"
+    "                     DONTNEED), so the reads go to the disk\n"
+    "  --no-decode        read records only: the I/O path alone\n"
+    "  --compute-ms X     the consumer spends X ms per batch (a simulated training\n"
+    "                     step); the stall share is the time it waited for data\n"
+    "  --seed S           shuffle and augmentation seed (default 0)\n"
+    "  --json             one JSON object on stdout (keys: images, seconds,\n"
+    "                     images_per_sec, mb_per_sec, stall_pct, peak_rss_mb, read_s,\n"
+    "                     decode_s, augment_s, wait_s, bad_records, checksum, and the\n"
+    "                     settings)\n"
+    "  -h, --help         this text\n"
+    "\n"
+    "checksum: a 64-bit hash of every delivered pixel, label and index in order:\n"
+    "the same for any --workers and --io.\n";
+
+static int run(int argc, char **argv)
+{
+    enum {
+        OPT_BATCH = 256,
+        OPT_WORKERS,
+        OPT_PREFETCH,
+        OPT_IO,
+        OPT_DIRECT,
+        OPT_TRANSFORM,
+        OPT_OUTPUT,
+        OPT_ACCURATE,
+        OPT_IMAGES,
+        OPT_EPOCHS,
+        OPT_WARMUP,
+        OPT_COLD,
+        OPT_NODECODE,
+        OPT_COMPUTE,
+        OPT_SEED,
+        OPT_JSON
+    };
+    static const struct option longopts[] = {{"batch", required_argument, 0, OPT_BATCH},
+                                             {"workers", required_argument, 0, OPT_WORKERS},
+                                             {"prefetch", required_argument, 0, OPT_PREFETCH},
+                                             {"io", required_argument, 0, OPT_IO},
+                                             {"direct", no_argument, 0, OPT_DIRECT},
+                                             {"transform", required_argument, 0, OPT_TRANSFORM},
+                                             {"output", required_argument, 0, OPT_OUTPUT},
+                                             {"accurate-decode", no_argument, 0, OPT_ACCURATE},
+                                             {"images", required_argument, 0, OPT_IMAGES},
+                                             {"epochs", required_argument, 0, OPT_EPOCHS},
+                                             {"warmup", required_argument, 0, OPT_WARMUP},
+                                             {"cold", no_argument, 0, OPT_COLD},
+                                             {"no-decode", no_argument, 0, OPT_NODECODE},
+                                             {"compute-ms", required_argument, 0, OPT_COMPUTE},
+                                             {"seed", required_argument, 0, OPT_SEED},
+                                             {"json", no_argument, 0, OPT_JSON},
+                                             {0, 0, 0, 0}};
+    stk_loader_options o = stk_loader_defaults();
+    int64_t v, images = 0, epochs = 0, warmup = 2;
+    double compute_ms = 0;
+    bool cold = false, json = false;
+    int opt;
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (opt) {
+        case OPT_BATCH:
+            if (!stk_cli_int("bench", "--batch", optarg, 1, 1 << 20, &v)) return STK_EXIT_USAGE;
+            o.batch_size = (int)v;
+            break;
+        case OPT_WORKERS:
+            if (!stk_cli_int("bench", "--workers", optarg, 1, 1024, &v)) return STK_EXIT_USAGE;
+            o.workers = (int)v;
+            break;
+        case OPT_PREFETCH:
+            if (!stk_cli_int("bench", "--prefetch", optarg, 1, 64, &v)) return STK_EXIT_USAGE;
+            o.prefetch = (int)v;
+            break;
+        case OPT_IO: {
+            int io = stk_io_backend_parse(optarg);
+            if (io < 0)
+                return stk_cli_usage("bench", "--io %s: expected uring, pread or mmap", optarg);
+            o.io = (stk_io_backend)io;
+            break;
+        }
+        case OPT_DIRECT: o.direct = true; break;
+        case OPT_TRANSFORM: o.transform = optarg; break;
+        case OPT_OUTPUT:
+            if (!strcmp(optarg, "u8"))
+                o.format = STK_PIXELS_U8_HWC;
+            else if (!strcmp(optarg, "f32"))
+                o.format = STK_PIXELS_F32_CHW;
+            else
+                return stk_cli_usage("bench", "--output %s: expected u8 or f32", optarg);
+            break;
+        case OPT_ACCURATE: o.fast_decode = false; break;
+        case OPT_IMAGES:
+            if (!stk_cli_int("bench", "--images", optarg, 1, INT64_MAX, &images))
+                return STK_EXIT_USAGE;
+            break;
+        case OPT_EPOCHS:
+            if (!stk_cli_int("bench", "--epochs", optarg, 1, 1000000, &epochs))
+                return STK_EXIT_USAGE;
+            break;
+        case OPT_WARMUP:
+            if (!stk_cli_int("bench", "--warmup", optarg, 0, 1000000, &warmup))
+                return STK_EXIT_USAGE;
+            break;
+        case OPT_COLD: cold = true; break;
+        case OPT_NODECODE: o.read_only = true; break;
+        case OPT_COMPUTE: {
+            char *end;
+            compute_ms = strtod(optarg, &end);
+            if (*end || end == optarg || compute_ms < 0 || compute_ms > 1e6)
+                return stk_cli_usage("bench", "--compute-ms %s: expected milliseconds", optarg);
+            break;
+        }
+        case OPT_SEED:
+            if (!stk_cli_int("bench", "--seed", optarg, 0, INT64_MAX, &v)) return STK_EXIT_USAGE;
+            o.seed = (uint64_t)v;
+            break;
+        case OPT_JSON: json = true; break;
+        default: return stk_cli_usage("bench", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (argc - optind != 1) return stk_cli_usage("bench", "expected one DATA.stoke");
+    if (images && epochs) return stk_cli_usage("bench", "--images and --epochs do not go together");
+    const char *path = argv[optind];
+    stk_loader *l;
+    if (stk_loader_open(path, &o, &l) != STK_OK) {
+        if (stk_last_error()[0] == 't') /* a bad transform is a usage error */
+            return stk_cli_usage("bench", "%s", stk_last_error());
+        return stk_cli_fail();
+    }
+    int rc = STK_EXIT_ERROR;
+    uint64_t batches = stk_loader_batches(l);
+    if (batches == 0) {
+        stk_error(STK_ERR_INVALID_ARG, "%s: no batches to deliver (%" PRIu64 " records, batch %d)",
+                  path, stk_dataset_count(stk_loader_dataset(l)), o.batch_size);
+        rc = stk_cli_fail();
+        goto out;
+    }
+    stk_cli_catch_interrupt();
+    uint64_t epoch = 0, done_epochs = 0, n = 0, wanted = images ? (uint64_t)images : 0;
+    uint32_t crc_px = 0, crc_lab = 0;
+    stk_loader_start_epoch(l, epoch);
+    stk_batch *b;
+    stk_status st;
+    for (int64_t i = 0; i < warmup; i++) { /* not timed */
+        st = stk_loader_next(l, &b);
+        if (st == STK_END) break;
+        if (st) goto fail;
+        stk_loader_release(l, b);
+    }
+    if (cold) { /* drop what the warmup (and earlier runs) left in the page cache */
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+            close(fd);
+        }
+    }
+    if (!wanted && !epochs) epochs = 1;
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_SELF, &ru0);
+    stk_loader_stats s0;
+    stk_loader_stats_get(l, &s0);
+    double t0 = stk_clock_sec(), compute_s = 0;
+    stk_progress bar;
+    stk_progress_init(&bar, "bench",
+                      wanted ? wanted : (uint64_t)epochs * batches * (uint64_t)o.batch_size,
+                      stderr);
+    double stats_read = 0, stats_decode = 0, stats_aug = 0, stats_wait = 0;
+    uint64_t stats_bytes = 0, stats_bad = 0;
+    for (;;) {
+        if (stk_cli_interrupted) {
+            stk_error(STK_ERR_CANCELLED, "bench interrupted after %" PRIu64 " images", n);
+            goto fail;
+        }
+        st = stk_loader_next(l, &b);
+        if (st == STK_END) {
+            stk_loader_stats ss;
+            stk_loader_stats_get(l, &ss);
+            stats_read += ss.read_s - s0.read_s, stats_decode += ss.decode_s - s0.decode_s;
+            stats_aug += ss.augment_s - s0.augment_s, stats_wait += ss.wait_s - s0.wait_s;
+            stats_bytes += ss.bytes_read - s0.bytes_read,
+                stats_bad += ss.bad_records - s0.bad_records;
+            memset(&s0, 0, sizeof s0);
+            if (epochs && ++done_epochs >= (uint64_t)epochs) break;
+            stk_loader_start_epoch(l, ++epoch);
+            continue;
+        }
+        if (st) goto fail;
+        if (!o.read_only) crc_px = stk_crc32c(crc_px, b->data, b->sample_bytes * (size_t)b->count);
+        crc_lab = stk_crc32c(crc_lab, b->labels, sizeof *b->labels * (size_t)b->count);
+        crc_lab = stk_crc32c(crc_lab, b->indices, sizeof *b->indices * (size_t)b->count);
+        n += (uint64_t)b->count;
+        if (compute_ms > 0) { /* a training step that leaves the CPU free, like a GPU's */
+            double c0 = stk_clock_sec();
+            struct timespec ts = {(time_t)(compute_ms / 1000),
+                                  (long)(fmod(compute_ms, 1000) * 1e6)};
+            nanosleep(&ts, NULL);
+            compute_s += stk_clock_sec() - c0;
+        }
+        stk_loader_release(l, b);
+        stk_progress_update(&bar, n);
+        if (wanted && n >= wanted) {
+            stk_loader_stats ss;
+            stk_loader_stats_get(l, &ss);
+            stats_read += ss.read_s - s0.read_s, stats_decode += ss.decode_s - s0.decode_s;
+            stats_aug += ss.augment_s - s0.augment_s, stats_wait += ss.wait_s - s0.wait_s;
+            stats_bytes += ss.bytes_read - s0.bytes_read,
+                stats_bad += ss.bad_records - s0.bad_records;
+            break;
+        }
+    }
+    double secs = stk_clock_sec() - t0;
+    stk_progress_finish(&bar);
+    getrusage(RUSAGE_SELF, &ru1);
+    double cpu = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec + ru1.ru_stime.tv_sec -
+                          ru0.ru_stime.tv_sec) +
+                 (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec + ru1.ru_stime.tv_usec -
+                          ru0.ru_stime.tv_usec) *
+                     1e-6;
+    stk_loader_stats info;
+    stk_loader_stats_get(l, &info);
+    double rate = (double)n / secs, mbps = (double)stats_bytes / secs / 1e6;
+    double stall = 100.0 * stats_wait / secs, rss_mb = (double)ru1.ru_maxrss / 1024.0;
+    uint64_t checksum = (uint64_t)crc_px << 32 | crc_lab;
+    char tbuf[256];
+    snprintf(tbuf, sizeof tbuf, "%s", o.transform ? o.transform : "");
+    if (!o.transform)
+        stk_loader_default_transform(stk_dataset_meta(stk_loader_dataset(l)), tbuf, sizeof tbuf);
+    if (json) {
+        printf(
+            "{\"images\": %" PRIu64 ", \"seconds\": %.3f, \"images_per_sec\": %.1f, "
+            "\"mb_per_sec\": %.1f, \"stall_pct\": %.2f, \"peak_rss_mb\": %.1f, \"read_s\": %.3f, "
+            "\"decode_s\": %.3f, \"augment_s\": %.3f, \"wait_s\": %.3f, \"bad_records\": %" PRIu64
+            ", \"checksum\": \"%016" PRIx64
+            "\", \"cpu_pct\": %.1f, \"workers\": %d, \"batch\": %d, "
+            "\"prefetch\": %d, \"io\": \"%s\", \"direct\": %s, \"cold\": %s, \"decode\": %s, "
+            "\"compute_ms\": %.3f, \"transform\": ",
+            n, secs, rate, mbps, stall, rss_mb, stats_read, stats_decode, stats_aug, stats_wait,
+            stats_bad, checksum, 100.0 * cpu / secs, o.workers, o.batch_size, o.prefetch,
+            stk_io_backend_name(info.io), o.direct ? "true" : "false", cold ? "true" : "false",
+            o.read_only ? "false" : "true", compute_ms);
+        stk_json_string(stdout, tbuf);
+        printf(", \"ring_locked\": %s}\n", info.ring_locked ? "true" : "false");
+    } else {
+        printf("%s: %" PRIu64 " images in %.2f s: %.0f images/s, %.1f MB/s read\n", path, n, secs,
+               rate, mbps);
+        printf("  transform %s, batch %d, %d workers, prefetch %d, io %s%s%s\n", tbuf, o.batch_size,
+               o.workers, o.prefetch, stk_io_backend_name(info.io), o.direct ? " (OPT_DIRECT)" : "",
+               o.read_only ? ", read only" : "");
+        printf("  worker time: read %.2f s, decode %.2f s, augment %.2f s; consumer waited %.2f s "
+               "(stall %.1f%%%s)\n",
+               stats_read, stats_decode, stats_aug, stats_wait, stall,
+               compute_ms > 0 ? " with a simulated step" : "");
+        printf("  CPU %.0f%% (of %d cores), peak RSS %.0f MB (ring %.0f MB%s), bad records %" PRIu64
+               ", checksum %016" PRIx64 "\n",
+               100.0 * cpu / secs, stk_cpu_count(), rss_mb, (double)info.bytes_held / 1e6,
+               info.ring_locked ? ", locked" : "", stats_bad, checksum);
+    }
+    (void)compute_s;
+    rc = STK_EXIT_OK;
+    goto out;
+fail:
+    rc = stk_cli_fail();
+out:
+    stk_loader_close(l);
+    return rc;
+}
+
+const stk_command stk_cmd_bench = {"bench", "measure how fast the loader delivers batches", help,
+                                   run};
