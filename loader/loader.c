@@ -94,6 +94,16 @@ void stk_loader_default_transform(const stk_meta *m, char *buf, size_t size)
 
 /* ---- workers ---- */
 
+/* Worker counters are read by stats_get while workers run: relaxed atomics. */
+static void count(uint64_t *counter, uint64_t v)
+{
+    __atomic_fetch_add(counter, v, __ATOMIC_RELAXED);
+}
+static uint64_t counted(const uint64_t *counter)
+{
+    return __atomic_load_n(counter, __ATOMIC_RELAXED);
+}
+
 /* Check and transform one record into sample j of slot s. */
 static stk_status make_sample(worker *w, slot *s, int j, const uint8_t *bytes, size_t len,
                               uint64_t index)
@@ -120,8 +130,8 @@ static stk_status make_sample(worker *w, slot *s, int j, const uint8_t *bytes, s
     uint64_t t0 = stk_clock_ns();
     st = stk_augment_apply(w->aug, &smp, l->epoch, index, &out);
     uint64_t t = stk_clock_ns() - t0;
-    w->decode_ns += out.decode_ns;
-    w->augment_ns += t - out.decode_ns;
+    count(&w->decode_ns, out.decode_ns);
+    count(&w->augment_ns, t - out.decode_ns);
     return st;
 }
 
@@ -163,24 +173,24 @@ static void handle_bad(worker *w, slot *s, int j, uint64_t k, uint64_t index, st
         return;
     }
     stk_log_warn("%s; replaced by the next record of the epoch", msg);
-    w->bad++;
+    count(&w->bad, 1);
     uint64_t n = stk_dataset_count(l->ds), pos = stk_sampler_position(&l->sampler, k);
     for (uint64_t t = 1; t < n; t++) {
         uint64_t idx = l->sampler.perm[(pos + t) % n];
         size_t got = 0;
         uint64_t t0 = stk_clock_ns();
         st = stk_dataset_pread(l->ds, idx, w->spare, stk_dataset_max_record_bytes(l->ds), &got);
-        w->read_ns += stk_clock_ns() - t0;
+        count(&w->read_ns, stk_clock_ns() - t0);
         if (st == STK_ERR_IO) {
             note_error(s, j, st, stk_last_error());
             return;
         }
         if (!st) {
-            w->bytes += got;
+            count(&w->bytes, got);
             st = make_sample(w, s, j, w->spare, got, idx);
         }
         if (!st) return;
-        w->bad++;
+        count(&w->bad, 1);
         stk_log_warn("record %" PRIu64 " (%s): %s; trying the next", idx,
                      record_name(w->spare, got, name, sizeof name), stk_last_error());
     }
@@ -197,8 +207,10 @@ static void process_chunk(worker *w, slot *s, int chunk)
     for (int j = 0; j < n; j++)
         w->reqs[j].index = stk_sampler_index(&l->sampler, k0 + (uint64_t)(j0 + j));
     uint64_t t0 = stk_clock_ns();
-    stk_record_reader_read(w->reader, w->reqs, n, &w->bytes);
-    w->read_ns += stk_clock_ns() - t0;
+    uint64_t bytes = 0;
+    stk_record_reader_read(w->reader, w->reqs, n, &bytes);
+    count(&w->bytes, bytes);
+    count(&w->read_ns, stk_clock_ns() - t0);
     for (int j = 0; j < n; j++) {
         stk_read_req *q = &w->reqs[j];
         uint64_t k = k0 + (uint64_t)(j0 + j);
@@ -435,7 +447,11 @@ static void reset_stats(stk_loader *l)
 {
     for (int i = 0; i < l->nworkers; i++) {
         worker *w = &l->workers[i];
-        w->read_ns = w->decode_ns = w->augment_ns = w->bytes = w->bad = 0;
+        __atomic_store_n(&w->read_ns, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&w->decode_ns, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&w->augment_ns, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&w->bytes, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&w->bad, 0, __ATOMIC_RELAXED);
     }
     l->images = 0;
     l->wait_s = 0;
@@ -550,11 +566,11 @@ void stk_loader_stats_get(const stk_loader *l, stk_loader_stats *s)
     pthread_mutex_lock(&m->lock);
     for (int i = 0; i < l->nworkers; i++) {
         const worker *w = &l->workers[i];
-        s->read_s += (double)w->read_ns * 1e-9;
-        s->decode_s += (double)w->decode_ns * 1e-9;
-        s->augment_s += (double)w->augment_ns * 1e-9;
-        s->bytes_read += w->bytes;
-        s->bad_records += w->bad;
+        s->read_s += (double)counted(&w->read_ns) * 1e-9;
+        s->decode_s += (double)counted(&w->decode_ns) * 1e-9;
+        s->augment_s += (double)counted(&w->augment_ns) * 1e-9;
+        s->bytes_read += counted(&w->bytes);
+        s->bad_records += counted(&w->bad);
     }
     s->images = l->images;
     s->wait_s = l->wait_s;

@@ -1,0 +1,495 @@
+/* loader/: sampler, readers, the loader's order, determinism, bad records,
+ * positions, shutdown in every state. */
+#include "common/crc32c.h"
+#include "common/fs.h"
+#include "loader/loader.h"
+#include "loader/sampler.h"
+#include "storage/writer.h"
+#include "tests/check_main.h"
+
+#include <check.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char tmp[512];
+static char jpeg_path[1024];
+
+static const char *tpath(const char *name)
+{
+    static char buf[4][1024];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tmp, name);
+    return buf[k];
+}
+
+/* ---- sampler ---- */
+
+START_TEST(sampler_is_an_exact_permutation_per_epoch)
+{
+    stk_sampler s;
+    stk_sampler_options o = {
+        .count = 1000, .batch_size = 64, .shuffle = true, .seed = 3, .world = 1};
+    ck_assert_int_eq(stk_sampler_init(&s, &o), STK_OK);
+    ck_assert_uint_eq(s.batches, 16);
+    ck_assert_int_eq(stk_sampler_batch_len(&s, 15), 1000 - 15 * 64);
+    uint64_t first[1000];
+    for (int e = 0; e < 3; e++) {
+        stk_sampler_epoch(&s, (uint64_t)e);
+        char seen[1000] = {0};
+        int moved = 0;
+        for (uint64_t k = 0; k < s.samples; k++) {
+            uint64_t i = stk_sampler_index(&s, k);
+            ck_assert_uint_lt(i, 1000);
+            ck_assert_int_eq(seen[i], 0);
+            seen[i] = 1;
+            if (e == 0)
+                first[k] = i;
+            else
+                moved += first[k] != i;
+            moved += e == 0 && i != k;
+        }
+        ck_assert_int_gt(moved, 900); /* shuffled, and differently in each epoch */
+    }
+    stk_sampler_epoch(&s, 0);
+    for (uint64_t k = 0; k < 1000; k++) ck_assert_uint_eq(stk_sampler_index(&s, k), first[k]);
+    stk_sampler_deinit(&s);
+    o.shuffle = false;
+    o.drop_last = true;
+    ck_assert_int_eq(stk_sampler_init(&s, &o), STK_OK);
+    ck_assert_uint_eq(s.batches, 15);
+    ck_assert_uint_eq(s.samples, 960);
+    for (uint64_t k = 0; k < 960; k++) ck_assert_uint_eq(stk_sampler_index(&s, k), k);
+    stk_sampler_deinit(&s);
+    o.rank = 2;
+    ck_assert_int_eq(stk_sampler_init(&s, &o), STK_ERR_INVALID_ARG);
+    o.batch_size = 0;
+    o.rank = 0;
+    ck_assert_int_eq(stk_sampler_init(&s, &o), STK_ERR_INVALID_ARG);
+}
+END_TEST
+
+START_TEST(sampler_shards_evenly)
+{
+    for (int drop = 0; drop < 2; drop++) {
+        int counts[10] = {0};
+        uint64_t per = 0;
+        for (int rank = 0; rank < 3; rank++) {
+            stk_sampler s;
+            stk_sampler_options o = {.count = 10,
+                                     .batch_size = 2,
+                                     .shuffle = true,
+                                     .seed = 1,
+                                     .rank = rank,
+                                     .world = 3,
+                                     .drop_uneven = drop};
+            ck_assert_int_eq(stk_sampler_init(&s, &o), STK_OK);
+            stk_sampler_epoch(&s, 4);
+            if (rank == 0) per = s.samples;
+            ck_assert_uint_eq(s.samples, per); /* every rank: the same number */
+            for (uint64_t k = 0; k < s.samples; k++) counts[stk_sampler_index(&s, k)]++;
+            stk_sampler_deinit(&s);
+        }
+        int total = 0, twice = 0, missing = 0;
+        for (int i = 0; i < 10; i++) {
+            total += counts[i];
+            twice += counts[i] > 1;
+            missing += counts[i] == 0;
+        }
+        if (drop) { /* 3 each, disjoint, one record left out */
+            ck_assert_uint_eq(per, 3);
+            ck_assert_int_eq(twice, 0);
+            ck_assert_int_eq(missing, 1);
+        } else { /* 4 each: two records wrap around to a second use */
+            ck_assert_uint_eq(per, 4);
+            ck_assert_int_eq(total, 12);
+            ck_assert_int_eq(missing, 0);
+            ck_assert_int_eq(twice, 2);
+        }
+    }
+}
+END_TEST
+
+/* ---- a test dataset: JPEG records from the fixtures ---- */
+
+static const char *fixture(const char *rel)
+{
+    static char buf[1024];
+    snprintf(buf, sizeof buf, "%s/%s",
+             getenv("STOKE_FIXTURES") ? getenv("STOKE_FIXTURES") : "fixtures", rel);
+    return buf;
+}
+
+/* n records cycling over a few photo-like JPEGs of several sizes; record
+ * `bad` (if >= 0) gets a payload that is not a JPEG. */
+static void make_dataset(const char *path, int n, int bad)
+{
+    static const char *files[] = {"good/cat/cat_0.jpg", "good/cat/cat_1.jpg", "good/cat/cat_3.jpg",
+                                  "good/dog/dog_0.jpg", "single/gray.jpg",    "single/sub422.jpg"};
+    static const uint32_t dims[][2] = {{64, 48}, {80, 80}, {120, 90}, {72, 56}, {40, 30}, {75, 53}};
+    uint8_t *data[6];
+    size_t len[6];
+    for (int f = 0; f < 6; f++)
+        ck_assert_int_eq(stk_file_read_all(fixture(files[f]), 1 << 24, &data[f], &len[f]), STK_OK);
+    stk_writer *w;
+    ck_assert_int_eq(stk_writer_open(path, &w), STK_OK);
+    stk_meta m = {.encoding = STK_ENCODING_JPEG,
+                  .channels = 3,
+                  .min_width = 40,
+                  .max_width = 120,
+                  .min_height = 30,
+                  .max_height = 90};
+    char *names[] = {"zero", "one", "two"};
+    ck_assert_int_eq(stk_meta_set_classes(&m, names, 3), STK_OK);
+    uint8_t junk[100];
+    memset(junk, 0x42, sizeof junk);
+    for (int i = 0; i < n; i++) {
+        int f = i % 6;
+        char name[64];
+        snprintf(name, sizeof name, "rec%03d.jpg", i);
+        stk_record r = {.encoding = STK_ENCODING_JPEG,
+                        .channels = f == 4 ? 1 : 3,
+                        .width = dims[f][0],
+                        .height = dims[f][1],
+                        .label = i % 3,
+                        .name = name,
+                        .name_len = (uint32_t)strlen(name),
+                        .payload = i == bad ? junk : data[f],
+                        .payload_len = (uint32_t)(i == bad ? sizeof junk : len[f])};
+        ck_assert_int_eq(stk_writer_put(w, &r), STK_OK);
+        m.class_counts[i % 3]++;
+    }
+    ck_assert_int_eq(stk_writer_finish(w, &m, NULL), STK_OK);
+    stk_writer_close(w);
+    stk_meta_deinit(&m);
+    for (int f = 0; f < 6; f++) free(data[f]);
+}
+
+static void setup(void)
+{
+    const char *base = getenv("STOKE_TEST_TMP") ? getenv("STOKE_TEST_TMP") : "/tmp";
+    mkdir(base, 0755);
+    snprintf(tmp, sizeof tmp, "%s/loader-%d", base, (int)getpid());
+    mkdir(tmp, 0755);
+    snprintf(jpeg_path, sizeof jpeg_path, "%s/photos.stoke", tmp);
+    make_dataset(jpeg_path, 70, -1);
+}
+
+static void teardown(void)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static stk_loader_options opts(int workers, stk_io_backend io)
+{
+    stk_loader_options o = stk_loader_defaults();
+    o.batch_size = 16;
+    o.workers = workers;
+    o.prefetch = 2;
+    o.io = io;
+    o.io_depth = 4;
+    o.transform = "rrc:24,flip";
+    o.seed = 77;
+    return o;
+}
+
+/* Run one epoch; return a hash of pixels, labels and indices in order. */
+static uint64_t epoch_hash(stk_loader *l, uint64_t epoch, int *batches, int *images)
+{
+    uint32_t a = 0, b = 0;
+    *batches = *images = 0;
+    ck_assert_int_eq(stk_loader_start_epoch(l, epoch), STK_OK);
+    stk_batch *bt;
+    stk_status st;
+    uint64_t expect = 0;
+    while ((st = stk_loader_next(l, &bt)) == STK_OK) {
+        ck_assert_uint_eq(bt->number, expect++);
+        a = stk_crc32c(a, bt->data, bt->sample_bytes * (size_t)bt->count);
+        b = stk_crc32c(b, bt->labels, sizeof *bt->labels * (size_t)bt->count);
+        b = stk_crc32c(b, bt->indices, sizeof *bt->indices * (size_t)bt->count);
+        (*batches)++;
+        *images += bt->count;
+        stk_loader_release(l, bt);
+    }
+    ck_assert_msg(st == STK_END, "%s", stk_last_error());
+    return (uint64_t)a << 32 | b;
+}
+
+START_TEST(batches_identical_for_any_workers_and_backend)
+{
+    uint64_t ref = 0, ref1 = 0;
+    static const int workers[] = {1, 2, 4};
+    for (int wi = 0; wi < 3; wi++)
+        for (int io = 0; io < 3; io++) {
+            stk_loader_options o = opts(workers[wi], (stk_io_backend)io);
+            stk_loader *l;
+            ck_assert_msg(stk_loader_open(jpeg_path, &o, &l) == STK_OK, "%s", stk_last_error());
+            int nb, ni;
+            uint64_t h = epoch_hash(l, 0, &nb, &ni);
+            ck_assert_int_eq(nb, 5);
+            ck_assert_int_eq(ni, 70);
+            uint64_t h1 = epoch_hash(l, 1, &nb, &ni);
+            if (wi == 0 && io == 0) ref = h, ref1 = h1;
+            ck_assert_msg(h == ref && h1 == ref1, "workers %d io %d differ", workers[wi], io);
+            ck_assert(h != h1); /* another epoch, other order and crops */
+            stk_loader_stats s;
+            stk_loader_stats_get(l, &s);
+            ck_assert_uint_eq(s.images, 70);
+            ck_assert_uint_gt(s.bytes_read, 0);
+            stk_loader_close(l);
+        }
+}
+END_TEST
+
+START_TEST(labels_and_indices_follow_the_sampler)
+{
+    stk_loader_options o = opts(2, STK_IO_PREAD);
+    stk_loader *l;
+    ck_assert_int_eq(stk_loader_open(jpeg_path, &o, &l), STK_OK);
+    stk_sampler s;
+    stk_sampler_options so = {
+        .count = 70, .batch_size = 16, .shuffle = true, .seed = 77, .world = 1};
+    stk_sampler_init(&s, &so);
+    stk_sampler_epoch(&s, 3);
+    stk_loader_start_epoch(l, 3);
+    stk_batch *b;
+    while (stk_loader_next(l, &b) == STK_OK) {
+        ck_assert_int_eq(b->width, 24);
+        ck_assert_uint_eq(b->sample_bytes, 24 * 24 * 3);
+        for (int j = 0; j < b->count; j++) {
+            uint64_t k = b->number * 16 + (uint64_t)j;
+            ck_assert_uint_eq(b->indices[j], stk_sampler_index(&s, k));
+            ck_assert_int_eq(b->labels[j], (int)(b->indices[j] % 3));
+        }
+        stk_loader_release(l, b);
+    }
+    stk_sampler_deinit(&s);
+    stk_loader_close(l);
+}
+END_TEST
+
+START_TEST(position_restores_the_remaining_batches)
+{
+    stk_loader_options o = opts(2, STK_IO_URING);
+    stk_loader *a, *b;
+    ck_assert_int_eq(stk_loader_open(jpeg_path, &o, &a), STK_OK);
+    ck_assert_int_eq(stk_loader_open(jpeg_path, &o, &b), STK_OK);
+    stk_loader_start_epoch(a, 2);
+    stk_batch *x, *y;
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(stk_loader_next(a, &x), STK_OK);
+        stk_loader_release(a, x);
+    }
+    stk_loader_position p = stk_loader_position_get(a);
+    ck_assert(p.epoch == 2 && p.cursor == 2 && p.seed == 77);
+    ck_assert_int_eq(stk_loader_restore(b, &p), STK_OK);
+    for (;;) {
+        stk_status sa = stk_loader_next(a, &x), sb = stk_loader_next(b, &y);
+        ck_assert_int_eq(sa, sb);
+        if (sa) break;
+        ck_assert_uint_eq(x->number, y->number);
+        ck_assert(memcmp(x->data, y->data, x->sample_bytes * (size_t)x->count) == 0);
+        ck_assert(memcmp(x->indices, y->indices, sizeof *x->indices * (size_t)x->count) == 0);
+        stk_loader_release(a, x);
+        stk_loader_release(b, y);
+    }
+    stk_loader_position bad = {.seed = 5, .epoch = 0, .cursor = 0};
+    ck_assert_int_eq(stk_loader_restore(b, &bad), STK_ERR_INVALID_ARG);
+    bad.seed = 77, bad.cursor = 99;
+    ck_assert_int_eq(stk_loader_restore(b, &bad), STK_ERR_INVALID_ARG);
+    stk_loader_close(a);
+    stk_loader_close(b);
+}
+END_TEST
+
+START_TEST(bad_record_skip_and_error)
+{
+    const char *path = tpath("bad.stoke");
+    make_dataset(path, 40, 13);
+    stk_loader_options o = opts(2, STK_IO_URING);
+    o.shuffle = false;
+    stk_loader *l;
+    ck_assert_int_eq(stk_loader_open(path, &o, &l), STK_OK);
+    stk_loader_start_epoch(l, 0);
+    stk_batch *b;
+    int images = 0;
+    while (stk_loader_next(l, &b) == STK_OK) {
+        for (int j = 0; j < b->count; j++) {
+            uint64_t k = b->number * 16 + (uint64_t)j;
+            /* record 13 is replaced by the next of the permutation: 14 */
+            ck_assert_uint_eq(b->indices[j], k == 13 ? 14 : k);
+        }
+        images += b->count;
+        stk_loader_release(l, b);
+    }
+    ck_assert_int_eq(images, 40);
+    stk_loader_stats s;
+    stk_loader_stats_get(l, &s);
+    ck_assert_uint_eq(s.bad_records, 1);
+    stk_loader_close(l);
+    o.bad_policy = STK_BAD_ERROR;
+    ck_assert_int_eq(stk_loader_open(path, &o, &l), STK_OK);
+    stk_loader_start_epoch(l, 0);
+    stk_status st = stk_loader_next(l, &b);
+    ck_assert_int_eq(st, STK_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(stk_last_error(), "record 13 (rec013.jpg): not a JPEG"), "%s",
+                  stk_last_error());
+    ck_assert_int_eq(stk_loader_next(l, &b), STK_END); /* the epoch ends with the error */
+    stk_loader_close(l);
+}
+END_TEST
+
+START_TEST(truncated_file_is_a_bad_record_not_garbage)
+{
+    const char *path = tpath("cut.stoke");
+    make_dataset(path, 40, -1);
+    for (int io = 0; io < 2; io++) { /* uring, pread: short reads */
+        stk_loader_options o = opts(1, (stk_io_backend)io);
+        o.shuffle = false;
+        o.bad_policy = STK_BAD_ERROR;
+        stk_loader *l;
+        ck_assert_int_eq(stk_loader_open(path, &o, &l), STK_OK);
+        uint64_t off;
+        uint32_t len;
+        stk_dataset_span(stk_loader_dataset(l), 20, &off, &len);
+        uint64_t cut = off + len / 2;
+        ck_assert_int_eq(truncate(path, (off_t)cut), 0); /* after open */
+        stk_loader_start_epoch(l, 0);
+        stk_batch *b;
+        stk_status st;
+        while ((st = stk_loader_next(l, &b)) == STK_OK) {
+            /* what is delivered was read whole */
+            for (int j = 0; j < b->count; j++) {
+                stk_dataset_span(stk_loader_dataset(l), b->indices[j], &off, &len);
+                ck_assert_uint_le(off + len, cut);
+            }
+            stk_loader_release(l, b);
+        }
+        ck_assert_int_eq(st, STK_ERR_CORRUPT);
+        ck_assert_msg(strstr(stk_last_error(), "short read"), "%s", stk_last_error());
+        stk_loader_close(l);
+        make_dataset(path, 40, -1);
+    }
+}
+END_TEST
+
+START_TEST(close_in_every_state)
+{
+    stk_loader_options o = opts(3, STK_IO_URING);
+    stk_loader *l;
+    /* never started */
+    ck_assert_int_eq(stk_loader_open(jpeg_path, &o, &l), STK_OK);
+    stk_loader_close(l);
+    stk_loader_close(NULL);
+    /* workers blocked on a full ring, the consumer never reads */
+    ck_assert_int_eq(stk_loader_open(jpeg_path, &o, &l), STK_OK);
+    stk_loader_start_epoch(l, 0);
+    usleep(100000);
+    stk_loader_close(l);
+    /* mid-epoch, holding a batch */
+    ck_assert_int_eq(stk_loader_open(jpeg_path, &o, &l), STK_OK);
+    stk_loader_start_epoch(l, 0);
+    stk_batch *b;
+    ck_assert_int_eq(stk_loader_next(l, &b), STK_OK);
+    stk_loader_close(l);
+    /* holding every buffer and asking for more: an error, not a hang */
+    ck_assert_int_eq(stk_loader_open(jpeg_path, &o, &l), STK_OK);
+    stk_loader_start_epoch(l, 0);
+    stk_batch *h1, *h2;
+    ck_assert_int_eq(stk_loader_next(l, &h1), STK_OK);
+    ck_assert_int_eq(stk_loader_next(l, &h2), STK_OK);
+    ck_assert_int_eq(stk_loader_next(l, &b), STK_ERR_INVALID_ARG);
+    ck_assert(strstr(stk_last_error(), "ring buffers are held"));
+    /* restarting an epoch while holding batches takes them back */
+    ck_assert_int_eq(stk_loader_start_epoch(l, 1), STK_OK);
+    int nb, ni;
+    epoch_hash(l, 1, &nb, &ni);
+    ck_assert_int_eq(ni, 70);
+    stk_loader_close(l);
+}
+END_TEST
+
+START_TEST(edge_sizes)
+{
+    stk_loader_options o = opts(8, STK_IO_PREAD); /* more workers than records */
+    o.batch_size = 500;                           /* batch larger than the dataset */
+    const char *small = tpath("small.stoke");
+    make_dataset(small, 5, -1);
+    stk_loader *l;
+    ck_assert_int_eq(stk_loader_open(small, &o, &l), STK_OK);
+    int nb, ni;
+    epoch_hash(l, 0, &nb, &ni);
+    ck_assert(nb == 1 && ni == 5);
+    stk_loader_close(l);
+    o.drop_last = true; /* ... and dropped: no batch at all */
+    ck_assert_int_eq(stk_loader_open(small, &o, &l), STK_OK);
+    ck_assert_uint_eq(stk_loader_batches(l), 0);
+    epoch_hash(l, 0, &nb, &ni);
+    ck_assert_int_eq(nb, 0);
+    stk_loader_close(l);
+    /* an empty dataset */
+    const char *empty = tpath("empty.stoke");
+    make_dataset(empty, 0, -1);
+    o.drop_last = false;
+    ck_assert_int_eq(stk_loader_open(empty, &o, &l), STK_OK);
+    epoch_hash(l, 0, &nb, &ni);
+    ck_assert_int_eq(nb, 0);
+    stk_loader_close(l);
+    /* options and transforms that cannot work */
+    o.transform = "resize:32";
+    ck_assert_int_eq(stk_loader_open(small, &o, &l), STK_ERR_INVALID_ARG);
+    ck_assert(strstr(stk_last_error(), "varying sizes"));
+    o.transform = "rrc:0";
+    ck_assert_int_eq(stk_loader_open(small, &o, &l), STK_ERR_INVALID_ARG);
+    o.transform = "rrc:8";
+    o.prefetch = 0;
+    ck_assert_int_eq(stk_loader_open(small, &o, &l), STK_ERR_INVALID_ARG);
+    ck_assert_int_eq(stk_loader_open(tpath("missing.stoke"), &o, &l), STK_ERR_IO);
+}
+END_TEST
+
+START_TEST(direct_io_gives_the_same_batches)
+{
+    stk_loader_options o = opts(2, STK_IO_URING);
+    stk_loader *l;
+    ck_assert_int_eq(stk_loader_open(jpeg_path, &o, &l), STK_OK);
+    int nb, ni;
+    uint64_t ref = epoch_hash(l, 0, &nb, &ni);
+    stk_loader_close(l);
+    for (int io = 0; io < 2; io++) {
+        o = opts(2, (stk_io_backend)io);
+        o.direct = true;
+        ck_assert_int_eq(stk_loader_open(jpeg_path, &o, &l), STK_OK);
+        ck_assert(epoch_hash(l, 0, &nb, &ni) == ref);
+        stk_loader_close(l);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("loader");
+    TCase *plain = tcase_create("sampler");
+    tcase_add_test(plain, sampler_is_an_exact_permutation_per_epoch);
+    tcase_add_test(plain, sampler_shards_evenly);
+    suite_add_tcase(s, plain);
+    TCase *tc = tcase_create("loader");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, batches_identical_for_any_workers_and_backend);
+    tcase_add_test(tc, labels_and_indices_follow_the_sampler);
+    tcase_add_test(tc, position_restores_the_remaining_batches);
+    tcase_add_test(tc, bad_record_skip_and_error);
+    tcase_add_test(tc, truncated_file_is_a_bad_record_not_garbage);
+    tcase_add_test(tc, close_in_every_state);
+    tcase_add_test(tc, edge_sizes);
+    tcase_add_test(tc, direct_io_gives_the_same_batches);
+    suite_add_tcase(s, tc);
+    return stk_check_run(s);
+}
