@@ -35,7 +35,8 @@ static const char help[] =
     "  --accurate-decode  accurate IDCT and upsampling instead of the fast ones\n"
     "  --images N         measure N images (default: one epoch)\n"
     "  --epochs E         measure E whole epochs\n"
-    "  --warmup N         batches before the clock starts (default 2)\n"
+    "  --warmup N         batches delivered before the clock starts (default 2); the\n"
+    "                     measured epochs then start from their beginning\n"
     "  --cold             evict the file from the page cache first (posix_fadvise\n"
     "                     DONTNEED), so the reads go to the disk\n"
     "  --no-decode        read records only: the I/O path alone\n"
@@ -179,12 +180,13 @@ static int run(int argc, char **argv)
     stk_loader_start_epoch(l, epoch);
     stk_batch *b;
     stk_status st;
-    for (int64_t i = 0; i < warmup; i++) { /* not timed */
+    for (int64_t i = 0; i < warmup; i++) { /* not timed, not counted */
         st = stk_loader_next(l, &b);
         if (st == STK_END) break;
         if (st) goto fail;
         stk_loader_release(l, b);
     }
+    if (warmup) stk_loader_start_epoch(l, epoch); /* measure whole epochs from their start */
     if (cold) { /* drop what the warmup (and earlier runs) left in the page cache */
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {

@@ -41,8 +41,8 @@ run 2 "$STOKE" info a b
 run 0 "$STOKE" --version
 expect out.txt "stoke 0."
 run 0 "$STOKE" help
-for c in pack info verify peek; do expect out.txt "  $c "; done
-for c in pack info verify peek; do
+for c in pack info verify peek bench; do expect out.txt "  $c "; done
+for c in pack info verify peek bench; do
     run 0 "$STOKE" help $c
     cp out.txt help1.txt
     run 0 "$STOKE" $c --help

@@ -1,0 +1,76 @@
+#!/bin/sh
+# stoke bench end to end: JSON, determinism across workers and I/O backends,
+# io_uring fallbacks (seccomp-like EPERM, a non-root user with a low memlock
+# limit), read-only and cold runs, usage errors.
+. "$STOKE_TESTS/cli/lib.sh"
+FX=$STOKE_FIXTURES
+run 0 "$STOKE" pack "$FX/good" good.stoke
+
+checksum() { "$PYTHON3" -c 'import json,sys; print(json.load(open(sys.argv[1]))["checksum"])' "$1"; }
+
+run 0 "$STOKE" bench --batch 4 --epochs 1 --transform rrc:32,flip --json good.stoke
+cp out.txt ref.json
+"$PYTHON3" - <<'PY' || fail "bench --json lacks keys or counts"
+import json
+d = json.load(open("ref.json"))
+for k in ("images", "seconds", "images_per_sec", "mb_per_sec", "stall_pct", "peak_rss_mb", "read_s",
+          "decode_s", "augment_s", "wait_s", "bad_records", "checksum", "workers", "batch", "io",
+          "transform"):
+    assert k in d, k
+assert d["images"] == 11 and d["bad_records"] == 0 and d["transform"] == "rrc:32,flip", d
+PY
+REF=$(checksum ref.json)
+for w in 1 2 4; do
+    for io in uring pread mmap; do
+        run 0 "$STOKE" bench --batch 4 --epochs 1 --transform rrc:32,flip --workers $w --io $io --json good.stoke
+        [ "$(checksum out.txt)" = "$REF" ] || fail "checksum differs with --workers $w --io $io"
+    done
+done
+run 0 "$STOKE" bench --batch 4 --epochs 1 --transform rrc:32,flip --direct --json good.stoke
+[ "$(checksum out.txt)" = "$REF" ] || fail "checksum differs with --direct"
+# Another seed: other crops.
+run 0 "$STOKE" bench --batch 4 --epochs 1 --transform rrc:32,flip --seed 9 --json good.stoke
+[ "$(checksum out.txt)" = "$REF" ] && fail "--seed changed nothing"
+
+# io_uring refused (as a container's seccomp profile does): one notice, same batches.
+if command -v strace >/dev/null && strace -f -o /dev/null true 2>/dev/null; then
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # LSan cannot run under ptrace
+    strace -f -o /dev/null -e inject=io_uring_setup:error=EPERM \
+        "$STOKE" bench --batch 4 --epochs 1 --transform rrc:32,flip --json good.stoke >out.txt 2>err.txt \
+        || fail "bench failed when io_uring is refused"
+    expect err.txt "io_uring cannot be set up: Operation not permitted; reading with pread instead"
+    [ "$(grep -c 'io_uring cannot' err.txt)" = 1 ] || fail "the fallback notice should be one line"
+    [ "$(checksum out.txt)" = "$REF" ] || fail "checksum differs after the fallback"
+    expect out.txt '"io": "pread"'
+fi
+# A non-root user with a small memlock limit: the ring is not locked (a
+# warning) and io_uring's buffers are not registered; the batches are the same.
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+    chmod 755 . && chmod 644 good.stoke
+    setpriv --reuid=65534 --regid=65534 --clear-groups sh -c \
+        "ulimit -l 64 && '$STOKE' bench --batch 4 --epochs 1 --transform rrc:32,flip --prefetch 64 --json good.stoke" \
+        >out.txt 2>err.txt || fail "bench failed as a non-root user with ulimit -l 64"
+    expect err.txt "cannot lock"
+    expect out.txt '"ring_locked": false'
+    [ "$(checksum out.txt)" = "$REF" ] || fail "checksum differs as a non-root user"
+fi
+
+# Read only, cold cache, simulated compute, a raw dataset with its default transform.
+run 0 "$STOKE" bench --batch 4 --epochs 2 --no-decode --cold --json good.stoke
+expect out.txt '"images": 22'
+expect out.txt '"decode": false'
+run 0 "$STOKE" bench --batch 4 --images 8 --compute-ms 2 good.stoke
+expect out.txt "stall"
+run 0 "$STOKE" pack --from idx "$FX/idx" idx.stoke
+run 0 "$STOKE" bench --batch 16 --epochs 1 idx.stoke
+expect out.txt "transform pad:4,crop:28,flip"
+expect out.txt "50 images in"
+# Usage errors and impossible settings.
+run 2 "$STOKE" bench --io floppy good.stoke
+expect err.txt "--io floppy: expected uring, pread or mmap"
+run 2 "$STOKE" bench --output f64 good.stoke
+run 2 "$STOKE" bench --transform rrc:224,blur good.stoke
+expect err.txt 'transform "blur"'
+run 2 "$STOKE" bench --images 5 --epochs 1 good.stoke
+run 1 "$STOKE" bench --batch 64 --transform rrc:8 missing.stoke
+finish
