@@ -1,6 +1,7 @@
 #include "loader/loader.h"
 
 #include "common/clock.h"
+#include "common/crc32c.h"
 #include "common/log.h"
 #include "common/thread_pool.h"
 #include "kernels/device.h"
@@ -129,6 +130,9 @@ static stk_status make_sample(worker *w, slot *s, int j, const uint8_t *bytes, s
                            0};
     uint64_t t0 = stk_clock_ns();
     st = stk_augment_apply(w->aug, &smp, l->epoch, index, &out);
+    /* The checksum is computed here, in parallel, so the consumer only
+     * combines per-sample values. */
+    if (!st && l->o.checksum) s->b.checksums[j] = stk_crc32c(0, out.data, l->sample_bytes);
     uint64_t t = stk_clock_ns() - t0;
     count(&w->decode_ns, out.decode_ns);
     count(&w->augment_ns, t - out.decode_ns);
@@ -370,7 +374,8 @@ stk_status stk_loader_open(const char *path, const stk_loader_options *opts, stk
         b->format = o->format;
         b->labels = calloc((size_t)o->batch_size, sizeof *b->labels);
         b->indices = calloc((size_t)o->batch_size, sizeof *b->indices);
-        if (!b->labels || !b->indices) {
+        b->checksums = calloc((size_t)o->batch_size, sizeof *b->checksums);
+        if (!b->labels || !b->indices || !b->checksums) {
             st = stk_error(STK_ERR_NOMEM, "out of memory");
             goto fail;
         }
@@ -421,6 +426,7 @@ void stk_loader_close(stk_loader *l)
     for (int i = 0; i < MAX_SLOTS; i++) {
         free(l->slots[i].b.labels);
         free(l->slots[i].b.indices);
+        free(l->slots[i].b.checksums);
     }
     stk_host_free_pinned(l->ring, l->ring_bytes);
     stk_sampler_deinit(&l->sampler);

@@ -73,6 +73,7 @@ typedef struct stk_loader_options {
     stk_bad_policy bad_policy;
     bool fast_decode; /* default true: fast IDCT for training (augment.h) */
     bool read_only;   /* read records, do not decode (I/O benchmark) */
+    bool checksum;    /* fill stk_batch.checksums (the workers hash each sample) */
 } stk_loader_options;
 
 stk_loader_options stk_loader_defaults(void);
@@ -83,9 +84,10 @@ typedef struct stk_batch {
     int count; /* samples in this batch (the last may be short) */
     int width, height, channels;
     stk_pixel_format format;
-    int32_t *labels;   /* count labels */
-    uint64_t *indices; /* record index of each sample (after bad-record replacement) */
-    uint64_t number;   /* batch number in the epoch */
+    int32_t *labels;     /* count labels */
+    uint64_t *indices;   /* record index of each sample (after bad-record replacement) */
+    uint32_t *checksums; /* with options.checksum: CRC-32C of each sample's pixels */
+    uint64_t number;     /* batch number in the epoch */
     uint64_t epoch;
 } stk_batch;
 

@@ -70,6 +70,7 @@ static int run(int argc, char **argv)
         OPT_NODECODE,
         OPT_COMPUTE,
         OPT_SEED,
+        OPT_DEPTH,
         OPT_JSON
     };
     static const struct option longopts[] = {{"batch", required_argument, 0, OPT_BATCH},
@@ -88,6 +89,7 @@ static int run(int argc, char **argv)
                                              {"compute-ms", required_argument, 0, OPT_COMPUTE},
                                              {"seed", required_argument, 0, OPT_SEED},
                                              {"json", no_argument, 0, OPT_JSON},
+                                             {"io-depth", required_argument, 0, OPT_DEPTH},
                                              {0, 0, 0, 0}};
     stk_loader_options o = stk_loader_defaults();
     int64_t v, images = 0, epochs = 0, warmup = 2;
@@ -154,12 +156,17 @@ static int run(int argc, char **argv)
             o.seed = (uint64_t)v;
             break;
         case OPT_JSON: json = true; break;
+        case OPT_DEPTH:
+            if (!stk_cli_int("bench", "--io-depth", optarg, 1, 4096, &v)) return STK_EXIT_USAGE;
+            o.io_depth = (int)v;
+            break;
         default: return stk_cli_usage("bench", "unknown option '%s'", argv[optind - 1]);
         }
     }
     if (argc - optind != 1) return stk_cli_usage("bench", "expected one DATA.stoke");
     if (images && epochs) return stk_cli_usage("bench", "--images and --epochs do not go together");
     const char *path = argv[optind];
+    o.checksum = true;
     stk_loader *l;
     if (stk_loader_open(path, &o, &l) != STK_OK) {
         if (stk_last_error()[0] == 't') /* a bad transform is a usage error */
