@@ -22,6 +22,7 @@ typedef enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD } slot_
  * its samples. */
 typedef struct slot {
     slot_state state;
+    const stk_sampler *sampler; /* the order of the slot's epoch */
     int chunks, next_chunk, done_chunks;
     stk_status status; /* the first failing sample's, in sample order */
     int error_sample;
@@ -45,7 +46,8 @@ struct stk_loader {
     stk_dataset *ds;
     stk_loader_options o;
     char transform[256];
-    stk_sampler sampler;
+    stk_sampler samplers[2]; /* the current epoch's order and the next one's */
+    stk_sampler *cur, *ahead;
     int out_w, out_h, channels;
     size_t sample_bytes, row_bytes;
     void *ring;
@@ -67,7 +69,9 @@ struct stk_loader {
     bool failed;  /* a batch failed: stop issuing */
     uint64_t gen; /* bumped by start_epoch/restore: older chunks are dropped */
     uint64_t epoch, next_issue, next_deliver;
-    int active; /* chunks being processed */
+    bool ahead_ready;     /* ahead holds epoch + 1: workers may start on it */
+    uint64_t ahead_issue; /* batches of epoch + 1 already started */
+    int active;           /* chunks being processed */
     uint64_t images;
     double wait_s;
 };
@@ -129,7 +133,7 @@ static stk_status make_sample(worker *w, slot *s, int j, const uint8_t *bytes, s
                            0,
                            0};
     uint64_t t0 = stk_clock_ns();
-    st = stk_augment_apply(w->aug, &smp, l->epoch, index, &out);
+    st = stk_augment_apply(w->aug, &smp, s->b.epoch, index, &out);
     /* The checksum is computed here, in parallel, so the consumer only
      * combines per-sample values. */
     if (!st && l->o.checksum) s->b.checksums[j] = stk_crc32c(0, out.data, l->sample_bytes);
@@ -178,9 +182,9 @@ static void handle_bad(worker *w, slot *s, int j, uint64_t k, uint64_t index, st
     }
     stk_log_warn("%s; replaced by the next record of the epoch", msg);
     count(&w->bad, 1);
-    uint64_t n = stk_dataset_count(l->ds), pos = stk_sampler_position(&l->sampler, k);
+    uint64_t n = stk_dataset_count(l->ds), pos = stk_sampler_position(s->sampler, k);
     for (uint64_t t = 1; t < n; t++) {
-        uint64_t idx = l->sampler.perm[(pos + t) % n];
+        uint64_t idx = s->sampler->perm[(pos + t) % n];
         size_t got = 0;
         uint64_t t0 = stk_clock_ns();
         st = stk_dataset_pread(l->ds, idx, w->spare, stk_dataset_max_record_bytes(l->ds), &got);
@@ -209,7 +213,7 @@ static void process_chunk(worker *w, slot *s, int chunk)
     uint64_t k0 = s->b.number * (uint64_t)l->o.batch_size;
     int n = j1 - j0;
     for (int j = 0; j < n; j++)
-        w->reqs[j].index = stk_sampler_index(&l->sampler, k0 + (uint64_t)(j0 + j));
+        w->reqs[j].index = stk_sampler_index(s->sampler, k0 + (uint64_t)(j0 + j));
     uint64_t t0 = stk_clock_ns();
     uint64_t bytes = 0;
     stk_record_reader_read(w->reader, w->reqs, n, &bytes);
@@ -231,24 +235,38 @@ static void process_chunk(worker *w, slot *s, int chunk)
     }
 }
 
-/* The lowest batch with a chunk left, or a new batch in a free slot. */
+static bool before(const stk_batch *a, const stk_batch *b)
+{
+    return a->epoch < b->epoch || (a->epoch == b->epoch && a->number < b->number);
+}
+
+/* The earliest batch with a chunk left, or a new batch in a free slot: of
+ * this epoch while it has some left, else of the next epoch, so that the
+ * ring is full when the next epoch starts. */
 static slot *pick(stk_loader *l, int *chunk)
 {
     slot *best = NULL;
     for (int i = 0; i < l->nslots; i++) {
         slot *s = &l->slots[i];
         if (s->state == SLOT_FILLING && s->next_chunk < s->chunks &&
-            (!best || s->b.number < best->b.number))
+            (!best || before(&s->b, &best->b)))
             best = s;
     }
-    if (!best && !l->failed && l->next_issue < l->sampler.batches) {
-        for (int i = 0; i < l->nslots && !best; i++)
+    if (!best && !l->failed) {
+        const stk_sampler *smp = NULL;
+        uint64_t *issue = NULL, epoch = l->epoch;
+        if (l->next_issue < l->cur->batches)
+            smp = l->cur, issue = &l->next_issue;
+        else if (l->ahead_ready && l->ahead_issue < l->ahead->batches)
+            smp = l->ahead, issue = &l->ahead_issue, epoch = l->epoch + 1;
+        for (int i = 0; smp && i < l->nslots && !best; i++)
             if (l->slots[i].state == SLOT_FREE) best = &l->slots[i];
         if (best) {
             best->state = SLOT_FILLING;
-            best->b.number = l->next_issue++;
-            best->b.epoch = l->epoch;
-            best->b.count = stk_sampler_batch_len(&l->sampler, best->b.number);
+            best->sampler = smp;
+            best->b.number = (*issue)++;
+            best->b.epoch = epoch;
+            best->b.count = stk_sampler_batch_len(smp, best->b.number);
             best->chunks = (best->b.count + l->chunk_size - 1) / l->chunk_size;
             best->next_chunk = best->done_chunks = 0;
             best->status = STK_OK;
@@ -361,7 +379,11 @@ stk_status stk_loader_open(const char *path, const stk_loader_options *opts, stk
                               .rank = o->rank,
                               .world = o->world,
                               .drop_uneven = o->drop_uneven};
-    if ((st = stk_sampler_init(&l->sampler, &so))) goto fail;
+    if ((st = stk_sampler_init(&l->samplers[0], &so)) ||
+        (st = stk_sampler_init(&l->samplers[1], &so)))
+        goto fail;
+    l->cur = &l->samplers[0];
+    l->ahead = &l->samplers[1];
     /* The ring: prefetch batches of pinned memory. */
     l->nslots = o->prefetch;
     l->ring_bytes = (size_t)l->nslots * (size_t)o->batch_size * l->sample_bytes;
@@ -429,7 +451,8 @@ void stk_loader_close(stk_loader *l)
         free(l->slots[i].b.checksums);
     }
     stk_host_free_pinned(l->ring, l->ring_bytes);
-    stk_sampler_deinit(&l->sampler);
+    stk_sampler_deinit(&l->samplers[0]);
+    stk_sampler_deinit(&l->samplers[1]);
     stk_dataset_close(l->ds);
     pthread_cond_destroy(&l->work_cv);
     pthread_cond_destroy(&l->done_cv);
@@ -463,10 +486,26 @@ static void reset_stats(stk_loader *l)
     l->wait_s = 0;
 }
 
+/* Compute the order of the next epoch and let the workers start on it.
+ * Lock not held: no worker touches `ahead` while ahead_ready is false. */
+static void prepare_ahead(stk_loader *l, uint64_t epoch)
+{
+    stk_sampler_epoch(l->ahead, epoch + 1);
+    pthread_mutex_lock(&l->lock);
+    if (l->epoch == epoch && l->running) {
+        l->ahead_ready = true;
+        l->ahead_issue = 0;
+        pthread_cond_broadcast(&l->work_cv);
+    }
+    pthread_mutex_unlock(&l->lock);
+}
+
+/* Start `epoch` at batch `cursor` from scratch. Lock held. */
 static void begin(stk_loader *l, uint64_t epoch, uint64_t cursor)
 {
     quiesce(l);
-    stk_sampler_epoch(&l->sampler, epoch);
+    l->ahead_ready = false;
+    stk_sampler_epoch(l->cur, epoch);
     l->epoch = epoch;
     l->next_issue = l->next_deliver = cursor;
     reset_stats(l);
@@ -477,8 +516,23 @@ static void begin(stk_loader *l, uint64_t epoch, uint64_t cursor)
 stk_status stk_loader_start_epoch(stk_loader *l, uint64_t epoch)
 {
     pthread_mutex_lock(&l->lock);
-    begin(l, epoch, 0);
+    if (l->running && !l->failed && l->ahead_ready && epoch == l->epoch + 1 &&
+        l->next_deliver >= l->cur->batches) {
+        /* The usual case: the previous epoch was read to its end and the
+         * workers have started on this one; keep their batches. */
+        stk_sampler *t = l->cur;
+        l->cur = l->ahead;
+        l->ahead = t; /* no chunk of the finished epoch is in flight: all were delivered */
+        l->epoch = epoch;
+        l->next_issue = l->ahead_issue;
+        l->next_deliver = 0;
+        l->ahead_ready = false;
+        reset_stats(l);
+    } else {
+        begin(l, epoch, 0);
+    }
     pthread_mutex_unlock(&l->lock);
+    prepare_ahead(l, epoch);
     return STK_OK;
 }
 
@@ -488,12 +542,13 @@ stk_status stk_loader_restore(stk_loader *l, const stk_loader_position *p)
         return stk_error(STK_ERR_INVALID_ARG,
                          "loader position has seed %" PRIu64 ", the loader %" PRIu64, p->seed,
                          l->o.seed);
-    if (p->cursor > l->sampler.batches)
+    if (p->cursor > l->cur->batches)
         return stk_error(STK_ERR_INVALID_ARG, "loader position at batch %" PRIu64 " of %" PRIu64,
-                         p->cursor, l->sampler.batches);
+                         p->cursor, l->cur->batches);
     pthread_mutex_lock(&l->lock);
     begin(l, p->epoch, p->cursor);
     pthread_mutex_unlock(&l->lock);
+    prepare_ahead(l, p->epoch);
     return STK_OK;
 }
 
@@ -511,7 +566,7 @@ stk_status stk_loader_next(stk_loader *l, stk_batch **out)
         st = stk_error(STK_ERR_INVALID_ARG, "loader: call stk_loader_start_epoch first");
         goto out;
     }
-    if (l->next_deliver >= l->sampler.batches) {
+    if (l->next_deliver >= l->cur->batches) {
         st = STK_END;
         goto out;
     }
@@ -522,7 +577,8 @@ stk_status stk_loader_next(stk_loader *l, stk_batch **out)
         for (int i = 0; i < l->nslots; i++) {
             slot *c = &l->slots[i];
             held += c->state == SLOT_HELD;
-            if (c->state == SLOT_READY && c->b.number == l->next_deliver) s = c;
+            if (c->state == SLOT_READY && c->b.epoch == l->epoch && c->b.number == l->next_deliver)
+                s = c;
         }
         if (s) break;
         if (held == l->nslots) {
@@ -540,7 +596,7 @@ stk_status stk_loader_next(stk_loader *l, stk_batch **out)
         st = stk_error(s->status, "%s", s->error);
         s->state = SLOT_FREE;
         l->failed = true; /* the epoch ends here */
-        l->next_deliver = l->sampler.batches;
+        l->next_deliver = l->cur->batches;
         pthread_cond_broadcast(&l->work_cv);
         goto out;
     }
@@ -562,7 +618,7 @@ void stk_loader_release(stk_loader *l, stk_batch *b)
     pthread_mutex_unlock(&l->lock);
 }
 
-uint64_t stk_loader_batches(const stk_loader *l) { return l->sampler.batches; }
+uint64_t stk_loader_batches(const stk_loader *l) { return l->cur->batches; }
 const stk_dataset *stk_loader_dataset(const stk_loader *l) { return l->ds; }
 
 void stk_loader_stats_get(const stk_loader *l, stk_loader_stats *s)

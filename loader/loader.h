@@ -24,7 +24,10 @@
  * `prefetch` batches at a time, one ring buffer each), reads their records
  * through the I/O backend (io_uring by default: a chunk's reads are in
  * flight together), decodes and augments each straight into its slot of the
- * pinned buffer; the consumer gets batches in order. Each sample's random
+ * pinned buffer; the consumer gets batches in order. Once every batch of an
+ * epoch has been started, the workers go on with the next epoch's first
+ * batches, so the ring is full when start_epoch(epoch + 1) comes (starting
+ * any other epoch discards them). Each sample's random
  * choices come from (seed, epoch, record index): batches are bit-identical
  * for any number of workers and any backend. Memory: the ring, per-worker
  * read buffers and decoder scratch; nothing grows across epochs.

@@ -247,6 +247,29 @@ START_TEST(batches_identical_for_any_workers_and_backend)
 }
 END_TEST
 
+/* Epoch e + 1 is started by the workers before start_epoch(e + 1) (the ring
+ * stays full across the boundary): the result equals a fresh start. */
+START_TEST(next_epoch_prefetch_matches_a_fresh_start)
+{
+    stk_loader_options o = opts(2, STK_IO_URING);
+    o.prefetch = 4;
+    stk_loader *a, *b;
+    ck_assert_int_eq(stk_loader_open(jpeg_path, &o, &a), STK_OK);
+    ck_assert_int_eq(stk_loader_open(jpeg_path, &o, &b), STK_OK);
+    int nb, ni;
+    epoch_hash(a, 0, &nb, &ni);
+    usleep(200000); /* let the workers fill the ring with epoch 1 */
+    uint64_t ahead = epoch_hash(a, 1, &nb, &ni);
+    ck_assert_int_eq(ni, 70);
+    uint64_t fresh = epoch_hash(b, 1, &nb, &ni);
+    ck_assert(ahead == fresh);
+    /* and jumping to another epoch than the next one discards the prefetched */
+    ck_assert(epoch_hash(a, 5, &nb, &ni) == epoch_hash(b, 5, &nb, &ni));
+    stk_loader_close(a);
+    stk_loader_close(b);
+}
+END_TEST
+
 START_TEST(labels_and_indices_follow_the_sampler)
 {
     stk_loader_options o = opts(2, STK_IO_PREAD);
@@ -483,6 +506,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, batches_identical_for_any_workers_and_backend);
+    tcase_add_test(tc, next_epoch_prefetch_matches_a_fresh_start);
     tcase_add_test(tc, labels_and_indices_follow_the_sampler);
     tcase_add_test(tc, position_restores_the_remaining_batches);
     tcase_add_test(tc, bad_record_skip_and_error);
