@@ -95,6 +95,10 @@ stk_status stk_record_reader_create(const stk_dataset *ds, stk_io_backend io, bo
         st = stk_error(STK_ERR_IO, "%s: cannot open: %s", stk_dataset_path(ds), strerror(errno));
         goto fail;
     }
+    /* Records are read in a shuffled order: kernel readahead around each one
+     * would read pages nobody asked for (as LMDB's MDB_NORDAHEAD avoids for
+     * the map). */
+    posix_fadvise(r->fd, 0, 0, POSIX_FADV_RANDOM);
     if (io == STK_IO_URING) {
         st = stk_uring_reader_create(r->fd, r->bufs, r->buf_size, depth, &r->uring);
         if (st) {
