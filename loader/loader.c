@@ -619,6 +619,7 @@ void stk_loader_release(stk_loader *l, stk_batch *b)
 }
 
 uint64_t stk_loader_batches(const stk_loader *l) { return l->cur->batches; }
+uint64_t stk_loader_samples(const stk_loader *l) { return l->cur->samples; }
 const stk_dataset *stk_loader_dataset(const stk_loader *l) { return l->ds; }
 
 void stk_loader_stats_get(const stk_loader *l, stk_loader_stats *s)

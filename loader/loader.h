@@ -137,6 +137,7 @@ stk_status stk_loader_restore(stk_loader *l, const stk_loader_position *p);
 
 /* Batches per epoch, output size, stats of the current epoch. */
 uint64_t stk_loader_batches(const stk_loader *l);
+uint64_t stk_loader_samples(const stk_loader *l); /* images per epoch */
 void stk_loader_stats_get(const stk_loader *l, stk_loader_stats *s);
 const stk_dataset *stk_loader_dataset(const stk_loader *l);
 

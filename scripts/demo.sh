@@ -22,6 +22,9 @@ echo "== verify =="
 "$STOKE" verify "$OUT/fmnist-train.stoke"
 "$STOKE" verify "$OUT/fmnist-test.stoke"
 echo
+echo "== bench: the loader on the training set (one epoch, the training transform) =="
+"$STOKE" bench --epochs 1 "$OUT/fmnist-train.stoke"
+echo
 echo "== peek: 16 training samples as the model will see them =="
 "$STOKE" peek --count 16 --out "$OUT/peek-train.pgm" "$OUT/fmnist-train.stoke" | head -4
 echo "..."

@@ -213,8 +213,7 @@ static int run(int argc, char **argv)
     stk_loader_stats_get(l, &s0);
     double t0 = stk_clock_sec(), compute_s = 0;
     stk_progress bar;
-    stk_progress_init(&bar, "bench",
-                      wanted ? wanted : (uint64_t)epochs * batches * (uint64_t)o.batch_size,
+    stk_progress_init(&bar, "bench", wanted ? wanted : (uint64_t)epochs * stk_loader_samples(l),
                       stderr);
     double stats_read = 0, stats_decode = 0, stats_aug = 0, stats_wait = 0;
     uint64_t stats_bytes = 0, stats_bad = 0;
@@ -273,8 +272,11 @@ static int run(int argc, char **argv)
     double rate = (double)n / secs, mbps = (double)stats_bytes / secs / 1e6;
     double stall = 100.0 * stats_wait / secs, rss_mb = (double)ru1.ru_maxrss / 1024.0;
     uint64_t checksum = (uint64_t)crc_px << 32 | crc_lab;
-    char sum[32] = "null";
-    if (!no_checksum) snprintf(sum, sizeof sum, "\"%016" PRIx64 "\"", checksum);
+    char sum[32] = "null", sum_text[32] = "off";
+    if (!no_checksum) {
+        snprintf(sum, sizeof sum, "\"%016" PRIx64 "\"", checksum);
+        snprintf(sum_text, sizeof sum_text, "%016" PRIx64, checksum);
+    }
     char tbuf[256];
     snprintf(tbuf, sizeof tbuf, "%s", o.transform ? o.transform : "");
     if (!o.transform)
@@ -306,7 +308,7 @@ static int run(int argc, char **argv)
         printf("  CPU %.0f%% (of %d cores), peak RSS %.0f MB (ring %.0f MB%s), bad records %" PRIu64
                ", checksum %s\n",
                100.0 * cpu / secs, stk_cpu_count(), rss_mb, (double)info.bytes_held / 1e6,
-               info.ring_locked ? ", locked" : "", stats_bad, sum);
+               info.ring_locked ? ", locked" : "", stats_bad, sum_text);
     }
     (void)compute_s;
     rc = STK_EXIT_OK;
