@@ -24,12 +24,15 @@ struct stk_record_reader {
     int ds_fd; /* for fstat in the mmap backend */
     int depth;
     size_t buf_size;
-    uint8_t *arena; /* depth buffers of buf_size bytes, ALIGN-aligned */
+    uint8_t *arena; /* 2 x depth buffers of buf_size bytes, ALIGN-aligned: two sets */
     uint8_t **bufs;
     stk_uring_reader *uring;
-    uint64_t *off;
+    /* Per buffer: the range read, the record's span in it, the result. */
+    uint64_t *off, *span_off;
     size_t *len;
+    uint32_t *span_len;
     int64_t *res;
+    bool *skip;
 };
 
 const char *stk_io_backend_name(stk_io_backend io)
@@ -63,17 +66,22 @@ stk_status stk_record_reader_create(const stk_dataset *ds, stk_io_backend io, bo
     /* Room for the largest record, plus alignment slack for O_DIRECT. */
     r->buf_size =
         ((size_t)stk_dataset_max_record_bytes(ds) + 2 * ALIGN + ALIGN - 1) / ALIGN * ALIGN;
-    r->bufs = calloc((size_t)depth, sizeof *r->bufs);
-    r->off = calloc((size_t)depth, sizeof *r->off);
-    r->len = calloc((size_t)depth, sizeof *r->len);
-    r->res = calloc((size_t)depth, sizeof *r->res);
-    if (posix_memalign((void **)&r->arena, ALIGN, r->buf_size * (size_t)depth)) r->arena = NULL;
-    if (!r->bufs || !r->off || !r->len || !r->res || !r->arena) {
-        st = stk_error(STK_ERR_NOMEM, "out of memory for %d read buffers of %zu bytes", depth,
+    size_t nb = 2 * (size_t)depth;
+    r->bufs = calloc(nb, sizeof *r->bufs);
+    r->off = calloc(nb, sizeof *r->off);
+    r->span_off = calloc(nb, sizeof *r->span_off);
+    r->len = calloc(nb, sizeof *r->len);
+    r->span_len = calloc(nb, sizeof *r->span_len);
+    r->res = calloc(nb, sizeof *r->res);
+    r->skip = calloc(nb, sizeof *r->skip);
+    if (posix_memalign((void **)&r->arena, ALIGN, r->buf_size * nb)) r->arena = NULL;
+    if (!r->bufs || !r->off || !r->span_off || !r->len || !r->span_len || !r->res || !r->skip ||
+        !r->arena) {
+        st = stk_error(STK_ERR_NOMEM, "out of memory for %zu read buffers of %zu bytes", nb,
                        r->buf_size);
         goto fail;
     }
-    for (int i = 0; i < depth; i++) r->bufs[i] = r->arena + (size_t)i * r->buf_size;
+    for (size_t i = 0; i < nb; i++) r->bufs[i] = r->arena + i * r->buf_size;
     r->ds_fd = -1;
     if (io == STK_IO_MMAP) {
         r->fd = r->ds_fd = open(stk_dataset_path(ds), O_RDONLY | O_CLOEXEC);
@@ -100,7 +108,7 @@ stk_status stk_record_reader_create(const stk_dataset *ds, stk_io_backend io, bo
      * the map). */
     posix_fadvise(r->fd, 0, 0, POSIX_FADV_RANDOM);
     if (io == STK_IO_URING) {
-        st = stk_uring_reader_create(r->fd, r->bufs, r->buf_size, depth, &r->uring);
+        st = stk_uring_reader_create(r->fd, r->bufs, r->buf_size, 2 * depth, &r->uring);
         if (st) {
             if (!__atomic_exchange_n(&notice_given, 1, __ATOMIC_RELAXED))
                 stk_log_warn("%s; reading with pread instead", stk_last_error());
@@ -125,8 +133,11 @@ void stk_record_reader_destroy(stk_record_reader *r)
     free(r->arena);
     free(r->bufs);
     free(r->off);
+    free(r->span_off);
     free(r->len);
+    free(r->span_len);
     free(r->res);
+    free(r->skip);
     free(r);
 }
 
@@ -156,71 +167,95 @@ static int64_t pread_full(int fd, uint8_t *buf, size_t len, uint64_t off)
     return (int64_t)got;
 }
 
-void stk_record_reader_read(stk_record_reader *r, stk_read_req *reqs, int n, uint64_t *bytes)
+void stk_record_reader_submit(stk_record_reader *r, int set, stk_read_req *reqs, int n)
 {
     if (n > r->depth) n = r->depth;
-    uint64_t total = 0;
-    uint64_t span_off[n > 0 ? n : 1];
-    uint32_t span_len[n > 0 ? n : 1];
+    int base = set ? r->depth : 0;
     for (int i = 0; i < n; i++) {
         stk_read_req *q = &reqs[i];
+        int b = base + i;
         q->status = STK_OK;
         q->error[0] = '\0';
-        if (stk_dataset_span(r->ds, q->index, &span_off[i], &span_len[i]) != STK_OK) {
+        r->skip[b] = false;
+        if (stk_dataset_span(r->ds, q->index, &r->span_off[b], &r->span_len[b]) != STK_OK) {
             fail_req(q, STK_ERR_INVALID_ARG, "%s", stk_last_error());
-            r->len[i] = 0;
+            r->skip[b] = true;
             continue;
         }
         /* O_DIRECT reads the aligned range around the record. */
-        uint64_t a = r->direct ? span_off[i] / ALIGN * ALIGN : span_off[i];
-        uint64_t end = span_off[i] + span_len[i];
+        uint64_t a = r->direct ? r->span_off[b] / ALIGN * ALIGN : r->span_off[b];
+        uint64_t end = r->span_off[b] + r->span_len[b];
         if (r->direct) end = (end + ALIGN - 1) / ALIGN * ALIGN;
-        r->off[i] = a;
-        r->len[i] = (size_t)(end - a);
+        r->off[b] = a;
+        r->len[b] = (size_t)(end - a);
     }
-    if (r->io == STK_IO_MMAP) {
-        /* Copy out of LMDB's map. A file truncated since open would raise
-         * SIGBUS on the pages past its end: check its size first. */
-        struct stat sb;
-        uint64_t size = fstat(r->ds_fd, &sb) == 0 ? (uint64_t)sb.st_size : UINT64_MAX;
-        for (int i = 0; i < n; i++) {
-            if (reqs[i].status) continue;
-            const uint8_t *p;
-            uint32_t len;
-            stk_dataset_map_view(r->ds, reqs[i].index, &p, &len);
-            if (span_off[i] + len > size) {
-                r->res[i] = size > span_off[i] ? (int64_t)(size - span_off[i]) : 0;
-                continue;
-            }
-            memcpy(r->bufs[i], p, len);
-            r->res[i] = len;
-        }
-    }
-    if (r->io == STK_IO_URING) {
-        stk_uring_reader_read(r->uring, r->off, r->len, n, r->res);
-    } else if (r->io == STK_IO_PREAD) {
-        for (int i = 0; i < n; i++)
-            if (!reqs[i].status) r->res[i] = pread_full(r->fd, r->bufs[i], r->len[i], r->off[i]);
-    }
+    if (r->io == STK_IO_URING)
+        stk_uring_reader_submit(r->uring, base, r->off + base, r->len + base, r->skip + base, n);
+}
+
+/* The mmap backend: copy out of LMDB's map. A file truncated since open would
+ * raise SIGBUS on the pages past its end: check its size first. */
+static void read_mapped(stk_record_reader *r, const stk_read_req *reqs, int base, int n)
+{
+    struct stat sb;
+    uint64_t size = fstat(r->ds_fd, &sb) == 0 ? (uint64_t)sb.st_size : UINT64_MAX;
     for (int i = 0; i < n; i++) {
-        stk_read_req *q = &reqs[i];
-        if (q->status) continue;
-        int64_t got = r->res[i];
-        if (got < 0) {
-            fail_req(q, STK_ERR_IO, "%s: read error at offset %" PRIu64 ": %s",
-                     stk_dataset_path(r->ds), r->off[i], strerror((int)-got));
+        int b = base + i;
+        if (r->skip[b]) continue;
+        if (r->span_off[b] + r->span_len[b] > size) { /* a short read */
+            r->res[b] = size > r->span_off[b] ? (int64_t)(size - r->span_off[b]) : 0;
             continue;
         }
-        uint64_t need = span_off[i] + span_len[i] - r->off[i];
+        const uint8_t *p;
+        uint32_t len;
+        stk_dataset_map_view(r->ds, reqs[i].index, &p, &len);
+        memcpy(r->bufs[b], p, len);
+        r->res[b] = len;
+    }
+}
+
+void stk_record_reader_complete(stk_record_reader *r, int set, stk_read_req *reqs, int n,
+                                uint64_t *bytes)
+{
+    if (n > r->depth) n = r->depth;
+    int base = set ? r->depth : 0;
+    if (r->io == STK_IO_URING) {
+        stk_uring_reader_wait(r->uring, base, n, r->res + base);
+    } else if (r->io == STK_IO_PREAD) {
+        for (int i = 0; i < n; i++)
+            if (!r->skip[base + i])
+                r->res[base + i] =
+                    pread_full(r->fd, r->bufs[base + i], r->len[base + i], r->off[base + i]);
+    } else {
+        read_mapped(r, reqs, base, n);
+    }
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        stk_read_req *q = &reqs[i];
+        int b = base + i;
+        if (q->status) continue;
+        int64_t got = r->res[b];
+        if (got < 0) {
+            fail_req(q, STK_ERR_IO, "%s: read error at offset %" PRIu64 ": %s",
+                     stk_dataset_path(r->ds), r->off[b], strerror((int)-got));
+            continue;
+        }
+        uint64_t need = r->span_off[b] + r->span_len[b] - r->off[b];
         if ((uint64_t)got < need) {
             fail_req(q, STK_ERR_CORRUPT,
                      "short read (%u bytes wanted at offset %" PRIu64 "): the file is truncated",
-                     span_len[i], span_off[i]);
+                     r->span_len[b], r->span_off[b]);
             continue;
         }
         total += (uint64_t)got;
-        q->data = r->bufs[i] + (span_off[i] - r->off[i]);
-        q->len = span_len[i];
+        q->data = r->bufs[b] + (r->span_off[b] - r->off[b]);
+        q->len = r->span_len[b];
     }
     if (bytes) *bytes += total;
+}
+
+void stk_record_reader_read(stk_record_reader *r, stk_read_req *reqs, int n, uint64_t *bytes)
+{
+    stk_record_reader_submit(r, 0, reqs, n);
+    stk_record_reader_complete(r, 0, reqs, n, bytes);
 }

@@ -54,16 +54,25 @@ void stk_record_reader_destroy(stk_record_reader *r);
 /* Read n <= depth records. Bytes read are added to *bytes (may be NULL). */
 void stk_record_reader_read(stk_record_reader *r, stk_read_req *reqs, int n, uint64_t *bytes);
 
+/* The same in two steps, with two sets of buffers (set 0 or 1): submit()
+ * starts the reads (io_uring; the other backends read in complete()),
+ * complete() waits for them and fills reqs. A set's requests must not be
+ * touched between the two calls; the other set can be used meanwhile. */
+void stk_record_reader_submit(stk_record_reader *r, int set, stk_read_req *reqs, int n);
+void stk_record_reader_complete(stk_record_reader *r, int set, stk_read_req *reqs, int n,
+                                uint64_t *bytes);
+
 const char *stk_io_backend_name(stk_io_backend io);
 /* "uring" / "pread" / "mmap" -> backend; -1 if unknown. */
 int stk_io_backend_parse(const char *name);
 
 /* Private to loader/: the io_uring backend (reader_uring.c). */
 typedef struct stk_uring_reader stk_uring_reader;
-stk_status stk_uring_reader_create(int fd, uint8_t *const *bufs, size_t buf_size, int depth,
+stk_status stk_uring_reader_create(int fd, uint8_t *const *bufs, size_t buf_size, int nbufs,
                                    stk_uring_reader **out);
 void stk_uring_reader_destroy(stk_uring_reader *u);
-/* Submit reads of (off[i], len[i]) into bufs[i] and wait for all; res[i] gets
- * bytes read or -errno. */
-void stk_uring_reader_read(stk_uring_reader *u, const uint64_t *off, const size_t *len, int n,
-                           int64_t *res);
+/* Start reads of (off[i], len[i]) into bufs[first + i], except where skip[i]. */
+void stk_uring_reader_submit(stk_uring_reader *u, int first, const uint64_t *off, const size_t *len,
+                             const bool *skip, int n);
+/* Wait for the reads into bufs[first .. first + n); res[i] gets bytes read or -errno. */
+void stk_uring_reader_wait(stk_uring_reader *u, int first, int n, int64_t *res);
