@@ -1,5 +1,6 @@
 /* stoke peek: look at what the model will see. */
 #include "augment/augment.h"
+#include "loader/loader.h"
 #include "storage/dataset.h"
 #include "tools/cli.h"
 #include "tools/image_write.h"
@@ -36,16 +37,6 @@ static const char help[] =
     "  -h, --help        this text\n";
 
 #define BORDER 2
-
-/* The training default for a dataset: what `stoke train` uses too. */
-static void default_spec(const stk_meta *m, char *buf, size_t size)
-{
-    if (m->encoding == STK_ENCODING_JPEG)
-        snprintf(buf, size, "rrc:224,flip");
-    else
-        snprintf(buf, size, "pad:4,crop:%u,flip",
-                 m->min_width < m->min_height ? m->min_width : m->min_height);
-}
 
 static int run(int argc, char **argv)
 {
@@ -95,7 +86,7 @@ static int run(int argc, char **argv)
     const stk_meta *m = stk_dataset_meta(ds);
     char spec_buf[128];
     if (!spec) {
-        default_spec(m, spec_buf, sizeof spec_buf);
+        stk_loader_default_transform(m, spec_buf, sizeof spec_buf);
         spec = spec_buf;
     }
     int rc = STK_EXIT_ERROR;
