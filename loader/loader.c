@@ -668,10 +668,14 @@ void stk_loader_stats_get(const stk_loader *l, stk_loader_stats *s)
     pthread_mutex_lock(&m->lock);
     for (int i = 0; i < l->nworkers; i++) {
         const worker *w = &l->workers[i];
-        s->read_s += (double)counted(&w->read_ns) * 1e-9;
-        s->decode_s += (double)counted(&w->decode_ns) * 1e-9;
-        s->augment_s += (double)counted(&w->augment_ns) * 1e-9;
-        s->bytes_read += counted(&w->bytes);
+        stk_worker_stats ws = {(double)counted(&w->read_ns) * 1e-9,
+                               (double)counted(&w->decode_ns) * 1e-9,
+                               (double)counted(&w->augment_ns) * 1e-9, counted(&w->bytes)};
+        if (i < STK_LOADER_STATS_WORKERS) s->worker[i] = ws;
+        s->read_s += ws.read_s;
+        s->decode_s += ws.decode_s;
+        s->augment_s += ws.augment_s;
+        s->bytes_read += ws.bytes_read;
         s->bad_records += counted(&w->bad);
     }
     s->images = l->images;

@@ -98,6 +98,13 @@ typedef struct stk_loader_position {
     uint64_t seed, epoch, cursor; /* cursor: batches of the epoch already delivered */
 } stk_loader_position;
 
+#define STK_LOADER_STATS_WORKERS 64 /* per-worker detail for the first 64 workers */
+
+typedef struct stk_worker_stats {
+    double read_s, decode_s, augment_s;
+    uint64_t bytes_read;
+} stk_worker_stats;
+
 typedef struct stk_loader_stats {
     uint64_t images;                    /* delivered this epoch */
     uint64_t bytes_read;                /* record bytes read */
@@ -108,6 +115,7 @@ typedef struct stk_loader_stats {
     bool ring_locked;                   /* the ring is mlock()ed */
     stk_io_backend io;                  /* backend in use (after any fallback) */
     int workers;
+    stk_worker_stats worker[STK_LOADER_STATS_WORKERS]; /* each worker's share */
 } stk_loader_stats;
 
 typedef struct stk_loader stk_loader;

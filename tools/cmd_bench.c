@@ -48,7 +48,7 @@ static const char help[] =
     "  --json             one JSON object on stdout (keys: images, seconds,\n"
     "                     images_per_sec, mb_per_sec, stall_pct, peak_rss_mb, read_s,\n"
     "                     decode_s, augment_s, wait_s, bad_records, checksum, and the\n"
-    "                     settings)\n"
+    "                     settings, per_worker [{read_s, decode_s, augment_s}])\n"
     "  -h, --help         this text\n"
     "\n"
     "checksum: a 64-bit hash of every delivered pixel, label and index in order:\n"
@@ -65,6 +65,11 @@ static void add_stats(stk_loader_stats *tot, const stk_loader *l, const stk_load
     tot->wait_s += now.wait_s - since->wait_s;
     tot->bytes_read += now.bytes_read - since->bytes_read;
     tot->bad_records += now.bad_records - since->bad_records;
+    for (int i = 0; i < now.workers && i < STK_LOADER_STATS_WORKERS; i++) {
+        tot->worker[i].read_s += now.worker[i].read_s - since->worker[i].read_s;
+        tot->worker[i].decode_s += now.worker[i].decode_s - since->worker[i].decode_s;
+        tot->worker[i].augment_s += now.worker[i].augment_s - since->worker[i].augment_s;
+    }
 }
 
 static int run(int argc, char **argv)
@@ -297,14 +302,21 @@ static int run(int argc, char **argv)
             stk_io_backend_name(info.io), o.direct ? "true" : "false", cold ? "true" : "false",
             o.read_only ? "false" : "true", compute_ms);
         stk_json_string(stdout, tbuf);
-        printf(", \"ring_locked\": %s}\n", info.ring_locked ? "true" : "false");
+        printf(", \"ring_locked\": %s, \"per_worker\": [", info.ring_locked ? "true" : "false");
+        for (int i = 0; i < o.workers && i < STK_LOADER_STATS_WORKERS; i++)
+            printf("%s{\"read_s\": %.3f, \"decode_s\": %.3f, \"augment_s\": %.3f}", i ? ", " : "",
+                   tot.worker[i].read_s, tot.worker[i].decode_s, tot.worker[i].augment_s);
+        printf("]}\n");
     } else {
         printf("%s: %" PRIu64 " images in %.2f s: %.0f images/s, %.1f MB/s read\n", path, n, secs,
                rate, mbps);
         printf("  transform %s, batch %d, %d workers, prefetch %d, io %s%s%s\n", tbuf, o.batch_size,
                o.workers, o.prefetch, stk_io_backend_name(info.io), o.direct ? " (OPT_DIRECT)" : "",
                o.read_only ? ", read only" : "");
-        printf("  worker time: read %.2f s, decode %.2f s, augment %.2f s; consumer waited %.2f s "
+        for (int i = 0; i < o.workers && i < STK_LOADER_STATS_WORKERS; i++)
+            printf("  worker %d: read %.2f s, decode %.2f s, augment %.2f s\n", i,
+                   tot.worker[i].read_s, tot.worker[i].decode_s, tot.worker[i].augment_s);
+        printf("  all workers: read %.2f s, decode %.2f s, augment %.2f s; consumer waited %.2f s "
                "(stall %.1f%%%s)\n",
                tot.read_s, tot.decode_s, tot.augment_s, tot.wait_s, stall,
                compute_ms > 0 ? " with a simulated step" : "");
