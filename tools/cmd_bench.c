@@ -191,11 +191,10 @@ static int run(int argc, char **argv)
     const char *path = argv[optind];
     o.checksum = !no_checksum;
     stk_loader *l;
-    if (stk_loader_open(path, &o, &l) != STK_OK) {
-        if (stk_last_error()[0] == 't') /* a bad transform is a usage error */
-            return stk_cli_usage("bench", "%s", stk_last_error());
-        return stk_cli_fail();
-    }
+    stk_status st = stk_loader_open(path, &o, &l);
+    if (st == STK_ERR_INVALID_ARG) /* a bad transform or setting: a usage error */
+        return stk_cli_usage("bench", "%s", stk_last_error());
+    if (st) return stk_cli_fail();
     int rc = STK_EXIT_ERROR;
     uint64_t batches = stk_loader_batches(l);
     if (batches == 0) {
@@ -209,7 +208,6 @@ static int run(int argc, char **argv)
     uint32_t crc_px = 0, crc_lab = 0;
     stk_loader_start_epoch(l, epoch);
     stk_batch *b;
-    stk_status st;
     for (int64_t i = 0; i < warmup; i++) { /* not timed, not counted */
         st = stk_loader_next(l, &b);
         if (st == STK_END) break;
