@@ -75,7 +75,7 @@ typedef struct stk_loader_options {
     int io_depth;      /* reads in flight per worker, default 32 */
     stk_bad_policy bad_policy;
     bool fast_decode; /* default true: fast IDCT for training (augment.h) */
-    bool read_only;   /* read records, do not decode (I/O benchmark) */
+    bool read_only;   /* read records only: no CRC check, no decode (I/O benchmark) */
     bool checksum;    /* fill stk_batch.checksums (the workers hash each sample) */
 } stk_loader_options;
 

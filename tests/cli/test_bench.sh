@@ -28,6 +28,12 @@ for w in 1 2 4; do
 done
 run 0 "$STOKE" bench --batch 4 --epochs 1 --transform rrc:32,flip --direct --json good.stoke
 [ "$(checksum out.txt)" = "$REF" ] || fail "checksum differs with --direct"
+# Float output (normalised CHW): runs, deterministic, other bytes than u8.
+run 0 "$STOKE" bench --batch 4 --epochs 1 --transform rrc:32,flip,norm:imagenet --output f32 --json good.stoke
+F32=$(checksum out.txt)
+[ "$F32" = "$REF" ] && fail "f32 output hashed like u8"
+run 0 "$STOKE" bench --batch 4 --epochs 1 --transform rrc:32,flip,norm:imagenet --output f32 --workers 1 --io pread --json good.stoke
+[ "$(checksum out.txt)" = "$F32" ] || fail "f32 checksum differs across workers/backends"
 # Another seed: other crops.
 run 0 "$STOKE" bench --batch 4 --epochs 1 --transform rrc:32,flip --seed 9 --json good.stoke
 [ "$(checksum out.txt)" = "$REF" ] && fail "--seed changed nothing"
