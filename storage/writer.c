@@ -31,7 +31,6 @@ struct stk_writer {
     MDB_dbi records, meta;
     size_t map_size;
     uint64_t count; /* records committed or batched */
-    uint64_t bytes;
 
     /* Pending batch: encoded records back to back. */
     uint8_t *batch;
@@ -201,13 +200,11 @@ stk_status stk_writer_put(stk_writer *w, stk_record *r)
     w->batch_len += size;
     w->batch_ends[w->batch_records++] = w->batch_len;
     w->count++;
-    w->bytes += size;
     if (w->batch_records == BATCH_RECORDS || w->batch_len >= BATCH_BYTES) return flush_batch(w);
     return STK_OK;
 }
 
 uint64_t stk_writer_count(const stk_writer *w) { return w->count; }
-uint64_t stk_writer_bytes(const stk_writer *w) { return w->bytes; }
 uint64_t stk_writer_map_bytes(const stk_writer *w) { return w->map_size; }
 
 typedef struct meta_put_ctx {

@@ -42,9 +42,6 @@ stk_status stk_writer_put(stk_writer *w, stk_record *r);
 /* Records put so far. */
 uint64_t stk_writer_count(const stk_writer *w);
 
-/* Bytes of records put so far (headers, names and payloads). */
-uint64_t stk_writer_bytes(const stk_writer *w);
-
 /* The LMDB map size now: it starts at 64 MiB and doubles when full. */
 uint64_t stk_writer_map_bytes(const stk_writer *w);
 
