@@ -124,13 +124,9 @@ static stk_status make_sample(worker *w, slot *s, int j, const uint8_t *bytes, s
     s->b.indices[j] = index;
     if (l->o.read_only) return STK_OK;
     stk_sample smp = {r.encoding, r.payload, r.payload_len, r.width, r.height, r.channels};
-    stk_augment_out out = {(uint8_t *)s->b.data + (size_t)j * l->sample_bytes,
-                           l->row_bytes,
-                           l->sample_bytes,
-                           0,
-                           0,
-                           0,
-                           0};
+    stk_augment_out out = {.data = (uint8_t *)s->b.data + (size_t)j * l->sample_bytes,
+                           .stride = l->row_bytes,
+                           .capacity = l->sample_bytes};
     uint64_t t0 = stk_clock_ns();
     st = stk_augment_apply(w->aug, &smp, s->b.epoch, index, &out);
     /* The checksum is computed here, in parallel, so the consumer only
