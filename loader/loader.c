@@ -37,7 +37,12 @@ typedef struct worker {
     stk_augment *aug;
     stk_read_req *reqs[2]; /* one request set per chunk in flight */
     uint8_t *spare;        /* a replacement record's bytes */
-    uint64_t read_ns, decode_ns, augment_ns, bytes, bad;
+    /* Counters per epoch parity (epoch & 1): the workers start the next
+     * epoch before the current one is delivered, and its work must not be
+     * counted in the current epoch's stats. */
+    struct {
+        uint64_t read_ns, decode_ns, augment_ns, bytes, bad;
+    } n[2];
     pthread_t thread;
     bool started;
 } worker;
@@ -133,8 +138,8 @@ static stk_status make_sample(worker *w, slot *s, int j, const uint8_t *bytes, s
      * combines per-sample values. */
     if (!st && l->o.checksum) s->b.checksums[j] = stk_crc32c(0, out.data, l->sample_bytes);
     uint64_t t = stk_clock_ns() - t0;
-    count(&w->decode_ns, out.decode_ns);
-    count(&w->augment_ns, t - out.decode_ns);
+    count(&w->n[s->b.epoch & 1].decode_ns, out.decode_ns);
+    count(&w->n[s->b.epoch & 1].augment_ns, t - out.decode_ns);
     return st;
 }
 
@@ -176,24 +181,24 @@ static void handle_bad(worker *w, slot *s, int j, uint64_t k, uint64_t index, st
         return;
     }
     stk_log_warn("%s; replaced by the next record of the epoch", msg);
-    count(&w->bad, 1);
+    count(&w->n[s->b.epoch & 1].bad, 1);
     uint64_t n = stk_dataset_count(l->ds), pos = stk_sampler_position(s->sampler, k);
     for (uint64_t t = 1; t < n; t++) {
         uint64_t idx = s->sampler->perm[(pos + t) % n];
         size_t got = 0;
         uint64_t t0 = stk_clock_ns();
         st = stk_dataset_pread(l->ds, idx, w->spare, stk_dataset_max_record_bytes(l->ds), &got);
-        count(&w->read_ns, stk_clock_ns() - t0);
+        count(&w->n[s->b.epoch & 1].read_ns, stk_clock_ns() - t0);
         if (st == STK_ERR_IO) {
             note_error(s, j, st, stk_last_error());
             return;
         }
         if (!st) {
-            count(&w->bytes, got);
+            count(&w->n[s->b.epoch & 1].bytes, got);
             st = make_sample(w, s, j, w->spare, got, idx);
         }
         if (!st) return;
-        count(&w->bad, 1);
+        count(&w->n[s->b.epoch & 1].bad, 1);
         stk_log_warn("record %" PRIu64 " (%s): %s; trying the next", idx,
                      record_name(w->spare, got, name, sizeof name), stk_last_error());
     }
@@ -222,7 +227,7 @@ static void start_chunk(worker *w, chunk_job *c)
         reqs[j].index = stk_sampler_index(c->s->sampler, k0 + (uint64_t)(j0 + j));
     uint64_t t0 = stk_clock_ns();
     stk_record_reader_submit(w->reader, c->set, reqs, c->n);
-    count(&w->read_ns, stk_clock_ns() - t0);
+    count(&w->n[c->s->b.epoch & 1].read_ns, stk_clock_ns() - t0);
 }
 
 /* Wait for a chunk's reads, then decode and augment its samples. */
@@ -235,8 +240,8 @@ static void finish_chunk(worker *w, chunk_job *c)
     stk_read_req *reqs = w->reqs[c->set];
     uint64_t bytes = 0, t0 = stk_clock_ns();
     stk_record_reader_complete(w->reader, c->set, reqs, c->n, &bytes);
-    count(&w->read_ns, stk_clock_ns() - t0);
-    count(&w->bytes, bytes);
+    count(&w->n[s->b.epoch & 1].read_ns, stk_clock_ns() - t0);
+    count(&w->n[s->b.epoch & 1].bytes, bytes);
     for (int j = 0; j < c->n; j++) {
         stk_read_req *q = &reqs[j];
         uint64_t k = k0 + (uint64_t)(j0 + j);
@@ -507,16 +512,20 @@ static void quiesce(stk_loader *l)
     l->failed = false;
 }
 
-static void reset_stats(stk_loader *l)
+/* Zero the counters of epoch parity `parity` (0, 1, or -1 for both) and the
+ * consumer's. */
+static void reset_stats(stk_loader *l, int parity)
 {
-    for (int i = 0; i < l->nworkers; i++) {
-        worker *w = &l->workers[i];
-        __atomic_store_n(&w->read_ns, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&w->decode_ns, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&w->augment_ns, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&w->bytes, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&w->bad, 0, __ATOMIC_RELAXED);
-    }
+    for (int i = 0; i < l->nworkers; i++)
+        for (int p = 0; p < 2; p++) {
+            if (parity >= 0 && p != parity) continue;
+            worker *w = &l->workers[i];
+            __atomic_store_n(&w->n[p].read_ns, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&w->n[p].decode_ns, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&w->n[p].augment_ns, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&w->n[p].bytes, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&w->n[p].bad, 0, __ATOMIC_RELAXED);
+        }
     l->images = 0;
     l->wait_s = 0;
 }
@@ -543,7 +552,7 @@ static void begin(stk_loader *l, uint64_t epoch, uint64_t cursor)
     stk_sampler_epoch(l->cur, epoch);
     l->epoch = epoch;
     l->next_issue = l->next_deliver = cursor;
-    reset_stats(l);
+    reset_stats(l, -1);
     l->running = true;
     pthread_cond_broadcast(&l->work_cv);
 }
@@ -562,7 +571,9 @@ stk_status stk_loader_start_epoch(stk_loader *l, uint64_t epoch)
         l->next_issue = l->ahead_issue;
         l->next_deliver = 0;
         l->ahead_ready = false;
-        reset_stats(l);
+        /* This epoch's counters already hold the work done ahead; the
+         * finished epoch's are zeroed for the one after. */
+        reset_stats(l, (int)((epoch + 1) & 1));
     } else {
         begin(l, epoch, 0);
     }
@@ -664,15 +675,16 @@ void stk_loader_stats_get(const stk_loader *l, stk_loader_stats *s)
     pthread_mutex_lock(&m->lock);
     for (int i = 0; i < l->nworkers; i++) {
         const worker *w = &l->workers[i];
-        stk_worker_stats ws = {(double)counted(&w->read_ns) * 1e-9,
-                               (double)counted(&w->decode_ns) * 1e-9,
-                               (double)counted(&w->augment_ns) * 1e-9, counted(&w->bytes)};
+        int p = (int)(l->epoch & 1);
+        stk_worker_stats ws = {
+            (double)counted(&w->n[p].read_ns) * 1e-9, (double)counted(&w->n[p].decode_ns) * 1e-9,
+            (double)counted(&w->n[p].augment_ns) * 1e-9, counted(&w->n[p].bytes)};
         if (i < STK_LOADER_STATS_WORKERS) s->worker[i] = ws;
         s->read_s += ws.read_s;
         s->decode_s += ws.decode_s;
         s->augment_s += ws.augment_s;
         s->bytes_read += ws.bytes_read;
-        s->bad_records += counted(&w->bad);
+        s->bad_records += counted(&w->n[p].bad);
     }
     s->images = l->images;
     s->wait_s = l->wait_s;
