@@ -190,6 +190,7 @@ static int run(int argc, char **argv)
     if (images && epochs) return stk_cli_usage("bench", "--images and --epochs do not go together");
     const char *path = argv[optind];
     o.checksum = !no_checksum;
+    stk_cli_catch_interrupt(); /* early: a Ctrl-C during the warmup is an interrupt too */
     stk_loader *l;
     stk_status st = stk_loader_open(path, &o, &l);
     if (st == STK_ERR_INVALID_ARG) /* a bad transform or setting: a usage error */
@@ -203,7 +204,6 @@ static int run(int argc, char **argv)
         rc = stk_cli_fail();
         goto out;
     }
-    stk_cli_catch_interrupt();
     uint64_t epoch = 0, done_epochs = 0, n = 0, wanted = images ? (uint64_t)images : 0;
     uint32_t crc_px = 0, crc_lab = 0;
     stk_loader_start_epoch(l, epoch);
