@@ -48,6 +48,12 @@ if command -v strace >/dev/null && strace -f -o /dev/null true 2>/dev/null; then
     [ "$(grep -c 'io_uring cannot' err.txt)" = 1 ] || fail "the fallback notice should be one line"
     [ "$(checksum out.txt)" = "$REF" ] || fail "checksum differs after the fallback"
     expect out.txt '"io": "pread"'
+    # ... and on a kernel without io_uring (ENOSYS).
+    strace -f -o /dev/null -e inject=io_uring_setup:error=ENOSYS \
+        "$STOKE" bench --batch 4 --epochs 1 --transform rrc:32,flip --json good.stoke >out.txt 2>err.txt \
+        || fail "bench failed without io_uring"
+    expect err.txt "io_uring cannot be set up: Function not implemented; reading with pread instead"
+    [ "$(checksum out.txt)" = "$REF" ] || fail "checksum differs without io_uring"
 fi
 # A non-root user with a small memlock limit: the ring is not locked (a
 # warning) and io_uring's buffers are not registered; the batches are the same.
