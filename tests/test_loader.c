@@ -6,6 +6,7 @@
 #include "loader/sampler.h"
 #include "storage/writer.h"
 #include "tests/check_main.h"
+#include "tests/test_tmpdir.h"
 
 #include <check.h>
 #include <fcntl.h>
@@ -15,17 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char tmp[512];
 static char jpeg_path[1024];
-
-static const char *tpath(const char *name)
-{
-    static char buf[4][1024];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmp, name);
-    return buf[k];
-}
 
 /* ---- sampler ---- */
 
@@ -171,20 +162,12 @@ static void make_dataset(const char *path, int n, int bad)
 
 static void setup(void)
 {
-    const char *base = getenv("STOKE_TEST_TMP") ? getenv("STOKE_TEST_TMP") : "/tmp";
-    mkdir(base, 0755);
-    snprintf(tmp, sizeof tmp, "%s/loader-%d", base, (int)getpid());
-    mkdir(tmp, 0755);
-    snprintf(jpeg_path, sizeof jpeg_path, "%s/photos.stoke", tmp);
+    test_tmpdir_create("loader");
+    snprintf(jpeg_path, sizeof jpeg_path, "%s", tpath("photos.stoke"));
     make_dataset(jpeg_path, 70, -1);
 }
 
-static void teardown(void)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    ck_assert_int_eq(system(cmd), 0);
-}
+static void teardown(void) { test_tmpdir_remove(); }
 
 static stk_loader_options opts(int workers, stk_io_backend io)
 {

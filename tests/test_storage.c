@@ -4,6 +4,7 @@
 #include "storage/pack.h"
 #include "storage/source.h"
 #include "storage/writer.h"
+#include "tests/test_tmpdir.h"
 
 #include "tests/check_main.h"
 
@@ -18,17 +19,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
-
-static char tmp[512];
-
-static const char *tpath(const char *name)
-{
-    static char buf[4][1024];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmp, name);
-    return buf[k];
-}
 
 static void rm_rf(const char *path)
 {
@@ -48,16 +38,9 @@ static int count_entries(const char *dir)
     return n;
 }
 
-static void setup(void)
-{
-    const char *base = getenv("STOKE_TEST_TMP") ? getenv("STOKE_TEST_TMP") : "/tmp";
-    mkdir(base, 0755);
-    snprintf(tmp, sizeof tmp, "%s/storage-%d", base, (int)getpid());
-    rm_rf(tmp);
-    mkdir(tmp, 0755);
-}
+static void setup(void) { test_tmpdir_create("storage"); }
 
-static void teardown(void) { rm_rf(tmp); }
+static void teardown(void) { test_tmpdir_remove(); }
 
 /* ---- record ---- */
 
@@ -240,13 +223,13 @@ START_TEST(writer_reader_roundtrip_index_matches_lmdb)
     const uint64_t n = 700; /* ~73 MB: more than the initial 64 MiB map, so it grows */
     write_synth(path, n, &meta);
     stk_meta_deinit(&meta);
-    ck_assert_int_eq(count_entries(tmp), 1); /* no temporary, no lock file */
+    ck_assert_int_eq(count_entries(test_tmp), 1); /* no temporary, no lock file */
 
     stk_dataset *ds;
     ck_assert_int_eq(stk_dataset_open(path, &ds), STK_OK);
     ck_assert_uint_eq(stk_dataset_count(ds), n);
     ck_assert_uint_eq(stk_dataset_meta(ds)->class_counts[1], n / 2);
-    ck_assert_int_eq(count_entries(tmp), 1); /* the reader made no lock file */
+    ck_assert_int_eq(count_entries(test_tmp), 1); /* the reader made no lock file */
     uint8_t *expect = malloc(1 << 20), *got = malloc(stk_dataset_max_record_bytes(ds));
     uint64_t *ends = calloc(n, sizeof *ends), *starts = calloc(n, sizeof *starts);
     for (uint64_t i = 0; i < n; i++) {
@@ -318,7 +301,7 @@ START_TEST(reader_refuses_truncated_and_foreign_files)
     ck_assert(strstr(stk_last_error(), "not a Stoke dataset"));
     ck_assert_int_eq(stk_dataset_open(tpath("missing.stoke"), &ds), STK_ERR_IO);
     ck_assert(strstr(stk_last_error(), "No such file"));
-    ck_assert_int_eq(stk_dataset_open(tmp, &ds), STK_ERR_FORMAT);
+    ck_assert_int_eq(stk_dataset_open(test_tmp, &ds), STK_ERR_FORMAT);
 }
 END_TEST
 
@@ -390,14 +373,14 @@ START_TEST(writer_cleans_up)
                     .payload = p,
                     .payload_len = 10};
     ck_assert_int_eq(stk_writer_put(w, &r), STK_OK);
-    ck_assert_int_eq(count_entries(tmp), 1); /* the temporary */
-    stk_writer_close(w);                     /* no finish: abandon */
-    ck_assert_int_eq(count_entries(tmp), 0);
+    ck_assert_int_eq(count_entries(test_tmp), 1); /* the temporary */
+    stk_writer_close(w);                          /* no finish: abandon */
+    ck_assert_int_eq(count_entries(test_tmp), 0);
 
     /* A temporary of a process that is gone is removed; a live one is kept. */
     char dead[1024], live[1024];
-    snprintf(dead, sizeof dead, "%s/.never.stoke.pack-2147483600", tmp);
-    snprintf(live, sizeof live, "%s/.never.stoke.pack-%d.compact", tmp, (int)getppid());
+    snprintf(dead, sizeof dead, "%s/.never.stoke.pack-2147483600", test_tmp);
+    snprintf(live, sizeof live, "%s/.never.stoke.pack-%d.compact", test_tmp, (int)getppid());
     fclose(fopen(dead, "w"));
     fclose(fopen(live, "w"));
     ck_assert_int_eq(stk_writer_remove_stale(path), 1);
@@ -662,7 +645,7 @@ START_TEST(pack_cancel_leaves_nothing)
     stk_pack_options o = {.workers = 2, .cancel = &cancel};
     stk_pack_summary sum;
     ck_assert_int_eq(stk_pack_run(s, tpath("c.stoke"), &o, &sum), STK_ERR_CANCELLED);
-    ck_assert_int_eq(count_entries(tmp), 0);
+    ck_assert_int_eq(count_entries(test_tmp), 0);
     stk_source_destroy(s);
 }
 END_TEST
