@@ -1,0 +1,39 @@
+/* Private: graph nodes, for the ops that record them. */
+#pragma once
+
+#include "engine/tensor_impl.h"
+
+/* Computes the gradients of a node's inputs from the gradient of its output:
+ * gin[i] receives a new untracked tensor of input i's shape, or stays NULL
+ * (no gradient for that input, or it does not require one). */
+typedef stk_status (*stk_backward_fn)(stk_node *n, stk_tensor *gout, stk_tensor **gin);
+
+#define NODE_MAX_SAVED 4
+
+struct stk_node {
+    const char *name; /* the op, for messages */
+    stk_backward_fn backward;
+    int n_inputs;
+    stk_tensor **inputs;               /* retained */
+    stk_tensor *saved[NODE_MAX_SAVED]; /* retained; released once backward has run */
+    int64_t iv[16];                    /* op parameters */
+    double fv[4];
+    void *ext;        /* extra op state, freed with free() */
+    stk_tensor *grad; /* accumulated gradient of the output during backward */
+    uint64_t mark;    /* traversal generation */
+    bool freed;       /* saved state released: backward cannot run again */
+};
+
+/* Record a node for `out` when grad mode is on and any input requires grad;
+ * *node is NULL otherwise (then save nothing). Retains the inputs. */
+stk_status node_attach(stk_tensor *out, const char *name, stk_backward_fn fn, int n_inputs,
+                       stk_tensor *const *inputs, stk_node **node);
+/* Keep t for the backward (retained). */
+void node_save(stk_node *n, int slot, stk_tensor *t);
+/* Whether input i needs a gradient. */
+bool node_needs_grad(const stk_node *n, int i);
+void node_release(stk_node *n);
+const char *node_name(const stk_node *n);
+
+/* gin helpers: a new untracked tensor shaped like input i. */
+stk_status node_grad_like(stk_node *n, int i, bool zero, stk_tensor **out);

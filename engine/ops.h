@@ -1,0 +1,87 @@
+/* Differentiable ops. Each takes f32 tensors (unless said), checks shapes,
+ * dtypes and devices (errors name the op and the shapes), computes on the
+ * backend of its inputs' device and records a node when an input requires
+ * grad. Results follow tensor.h's ownership rule (the step scope owns them
+ * when one is active).
+ *
+ *     stk_tensor *h, *a, *logits, *loss;
+ *     TRY(stk_linear(x, w1, b1, &h));          // x [N, 784], w1 [256, 784], b1 [256]
+ *     TRY(stk_relu(h, &a));
+ *     TRY(stk_linear(a, w2, b2, &logits));
+ *     TRY(stk_cross_entropy(logits, labels, 0.1f, &loss));   // labels: i32 [N]
+ *     TRY(stk_backward(loss, NULL, false));
+ */
+#pragma once
+
+#include "engine/tensor.h"
+
+/* Element-wise with broadcasting (NumPy/PyTorch rules). */
+stk_status stk_add(stk_tensor *a, stk_tensor *b, stk_tensor **out);
+stk_status stk_sub(stk_tensor *a, stk_tensor *b, stk_tensor **out);
+stk_status stk_mul(stk_tensor *a, stk_tensor *b, stk_tensor **out);
+stk_status stk_div(stk_tensor *a, stk_tensor *b, stk_tensor **out);
+stk_status stk_neg(stk_tensor *x, stk_tensor **out);
+stk_status stk_add_scalar(stk_tensor *x, float s, stk_tensor **out);
+stk_status stk_mul_scalar(stk_tensor *x, float s, stk_tensor **out);
+
+/* Activations. */
+stk_status stk_relu(stk_tensor *x, stk_tensor **out);
+stk_status stk_gelu(stk_tensor *x, stk_tensor **out); /* exact (erf) form */
+stk_status stk_sigmoid(stk_tensor *x, stk_tensor **out);
+stk_status stk_tanh(stk_tensor *x, stk_tensor **out);
+/* Dropout with probability p when `training` (identity otherwise). The mask
+ * is drawn from Philox(seed, stream): the same arguments, the same mask. */
+stk_status stk_dropout(stk_tensor *x, float p, bool training, uint64_t seed, uint64_t stream,
+                       stk_tensor **out);
+
+/* Reductions over `ndims` dims (keepdim keeps them as size 1); ndims = 0 means all. */
+stk_status stk_sum(stk_tensor *x, int ndims, const int *dims, bool keepdim, stk_tensor **out);
+stk_status stk_mean(stk_tensor *x, int ndims, const int *dims, bool keepdim, stk_tensor **out);
+
+/* torch.matmul: 1-D/2-D/batched with broadcast batch dims. */
+stk_status stk_matmul(stk_tensor *a, stk_tensor *b, stk_tensor **out);
+/* y = x w^T + b; x [..., in], w [out, in], b [out] or NULL. */
+stk_status stk_linear(stk_tensor *x, stk_tensor *w, stk_tensor *b, stk_tensor **out);
+
+/* Convolution: x [N, C, H, W], w [K, C/groups, R, S], b [K] or NULL. */
+typedef struct stk_conv2d_params {
+    int stride[2], padding[2], dilation[2], groups;
+} stk_conv2d_params;
+/* stride 1, no padding, dilation 1, one group */
+#define STK_CONV2D_DEFAULT ((stk_conv2d_params){{1, 1}, {0, 0}, {1, 1}, 1})
+stk_status stk_conv2d(stk_tensor *x, stk_tensor *w, stk_tensor *b, const stk_conv2d_params *p,
+                      stk_tensor **out);
+
+/* Batch norm over NCHW (or [N, C]). gamma/beta may be NULL (no affine).
+ * Training: batch statistics, running_mean/var (may be NULL) updated with
+ * `momentum` (PyTorch's convention: new = (1-m) old + m batch). Eval: the
+ * running statistics. */
+stk_status stk_batch_norm(stk_tensor *x, stk_tensor *gamma, stk_tensor *beta,
+                          stk_tensor *running_mean, stk_tensor *running_var, bool training,
+                          float momentum, float eps, stk_tensor **out);
+
+/* Pooling over NCHW (ceil_mode off). stride 0 means stride = kernel. */
+stk_status stk_max_pool2d(stk_tensor *x, int kernel, int stride, int padding, stk_tensor **out);
+stk_status stk_avg_pool2d(stk_tensor *x, int kernel, int stride, int padding,
+                          bool count_include_pad, stk_tensor **out);
+/* Adaptive average pooling to [oh, ow]; H and W must be multiples of them. */
+stk_status stk_adaptive_avg_pool2d(stk_tensor *x, int oh, int ow, stk_tensor **out);
+/* [N, C, H, W] -> [N, C] mean over H and W. */
+stk_status stk_global_avg_pool2d(stk_tensor *x, stk_tensor **out);
+
+/* Softmax / log-softmax along `dim`. */
+stk_status stk_softmax(stk_tensor *x, int dim, stk_tensor **out);
+stk_status stk_log_softmax(stk_tensor *x, int dim, stk_tensor **out);
+/* Mean cross-entropy of logits [N, C] against i32 labels [N], with label
+ * smoothing s in [0, 1) as torch.nn.functional.cross_entropy. */
+stk_status stk_cross_entropy(stk_tensor *logits, stk_tensor *labels, float smoothing,
+                             stk_tensor **out);
+/* Mean squared error (mean over every element). */
+stk_status stk_mse_loss(stk_tensor *a, stk_tensor *b, stk_tensor **out);
+
+/* Concatenate along dim (all other sizes equal). */
+stk_status stk_cat(int n, stk_tensor *const *xs, int dim, stk_tensor **out);
+
+/* The input op: u8 NHWC [N, H, W, C] pixels -> f32 NCHW, (x/255 - mean[c]) / std[c].
+ * Not differentiable (pixels are data). C <= 16. */
+stk_status stk_input_u8_nhwc(stk_tensor *x, const float *mean, const float *std, stk_tensor **out);

@@ -1,0 +1,57 @@
+/* The CPU backend's table, and the choice of backend by device. */
+#include "kernels/backend.h"
+#include "kernels/cpu_kernels.h"
+
+#include <omp.h>
+
+static const stk_backend cpu_backend = {
+    .device = STK_DEVICE_CPU,
+    .copy_strided = cpu_copy_strided,
+    .convert = cpu_convert,
+    .fill = cpu_fill,
+    .binary = cpu_binary,
+    .unary = cpu_unary,
+    .unary_backward = cpu_unary_backward,
+    .axpby = cpu_axpby,
+    .sum_to = cpu_sum_to,
+    .gemm_batched = cpu_gemm_batched,
+    .conv2d_forward = cpu_conv2d_forward,
+    .conv2d_backward_data = cpu_conv2d_backward_data,
+    .conv2d_backward_weight = cpu_conv2d_backward_weight,
+    .batch_norm_train = cpu_batch_norm_train,
+    .batch_norm_eval = cpu_batch_norm_eval,
+    .batch_norm_backward = cpu_batch_norm_backward,
+    .batch_norm_eval_backward = cpu_batch_norm_eval_backward,
+    .max_pool2d_forward = cpu_max_pool2d_forward,
+    .max_pool2d_backward = cpu_max_pool2d_backward,
+    .avg_pool2d_forward = cpu_avg_pool2d_forward,
+    .avg_pool2d_backward = cpu_avg_pool2d_backward,
+    .softmax_forward = cpu_softmax_forward,
+    .softmax_backward = cpu_softmax_backward,
+    .cross_entropy_forward = cpu_cross_entropy_forward,
+    .cross_entropy_backward = cpu_cross_entropy_backward,
+    .dropout_forward = cpu_dropout_forward,
+    .dropout_backward = cpu_dropout_backward,
+    .input_u8_nhwc = cpu_input_u8_nhwc,
+    .sgd_step = cpu_sgd_step,
+    .adam_step = cpu_adam_step,
+};
+
+stk_status stk_backend_get(stk_device dev, const stk_backend **out)
+{
+    *out = NULL;
+    if (dev == STK_DEVICE_CPU) {
+        *out = &cpu_backend;
+        return STK_OK;
+    }
+    return stk_error(STK_ERR_UNSUPPORTED, "device %s: this build has no backend for it",
+                     stk_device_name(dev));
+}
+
+void stk_cpu_set_threads(int n)
+{
+    if (n < 1) n = omp_get_num_procs();
+    omp_set_num_threads(n);
+}
+
+int stk_cpu_threads(void) { return omp_get_max_threads(); }

@@ -1,0 +1,331 @@
+/* Element-wise kernels, copies and reductions on the CPU. Inner loops run
+ * over the last (coalesced) dimension with constant strides so that the
+ * compiler vectorises them; outer rows are split across OpenMP threads. */
+#include "kernels/cpu_kernels.h"
+
+#include "common/half.h"
+
+#include <string.h>
+
+/* Merge adjacent dimensions that every operand walks contiguously
+ * (stride[i] == stride[i+1] * shape[i+1]), so a broadcast over NCHW by a
+ * [1, C, 1, 1] tensor becomes three dimensions instead of four and the inner
+ * loop is as long as possible. Returns the new rank. */
+static int coalesce(int ndim, int64_t *shape, int nops, int64_t **strides)
+{
+    if (ndim == 0) return 0;
+    int out = 0;
+    for (int i = 1; i < ndim; i++) {
+        bool merge = true;
+        for (int o = 0; o < nops; o++)
+            if (strides[o][out] != strides[o][i] * shape[i]) merge = false;
+        if (shape[i] == 1) continue; /* size-1 dims never matter */
+        if (shape[out] == 1) merge = true;
+        if (merge) {
+            for (int o = 0; o < nops; o++)
+                strides[o][out] = shape[out] == 1 ? strides[o][i] : strides[o][i];
+            shape[out] *= shape[i];
+        } else {
+            out++;
+            shape[out] = shape[i];
+            for (int o = 0; o < nops; o++) strides[o][out] = strides[o][i];
+        }
+    }
+    return out + 1;
+}
+
+/* Offsets of row `r` (all dims but the last) for each operand. */
+static void row_offsets(int ndim, const int64_t *shape, int64_t r, int nops,
+                        int64_t *const *strides, int64_t *off)
+{
+    for (int o = 0; o < nops; o++) off[o] = 0;
+    for (int d = ndim - 2; d >= 0; d--) {
+        int64_t i = r % shape[d];
+        r /= shape[d];
+        for (int o = 0; o < nops; o++) off[o] += i * strides[o][d];
+    }
+}
+
+void cpu_copy_strided(size_t elem_size, int ndim, const int64_t *shape_in, void *dst,
+                      const int64_t *dst_strides, const void *src, const int64_t *src_strides)
+{
+    int64_t shape[8], ds[8], ss[8], *st[2] = {ds, ss};
+    int64_t numel = 1;
+    for (int d = 0; d < ndim; d++) {
+        shape[d] = shape_in[d];
+        ds[d] = dst_strides[d];
+        ss[d] = src_strides[d];
+        numel *= shape[d];
+    }
+    if (numel == 0) return;
+    ndim = coalesce(ndim, shape, 2, st);
+    if (ndim == 0) {
+        memcpy(dst, src, elem_size);
+        return;
+    }
+    int64_t inner = shape[ndim - 1], rows = numel / inner;
+    int64_t di = ds[ndim - 1], si = ss[ndim - 1];
+#pragma omp parallel for if (numel > STK_OMP_MIN_WORK) schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t off[2];
+        row_offsets(ndim, shape, r, 2, st, off);
+        if (elem_size == 4) {
+            float *d = (float *)dst + off[0];
+            const float *s = (const float *)src + off[1];
+            if (di == 1 && si == 1)
+                memcpy(d, s, (size_t)inner * 4);
+            else
+                for (int64_t j = 0; j < inner; j++) d[j * di] = s[j * si];
+        } else {
+            char *d = (char *)dst + off[0] * (int64_t)elem_size;
+            const char *s = (const char *)src + off[1] * (int64_t)elem_size;
+            for (int64_t j = 0; j < inner; j++)
+                memcpy(d + j * di * (int64_t)elem_size, s + j * si * (int64_t)elem_size, elem_size);
+        }
+    }
+}
+
+static inline uint16_t f32_to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x40u); /* NaN */
+    x += 0x7FFFu + ((x >> 16) & 1u); /* round to nearest even */
+    return (uint16_t)(x >> 16);
+}
+
+static inline float bf16_to_f32(uint16_t h)
+{
+    uint32_t x = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+static float load_as_f32(stk_kdtype dt, const void *p, int64_t i)
+{
+    switch (dt) {
+    case STK_KF32: return ((const float *)p)[i];
+    case STK_KF16: return stk_f16_to_f32(((const uint16_t *)p)[i]);
+    case STK_KBF16: return bf16_to_f32(((const uint16_t *)p)[i]);
+    case STK_KI32: return (float)((const int32_t *)p)[i];
+    case STK_KU8: return (float)((const uint8_t *)p)[i];
+    }
+    return 0.f;
+}
+
+static void store_from_double(stk_kdtype dt, void *p, int64_t i, double v)
+{
+    switch (dt) {
+    case STK_KF32: ((float *)p)[i] = (float)v; break;
+    case STK_KF16: ((uint16_t *)p)[i] = stk_f32_to_f16((float)v); break;
+    case STK_KBF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
+    case STK_KI32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case STK_KU8: ((uint8_t *)p)[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v); break;
+    }
+}
+
+void cpu_convert(stk_kdtype dst_dt, void *dst, stk_kdtype src_dt, const void *src, int64_t n)
+{
+    if (dst_dt == src_dt) {
+        static const size_t size[] = {4, 2, 2, 4, 1};
+        memcpy(dst, src, (size_t)n * size[dst_dt]);
+        return;
+    }
+    /* i32 -> i32 never gets here; i32 <-> f32 through float is exact up to 2^24. */
+    if (src_dt == STK_KI32 && dst_dt != STK_KF32 && dst_dt != STK_KF16 && dst_dt != STK_KBF16) {
+        for (int64_t i = 0; i < n; i++)
+            store_from_double(dst_dt, dst, i, (double)((const int32_t *)src)[i]);
+        return;
+    }
+#pragma omp parallel for if (n > STK_OMP_MIN_WORK) schedule(static)
+    for (int64_t i = 0; i < n; i++) store_from_double(dst_dt, dst, i, load_as_f32(src_dt, src, i));
+}
+
+void cpu_fill(stk_kdtype dt, void *dst, int64_t n, double value)
+{
+    if (value == 0.0) {
+        static const size_t size[] = {4, 2, 2, 4, 1};
+        memset(dst, 0, (size_t)n * size[dt]);
+        return;
+    }
+    if (dt == STK_KF32) {
+        float v = (float)value, *d = dst;
+        for (int64_t i = 0; i < n; i++) d[i] = v;
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) store_from_double(dt, dst, i, value);
+}
+
+/* One inner row of a binary op: the op and the two inner strides are
+ * constants in each expansion so the loop vectorises. */
+#define BINARY_ROW(EXPR)                                                                           \
+    do {                                                                                           \
+        if (sa == 1 && sb == 1)                                                                    \
+            for (int64_t j = 0; j < inner; j++) {                                                  \
+                float x = pa[j], y = pb[j];                                                        \
+                po[j] = EXPR;                                                                      \
+            }                                                                                      \
+        else if (sa == 1 && sb == 0) {                                                             \
+            float y = pb[0];                                                                       \
+            for (int64_t j = 0; j < inner; j++) {                                                  \
+                float x = pa[j];                                                                   \
+                po[j] = EXPR;                                                                      \
+            }                                                                                      \
+        } else if (sa == 0 && sb == 1) {                                                           \
+            float x = pa[0];                                                                       \
+            for (int64_t j = 0; j < inner; j++) {                                                  \
+                float y = pb[j];                                                                   \
+                po[j] = EXPR;                                                                      \
+            }                                                                                      \
+        } else                                                                                     \
+            for (int64_t j = 0; j < inner; j++) {                                                  \
+                float x = pa[j * sa], y = pb[j * sb];                                              \
+                po[j] = EXPR;                                                                      \
+            }                                                                                      \
+    } while (0)
+
+void cpu_binary(stk_binary_op op, int ndim, const int64_t *shape_in, float *out, const float *a,
+                const int64_t *a_strides, const float *b, const int64_t *b_strides)
+{
+    int64_t shape[8], os[8], as[8], bs[8], *st[3] = {os, as, bs};
+    int64_t numel = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        shape[d] = shape_in[d];
+        os[d] = numel;
+        as[d] = a_strides[d];
+        bs[d] = b_strides[d];
+        numel *= shape[d];
+    }
+    if (numel == 0) return;
+    ndim = coalesce(ndim, shape, 3, st);
+    int64_t inner = ndim ? shape[ndim - 1] : 1, rows = numel / inner;
+    int64_t sa = ndim ? as[ndim - 1] : 0, sb = ndim ? bs[ndim - 1] : 0;
+#pragma omp parallel for if (numel > STK_OMP_MIN_WORK) schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t off[3] = {0, 0, 0};
+        if (ndim) row_offsets(ndim, shape, r, 3, st, off);
+        float *po = out + off[0];
+        const float *pa = a + off[1], *pb = b + off[2];
+        switch (op) {
+        case STK_BINARY_ADD: BINARY_ROW(x + y); break;
+        case STK_BINARY_SUB: BINARY_ROW(x - y); break;
+        case STK_BINARY_MUL: BINARY_ROW(x * y); break;
+        case STK_BINARY_DIV: BINARY_ROW(x / y); break;
+        }
+    }
+}
+
+void cpu_unary(stk_unary_op op, int64_t n, const float *x, float *y, float alpha)
+{
+    switch (op) { /* the common cases as plain loops that vectorise */
+    case STK_UNARY_RELU:
+#pragma omp parallel for if (n > STK_OMP_MIN_WORK) schedule(static)
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0.f ? x[i] : 0.f;
+        return;
+    case STK_UNARY_MUL_SCALAR:
+#pragma omp parallel for if (n > STK_OMP_MIN_WORK) schedule(static)
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] * alpha;
+        return;
+    default:
+#pragma omp parallel for if (n > STK_OMP_MIN_WORK / 8) schedule(static)
+        for (int64_t i = 0; i < n; i++) y[i] = stk_unary_f(op, x[i], alpha);
+    }
+}
+
+void cpu_unary_backward(stk_unary_op op, int64_t n, const float *x, const float *y, const float *gy,
+                        float *gx, float alpha)
+{
+    if (op == STK_UNARY_RELU) {
+#pragma omp parallel for if (n > STK_OMP_MIN_WORK) schedule(static)
+        for (int64_t i = 0; i < n; i++) gx[i] = x[i] > 0.f ? gy[i] : 0.f;
+        return;
+    }
+#pragma omp parallel for if (n > STK_OMP_MIN_WORK / 8) schedule(static)
+    for (int64_t i = 0; i < n; i++)
+        gx[i] = stk_unary_grad(op, x ? x[i] : 0.f, y ? y[i] : 0.f, gy[i], alpha);
+}
+
+void cpu_axpby(int64_t n, float a, const float *x, float b, float *y)
+{
+#pragma omp parallel for if (n > STK_OMP_MIN_WORK) schedule(static)
+    for (int64_t i = 0; i < n; i++) y[i] = a * x[i] + b * y[i];
+}
+
+void cpu_sum_to(int ndim, const int64_t *shape_in, const float *x, const int64_t *y_strides,
+                float *y, int64_t y_numel)
+{
+    /* Coalesce with x's contiguous strides; a dim is reduced where y's stride is 0. */
+    int64_t shape[8], xs[8], ys[8], *st[2] = {xs, ys};
+    int64_t numel = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        shape[d] = shape_in[d];
+        xs[d] = numel;
+        ys[d] = shape[d] == 1 ? 0 : y_strides[d];
+        numel *= shape[d];
+    }
+    memset(y, 0, (size_t)y_numel * sizeof *y);
+    if (numel == 0) return;
+    ndim = coalesce(ndim, shape, 2, st);
+    if (ndim == 0) {
+        y[0] = x[0];
+        return;
+    }
+    /* Group the dims into kept (y stride != 0) and reduced ones; each output
+     * element sums its reduced elements, with the output elements split
+     * across threads (no two threads write one element). */
+    int kept[8], red[8], nk = 0, nr = 0;
+    for (int d = 0; d < ndim; d++) {
+        if (ys[d])
+            kept[nk++] = d;
+        else
+            red[nr++] = d;
+    }
+    int64_t n_out = 1, n_red = 1;
+    for (int i = 0; i < nk; i++) n_out *= shape[kept[i]];
+    for (int i = 0; i < nr; i++) n_red *= shape[red[i]];
+    bool last_reduced = nr && red[nr - 1] == ndim - 1;
+    int64_t run = last_reduced ? shape[ndim - 1] : 1; /* contiguous inner run of reduced elems */
+    if (!last_reduced && nk && kept[nk - 1] == ndim - 1 && n_out > 1) {
+        /* Reduce leading/middle dims with a contiguous kept inner dim: add whole rows
+         * (vectorises), split by chunks of the inner dim across threads. */
+        int64_t inner = shape[ndim - 1], outer_rows = numel / inner;
+#pragma omp parallel for if (numel > STK_OMP_MIN_WORK) schedule(static)
+        for (int64_t j0 = 0; j0 < inner; j0 += 256) {
+            int64_t j1 = j0 + 256 < inner ? j0 + 256 : inner;
+            for (int64_t r = 0; r < outer_rows; r++) {
+                int64_t off[2];
+                row_offsets(ndim, shape, r, 2, st, off);
+                const float *px = x + off[0];
+                float *py = y + off[1];
+                for (int64_t j = j0; j < j1; j++) py[j] += px[j];
+            }
+        }
+        return;
+    }
+#pragma omp parallel for if (numel > STK_OMP_MIN_WORK) schedule(static)
+    for (int64_t o = 0; o < n_out; o++) {
+        int64_t xo = 0, yo = 0, rem = o;
+        for (int i = nk - 1; i >= 0; i--) {
+            int d = kept[i];
+            int64_t idx = rem % shape[d];
+            rem /= shape[d];
+            xo += idx * xs[d];
+            yo += idx * ys[d];
+        }
+        double acc = 0.0;
+        for (int64_t r = 0; r < n_red; r += run) {
+            int64_t xr = 0, rr = r / run;
+            for (int i = nr - 1 - (last_reduced ? 1 : 0); i >= 0; i--) {
+                int d = red[i];
+                xr += (rr % shape[d]) * xs[d];
+                rr /= shape[d];
+            }
+            const float *px = x + xo + xr;
+            float s = 0.f;
+            for (int64_t j = 0; j < run; j++) s += px[j];
+            acc += s;
+        }
+        y[yo] = (float)acc;
+    }
+}

@@ -1,0 +1,75 @@
+/* The CPU backend's kernels, one file per family (cpu_elementwise.c,
+ * cpu_gemm.c, cpu_conv.c, cpu_norm_pool.c, cpu_loss_optim.c); backend_cpu.c
+ * puts them in the stk_backend table. Signatures are the table's
+ * (kernels/backend.h documents them). */
+#pragma once
+
+#include "kernels/backend.h"
+
+void cpu_copy_strided(size_t elem_size, int ndim, const int64_t *shape, void *dst,
+                      const int64_t *dst_strides, const void *src, const int64_t *src_strides);
+void cpu_convert(stk_kdtype dst_dt, void *dst, stk_kdtype src_dt, const void *src, int64_t n);
+void cpu_fill(stk_kdtype dt, void *dst, int64_t n, double value);
+void cpu_binary(stk_binary_op op, int ndim, const int64_t *shape, float *out, const float *a,
+                const int64_t *a_strides, const float *b, const int64_t *b_strides);
+void cpu_unary(stk_unary_op op, int64_t n, const float *x, float *y, float alpha);
+void cpu_unary_backward(stk_unary_op op, int64_t n, const float *x, const float *y, const float *gy,
+                        float *gx, float alpha);
+void cpu_axpby(int64_t n, float a, const float *x, float b, float *y);
+void cpu_sum_to(int ndim, const int64_t *shape, const float *x, const int64_t *y_strides, float *y,
+                int64_t y_numel);
+
+void cpu_gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                      float alpha, const float *a, int64_t lda, int64_t stride_a, const float *b,
+                      int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
+                      int64_t stride_c);
+/* One GEMM on the calling thread only (used inside parallel regions). */
+void cpu_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+              const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+              int64_t ldc);
+
+stk_status cpu_conv2d_forward(const stk_conv2d_desc *d, const float *x, const float *w, float *y);
+stk_status cpu_conv2d_backward_data(const stk_conv2d_desc *d, const float *w, const float *gy,
+                                    float *gx);
+stk_status cpu_conv2d_backward_weight(const stk_conv2d_desc *d, const float *x, const float *gy,
+                                      float *gw);
+
+void cpu_batch_norm_train(int64_t n, int64_t c, int64_t hw, const float *x, const float *gamma,
+                          const float *beta, float *y, float *save_mean, float *save_invstd,
+                          float *running_mean, float *running_var, float momentum, float eps);
+void cpu_batch_norm_eval(int64_t n, int64_t c, int64_t hw, const float *x, const float *gamma,
+                         const float *beta, const float *running_mean, const float *running_var,
+                         float eps, float *y);
+void cpu_batch_norm_backward(int64_t n, int64_t c, int64_t hw, const float *x, const float *gamma,
+                             const float *gy, const float *save_mean, const float *save_invstd,
+                             float *gx, float *ggamma, float *gbeta);
+void cpu_batch_norm_eval_backward(int64_t n, int64_t c, int64_t hw, const float *x,
+                                  const float *gamma, const float *gy, const float *running_mean,
+                                  const float *running_var, float eps, float *gx, float *ggamma,
+                                  float *gbeta);
+void cpu_max_pool2d_forward(const stk_pool2d_desc *d, const float *x, float *y, int32_t *argmax);
+void cpu_max_pool2d_backward(const stk_pool2d_desc *d, const float *gy, const int32_t *argmax,
+                             float *gx);
+void cpu_avg_pool2d_forward(const stk_pool2d_desc *d, const float *x, float *y);
+void cpu_avg_pool2d_backward(const stk_pool2d_desc *d, const float *gy, float *gx);
+
+void cpu_softmax_forward(int64_t rows, int64_t cols, const float *x, float *y, bool log);
+void cpu_softmax_backward(int64_t rows, int64_t cols, const float *y, const float *gy, float *gx,
+                          bool log);
+stk_status cpu_cross_entropy_forward(int64_t rows, int64_t cols, const float *logits,
+                                     const int32_t *labels, float smoothing, float *logp,
+                                     float *loss);
+void cpu_cross_entropy_backward(int64_t rows, int64_t cols, const float *logp,
+                                const int32_t *labels, float smoothing, float scale, float *gx);
+void cpu_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t stream, const float *x,
+                         float *y, uint8_t *mask);
+void cpu_dropout_backward(int64_t n, float p, const uint8_t *mask, const float *gy, float *gx);
+void cpu_input_u8_nhwc(int64_t n, int64_t h, int64_t w, int64_t c, const uint8_t *x,
+                       const float *mean, const float *std, float *y);
+void cpu_sgd_step(int64_t n, float *p, const float *g, float *buf, float lr, float momentum,
+                  float dampening, float wd, bool nesterov, bool first);
+void cpu_adam_step(int64_t n, float *p, const float *g, float *m, float *v, float lr, float beta1,
+                   float beta2, float eps, float wd, bool decoupled, float bc1, float bc2);
+
+/* Parallelise a loop only when it is worth a fork/join (about 32K elements of work). */
+#define STK_OMP_MIN_WORK 32768

@@ -1,0 +1,221 @@
+/* Batch norm and pooling on the CPU: one channel (batch norm) or one plane
+ * (pooling) per loop iteration, split across OpenMP threads. Statistics are
+ * accumulated in double so that large batches keep f32 accuracy. */
+#include "kernels/cpu_kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+void cpu_batch_norm_train(int64_t n, int64_t c, int64_t hw, const float *x, const float *gamma,
+                          const float *beta, float *y, float *save_mean, float *save_invstd,
+                          float *running_mean, float *running_var, float momentum, float eps)
+{
+    int64_t m = n * hw;
+#pragma omp parallel for schedule(static)
+    for (int64_t ch = 0; ch < c; ch++) {
+        double sum = 0.0, sq = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            const float *p = x + (i * c + ch) * hw;
+            float s = 0.f;
+            for (int64_t j = 0; j < hw; j++) s += p[j];
+            sum += s;
+        }
+        double mean = sum / (double)m;
+        for (int64_t i = 0; i < n; i++) {
+            const float *p = x + (i * c + ch) * hw;
+            float s = 0.f, mf = (float)mean;
+            for (int64_t j = 0; j < hw; j++) s += (p[j] - mf) * (p[j] - mf);
+            sq += s;
+        }
+        double var = sq / (double)m;
+        float invstd = (float)(1.0 / sqrt(var + eps));
+        float scale = gamma ? gamma[ch] * invstd : invstd;
+        float shift = (beta ? beta[ch] : 0.f) - (float)mean * scale;
+        for (int64_t i = 0; i < n; i++) {
+            const float *p = x + (i * c + ch) * hw;
+            float *q = y + (i * c + ch) * hw;
+            for (int64_t j = 0; j < hw; j++) q[j] = p[j] * scale + shift;
+        }
+        save_mean[ch] = (float)mean;
+        save_invstd[ch] = invstd;
+        if (running_mean) {
+            double unbiased = m > 1 ? sq / (double)(m - 1) : var;
+            running_mean[ch] = (1.f - momentum) * running_mean[ch] + momentum * (float)mean;
+            running_var[ch] = (1.f - momentum) * running_var[ch] + momentum * (float)unbiased;
+        }
+    }
+}
+
+void cpu_batch_norm_eval(int64_t n, int64_t c, int64_t hw, const float *x, const float *gamma,
+                         const float *beta, const float *running_mean, const float *running_var,
+                         float eps, float *y)
+{
+#pragma omp parallel for schedule(static) if (n * c * hw > STK_OMP_MIN_WORK)
+    for (int64_t i = 0; i < n * c; i++) {
+        int64_t ch = i % c;
+        float invstd = 1.f / sqrtf(running_var[ch] + eps);
+        float scale = gamma ? gamma[ch] * invstd : invstd;
+        float shift = (beta ? beta[ch] : 0.f) - running_mean[ch] * scale;
+        const float *p = x + i * hw;
+        float *q = y + i * hw;
+        for (int64_t j = 0; j < hw; j++) q[j] = p[j] * scale + shift;
+    }
+}
+
+void cpu_batch_norm_backward(int64_t n, int64_t c, int64_t hw, const float *x, const float *gamma,
+                             const float *gy, const float *save_mean, const float *save_invstd,
+                             float *gx, float *ggamma, float *gbeta)
+{
+    int64_t m = n * hw;
+#pragma omp parallel for schedule(static)
+    for (int64_t ch = 0; ch < c; ch++) {
+        float mean = save_mean[ch], invstd = save_invstd[ch];
+        double sg = 0.0, sgx = 0.0; /* sum gy, sum gy * xhat */
+        for (int64_t i = 0; i < n; i++) {
+            const float *p = x + (i * c + ch) * hw, *g = gy + (i * c + ch) * hw;
+            float a = 0.f, b = 0.f;
+            for (int64_t j = 0; j < hw; j++) {
+                a += g[j];
+                b += g[j] * (p[j] - mean);
+            }
+            sg += a;
+            sgx += b;
+        }
+        sgx *= invstd;
+        if (gbeta) gbeta[ch] = (float)sg;
+        if (ggamma) ggamma[ch] = (float)sgx;
+        if (!gx) continue;
+        float gm = gamma ? gamma[ch] : 1.f;
+        /* gx = gamma * invstd * (gy - mean(gy) - xhat * mean(gy * xhat)) */
+        float k = gm * invstd, mg = (float)(sg / (double)m), mgx = (float)(sgx / (double)m);
+        for (int64_t i = 0; i < n; i++) {
+            const float *p = x + (i * c + ch) * hw, *g = gy + (i * c + ch) * hw;
+            float *q = gx + (i * c + ch) * hw;
+            for (int64_t j = 0; j < hw; j++) q[j] = k * (g[j] - mg - (p[j] - mean) * invstd * mgx);
+        }
+    }
+}
+
+void cpu_batch_norm_eval_backward(int64_t n, int64_t c, int64_t hw, const float *x,
+                                  const float *gamma, const float *gy, const float *running_mean,
+                                  const float *running_var, float eps, float *gx, float *ggamma,
+                                  float *gbeta)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t ch = 0; ch < c; ch++) {
+        float invstd = 1.f / sqrtf(running_var[ch] + eps), mean = running_mean[ch];
+        float k = (gamma ? gamma[ch] : 1.f) * invstd;
+        double sg = 0.0, sgx = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            const float *p = x + (i * c + ch) * hw, *g = gy + (i * c + ch) * hw;
+            float *q = gx ? gx + (i * c + ch) * hw : NULL;
+            for (int64_t j = 0; j < hw; j++) {
+                sg += g[j];
+                sgx += g[j] * (p[j] - mean) * invstd;
+                if (q) q[j] = g[j] * k;
+            }
+        }
+        if (gbeta) gbeta[ch] = (float)sg;
+        if (ggamma) ggamma[ch] = (float)sgx;
+    }
+}
+
+void cpu_max_pool2d_forward(const stk_pool2d_desc *d, const float *x, float *y, int32_t *argmax)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t pl = 0; pl < d->n * d->c; pl++) {
+        const float *in = x + pl * d->h * d->w;
+        float *out = y + pl * d->oh * d->ow;
+        int32_t *am = argmax + pl * d->oh * d->ow;
+        for (int64_t oy = 0; oy < d->oh; oy++)
+            for (int64_t ox = 0; ox < d->ow; ox++) {
+                int64_t y0 = oy * d->stride_h - d->pad_h, x0 = ox * d->stride_w - d->pad_w;
+                float best = -INFINITY;
+                int32_t where = -1;
+                for (int64_t ky = 0; ky < d->kh; ky++) {
+                    int64_t iy = y0 + ky;
+                    if (iy < 0 || iy >= d->h) continue;
+                    for (int64_t kx = 0; kx < d->kw; kx++) {
+                        int64_t ix = x0 + kx;
+                        if (ix < 0 || ix >= d->w) continue;
+                        float v = in[iy * d->w + ix];
+                        if (v > best || where < 0 || isnan(v)) {
+                            best = v;
+                            where = (int32_t)(iy * d->w + ix);
+                            if (isnan(v)) goto done; /* NaN propagates, as in PyTorch */
+                        }
+                    }
+                }
+            done:
+                out[oy * d->ow + ox] = best;
+                am[oy * d->ow + ox] = where;
+            }
+    }
+}
+
+void cpu_max_pool2d_backward(const stk_pool2d_desc *d, const float *gy, const int32_t *argmax,
+                             float *gx)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t pl = 0; pl < d->n * d->c; pl++) {
+        float *out = gx + pl * d->h * d->w;
+        const float *g = gy + pl * d->oh * d->ow;
+        const int32_t *am = argmax + pl * d->oh * d->ow;
+        memset(out, 0, (size_t)(d->h * d->w) * sizeof *out);
+        for (int64_t i = 0; i < d->oh * d->ow; i++)
+            if (am[i] >= 0) out[am[i]] += g[i];
+    }
+}
+
+/* torch.nn.functional.avg_pool2d's window and divisor (ceil_mode off). */
+static void avg_window(const stk_pool2d_desc *d, int64_t oy, int64_t ox, int64_t *y0, int64_t *y1,
+                       int64_t *x0, int64_t *x1, float *inv)
+{
+    int64_t hs = oy * d->stride_h - d->pad_h, ws = ox * d->stride_w - d->pad_w;
+    int64_t he = hs + d->kh < d->h + d->pad_h ? hs + d->kh : d->h + d->pad_h;
+    int64_t we = ws + d->kw < d->w + d->pad_w ? ws + d->kw : d->w + d->pad_w;
+    int64_t full = (he - hs) * (we - ws);
+    *y0 = hs < 0 ? 0 : hs;
+    *x0 = ws < 0 ? 0 : ws;
+    *y1 = he < d->h ? he : d->h;
+    *x1 = we < d->w ? we : d->w;
+    int64_t count = d->count_include_pad ? full : (*y1 - *y0) * (*x1 - *x0);
+    *inv = count > 0 ? 1.f / (float)count : 0.f;
+}
+
+void cpu_avg_pool2d_forward(const stk_pool2d_desc *d, const float *x, float *y)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t pl = 0; pl < d->n * d->c; pl++) {
+        const float *in = x + pl * d->h * d->w;
+        float *out = y + pl * d->oh * d->ow;
+        for (int64_t oy = 0; oy < d->oh; oy++)
+            for (int64_t ox = 0; ox < d->ow; ox++) {
+                int64_t y0, y1, x0, x1;
+                float inv, s = 0.f;
+                avg_window(d, oy, ox, &y0, &y1, &x0, &x1, &inv);
+                for (int64_t iy = y0; iy < y1; iy++)
+                    for (int64_t ix = x0; ix < x1; ix++) s += in[iy * d->w + ix];
+                out[oy * d->ow + ox] = s * inv;
+            }
+    }
+}
+
+void cpu_avg_pool2d_backward(const stk_pool2d_desc *d, const float *gy, float *gx)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t pl = 0; pl < d->n * d->c; pl++) {
+        float *out = gx + pl * d->h * d->w;
+        const float *g = gy + pl * d->oh * d->ow;
+        memset(out, 0, (size_t)(d->h * d->w) * sizeof *out);
+        for (int64_t oy = 0; oy < d->oh; oy++)
+            for (int64_t ox = 0; ox < d->ow; ox++) {
+                int64_t y0, y1, x0, x1;
+                float inv;
+                avg_window(d, oy, ox, &y0, &y1, &x0, &x1, &inv);
+                float v = g[oy * d->ow + ox] * inv;
+                for (int64_t iy = y0; iy < y1; iy++)
+                    for (int64_t ix = x0; ix < x1; ix++) out[iy * d->w + ix] += v;
+            }
+    }
+}

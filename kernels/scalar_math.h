@@ -1,0 +1,106 @@
+/* Plain per-element math, written once and shared by the CPU loops and the
+ * CUDA kernels (STK_HD marks the functions as host+device under nvcc), so
+ * the CPU tests check the math the GPU runs. */
+#pragma once
+
+#include <math.h>
+
+#ifdef __CUDACC__
+#define STK_HD __host__ __device__
+#else
+#define STK_HD
+#endif
+
+typedef enum stk_unary_op {
+    STK_UNARY_NEG,
+    STK_UNARY_RELU,
+    STK_UNARY_GELU, /* exact (erf) form, torch.nn.GELU() default */
+    STK_UNARY_SIGMOID,
+    STK_UNARY_TANH,
+    STK_UNARY_ADD_SCALAR, /* x + alpha */
+    STK_UNARY_MUL_SCALAR, /* x * alpha */
+} stk_unary_op;
+
+typedef enum stk_binary_op {
+    STK_BINARY_ADD,
+    STK_BINARY_SUB,
+    STK_BINARY_MUL,
+    STK_BINARY_DIV,
+} stk_binary_op;
+
+static inline STK_HD float stk_unary_f(stk_unary_op op, float x, float alpha)
+{
+    switch (op) {
+    case STK_UNARY_NEG: return -x;
+    case STK_UNARY_RELU: return x > 0.f ? x : 0.f;
+    case STK_UNARY_GELU: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+    case STK_UNARY_SIGMOID: return 1.f / (1.f + expf(-x));
+    case STK_UNARY_TANH: return tanhf(x);
+    case STK_UNARY_ADD_SCALAR: return x + alpha;
+    case STK_UNARY_MUL_SCALAR: return x * alpha;
+    }
+    return 0.f;
+}
+
+/* d(out)/d(in) * gy, given the input x and the output y of the forward. */
+static inline STK_HD float stk_unary_grad(stk_unary_op op, float x, float y, float gy, float alpha)
+{
+    switch (op) {
+    case STK_UNARY_NEG: return -gy;
+    case STK_UNARY_RELU: return x > 0.f ? gy : 0.f;
+    case STK_UNARY_GELU: {
+        float cdf = 0.5f * (1.f + erff(x * 0.70710678118654752f));
+        float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
+        return gy * (cdf + x * pdf);
+    }
+    case STK_UNARY_SIGMOID: return gy * y * (1.f - y);
+    case STK_UNARY_TANH: return gy * (1.f - y * y);
+    case STK_UNARY_ADD_SCALAR: return gy;
+    case STK_UNARY_MUL_SCALAR: return gy * alpha;
+    }
+    return 0.f;
+}
+
+static inline STK_HD float stk_binary_f(stk_binary_op op, float a, float b)
+{
+    switch (op) {
+    case STK_BINARY_ADD: return a + b;
+    case STK_BINARY_SUB: return a - b;
+    case STK_BINARY_MUL: return a * b;
+    case STK_BINARY_DIV: return a / b;
+    }
+    return 0.f;
+}
+
+/* SGD with momentum, dampening, Nesterov and (L2) weight decay, as
+ * torch.optim.SGD: one parameter element. `first` marks the first step
+ * (the momentum buffer starts as the gradient). */
+static inline STK_HD void stk_sgd_update(float *p, float g, float *buf, float lr, float momentum,
+                                         float dampening, float wd, int nesterov, int first)
+{
+    if (wd != 0.f) g += wd * *p;
+    if (momentum != 0.f) {
+        float b = first ? g : momentum * *buf + (1.f - dampening) * g;
+        *buf = b;
+        g = nesterov ? g + momentum * b : b;
+    }
+    *p -= lr * g;
+}
+
+/* Adam / AdamW (decoupled = 1), as torch.optim.Adam(W): one element.
+ * bc1 = 1 - beta1^t, bc2 = 1 - beta2^t. */
+static inline STK_HD void stk_adam_update(float *p, float g, float *m, float *v, float lr,
+                                          float beta1, float beta2, float eps, float wd,
+                                          int decoupled, float bc1, float bc2)
+{
+    if (wd != 0.f) {
+        if (decoupled)
+            *p *= 1.f - lr * wd;
+        else
+            g += wd * *p;
+    }
+    *m = beta1 * *m + (1.f - beta1) * g;
+    *v = beta2 * *v + (1.f - beta2) * g * g;
+    float denom = sqrtf(*v) / sqrtf(bc2) + eps;
+    *p -= lr / bc1 * *m / denom;
+}
