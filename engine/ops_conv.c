@@ -1,0 +1,126 @@
+/* conv2d (stride, padding, dilation, groups, optional bias). */
+#include "engine/autograd.h"
+#include "engine/ops.h"
+#include "engine/ops_impl.h"
+
+#include <stdlib.h>
+
+static void desc_from(const stk_tensor *x, const stk_tensor *w, const stk_conv2d_params *p,
+                      stk_conv2d_desc *d)
+{
+    d->n = x->shape[0];
+    d->c = x->shape[1];
+    d->h = x->shape[2];
+    d->w = x->shape[3];
+    d->k = w->shape[0];
+    d->r = w->shape[2];
+    d->s = w->shape[3];
+    d->stride_h = p->stride[0];
+    d->stride_w = p->stride[1];
+    d->pad_h = p->padding[0];
+    d->pad_w = p->padding[1];
+    d->dil_h = p->dilation[0];
+    d->dil_w = p->dilation[1];
+    d->groups = p->groups;
+    d->oh = (d->h + 2 * d->pad_h - d->dil_h * (d->r - 1) - 1) / d->stride_h + 1;
+    d->ow = (d->w + 2 * d->pad_w - d->dil_w * (d->s - 1) - 1) / d->stride_w + 1;
+}
+
+static stk_status conv_backward(stk_node *n, stk_tensor *g, stk_tensor **gin)
+{
+    stk_tensor *x = n->saved[0], *w = n->saved[1];
+    stk_conv2d_desc *d = n->ext;
+    const stk_backend *be;
+    stk_status st = backend_of(g, &be);
+    if (st != STK_OK) return st;
+    if (node_needs_grad(n, 0)) {
+        if ((st = node_grad_like(n, 0, false, &gin[0])) != STK_OK) return st;
+        if ((st = be->conv2d_backward_data(d, tensor_f32(w), tensor_f32(g), tensor_f32(gin[0]))) !=
+            STK_OK)
+            return st;
+    }
+    if (node_needs_grad(n, 1)) {
+        if ((st = node_grad_like(n, 1, false, &gin[1])) != STK_OK) return st;
+        if ((st = be->conv2d_backward_weight(d, tensor_f32(x), tensor_f32(g),
+                                             tensor_f32(gin[1]))) != STK_OK)
+            return st;
+    }
+    if (n->n_inputs > 2 && node_needs_grad(n, 2)) { /* sum over N, H, W */
+        if ((st = node_grad_like(n, 2, false, &gin[2])) != STK_OK) return st;
+        int64_t ys[4] = {0, 1, 0, 0};
+        be->sum_to(4, g->shape, tensor_f32(g), ys, tensor_f32(gin[2]), d->k);
+    }
+    return STK_OK;
+}
+
+stk_status stk_conv2d(stk_tensor *x, stk_tensor *w, stk_tensor *b, const stk_conv2d_params *pp,
+                      stk_tensor **out)
+{
+    stk_conv2d_params p = pp ? *pp : STK_CONV2D_DEFAULT;
+    stk_status st;
+    if ((st = check_f32("conv2d", x, "the input")) != STK_OK) return st;
+    if ((st = check_f32("conv2d", w, "the weight")) != STK_OK) return st;
+    if ((st = check_same_device("conv2d", x, w)) != STK_OK) return st;
+    char xs[128];
+    snprintf(xs, sizeof xs, "%s", stk_tensor_shape_str(x));
+    if (x->ndim != 4 || w->ndim != 4)
+        return stk_error(STK_ERR_INVALID_ARG, "conv2d: input %s and weight %s must be 4-D", xs,
+                         stk_tensor_shape_str(w));
+    if (p.groups < 1 || p.stride[0] < 1 || p.stride[1] < 1 || p.dilation[0] < 1 ||
+        p.dilation[1] < 1 || p.padding[0] < 0 || p.padding[1] < 0)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "conv2d: stride and dilation must be >= 1, padding >= 0, groups >= 1");
+    if (x->shape[1] % p.groups || w->shape[0] % p.groups || w->shape[1] * p.groups != x->shape[1])
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "conv2d: input %s and weight %s do not match with %d groups", xs,
+                         stk_tensor_shape_str(w), p.groups);
+    stk_conv2d_desc *d = malloc(sizeof *d);
+    if (!d) return stk_error(STK_ERR_NOMEM, "conv2d: no memory");
+    desc_from(x, w, &p, d);
+    if (d->oh < 1 || d->ow < 1) {
+        free(d);
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "conv2d: kernel %s is larger than the padded input %s",
+                         stk_tensor_shape_str(w), xs);
+    }
+    if (b && (b->ndim != 1 || b->shape[0] != d->k || b->dtype != STK_F32)) {
+        long long k = (long long)d->k;
+        free(d);
+        return stk_error(STK_ERR_INVALID_ARG, "conv2d: bias %s must be f32 [%lld]",
+                         stk_tensor_shape_str(b), k);
+    }
+    const stk_backend *be;
+    stk_tensor *xc = NULL, *wc = NULL, *y = NULL;
+    if ((st = backend_of(x, &be)) != STK_OK) goto fail;
+    if ((st = tensor_contiguous_raw(x, &xc)) != STK_OK) goto fail;
+    if ((st = tensor_contiguous_raw(w, &wc)) != STK_OK) goto fail;
+    int64_t shape[4] = {d->n, d->k, d->oh, d->ow};
+    if ((st = tensor_new(x->storage->device, STK_F32, 4, shape, false, &y)) != STK_OK) goto fail;
+    if ((st = be->conv2d_forward(d, tensor_f32(xc), tensor_f32(wc), tensor_f32(y))) != STK_OK)
+        goto fail;
+    if (b) {
+        int64_t ys[4] = {d->k * d->oh * d->ow, d->oh * d->ow, d->ow, 1},
+                bs[4] = {0, b->strides[0], 0, 0};
+        be->binary(STK_BINARY_ADD, 4, shape, tensor_f32(y), tensor_f32(y), ys, tensor_f32(b), bs);
+    }
+    stk_tensor *in[3] = {x, w, b};
+    stk_node *n;
+    if ((st = node_attach(y, "conv2d", conv_backward, b ? 3 : 2, in, &n)) != STK_OK) goto fail;
+    if (n) {
+        node_save(n, 0, xc);
+        node_save(n, 1, wc);
+        n->ext = d;
+        d = NULL;
+    }
+    free(d);
+    stk_tensor_release(xc);
+    stk_tensor_release(wc);
+    *out = tensor_track(y);
+    return STK_OK;
+fail:
+    free(d);
+    stk_tensor_release(xc);
+    stk_tensor_release(wc);
+    stk_tensor_release(y);
+    return st;
+}

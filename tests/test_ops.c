@@ -1,0 +1,437 @@
+/* Engine ops beyond the element-wise ones: conv2d, batch norm, pooling,
+ * softmax, losses, cat, dropout and the input op — values against direct
+ * reference loops and gradients against finite differences
+ * (engine_testlib.h explains the tolerances). */
+#include "check_main.h"
+#include "engine/tensor_impl.h"
+#include "engine_testlib.h"
+
+#include <stdio.h>
+
+/* ---- conv2d --------------------------------------------------------------- */
+
+typedef struct conv_case {
+    int64_t x[4], w[4];
+    stk_conv2d_params p;
+    bool bias;
+} conv_case;
+
+static stk_status f_conv(stk_tensor **in, void *c, stk_tensor **o)
+{
+    conv_case *cc = c;
+    return stk_conv2d(in[0], in[1], cc->bias ? in[2] : NULL, &cc->p, o);
+}
+
+/* Direct 7-loop convolution in double. */
+static void conv_reference(const conv_case *cc, const float *x, const float *w, const float *b,
+                           int64_t oh, int64_t ow, double *y)
+{
+    int64_t N = cc->x[0], C = cc->x[1], H = cc->x[2], W = cc->x[3], K = cc->w[0], R = cc->w[2],
+            S = cc->w[3];
+    int g = cc->p.groups;
+    int64_t cg = C / g, kg = K / g;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t oy = 0; oy < oh; oy++)
+                for (int64_t ox = 0; ox < ow; ox++) {
+                    double s = b ? b[k] : 0.0;
+                    int64_t gi = k / kg;
+                    for (int64_t c = 0; c < cg; c++)
+                        for (int64_t r = 0; r < R; r++)
+                            for (int64_t q = 0; q < S; q++) {
+                                int64_t iy =
+                                    oy * cc->p.stride[0] - cc->p.padding[0] + r * cc->p.dilation[0];
+                                int64_t ix =
+                                    ox * cc->p.stride[1] - cc->p.padding[1] + q * cc->p.dilation[1];
+                                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                                s += (double)x[((n * C + gi * cg + c) * H + iy) * W + ix] *
+                                     w[((k * cg + c) * R + r) * S + q];
+                            }
+                    y[((n * K + k) * oh + oy) * ow + ox] = s;
+                }
+}
+
+START_TEST(test_conv2d)
+{
+    conv_case cases[] = {
+        {{2, 3, 6, 5}, {4, 3, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}, false},
+        {{2, 4, 7, 7}, {6, 2, 3, 3}, {{2, 2}, {1, 1}, {1, 1}, 2}, true},
+        {{1, 2, 8, 8}, {3, 2, 3, 2}, {{1, 2}, {2, 0}, {2, 1}, 1}, true},
+        {{2, 5, 4, 4}, {3, 5, 1, 1}, {{1, 1}, {0, 0}, {1, 1}, 1}, false}, /* pointwise */
+        {{2, 4, 5, 5}, {4, 1, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 4}, true},  /* depthwise */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        conv_case *cc = &cases[i];
+        int64_t bs[1] = {cc->w[0]};
+        stk_tensor *in[3] = {rand_tensor(100 + i, 4, cc->x, -1, 1),
+                             rand_tensor(200 + i, 4, cc->w, -1, 1),
+                             rand_tensor(300 + i, 1, bs, -1, 1)};
+        stk_tensor *y;
+        ck_assert_int_eq(f_conv(in, cc, &y), STK_OK);
+        int64_t oh = stk_tensor_dim(y, 2), ow = stk_tensor_dim(y, 3);
+        double *ref = malloc(sizeof(double) * (size_t)stk_tensor_numel(y));
+        conv_reference(cc, stk_tensor_data(in[0]), stk_tensor_data(in[1]),
+                       cc->bias ? stk_tensor_data(in[2]) : NULL, oh, ow, ref);
+        float *v = host_f32(y);
+        for (int64_t j = 0; j < stk_tensor_numel(y); j++)
+            ck_assert_msg(fabs(v[j] - ref[j]) < 1e-4, "conv case %zu element %lld: %g vs %g", i,
+                          (long long)j, v[j], ref[j]);
+        free(v);
+        free(ref);
+        stk_tensor_release(y);
+        for (int k = 0; k < 3; k++) stk_tensor_set_requires_grad(in[k], true);
+        char name[32];
+        snprintf(name, sizeof name, "conv2d case %zu", i);
+        gradcheck(name, f_conv, cc->bias ? 3 : 2, in, cc, 1e-2, 1e-2);
+        for (int k = 0; k < 3; k++) stk_tensor_release(in[k]);
+    }
+    /* errors name the shapes */
+    int64_t sx[4] = {1, 3, 4, 4}, sw[4] = {2, 2, 3, 3};
+    stk_tensor *x = rand_tensor(1, 4, sx, 0, 1), *w = rand_tensor(2, 4, sw, 0, 1), *y;
+    ck_assert_int_eq(stk_conv2d(x, w, NULL, NULL, &y), STK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), "[1, 3, 4, 4]"));
+    stk_tensor_release(x);
+    stk_tensor_release(w);
+}
+END_TEST
+
+/* ---- batch norm ----------------------------------------------------------- */
+
+typedef struct bn_ctx {
+    bool training;
+    stk_tensor *rm, *rv;
+} bn_ctx;
+
+static stk_status f_bn(stk_tensor **in, void *c, stk_tensor **o)
+{
+    bn_ctx *b = c;
+    /* running stats are updated in training: gradcheck's repeated forwards
+     * must not change the eval-mode result, so eval uses fixed statistics */
+    return stk_batch_norm(in[0], in[1], in[2], b->training ? NULL : b->rm,
+                          b->training ? NULL : b->rv, b->training, 0.1f, 1e-5f, o);
+}
+
+START_TEST(test_batch_norm)
+{
+    int64_t sx[4] = {3, 2, 3, 2}, sc[1] = {2};
+    stk_tensor *in[3] = {rand_tensor(1, 4, sx, -2, 2), rand_tensor(2, 1, sc, 0.5f, 1.5f),
+                         rand_tensor(3, 1, sc, -1, 1)};
+    stk_tensor *rm, *rv, *y;
+    float zeros[2] = {0, 0}, ones[2] = {1, 1};
+    ck_assert_int_eq(stk_tensor_from_host(STK_F32, 1, sc, zeros, &rm), STK_OK);
+    ck_assert_int_eq(stk_tensor_from_host(STK_F32, 1, sc, ones, &rv), STK_OK);
+    /* training values: per channel, mean 0 and biased variance 1 before the affine */
+    ck_assert_int_eq(stk_batch_norm(in[0], NULL, NULL, rm, rv, true, 0.1f, 1e-5f, &y), STK_OK);
+    float *x = host_f32(in[0]), *v = host_f32(y), *m = host_f32(rm), *var = host_f32(rv);
+    for (int c = 0; c < 2; c++) {
+        double s = 0, sq = 0, xs = 0, xsq = 0;
+        for (int n = 0; n < 3; n++)
+            for (int j = 0; j < 6; j++) {
+                double a = v[(n * 2 + c) * 6 + j], b = x[(n * 2 + c) * 6 + j];
+                s += a;
+                sq += a * a;
+                xs += b;
+                xsq += b * b;
+            }
+        ck_assert_double_eq_tol(s / 18, 0.0, 1e-5);
+        ck_assert_double_eq_tol(sq / 18, 1.0, 1e-3);
+        double mean = xs / 18, unbiased = (xsq - 18 * mean * mean) / 17;
+        ck_assert_double_eq_tol(m[c], 0.1 * mean, 1e-5);             /* momentum 0.1 from 0 */
+        ck_assert_double_eq_tol(var[c], 0.9 + 0.1 * unbiased, 1e-4); /* from 1 */
+    }
+    free(x);
+    free(v);
+    free(m);
+    free(var);
+    stk_tensor_release(y);
+    for (int k = 0; k < 3; k++) stk_tensor_set_requires_grad(in[k], true);
+    bn_ctx train = {true, NULL, NULL}, eval = {false, rm, rv};
+    gradcheck("batch_norm train", f_bn, 3, in, &train, 1e-2, 2e-2);
+    gradcheck("batch_norm eval", f_bn, 3, in, &eval, 1e-2, 1e-2);
+    /* 2-D input and the no-affine form */
+    int64_t s2[2] = {5, 2};
+    stk_tensor *x2[3] = {rand_tensor(4, 2, s2, -1, 1), NULL, NULL};
+    stk_tensor_set_requires_grad(x2[0], true);
+    gradcheck("batch_norm 2-D", f_bn, 3, x2, &train, 1e-2, 2e-2);
+    stk_tensor_release(x2[0]);
+    /* one value per channel cannot be normalised */
+    int64_t s1[4] = {1, 2, 1, 1};
+    stk_tensor *one = rand_tensor(5, 4, s1, 0, 1);
+    ck_assert_int_eq(stk_batch_norm(one, NULL, NULL, NULL, NULL, true, 0.1f, 1e-5f, &y),
+                     STK_ERR_INVALID_ARG);
+    stk_tensor_release(one);
+    for (int k = 0; k < 3; k++) stk_tensor_release(in[k]);
+    stk_tensor_release(rm);
+    stk_tensor_release(rv);
+}
+END_TEST
+
+/* ---- pooling -------------------------------------------------------------- */
+
+typedef struct pool_ctx {
+    int kind, k, s, p;
+    bool cip;
+} pool_ctx;
+
+static stk_status f_pool(stk_tensor **in, void *c, stk_tensor **o)
+{
+    pool_ctx *p = c;
+    switch (p->kind) {
+    case 0: return stk_max_pool2d(in[0], p->k, p->s, p->p, o);
+    case 1: return stk_avg_pool2d(in[0], p->k, p->s, p->p, p->cip, o);
+    case 2: return stk_adaptive_avg_pool2d(in[0], p->k, p->k, o);
+    default: return stk_global_avg_pool2d(in[0], o);
+    }
+}
+
+START_TEST(test_pooling)
+{
+    /* distinct values spaced 0.1 apart so max pooling has no near-ties */
+    int64_t sx[4] = {2, 2, 6, 6};
+    float v[144];
+    stk_rng r;
+    stk_rng_init(&r, 5, 0, 0);
+    for (int i = 0; i < 144; i++) v[i] = (float)i * 0.1f;
+    for (int i = 143; i > 0; i--) { /* shuffle */
+        int j = (int)stk_rng_below(&r, (uint32_t)i + 1);
+        float t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
+    stk_tensor *x;
+    ck_assert_int_eq(stk_tensor_from_host(STK_F32, 4, sx, v, &x), STK_OK);
+    stk_tensor_set_requires_grad(x, true);
+    pool_ctx cases[] = {
+        {0, 2, 2, 0, false}, {0, 3, 2, 1, false}, {1, 2, 2, 0, true},  {1, 3, 2, 1, true},
+        {1, 3, 2, 1, false}, {2, 3, 0, 0, false}, {2, 1, 0, 0, false}, {3, 0, 0, 0, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "pool case %zu", i);
+        gradcheck(name, f_pool, 1, &x, &cases[i], 1e-2, 1e-2);
+    }
+    /* max pool values: the 2x2 maximum; avg with padding divides per PyTorch */
+    stk_tensor *y;
+    ck_assert_int_eq(stk_max_pool2d(x, 2, 0, 0, &y), STK_OK);
+    float *yv = host_f32(y);
+    for (int p = 0; p < 4; p++)
+        for (int oy = 0; oy < 3; oy++)
+            for (int ox = 0; ox < 3; ox++) {
+                float m = -1;
+                for (int a = 0; a < 2; a++)
+                    for (int b = 0; b < 2; b++)
+                        m = fmaxf(m, v[p * 36 + (oy * 2 + a) * 6 + ox * 2 + b]);
+                ck_assert_float_eq(yv[p * 9 + oy * 3 + ox], m);
+            }
+    free(yv);
+    stk_tensor_release(y);
+    int64_t s3[4] = {1, 1, 3, 3};
+    float ones[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    stk_tensor *o;
+    ck_assert_int_eq(stk_tensor_from_host(STK_F32, 4, s3, ones, &o), STK_OK);
+    ck_assert_int_eq(stk_avg_pool2d(o, 3, 1, 1, true, &y), STK_OK);
+    yv = host_f32(y);
+    ck_assert_float_eq_tol(yv[0], 4.f / 9.f, 1e-6f); /* corner: 4 of 9 inside */
+    ck_assert_float_eq_tol(yv[4], 1.f, 1e-6f);
+    free(yv);
+    stk_tensor_release(y);
+    ck_assert_int_eq(stk_avg_pool2d(o, 3, 1, 1, false, &y), STK_OK);
+    yv = host_f32(y);
+    ck_assert_float_eq_tol(yv[0], 1.f, 1e-6f);
+    free(yv);
+    stk_tensor_release(y);
+    ck_assert_int_eq(stk_adaptive_avg_pool2d(o, 2, 2, &y), STK_ERR_UNSUPPORTED);
+    stk_tensor_release(o);
+    stk_tensor_release(x);
+}
+END_TEST
+
+/* ---- softmax and losses --------------------------------------------------- */
+
+static stk_status f_softmax(stk_tensor **in, void *c, stk_tensor **o)
+{
+    return stk_softmax(in[0], *(int *)c, o);
+}
+static stk_status f_log_softmax(stk_tensor **in, void *c, stk_tensor **o)
+{
+    return stk_log_softmax(in[0], *(int *)c, o);
+}
+
+typedef struct ce_ctx {
+    stk_tensor *labels;
+    float smoothing;
+} ce_ctx;
+
+static stk_status f_ce(stk_tensor **in, void *c, stk_tensor **o)
+{
+    ce_ctx *ce = c;
+    return stk_cross_entropy(in[0], ce->labels, ce->smoothing, o);
+}
+static stk_status f_mse(stk_tensor **in, void *c, stk_tensor **o)
+{
+    (void)c;
+    return stk_mse_loss(in[0], in[1], o);
+}
+
+START_TEST(test_softmax_and_losses)
+{
+    int64_t s[3] = {2, 4, 3};
+    stk_tensor *x = rand_tensor(7, 3, s, -2, 2);
+    stk_tensor_set_requires_grad(x, true);
+    int last = -1, mid = 1;
+    gradcheck("softmax last", f_softmax, 1, &x, &last, 1e-2, 1e-2);
+    gradcheck("softmax dim 1", f_softmax, 1, &x, &mid, 1e-2, 1e-2);
+    gradcheck("log_softmax last", f_log_softmax, 1, &x, &last, 1e-2, 1e-2);
+    gradcheck("log_softmax dim 1", f_log_softmax, 1, &x, &mid, 1e-2, 1e-2);
+    /* softmax along dim 1 sums to 1 there */
+    stk_tensor *y;
+    ck_assert_int_eq(stk_softmax(x, 1, &y), STK_OK);
+    float *v = host_f32(y);
+    for (int a = 0; a < 2; a++)
+        for (int c = 0; c < 3; c++) {
+            float t = 0;
+            for (int b = 0; b < 4; b++) t += v[(a * 4 + b) * 3 + c];
+            ck_assert_float_eq_tol(t, 1.f, 1e-6f);
+        }
+    free(v);
+    stk_tensor_release(y);
+    stk_tensor_release(x);
+
+    /* cross-entropy: value against the formula, gradients, smoothing */
+    int64_t sl[2] = {4, 5}, sn[1] = {4};
+    int32_t lab[4] = {0, 3, 4, 1};
+    stk_tensor *logits = rand_tensor(8, 2, sl, -3, 3), *labels, *loss;
+    ck_assert_int_eq(stk_tensor_from_host(STK_I32, 1, sn, lab, &labels), STK_OK);
+    ck_assert_int_eq(stk_cross_entropy(logits, labels, 0.f, &loss), STK_OK);
+    float *lv = host_f32(logits);
+    double ref = 0, ref_s = 0;
+    for (int r = 0; r < 4; r++) {
+        double mx = -1e30, se = 0;
+        for (int c = 0; c < 5; c++) mx = fmax(mx, lv[r * 5 + c]);
+        for (int c = 0; c < 5; c++) se += exp(lv[r * 5 + c] - mx);
+        double lse = mx + log(se), all = 0;
+        for (int c = 0; c < 5; c++) all += lse - lv[r * 5 + c];
+        ref += lse - lv[r * 5 + lab[r]];
+        ref_s += 0.9 * (lse - lv[r * 5 + lab[r]]) + 0.1 * all / 5;
+    }
+    free(lv);
+    ck_assert_double_eq_tol(stk_tensor_item(loss), ref / 4, 1e-5);
+    stk_tensor_release(loss);
+    ck_assert_int_eq(stk_cross_entropy(logits, labels, 0.1f, &loss), STK_OK);
+    ck_assert_double_eq_tol(stk_tensor_item(loss), ref_s / 4, 1e-5);
+    stk_tensor_release(loss);
+    stk_tensor_set_requires_grad(logits, true);
+    ce_ctx plain = {labels, 0.f}, smooth = {labels, 0.2f};
+    gradcheck("cross_entropy", f_ce, 1, &logits, &plain, 1e-2, 1e-2);
+    gradcheck("cross_entropy smoothing", f_ce, 1, &logits, &smooth, 1e-2, 1e-2);
+    /* a label out of range names the row */
+    ((int32_t *)stk_tensor_data(labels))[2] = 5;
+    ck_assert_int_eq(stk_cross_entropy(logits, labels, 0.f, &loss), STK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), "row 2"));
+    stk_tensor_release(labels);
+    stk_tensor_release(logits);
+
+    stk_tensor *m[2] = {rand_tensor(9, 2, sl, -1, 1), rand_tensor(10, 2, sl, -1, 1)};
+    stk_tensor_set_requires_grad(m[0], true);
+    stk_tensor_set_requires_grad(m[1], true);
+    gradcheck("mse", f_mse, 2, m, NULL, 1e-2, 1e-2);
+    stk_tensor_release(m[0]);
+    stk_tensor_release(m[1]);
+}
+END_TEST
+
+/* ---- cat, dropout, input ---------------------------------------------------- */
+
+static stk_status f_cat(stk_tensor **in, void *c, stk_tensor **o)
+{
+    return stk_cat(3, in, *(int *)c, o);
+}
+static stk_status f_dropout(stk_tensor **in, void *c, stk_tensor **o)
+{
+    (void)c;
+    return stk_dropout(in[0], 0.3f, true, 1234, 5, o);
+}
+
+START_TEST(test_cat_dropout_input)
+{
+    int64_t a[3] = {2, 1, 3}, b[3] = {2, 2, 3}, c[3] = {2, 3, 3};
+    stk_tensor *in[3] = {rand_tensor(1, 3, a, -1, 1), rand_tensor(2, 3, b, -1, 1),
+                         rand_tensor(3, 3, c, -1, 1)};
+    for (int i = 0; i < 3; i++) stk_tensor_set_requires_grad(in[i], true);
+    int dim = 1;
+    gradcheck("cat", f_cat, 3, in, &dim, 1e-2, 1e-3);
+    stk_tensor *y;
+    ck_assert_int_eq(stk_cat(3, in, 1, &y), STK_OK);
+    ck_assert_int_eq(stk_tensor_dim(y, 1), 6);
+    float *v = host_f32(y), *v1 = host_f32(in[1]);
+    ck_assert_float_eq(v[1 * 3 + 0], v1[0]); /* [0, 1, 0] comes from input 1's [0, 0, 0] */
+    free(v);
+    free(v1);
+    stk_tensor_release(y);
+    int d0 = 0;
+    ck_assert_int_eq(stk_cat(3, in, d0, &y), STK_ERR_INVALID_ARG);
+    for (int i = 0; i < 3; i++) stk_tensor_release(in[i]);
+
+    int64_t s[1] = {4000};
+    stk_tensor *x = rand_tensor(4, 1, s, 1, 2), *z, *z2;
+    stk_tensor_set_requires_grad(x, true);
+    ck_assert_int_eq(stk_dropout(x, 0.3f, true, 1234, 5, &z), STK_OK);
+    ck_assert_int_eq(stk_dropout(x, 0.3f, true, 1234, 5, &z2), STK_OK);
+    float *zv = host_f32(z), *z2v = host_f32(z2), *xv = host_f32(x);
+    int dropped = 0;
+    for (int i = 0; i < 4000; i++) {
+        ck_assert_float_eq(zv[i], z2v[i]); /* same seed, same mask */
+        if (zv[i] == 0.f)
+            dropped++;
+        else
+            ck_assert_float_eq_tol(zv[i], xv[i] / 0.7f, 1e-6f);
+    }
+    ck_assert_int_gt(dropped, 1100); /* 30% of 4000 = 1200, +-4 sigma */
+    ck_assert_int_lt(dropped, 1300);
+    free(zv);
+    free(z2v);
+    free(xv);
+    stk_tensor_release(z);
+    stk_tensor_release(z2);
+    stk_tensor_release(x);
+    int64_t s20[1] = {20};
+    x = rand_tensor(5, 1, s20, 1, 2);
+    stk_tensor_set_requires_grad(x, true);
+    gradcheck("dropout", f_dropout, 1, &x, NULL, 1e-2, 1e-3);
+    stk_tensor_release(x);
+
+    /* input op: u8 NHWC -> normalised NCHW */
+    int64_t sp[4] = {1, 2, 2, 3};
+    uint8_t px[12] = {0, 128, 255, 10, 20, 30, 40, 50, 60, 70, 80, 90};
+    float mean[3] = {0.5f, 0.4f, 0.3f}, std[3] = {0.2f, 0.25f, 0.5f};
+    stk_tensor *p, *q;
+    ck_assert_int_eq(stk_tensor_from_host(STK_U8, 4, sp, px, &p), STK_OK);
+    ck_assert_int_eq(stk_input_u8_nhwc(p, mean, std, &q), STK_OK);
+    ck_assert_int_eq(stk_tensor_dim(q, 1), 3);
+    float *qv = host_f32(q);
+    for (int ch = 0; ch < 3; ch++)
+        for (int j = 0; j < 4; j++)
+            ck_assert_float_eq_tol(qv[ch * 4 + j], (px[j * 3 + ch] / 255.f - mean[ch]) / std[ch],
+                                   1e-5f);
+    free(qv);
+    stk_tensor_release(q);
+    std[1] = 0.f;
+    ck_assert_int_eq(stk_input_u8_nhwc(p, mean, std, &q), STK_ERR_INVALID_ARG);
+    stk_tensor_release(p);
+}
+END_TEST
+
+static Suite *ops_suite(void)
+{
+    Suite *s = suite_create("ops");
+    TCase *t = tcase_create("ops");
+    tcase_add_test(t, test_conv2d);
+    tcase_add_test(t, test_batch_norm);
+    tcase_add_test(t, test_pooling);
+    tcase_add_test(t, test_softmax_and_losses);
+    tcase_add_test(t, test_cat_dropout_input);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void) { return stk_check_run(ops_suite()); }
