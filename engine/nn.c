@@ -1,0 +1,281 @@
+/* Modules: construction, the state dict, forward. */
+#include "engine/autograd.h"
+#include "engine/nn_impl.h"
+#include "engine/ops_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+module *mod_new(module_kind kind, const char *name)
+{
+    module *m = calloc(1, sizeof *m);
+    if (!m) {
+        stk_error(STK_ERR_NOMEM, "no memory for a module");
+        return NULL;
+    }
+    m->kind = kind;
+    snprintf(m->name, sizeof m->name, "%s", name);
+    return m;
+}
+
+void mod_free(module *m)
+{
+    if (!m) return;
+    for (int i = 0; i < m->n_kids; i++) mod_free(m->kids[i]);
+    free(m->kids);
+    stk_tensor_release(m->weight);
+    stk_tensor_release(m->bias);
+    stk_tensor_release(m->running_mean);
+    stk_tensor_release(m->running_var);
+    stk_tensor_release(m->num_batches_tracked);
+    free((char *)m->path);
+    free(m);
+}
+
+bool mod_add(module *parent, module *child)
+{
+    if (!child) return false;
+    module **k = realloc(parent->kids, (size_t)(parent->n_kids + 1) * sizeof *k);
+    if (!k) {
+        mod_free(child);
+        stk_error(STK_ERR_NOMEM, "no memory for a module");
+        return false;
+    }
+    parent->kids = k;
+    k[parent->n_kids++] = child;
+    return true;
+}
+
+static stk_tensor *param_new(int ndim, const int64_t *shape, bool trainable)
+{
+    stk_tensor *t;
+    if (tensor_new(STK_DEVICE_CPU, STK_F32, ndim, shape, true, &t) != STK_OK) return NULL;
+    stk_tensor_set_requires_grad(t, trainable);
+    return t;
+}
+
+module *mod_linear(const char *name, int64_t in, int64_t out, bool bias)
+{
+    module *m = mod_new(MOD_LINEAR, name);
+    if (!m) return NULL;
+    int64_t ws[2] = {out, in};
+    m->weight = param_new(2, ws, true);
+    if (bias) m->bias = param_new(1, &out, true);
+    if (!m->weight || (bias && !m->bias)) {
+        mod_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+module *mod_conv(const char *name, int64_t in, int64_t out, int k, int stride, int pad, bool bias)
+{
+    module *m = mod_new(MOD_CONV2D, name);
+    if (!m) return NULL;
+    int64_t ws[4] = {out, in, k, k};
+    m->weight = param_new(4, ws, true);
+    if (bias) m->bias = param_new(1, &out, true);
+    m->conv = (stk_conv2d_params){{stride, stride}, {pad, pad}, {1, 1}, 1};
+    if (!m->weight || (bias && !m->bias)) {
+        mod_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+module *mod_bn(const char *name, int64_t c)
+{
+    module *m = mod_new(MOD_BATCHNORM2D, name);
+    if (!m) return NULL;
+    m->weight = param_new(1, &c, true);
+    m->bias = param_new(1, &c, true);
+    m->running_mean = param_new(1, &c, false);
+    m->running_var = param_new(1, &c, false);
+    stk_tensor *nbt = NULL;
+    if (tensor_new(STK_DEVICE_CPU, STK_I32, 0, NULL, true, &nbt) == STK_OK)
+        m->num_batches_tracked = nbt;
+    if (!m->weight || !m->bias || !m->running_mean || !m->running_var || !nbt) {
+        mod_free(m);
+        return NULL;
+    }
+    stk_tensor_fill(m->weight, 1.0);
+    stk_tensor_fill(m->running_var, 1.0);
+    return m;
+}
+
+/* ---- state dict ---------------------------------------------------------- */
+
+static stk_status push_param(stk_model *m, const char *prefix, const char *leaf, stk_tensor *t,
+                             bool buffer)
+{
+    if (!t) return STK_OK;
+    stk_param *p = realloc(m->params, (size_t)(m->n_params + 1) * sizeof *p);
+    if (!p) return stk_error(STK_ERR_NOMEM, "no memory for the state dict");
+    m->params = p;
+    size_t len = strlen(prefix) + strlen(leaf) + 2;
+    char *name = malloc(len);
+    if (!name) return stk_error(STK_ERR_NOMEM, "no memory for the state dict");
+    snprintf(name, len, "%s%s%s", prefix, *prefix ? "." : "", leaf);
+    p[m->n_params++] = (stk_param){name, t, buffer};
+    return STK_OK;
+}
+
+static stk_status collect(stk_model *m, module *mod, const char *prefix)
+{
+    free((char *)mod->path);
+    mod->path = strdup(prefix);
+    if (!mod->path) return stk_error(STK_ERR_NOMEM, "no memory for the state dict");
+    stk_status st;
+    if ((st = push_param(m, prefix, "weight", mod->weight, false)) != STK_OK ||
+        (st = push_param(m, prefix, "bias", mod->bias, false)) != STK_OK ||
+        (st = push_param(m, prefix, "running_mean", mod->running_mean, true)) != STK_OK ||
+        (st = push_param(m, prefix, "running_var", mod->running_var, true)) != STK_OK ||
+        (st = push_param(m, prefix, "num_batches_tracked", mod->num_batches_tracked, true)) !=
+            STK_OK)
+        return st;
+    for (int i = 0; i < mod->n_kids; i++) {
+        char sub[256];
+        snprintf(sub, sizeof sub, "%s%s%s", prefix, *prefix ? "." : "", mod->kids[i]->name);
+        if ((st = collect(m, mod->kids[i], sub)) != STK_OK) return st;
+    }
+    return STK_OK;
+}
+
+stk_status model_collect_params(stk_model *m) { return collect(m, m->root, ""); }
+
+void stk_model_destroy(stk_model *m)
+{
+    if (!m) return;
+    for (int i = 0; i < m->n_params; i++) free((char *)m->params[i].name);
+    free(m->params);
+    mod_free(m->root);
+    free(m);
+}
+
+void stk_model_train(stk_model *m, bool training) { m->training = training; }
+bool stk_model_is_training(const stk_model *m) { return m->training; }
+int stk_model_param_count(const stk_model *m) { return m->n_params; }
+const stk_param *stk_model_param(const stk_model *m, int i)
+{
+    return i >= 0 && i < m->n_params ? &m->params[i] : NULL;
+}
+const char *stk_model_name(const stk_model *m) { return m->name; }
+const stk_model_config *stk_model_get_config(const stk_model *m) { return &m->cfg; }
+
+const stk_param *stk_model_find(const stk_model *m, const char *name)
+{
+    for (int i = 0; i < m->n_params; i++)
+        if (!strcmp(m->params[i].name, name)) return &m->params[i];
+    return NULL;
+}
+
+int64_t stk_model_trainable_numel(const stk_model *m)
+{
+    int64_t n = 0;
+    for (int i = 0; i < m->n_params; i++)
+        if (!m->params[i].is_buffer && stk_tensor_requires_grad(m->params[i].value))
+            n += stk_tensor_numel(m->params[i].value);
+    return n;
+}
+
+int stk_model_set_requires_grad(stk_model *m, const char *prefix, bool on)
+{
+    int hits = 0;
+    size_t len = strlen(prefix);
+    for (int i = 0; i < m->n_params; i++) {
+        const stk_param *p = &m->params[i];
+        if (p->is_buffer || strncmp(p->name, prefix, len)) continue;
+        /* "layer1" matches "layer1.0.conv1.weight", not "layer10..." */
+        if (len && p->name[len] != '\0' && p->name[len] != '.' && prefix[len - 1] != '.') continue;
+        stk_tensor_set_requires_grad(p->value, on);
+        hits++;
+    }
+    return hits;
+}
+
+/* ---- forward -------------------------------------------------------------- */
+
+static uint64_t path_hash(const char *s) /* FNV-1a, 20 bits */
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; s && *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h & 0xFFFFF;
+}
+
+static stk_status forward(stk_model *m, module *mod, stk_tensor *x, stk_tensor **out);
+
+static stk_status forward_kids(stk_model *m, module *mod, stk_tensor *x, stk_tensor **out)
+{
+    stk_tensor *h = x;
+    for (int i = 0; i < mod->n_kids; i++) TRY(forward(m, mod->kids[i], h, &h));
+    *out = h;
+    return STK_OK;
+}
+
+static stk_status basic_block(stk_model *m, module *b, stk_tensor *x, stk_tensor **out)
+{
+    stk_tensor *h, *id = x, *s;
+    TRY(forward(m, b->kids[0], x, &h)); /* conv1 */
+    TRY(forward(m, b->kids[1], h, &h)); /* bn1 */
+    TRY(stk_relu(h, &h));
+    TRY(forward(m, b->kids[2], h, &h));                     /* conv2 */
+    TRY(forward(m, b->kids[3], h, &h));                     /* bn2 */
+    if (b->n_kids > 4) TRY(forward(m, b->kids[4], x, &id)); /* downsample */
+    TRY(stk_add(h, id, &s));
+    return stk_relu(s, out);
+}
+
+static stk_status forward_one(stk_model *m, module *mod, stk_tensor *x, stk_tensor **out)
+{
+    switch (mod->kind) {
+    case MOD_SEQUENTIAL: return forward_kids(m, mod, x, out);
+    case MOD_LINEAR: return stk_linear(x, mod->weight, mod->bias, out);
+    case MOD_CONV2D: return stk_conv2d(x, mod->weight, mod->bias, &mod->conv, out);
+    case MOD_BATCHNORM2D: {
+        stk_status st =
+            stk_batch_norm(x, mod->weight, mod->bias, mod->running_mean, mod->running_var,
+                           m->training, m->cfg.bn_momentum, m->cfg.bn_eps, out);
+        if (st == STK_OK && m->training) /* as PyTorch: every training forward */
+            ((int32_t *)stk_tensor_data(mod->num_batches_tracked))[0]++;
+        return st;
+    }
+    case MOD_RELU: return stk_relu(x, out);
+    case MOD_MAXPOOL2D: return stk_max_pool2d(x, mod->kernel, mod->stride, mod->padding, out);
+    case MOD_AVGPOOL2D: return stk_avg_pool2d(x, mod->kernel, mod->stride, mod->padding, true, out);
+    case MOD_GLOBAL_AVGPOOL: return stk_global_avg_pool2d(x, out);
+    case MOD_FLATTEN: return stk_flatten(x, 1, -1, out);
+    case MOD_DROPOUT:
+        /* stream: this forward and this layer, so masks never repeat */
+        return stk_dropout(x, mod->p, m->training, m->cfg.seed,
+                           (m->forward_count << 20) ^ path_hash(mod->path), out);
+    case MOD_BASIC_BLOCK: return basic_block(m, mod, x, out);
+    }
+    return stk_error(STK_ERR_INTERNAL, "unknown module kind %d", (int)mod->kind);
+}
+
+static stk_status forward(stk_model *m, module *mod, stk_tensor *x, stk_tensor **out)
+{
+    stk_status st = forward_one(m, mod, x, out);
+    /* Name the innermost failing layer once (containers pass errors through). */
+    if (st != STK_OK && mod->kind != MOD_SEQUENTIAL && mod->kind != MOD_BASIC_BLOCK &&
+        strncmp(stk_last_error(), "layer ", 6))
+        stk_error_prefix(st, "layer %s", mod->path && *mod->path ? mod->path : mod->name);
+    return st;
+}
+
+stk_status stk_model_forward(stk_model *m, stk_tensor *x, stk_tensor **out)
+{
+    int64_t want = m->cfg.in_channels;
+    if (stk_tensor_ndim(x) != 4 || stk_tensor_dim(x, 1) != want)
+        return stk_error(STK_ERR_INVALID_ARG, "%s: input %s must be [N, %lld, H, W]", m->name,
+                         stk_tensor_shape_str(x), (long long)want);
+    m->forward_count++;
+    /* Intermediates belong to a scope of the forward's own (the graph keeps
+     * what backward needs), so a forward outside any scope leaks nothing. */
+    stk_scope *s;
+    TRY(stk_scope_begin(&s));
+    stk_tensor *y = NULL;
+    stk_status st = forward(m, m->root, x, &y);
+    return compose_end(s, st, y, out);
+}

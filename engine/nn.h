@@ -1,0 +1,87 @@
+/* Neural-network modules and the models built from them.
+ *
+ *     stk_model *m;
+ *     stk_model_config cfg = {.name = "resnet8", .in_channels = 1, .classes = 10,
+ *                             .image_size = 28, .seed = 1};
+ *     TRY(stk_model_create(&cfg, &m));
+ *     stk_model_train(m, true);                      // train mode: batch statistics, dropout
+ *     stk_tensor *logits;
+ *     TRY(stk_model_forward(m, x, &logits));         // x: f32 [N, C, H, W]
+ *     ...
+ *     for (int i = 0; i < stk_model_param_count(m); i++) {
+ *         const stk_param *p = stk_model_param(m, i); // "layer1.0.conv1.weight", ...
+ *     }
+ *     stk_model_destroy(m);
+ *
+ * A model is a tree of modules (Linear, Conv2d, BatchNorm2d, Dropout,
+ * pooling, ReLU, Flatten, Sequential, the residual BasicBlock). Its state
+ * dict lists every parameter and buffer with PyTorch's dotted names
+ * (torchvision's for resnet18), in registration order, so checkpoints load
+ * into the equivalent PyTorch model. Parameters are made outside any step
+ * scope and are owned by the model.
+ *
+ * Models (all take the input channels and the number of classes):
+ *   mlp       flatten, 784-256-128-classes with ReLU (in_channels*image_size^2 inputs)
+ *   cnn       conv3x3 32 + BN + ReLU, conv3x3 64 + BN + ReLU, maxpool 2,
+ *             conv3x3 128 + BN + ReLU, maxpool 2, global average pool, linear
+ *   resnet8   stem conv3x3 16 + BN + ReLU, basic blocks 16->16, 16->32 /2,
+ *             32->64 /2, global average pool, linear
+ *   resnet18  torchvision's layout and names; CIFAR stem (conv3x3 stride 1,
+ *             no max-pool) for image_size <= 64, ImageNet stem above
+ * Initialisation: torch.nn's defaults (kaiming-uniform, a = sqrt(5), for
+ * conv and linear weights, uniform(+-1/sqrt(fan_in)) biases, BN weight 1 and
+ * bias 0) for mlp, cnn and resnet8; torchvision's for resnet18 (conv weights
+ * kaiming-normal, fan_out, ReLU gain). Values come from Philox(seed), so the
+ * same seed gives the same model.
+ *
+ * Threading: one thread at a time per model.
+ */
+#pragma once
+
+#include "engine/tensor.h"
+
+typedef struct stk_model stk_model;
+
+typedef struct stk_param {
+    const char *name;  /* dotted state-dict name */
+    stk_tensor *value; /* owned by the model */
+    bool is_buffer;    /* running statistics etc.: saved, never optimised */
+} stk_param;
+
+typedef struct stk_model_config {
+    const char *name; /* mlp, cnn, resnet8, resnet18 */
+    int in_channels;
+    int classes;
+    int image_size;    /* input height = width (mlp's input size; resnet18's stem) */
+    uint64_t seed;     /* initialisation and dropout */
+    float bn_momentum; /* 0: PyTorch's 0.1 */
+    float bn_eps;      /* 0: PyTorch's 1e-5 */
+} stk_model_config;
+
+/* Build a model. Errors: STK_ERR_INVALID_ARG (unknown name, listing the
+ * known ones; channels/classes/size out of range), STK_ERR_NOMEM. */
+stk_status stk_model_create(const stk_model_config *cfg, stk_model **out);
+void stk_model_destroy(stk_model *m);
+
+/* Names of the models, NULL-terminated. */
+const char *const *stk_model_names(void);
+
+/* Train mode (batch statistics, dropout) or eval mode. */
+void stk_model_train(stk_model *m, bool training);
+bool stk_model_is_training(const stk_model *m);
+
+/* logits [N, classes] from x [N, C, H, W] f32. Errors name the layer. */
+stk_status stk_model_forward(stk_model *m, stk_tensor *x, stk_tensor **out);
+
+/* The state dict: parameters and buffers in registration order. */
+int stk_model_param_count(const stk_model *m);
+const stk_param *stk_model_param(const stk_model *m, int i);
+/* Find by name (NULL when absent). */
+const stk_param *stk_model_find(const stk_model *m, const char *name);
+/* Total number of trainable scalars. */
+int64_t stk_model_trainable_numel(const stk_model *m);
+/* Freeze (requires_grad off) or unfreeze every parameter whose name starts
+ * with `prefix` ("" = all); returns how many matched. */
+int stk_model_set_requires_grad(stk_model *m, const char *prefix, bool on);
+const char *stk_model_name(const stk_model *m);
+const stk_model_config *stk_model_get_config(const stk_model *m);
