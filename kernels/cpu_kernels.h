@@ -34,6 +34,15 @@ stk_status cpu_conv2d_backward_data(const stk_conv2d_desc *d, const float *w, co
 stk_status cpu_conv2d_backward_weight(const stk_conv2d_desc *d, const float *x, const float *gy,
                                       float *gw);
 
+/* The same through oneDNN's convolution primitives (cpu_conv_dnnl.c); they
+ * fall back to the im2col versions above for shapes oneDNN refuses. */
+stk_status cpu_conv2d_forward_dnnl(const stk_conv2d_desc *d, const float *x, const float *w,
+                                   float *y);
+stk_status cpu_conv2d_backward_data_dnnl(const stk_conv2d_desc *d, const float *w, const float *gy,
+                                         float *gx);
+stk_status cpu_conv2d_backward_weight_dnnl(const stk_conv2d_desc *d, const float *x,
+                                           const float *gy, float *gw);
+
 void cpu_batch_norm_train(int64_t n, int64_t c, int64_t hw, const float *x, const float *gamma,
                           const float *beta, float *y, float *save_mean, float *save_invstd,
                           float *running_mean, float *running_var, float momentum, float eps);

@@ -1,6 +1,8 @@
 /* Batch norm and pooling on the CPU: one channel (batch norm) or one plane
  * (pooling) per loop iteration, split across OpenMP threads. Statistics are
- * accumulated in double so that large batches keep f32 accuracy. */
+ * summed per plane in f32 with `omp simd` (which allows the reassociation
+ * that vectorises a reduction) and across planes in double, so that large
+ * batches keep f32 accuracy. */
 #include "kernels/cpu_kernels.h"
 
 #include <math.h>
@@ -17,6 +19,7 @@ void cpu_batch_norm_train(int64_t n, int64_t c, int64_t hw, const float *x, cons
         for (int64_t i = 0; i < n; i++) {
             const float *p = x + (i * c + ch) * hw;
             float s = 0.f;
+#pragma omp simd reduction(+ : s)
             for (int64_t j = 0; j < hw; j++) s += p[j];
             sum += s;
         }
@@ -24,6 +27,7 @@ void cpu_batch_norm_train(int64_t n, int64_t c, int64_t hw, const float *x, cons
         for (int64_t i = 0; i < n; i++) {
             const float *p = x + (i * c + ch) * hw;
             float s = 0.f, mf = (float)mean;
+#pragma omp simd reduction(+ : s)
             for (int64_t j = 0; j < hw; j++) s += (p[j] - mf) * (p[j] - mf);
             sq += s;
         }
@@ -74,6 +78,7 @@ void cpu_batch_norm_backward(int64_t n, int64_t c, int64_t hw, const float *x, c
         for (int64_t i = 0; i < n; i++) {
             const float *p = x + (i * c + ch) * hw, *g = gy + (i * c + ch) * hw;
             float a = 0.f, b = 0.f;
+#pragma omp simd reduction(+ : a, b)
             for (int64_t j = 0; j < hw; j++) {
                 a += g[j];
                 b += g[j] * (p[j] - mean);

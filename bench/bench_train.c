@@ -1,0 +1,165 @@
+/* Training throughput of the engine: images/s of forward + backward + SGD
+ * step per model, batch and thread count, on random inputs (the data path
+ * is measured by `stoke bench`; this isolates the engine). Also the
+ * engine's matmul GFLOP/s at 1024^3 beside oneDNN's sgemm called directly,
+ * the fastest GEMM measured on this machine (kernels/README.md).
+ *
+ *   bench_train [--models mlp,cnn,resnet8,resnet18] [--batch 128] [--threads 2]
+ *               [--seconds 10] [--json]
+ *
+ * bench/engine_vs_pytorch.sh runs it beside bench/pytorch_models.py. */
+#include "common/clock.h"
+#include "common/rng.h"
+#include "engine/autograd.h"
+#include "engine/ops.h"
+#include "engine/optim.h"
+#include "kernels/backend.h"
+
+#include <dnnl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static stk_tensor *random_tensor(int ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= shape[d];
+    float *v = malloc((size_t)n * sizeof *v);
+    stk_rng r;
+    stk_rng_init(&r, 1, 2, 0);
+    for (int64_t i = 0; i < n; i++) v[i] = (float)stk_rng_uniform(&r) * 2.f - 1.f;
+    stk_tensor *t = NULL;
+    stk_tensor_from_host(STK_F32, ndim, shape, v, &t);
+    free(v);
+    return t;
+}
+
+static int train_bench(const char *name, int batch, double seconds, bool json)
+{
+    bool r18 = !strcmp(name, "resnet18");
+    int ch = r18 ? 3 : 1, size = r18 ? 32 : 28;
+    stk_model_config cfg = {
+        .name = name, .in_channels = ch, .classes = 10, .image_size = size, .seed = 1};
+    stk_model *m;
+    if (stk_model_create(&cfg, &m) != STK_OK) {
+        fprintf(stderr, "bench_train: %s\n", stk_last_error());
+        return 1;
+    }
+    stk_optim_config oc = {
+        .kind = STK_OPTIM_SGD, .lr = 0.01f, .momentum = 0.9f, .weight_decay = 5e-4f};
+    stk_optim *opt;
+    stk_optim_create(&oc, m, &opt);
+    int64_t xs[4] = {batch, ch, size, size};
+    stk_tensor *x = random_tensor(4, xs), *y;
+    int32_t *lab = malloc(sizeof(int32_t) * (size_t)batch);
+    for (int i = 0; i < batch; i++) lab[i] = i % 10;
+    int64_t ys[1] = {batch};
+    stk_tensor_from_host(STK_I32, 1, ys, lab, &y);
+    free(lab);
+    int steps = 0;
+    double t0 = 0, elapsed = 0;
+    for (int i = 0;; i++) {
+        if (i == 3) t0 = stk_clock_sec(); /* three warm-up steps */
+        stk_scope *s;
+        stk_scope_begin(&s);
+        stk_tensor *logits, *loss;
+        if (stk_model_forward(m, x, &logits) != STK_OK ||
+            stk_cross_entropy(logits, y, 0.f, &loss) != STK_OK ||
+            stk_backward(loss, NULL, false) != STK_OK || stk_optim_step(opt) != STK_OK) {
+            fprintf(stderr, "bench_train: %s: %s\n", name, stk_last_error());
+            return 1;
+        }
+        stk_scope_end(s);
+        if (i >= 3) {
+            steps++;
+            elapsed = stk_clock_sec() - t0;
+            if (elapsed >= seconds && steps >= 3) break;
+        }
+    }
+    double ips = steps * batch / elapsed;
+    stk_mem_stats ms;
+    stk_device_mem_stats(STK_DEVICE_CPU, &ms);
+    if (json)
+        printf("{\"model\": \"%s\", \"batch\": %d, \"threads\": %d, \"steps\": %d, "
+               "\"images_per_sec\": %.1f, \"peak_mb\": %.1f}\n",
+               name, batch, stk_cpu_threads(), steps, ips, ms.peak_allocated / 1048576.0);
+    else
+        printf("stoke   %-9s batch %d, %d threads: %8.1f images/s (%d steps, peak %.0f MiB)\n",
+               name, batch, stk_cpu_threads(), ips, steps, ms.peak_allocated / 1048576.0);
+    stk_tensor_release(x);
+    stk_tensor_release(y);
+    stk_optim_destroy(opt);
+    stk_model_destroy(m);
+    stk_device_reset_peak(STK_DEVICE_CPU);
+    return 0;
+}
+
+static void matmul_bench(double seconds)
+{
+    int64_t s[2] = {1024, 1024};
+    stk_tensor *a = random_tensor(2, s), *b = random_tensor(2, s);
+    double flop = 2.0 * 1024 * 1024 * 1024;
+    /* the engine's op (no grad) */
+    stk_no_grad_begin();
+    int n = 0;
+    double t0 = stk_clock_sec(), t;
+    do {
+        stk_tensor *c;
+        stk_matmul(a, b, &c);
+        stk_tensor_release(c);
+        n++;
+        t = stk_clock_sec() - t0;
+    } while (t < seconds);
+    stk_no_grad_end();
+    double engine = n * flop / t / 1e9;
+    /* oneDNN directly */
+    float *c = malloc(1024 * 1024 * sizeof *c);
+    n = 0;
+    t0 = stk_clock_sec();
+    do {
+        dnnl_sgemm('N', 'N', 1024, 1024, 1024, 1.f, stk_tensor_data(a), 1024, stk_tensor_data(b),
+                   1024, 0.f, c, 1024);
+        n++;
+        t = stk_clock_sec() - t0;
+    } while (t < seconds);
+    double direct = n * flop / t / 1e9;
+    printf("matmul 1024^3, %d threads: engine %.1f GFLOP/s, oneDNN sgemm %.1f GFLOP/s: %.2f\n",
+           stk_cpu_threads(), engine, direct, engine / direct);
+    free(c);
+    stk_tensor_release(a);
+    stk_tensor_release(b);
+}
+
+int main(int argc, char **argv)
+{
+    const char *models = "mlp,cnn,resnet8,resnet18";
+    int batch = 128, threads = 2;
+    double seconds = 10;
+    bool json = false, matmul = true;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--models") && i + 1 < argc)
+            models = argv[++i];
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
+            batch = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
+            seconds = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--json"))
+            json = true;
+        else if (!strcmp(argv[i], "--no-matmul"))
+            matmul = false;
+        else {
+            fprintf(stderr, "usage: bench_train [--models LIST] [--batch N] [--threads N] "
+                            "[--seconds S] [--json] [--no-matmul]\n");
+            return 2;
+        }
+    }
+    stk_cpu_set_threads(threads);
+    char list[256];
+    snprintf(list, sizeof list, "%s", models);
+    for (char *save, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+        if (train_bench(tok, batch, seconds, json)) return 1;
+    if (matmul && !json) matmul_bench(seconds / 4 > 1 ? seconds / 4 : 1);
+    return 0;
+}
