@@ -147,6 +147,13 @@ stk_tensor *stk_optim_state_tensor(const stk_optim *o, int i)
     return i % 2 ? o->slots[i / 2].s2 : o->slots[i / 2].s1;
 }
 
+stk_tensor *stk_optim_state_param(const stk_optim *o, int i)
+{
+    return (o->cfg.kind == STK_OPTIM_SGD ? &o->slots[i] : &o->slots[i / 2])->param->value;
+}
+
+const stk_optim_config *stk_optim_get_config(const stk_optim *o) { return &o->cfg; }
+
 stk_status stk_optim_state_set(stk_optim *o, int i, const stk_tensor *value)
 {
     slot *s = o->cfg.kind == STK_OPTIM_SGD ? &o->slots[i] : &o->slots[i / 2];

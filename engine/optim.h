@@ -62,6 +62,9 @@ int stk_optim_state_count(const stk_optim *opt);
 /* Name (thread-local buffer, valid until the next call) and tensor of state i. */
 const char *stk_optim_state_name(const stk_optim *opt, int i);
 stk_tensor *stk_optim_state_tensor(const stk_optim *opt, int i);
+/* The parameter that state i belongs to. */
+stk_tensor *stk_optim_state_param(const stk_optim *opt, int i);
+const stk_optim_config *stk_optim_get_config(const stk_optim *opt);
 /* Restore state i (copied; shape must match the parameter) and the step count. */
 stk_status stk_optim_state_set(stk_optim *opt, int i, const stk_tensor *value);
 void stk_optim_set_steps(stk_optim *opt, int64_t steps);

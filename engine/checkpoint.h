@@ -1,0 +1,51 @@
+/* Checkpoints: a model's state dict, optionally its optimizer's state, and
+ * metadata, in one safetensors file (docs/FORMAT.md).
+ *
+ *     const char *keys[] = {"epoch", "step"}, *values[] = {"3", "1407"};
+ *     TRY(stk_checkpoint_save("run/last.safetensors", model, opt, 2, keys, values));
+ *
+ *     stk_load_report rep;
+ *     TRY(stk_checkpoint_load("run/last.safetensors", model, opt, true, &rep));
+ *     // transfer learning: strict = false loads what matches and says what did not
+ *     stk_checkpoint_load("imagenet.safetensors", model, NULL, false, &rep);
+ *     fprintf(stderr, "%s\n", rep.text);
+ *
+ * Names are the model's state-dict names (torchvision's for resnet18), so
+ * `model.load_state_dict(safetensors.torch.load_file(path))` works in
+ * PyTorch once the "optim." entries are dropped. BatchNorm's
+ * num_batches_tracked is stored as I64, as PyTorch keeps it.
+ * Saving is atomic (safetensors.h). Loading validates every name, shape and
+ * dtype before it changes anything: a failed strict load leaves the model
+ * and optimizer as they were.
+ */
+#pragma once
+
+#include "engine/optim.h"
+
+#define STK_CHECKPOINT_FORMAT  "stoke-checkpoint"
+#define STK_CHECKPOINT_VERSION 1
+
+/* Save model (and opt, when not NULL) with extra metadata pairs. Stoke adds
+ * format, format_version, model, in_channels, classes, image_size and,
+ * with an optimizer, optimizer, lr and optimizer_steps. */
+stk_status stk_checkpoint_save(const char *path, const stk_model *m, const stk_optim *opt,
+                               int n_meta, const char *const *keys, const char *const *values);
+
+typedef struct stk_load_report {
+    int loaded;      /* tensors copied into the model */
+    int missing;     /* model tensors absent from the file */
+    int unexpected;  /* file tensors the model does not have */
+    int mismatched;  /* same name, other shape or dtype: skipped */
+    bool optimizer;  /* optimizer state restored */
+    char text[4096]; /* a human-readable summary naming what was not loaded */
+} stk_load_report;
+
+/* Load into m (and opt, when not NULL and the file has its state). strict:
+ * every name, shape and dtype must match and the file's model name (when
+ * recorded) must be m's, else nothing changes and the error names the first
+ * offending tensor. Not strict: matching tensors are loaded, the rest are
+ * counted and named in the report. Errors: STK_ERR_IO, STK_ERR_FORMAT
+ * (not a checkpoint, newer format version, mismatch in strict mode),
+ * STK_ERR_CORRUPT, STK_ERR_NOMEM. */
+stk_status stk_checkpoint_load(const char *path, stk_model *m, stk_optim *opt, bool strict,
+                               stk_load_report *report);

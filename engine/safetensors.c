@@ -1,0 +1,543 @@
+/* safetensors reading (with a small JSON parser for its header) and atomic writing. */
+#include "engine/safetensors.h"
+
+#include "common/fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *const dtype_names[] = {"F32", "F16", "BF16", "I32", "I64", "U8", "F64"};
+static const size_t dtype_sizes[] = {4, 2, 2, 4, 8, 1, 8};
+
+const char *stk_st_dtype_name(stk_st_dtype dt) { return dtype_names[dt]; }
+size_t stk_st_dtype_size(stk_st_dtype dt) { return dtype_sizes[dt]; }
+
+/* ---- writing --------------------------------------------------------------- */
+
+typedef struct buf {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} buf;
+
+static void put(buf *b, const char *s, size_t len)
+{
+    if (b->oom) return;
+    if (b->n + len + 1 > b->cap) {
+        size_t cap = (b->cap ? b->cap * 2 : 4096) + len;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, len);
+    b->n += len;
+    b->p[b->n] = '\0';
+}
+
+static void puts_(buf *b, const char *s) { put(b, s, strlen(s)); }
+
+static void put_json_string(buf *b, const char *s)
+{
+    puts_(b, "\"");
+    for (; *s; s++) {
+        char esc[8];
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)c;
+            put(b, esc, 2);
+        } else if (c < 0x20) {
+            snprintf(esc, sizeof esc, "\\u%04x", c);
+            puts_(b, esc);
+        } else {
+            put(b, (const char *)&c, 1);
+        }
+    }
+    puts_(b, "\"");
+}
+
+static stk_status write_all(int fd, const void *p, size_t n, const char *path)
+{
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return stk_error(STK_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+        c += w;
+        n -= (size_t)w;
+    }
+    return STK_OK;
+}
+
+stk_status stk_safetensors_write(const char *path, int n, const stk_st_tensor *t, int n_meta,
+                                 const char *const *keys, const char *const *values)
+{
+    for (int i = 0; i < n; i++) {
+        size_t numel = 1;
+        for (int d = 0; d < t[i].ndim; d++) numel *= (size_t)t[i].shape[d];
+        if (!t[i].name || !*t[i].name || t[i].ndim < 0 || t[i].ndim > STK_ST_MAX_DIMS ||
+            numel * dtype_sizes[t[i].dtype] != t[i].bytes)
+            return stk_error(STK_ERR_INVALID_ARG, "%s: tensor %d (%s) has a bad name, rank or size",
+                             path, i, t[i].name ? t[i].name : "(null)");
+        for (int j = 0; j < i; j++)
+            if (!strcmp(t[i].name, t[j].name))
+                return stk_error(STK_ERR_INVALID_ARG, "%s: tensor name %s appears twice", path,
+                                 t[i].name);
+    }
+    buf h = {0};
+    puts_(&h, "{");
+    if (n_meta > 0) {
+        puts_(&h, "\"__metadata__\":{");
+        for (int i = 0; i < n_meta; i++) {
+            if (i) puts_(&h, ",");
+            put_json_string(&h, keys[i]);
+            puts_(&h, ":");
+            put_json_string(&h, values[i]);
+        }
+        puts_(&h, "}");
+    }
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        char num[64];
+        if (i || n_meta > 0) puts_(&h, ",");
+        put_json_string(&h, t[i].name);
+        puts_(&h, ":{\"dtype\":\"");
+        puts_(&h, dtype_names[t[i].dtype]);
+        puts_(&h, "\",\"shape\":[");
+        for (int d = 0; d < t[i].ndim; d++) {
+            snprintf(num, sizeof num, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
+            puts_(&h, num);
+        }
+        snprintf(num, sizeof num, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+                 (unsigned long long)(off + t[i].bytes));
+        puts_(&h, num);
+        off += t[i].bytes;
+    }
+    puts_(&h, "}");
+    while (!h.oom && h.n % 8) puts_(&h, " "); /* keep the data 8-byte aligned */
+    if (h.oom) {
+        free(h.p);
+        return stk_error(STK_ERR_NOMEM, "%s: no memory for the header", path);
+    }
+
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 16);
+    if (!tmp) {
+        free(h.p);
+        return stk_error(STK_ERR_NOMEM, "%s: no memory", path);
+    }
+    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
+    stk_status st = STK_OK;
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        st = stk_error(STK_ERR_IO, "%s: cannot create a temporary file: %s", path, strerror(errno));
+        goto out;
+    }
+    uint8_t len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)h.n >> (8 * i));
+    if ((st = write_all(fd, len8, 8, path)) != STK_OK) goto fail;
+    if ((st = write_all(fd, h.p, h.n, path)) != STK_OK) goto fail;
+    for (int i = 0; i < n; i++)
+        if ((st = write_all(fd, t[i].data, t[i].bytes, path)) != STK_OK) goto fail;
+    if (fchmod(fd, 0644) != 0 || fsync(fd) != 0) {
+        st = stk_error(STK_ERR_IO, "%s: cannot sync: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (close(fd) != 0) {
+        fd = -1;
+        st = stk_error(STK_ERR_IO, "%s: close failed: %s", path, strerror(errno));
+        goto fail;
+    }
+    fd = -1;
+    if (rename(tmp, path) != 0) {
+        st = stk_error(STK_ERR_IO, "%s: cannot rename into place: %s", path, strerror(errno));
+        goto fail;
+    }
+    st = stk_fsync_parent_dir(path);
+    goto out;
+fail:
+    if (fd >= 0) close(fd);
+    unlink(tmp);
+out:
+    free(tmp);
+    free(h.p);
+    return st;
+}
+
+/* ---- reading --------------------------------------------------------------- */
+
+typedef struct parser {
+    const char *p, *end;
+    const char *path;
+    char err[240];
+} parser;
+
+static bool fail_(parser *ps, const char *what)
+{
+    if (!ps->err[0]) snprintf(ps->err, sizeof ps->err, "%s", what);
+    return false;
+}
+
+static void skip_ws(parser *ps)
+{
+    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\n' || *ps->p == '\t' || *ps->p == '\r'))
+        ps->p++;
+}
+
+static bool expect(parser *ps, char c)
+{
+    skip_ws(ps);
+    if (ps->p >= ps->end || *ps->p != c) {
+        char m[48];
+        snprintf(m, sizeof m, "expected '%c' in the JSON header", c);
+        return fail_(ps, m);
+    }
+    ps->p++;
+    return true;
+}
+
+/* A JSON string (escapes \" \\ \/ \b \f \n \r \t \uXXXX below 0x80; others refused). */
+static char *parse_string(parser *ps)
+{
+    skip_ws(ps);
+    if (ps->p >= ps->end || *ps->p != '"') {
+        fail_(ps, "expected a string in the JSON header");
+        return NULL;
+    }
+    ps->p++;
+    size_t cap = 32, n = 0;
+    char *s = malloc(cap);
+    if (!s) return NULL;
+    while (ps->p < ps->end && *ps->p != '"') {
+        char c = *ps->p++;
+        if (c == '\\') {
+            if (ps->p >= ps->end) break;
+            char e = *ps->p++;
+            switch (e) {
+            case '"':
+            case '\\':
+            case '/': c = e; break;
+            case 'b': c = '\b'; break;
+            case 'f': c = '\f'; break;
+            case 'n': c = '\n'; break;
+            case 'r': c = '\r'; break;
+            case 't': c = '\t'; break;
+            case 'u': {
+                unsigned v = 0;
+                if (ps->end - ps->p < 4 || sscanf(ps->p, "%4x", &v) != 1 || v >= 0x80 || !v) {
+                    free(s);
+                    fail_(ps, "unsupported \\u escape in the JSON header");
+                    return NULL;
+                }
+                ps->p += 4;
+                c = (char)v;
+                break;
+            }
+            default:
+                free(s);
+                fail_(ps, "bad escape in the JSON header");
+                return NULL;
+            }
+        }
+        if (n + 2 > cap) {
+            char *t = realloc(s, cap *= 2);
+            if (!t) {
+                free(s);
+                return NULL;
+            }
+            s = t;
+        }
+        s[n++] = c;
+    }
+    if (ps->p >= ps->end) {
+        free(s);
+        fail_(ps, "unterminated string in the JSON header");
+        return NULL;
+    }
+    ps->p++;
+    s[n] = '\0';
+    return s;
+}
+
+static bool parse_uint(parser *ps, uint64_t *v)
+{
+    skip_ws(ps);
+    if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9') return fail_(ps, "expected a number");
+    uint64_t x = 0;
+    while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9') {
+        if (x > (UINT64_MAX - 9) / 10) return fail_(ps, "number too large in the JSON header");
+        x = x * 10 + (uint64_t)(*ps->p++ - '0');
+    }
+    *v = x;
+    return true;
+}
+
+/* [n, n, ...] with at most `max` numbers. */
+static bool parse_uint_array(parser *ps, uint64_t *out, int max, int *count)
+{
+    if (!expect(ps, '[')) return false;
+    *count = 0;
+    skip_ws(ps);
+    if (ps->p < ps->end && *ps->p == ']') {
+        ps->p++;
+        return true;
+    }
+    for (;;) {
+        if (*count >= max) return fail_(ps, "too many numbers in an array");
+        if (!parse_uint(ps, &out[(*count)++])) return false;
+        skip_ws(ps);
+        if (ps->p < ps->end && *ps->p == ',') {
+            ps->p++;
+            continue;
+        }
+        return expect(ps, ']');
+    }
+}
+
+static bool parse_entry(parser *ps, stk_st_entry *e)
+{
+    if (!expect(ps, '{')) return false;
+    bool have_dtype = false, have_shape = false, have_off = false;
+    for (;;) {
+        char *key = parse_string(ps);
+        if (!key) return false;
+        bool ok = expect(ps, ':');
+        if (ok && !strcmp(key, "dtype")) {
+            char *v = parse_string(ps);
+            ok = v != NULL;
+            if (ok) {
+                int k = -1;
+                for (int i = 0; i < 7; i++)
+                    if (!strcmp(v, dtype_names[i])) k = i;
+                if (k < 0) {
+                    char m[96];
+                    snprintf(m, sizeof m, "dtype %.40s is not supported", v);
+                    ok = fail_(ps, m);
+                }
+                e->dtype = (stk_st_dtype)k;
+                free(v);
+                have_dtype = true;
+            }
+        } else if (ok && !strcmp(key, "shape")) {
+            uint64_t dims[STK_ST_MAX_DIMS];
+            ok = parse_uint_array(ps, dims, STK_ST_MAX_DIMS, &e->ndim);
+            for (int d = 0; ok && d < e->ndim; d++) {
+                if (dims[d] > (1ull << 40)) ok = fail_(ps, "a dimension is too large");
+                e->shape[d] = (int64_t)dims[d];
+            }
+            have_shape = true;
+        } else if (ok && !strcmp(key, "data_offsets")) {
+            uint64_t off[2];
+            int c;
+            ok = parse_uint_array(ps, off, 2, &c);
+            if (ok && c != 2) ok = fail_(ps, "data_offsets needs two numbers");
+            e->begin = off[0];
+            e->end = off[1];
+            have_off = true;
+        } else if (ok) {
+            ok = fail_(ps, "unknown key in a tensor entry");
+        }
+        free(key);
+        if (!ok) return false;
+        skip_ws(ps);
+        if (ps->p < ps->end && *ps->p == ',') {
+            ps->p++;
+            continue;
+        }
+        if (!expect(ps, '}')) return false;
+        break;
+    }
+    if (!have_dtype || !have_shape || !have_off)
+        return fail_(ps, "a tensor entry lacks dtype, shape or data_offsets");
+    return true;
+}
+
+static bool parse_meta(parser *ps, stk_safetensors *f)
+{
+    if (!expect(ps, '{')) return false;
+    skip_ws(ps);
+    if (ps->p < ps->end && *ps->p == '}') {
+        ps->p++;
+        return true;
+    }
+    for (;;) {
+        char *k = parse_string(ps), *v = NULL;
+        if (!k || !expect(ps, ':') || !(v = parse_string(ps))) {
+            free(k);
+            return false;
+        }
+        char **nk = realloc(f->meta_keys, (size_t)(f->n_meta + 1) * sizeof *nk);
+        if (nk) f->meta_keys = nk;
+        char **nv = realloc(f->meta_values, (size_t)(f->n_meta + 1) * sizeof *nv);
+        if (nv) f->meta_values = nv;
+        if (!nk || !nv) {
+            free(k);
+            free(v);
+            return fail_(ps, "no memory");
+        }
+        f->meta_keys[f->n_meta] = k;
+        f->meta_values[f->n_meta++] = v;
+        skip_ws(ps);
+        if (ps->p < ps->end && *ps->p == ',') {
+            ps->p++;
+            continue;
+        }
+        return expect(ps, '}');
+    }
+}
+
+void stk_safetensors_free(stk_safetensors *f)
+{
+    if (!f) return;
+    for (int i = 0; i < f->n; i++) free(f->entries[i].name);
+    for (int i = 0; i < f->n_meta; i++) {
+        free(f->meta_keys[i]);
+        free(f->meta_values[i]);
+    }
+    free(f->meta_keys);
+    free(f->meta_values);
+    free(f->entries);
+    free(f->file);
+    free(f->path);
+    free(f);
+}
+
+stk_status stk_safetensors_read(const char *path, stk_safetensors **out)
+{
+    *out = NULL;
+    stk_safetensors *f = calloc(1, sizeof *f);
+    if (!f || !(f->path = strdup(path))) {
+        free(f);
+        return stk_error(STK_ERR_NOMEM, "%s: no memory", path);
+    }
+    stk_status st = stk_file_read_all(path, (uint64_t)1 << 40, &f->file, &f->len);
+    if (st != STK_OK) {
+        stk_safetensors_free(f);
+        return stk_error_prefix(st, "%s", path);
+    }
+    if (f->len < 8) {
+        st = stk_error(STK_ERR_FORMAT, "%s: not a safetensors file (%zu bytes)", path, f->len);
+        goto fail;
+    }
+    uint64_t hlen = 0;
+    for (int i = 0; i < 8; i++) hlen |= (uint64_t)f->file[i] << (8 * i);
+    if (hlen < 2 || hlen > f->len - 8 || hlen > (100u << 20)) {
+        st = stk_error(STK_ERR_FORMAT,
+                       "%s: not a safetensors file (header length %llu for a %zu-byte file)", path,
+                       (unsigned long long)hlen, f->len);
+        goto fail;
+    }
+    f->data_offset = 8 + (size_t)hlen;
+    parser ps = {(const char *)f->file + 8, (const char *)f->file + 8 + hlen, path, ""};
+    if (!expect(&ps, '{')) goto bad;
+    skip_ws(&ps);
+    if (ps.p < ps.end && *ps.p == '}') {
+        ps.p++;
+    } else {
+        for (;;) {
+            char *name = parse_string(&ps);
+            if (!name) goto bad;
+            if (!expect(&ps, ':')) {
+                free(name);
+                goto bad;
+            }
+            if (!strcmp(name, "__metadata__")) {
+                free(name);
+                if (!parse_meta(&ps, f)) goto bad;
+            } else {
+                stk_st_entry *e = realloc(f->entries, (size_t)(f->n + 1) * sizeof *e);
+                if (!e) {
+                    free(name);
+                    fail_(&ps, "no memory");
+                    goto bad;
+                }
+                f->entries = e;
+                e = &f->entries[f->n++];
+                memset(e, 0, sizeof *e);
+                e->name = name;
+                if (!parse_entry(&ps, e)) {
+                    char m[240];
+                    snprintf(m, sizeof m, "tensor %.60s: %.150s", name, ps.err);
+                    snprintf(ps.err, sizeof ps.err, "%s", m);
+                    goto bad;
+                }
+            }
+            skip_ws(&ps);
+            if (ps.p < ps.end && *ps.p == ',') {
+                ps.p++;
+                continue;
+            }
+            if (!expect(&ps, '}')) goto bad;
+            break;
+        }
+    }
+    skip_ws(&ps);
+    if (ps.p != ps.end) {
+        fail_(&ps, "trailing bytes after the JSON header");
+        goto bad;
+    }
+    /* every tensor's byte range inside the data section and matching its shape */
+    size_t data_len = f->len - f->data_offset;
+    for (int i = 0; i < f->n; i++) {
+        stk_st_entry *e = &f->entries[i];
+        uint64_t numel = 1;
+        for (int d = 0; d < e->ndim; d++) numel *= (uint64_t)e->shape[d];
+        if (e->end < e->begin || e->end - e->begin != numel * dtype_sizes[e->dtype]) {
+            st = stk_error(STK_ERR_FORMAT,
+                           "%s: tensor %s: byte range [%llu, %llu) does not match "
+                           "its shape (%llu elements of %s)",
+                           path, e->name, (unsigned long long)e->begin, (unsigned long long)e->end,
+                           (unsigned long long)numel, dtype_names[e->dtype]);
+            goto fail;
+        }
+        if (e->end > data_len) {
+            st = stk_error(STK_ERR_CORRUPT,
+                           "%s: tensor %s: data ends at byte %llu but the file has %zu data bytes "
+                           "(truncated?)",
+                           path, e->name, (unsigned long long)e->end, data_len);
+            goto fail;
+        }
+        for (int j = 0; j < i; j++)
+            if (!strcmp(f->entries[j].name, e->name)) {
+                st = stk_error(STK_ERR_FORMAT, "%s: tensor %s appears twice", path, e->name);
+                goto fail;
+            }
+    }
+    *out = f;
+    return STK_OK;
+bad:
+    st = stk_error(STK_ERR_FORMAT, "%s: not a valid safetensors header: %s", path,
+                   ps.err[0] ? ps.err : "no memory");
+fail:
+    stk_safetensors_free(f);
+    return st;
+}
+
+const stk_st_entry *stk_safetensors_find(const stk_safetensors *f, const char *name)
+{
+    for (int i = 0; i < f->n; i++)
+        if (!strcmp(f->entries[i].name, name)) return &f->entries[i];
+    return NULL;
+}
+
+const void *stk_safetensors_data(const stk_safetensors *f, const stk_st_entry *e)
+{
+    return f->file + f->data_offset + e->begin;
+}
+
+const char *stk_safetensors_meta(const stk_safetensors *f, const char *key)
+{
+    for (int i = 0; i < f->n_meta; i++)
+        if (!strcmp(f->meta_keys[i], key)) return f->meta_values[i];
+    return NULL;
+}
