@@ -4,6 +4,7 @@
  * (engine_testlib.h explains the tolerances). */
 #include "check_main.h"
 #include "engine/tensor_impl.h"
+#include "engine/safetensors.h"
 #include "engine_testlib.h"
 
 #include <stdio.h>
@@ -421,6 +422,220 @@ START_TEST(test_cat_dropout_input)
 }
 END_TEST
 
+/* ---- against PyTorch ----------------------------------------------------------- */
+
+/* tests/data/torch_reference.safetensors, written by
+ * tests/fixtures/make_torch_reference.py: inputs, outputs and the input
+ * gradients of sum(out * r). Tolerance: |stoke - torch| <= 1e-4 * |torch| +
+ * 1e-5 (relative 1e-4 with an absolute floor for values near zero, where a
+ * relative bound means nothing). Exceptions: dropout (Stoke draws its mask
+ * from Philox, PyTorch from its own generator) is checked by its own
+ * properties in test_cat_dropout_input instead. */
+static stk_safetensors *ref;
+static stk_tensor *ref_labels;
+static stk_tensor *bn_rm, *bn_rv;
+
+static stk_tensor *ref_tensor(const char *name, bool grad)
+{
+    const stk_st_entry *e = stk_safetensors_find(ref, name);
+    ck_assert_msg(e != NULL, "fixture %s missing", name);
+    int64_t shape[8];
+    for (int d = 0; d < e->ndim; d++) shape[d] = e->shape[d];
+    stk_dtype dt = e->dtype == STK_ST_F32 ? STK_F32 : e->dtype == STK_ST_I32 ? STK_I32 : STK_U8;
+    stk_tensor *t;
+    ck_assert_int_eq(tensor_new(STK_DEVICE_CPU, dt, e->ndim, shape, false, &t), STK_OK);
+    memcpy(stk_tensor_data(t), stk_safetensors_data(ref, e), e->end - e->begin);
+    stk_tensor_set_requires_grad(t, grad);
+    return t;
+}
+
+static int ref_worst_case;
+static double ref_worst;
+
+static void expect_close(const char *what, const stk_tensor *got, const char *ref_name)
+{
+    stk_tensor *want = ref_tensor(ref_name, false);
+    ck_assert_msg(stk_tensor_numel(got) == stk_tensor_numel(want), "%s: %lld elements, want %lld",
+                  what, (long long)stk_tensor_numel(got), (long long)stk_tensor_numel(want));
+    float *g = host_f32(got), *w = stk_tensor_data(want);
+    for (int64_t i = 0; i < stk_tensor_numel(want); i++) {
+        double err = fabs((double)g[i] - w[i]), bound = 1e-4 * fabs(w[i]) + 1e-5;
+        if (err / bound > ref_worst) ref_worst = err / bound;
+        ck_assert_msg(err <= bound, "%s element %lld: stoke %.8g, torch %.8g", what, (long long)i,
+                      g[i], w[i]);
+    }
+    free(g);
+    stk_tensor_release(want);
+}
+
+typedef stk_status (*ref_fn)(stk_tensor **in, stk_tensor **out);
+static stk_status r_add(stk_tensor **i, stk_tensor **o) { return stk_add(i[0], i[1], o); }
+static stk_status r_sub(stk_tensor **i, stk_tensor **o) { return stk_sub(i[0], i[1], o); }
+static stk_status r_mul(stk_tensor **i, stk_tensor **o) { return stk_mul(i[0], i[1], o); }
+static stk_status r_div(stk_tensor **i, stk_tensor **o) { return stk_div(i[0], i[1], o); }
+static stk_status r_relu(stk_tensor **i, stk_tensor **o) { return stk_relu(i[0], o); }
+static stk_status r_gelu(stk_tensor **i, stk_tensor **o) { return stk_gelu(i[0], o); }
+static stk_status r_sigmoid(stk_tensor **i, stk_tensor **o) { return stk_sigmoid(i[0], o); }
+static stk_status r_tanh(stk_tensor **i, stk_tensor **o) { return stk_tanh(i[0], o); }
+static stk_status r_matmul(stk_tensor **i, stk_tensor **o) { return stk_matmul(i[0], i[1], o); }
+static stk_status r_linear(stk_tensor **i, stk_tensor **o)
+{
+    return stk_linear(i[0], i[1], i[2], o);
+}
+static stk_status r_conv_groups(stk_tensor **i, stk_tensor **o)
+{
+    stk_conv2d_params p = {{2, 2}, {1, 1}, {1, 1}, 2};
+    return stk_conv2d(i[0], i[1], i[2], &p, o);
+}
+static stk_status r_conv_dilation(stk_tensor **i, stk_tensor **o)
+{
+    stk_conv2d_params p = {{1, 1}, {2, 2}, {2, 2}, 1};
+    return stk_conv2d(i[0], i[1], NULL, &p, o);
+}
+static stk_status r_conv_pointwise(stk_tensor **i, stk_tensor **o)
+{
+    return stk_conv2d(i[0], i[1], NULL, NULL, o);
+}
+static stk_status r_bn_train(stk_tensor **i, stk_tensor **o)
+{
+    return stk_batch_norm(i[0], i[1], i[2], bn_rm, bn_rv, true, 0.1f, 1e-5f, o);
+}
+static stk_status r_bn_eval(stk_tensor **i, stk_tensor **o)
+{
+    return stk_batch_norm(i[0], i[1], i[2], bn_rm, bn_rv, false, 0.1f, 1e-5f, o);
+}
+static stk_status r_maxpool(stk_tensor **i, stk_tensor **o)
+{
+    return stk_max_pool2d(i[0], 3, 2, 1, o);
+}
+static stk_status r_avgpool_pad(stk_tensor **i, stk_tensor **o)
+{
+    return stk_avg_pool2d(i[0], 3, 2, 1, true, o);
+}
+static stk_status r_avgpool_nopad(stk_tensor **i, stk_tensor **o)
+{
+    return stk_avg_pool2d(i[0], 3, 2, 1, false, o);
+}
+static stk_status r_adaptive(stk_tensor **i, stk_tensor **o)
+{
+    return stk_adaptive_avg_pool2d(i[0], 2, 2, o);
+}
+static stk_status r_softmax(stk_tensor **i, stk_tensor **o) { return stk_softmax(i[0], 1, o); }
+static stk_status r_log_softmax(stk_tensor **i, stk_tensor **o)
+{
+    return stk_log_softmax(i[0], -1, o);
+}
+static stk_status r_ce(stk_tensor **i, stk_tensor **o)
+{
+    return stk_cross_entropy(i[0], ref_labels, 0.1f, o);
+}
+static stk_status r_mse(stk_tensor **i, stk_tensor **o) { return stk_mse_loss(i[0], i[1], o); }
+static stk_status r_sum(stk_tensor **i, stk_tensor **o)
+{
+    int d[2] = {0, 2};
+    return stk_sum(i[0], 2, d, true, o);
+}
+static stk_status r_mean(stk_tensor **i, stk_tensor **o)
+{
+    return stk_mean(i[0], 0, NULL, false, o);
+}
+static stk_status r_cat(stk_tensor **i, stk_tensor **o) { return stk_cat(3, i, 1, o); }
+
+START_TEST(test_matches_pytorch)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/torch_reference.safetensors",
+             getenv("STOKE_TEST_DATA") ? getenv("STOKE_TEST_DATA") : "tests/data");
+    ck_assert_msg(stk_safetensors_read(path, &ref) == STK_OK, "%s", stk_last_error());
+    struct {
+        const char *name;
+        ref_fn fn;
+        int n_in;
+    } cases[] = {
+        {"add", r_add, 2},
+        {"sub", r_sub, 2},
+        {"mul", r_mul, 2},
+        {"div", r_div, 2},
+        {"relu", r_relu, 1},
+        {"gelu", r_gelu, 1},
+        {"sigmoid", r_sigmoid, 1},
+        {"tanh", r_tanh, 1},
+        {"matmul", r_matmul, 2},
+        {"matmul_bcast", r_matmul, 2},
+        {"linear", r_linear, 3},
+        {"conv_groups", r_conv_groups, 3},
+        {"conv_dilation", r_conv_dilation, 2},
+        {"conv_pointwise", r_conv_pointwise, 2},
+        {"bn_train", r_bn_train, 3},
+        {"bn_eval", r_bn_eval, 3},
+        {"maxpool", r_maxpool, 1},
+        {"avgpool_pad", r_avgpool_pad, 1},
+        {"avgpool_nopad", r_avgpool_nopad, 1},
+        {"adaptive", r_adaptive, 1},
+        {"softmax", r_softmax, 1},
+        {"log_softmax", r_log_softmax, 1},
+        {"cross_entropy", r_ce, 1},
+        {"mse", r_mse, 2},
+        {"sum", r_sum, 1},
+        {"mean", r_mean, 1},
+        {"cat", r_cat, 3},
+    };
+    ref_labels = ref_tensor("cross_entropy.labels", false);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const char *n = cases[c].name;
+        char name[96];
+        stk_tensor *in[3] = {NULL, NULL, NULL}, *y, *r;
+        for (int i = 0; i < cases[c].n_in; i++) {
+            snprintf(name, sizeof name, "%s.in%d", n, i);
+            in[i] = ref_tensor(name, true);
+        }
+        if (!strncmp(n, "bn_", 3)) {
+            bool train = !strcmp(n, "bn_train");
+            snprintf(name, sizeof name, train ? "%s.rm_before" : "%s.rm", n);
+            bn_rm = ref_tensor(name, false);
+            snprintf(name, sizeof name, train ? "%s.rv_before" : "%s.rv", n);
+            bn_rv = ref_tensor(name, false);
+        }
+        ck_assert_msg(cases[c].fn(in, &y) == STK_OK, "%s: %s", n, stk_last_error());
+        snprintf(name, sizeof name, "%s.out", n);
+        expect_close(n, y, name);
+        snprintf(name, sizeof name, "%s.r", n);
+        r = ref_tensor(name, false);
+        ck_assert_msg(stk_backward(y, r, false) == STK_OK, "%s: %s", n, stk_last_error());
+        for (int i = 0; i < cases[c].n_in; i++) {
+            snprintf(name, sizeof name, "%s.grad%d", n, i);
+            char what[64];
+            snprintf(what, sizeof what, "%s grad %d", n, i);
+            expect_close(what, stk_tensor_grad(in[i]), name);
+        }
+        if (!strcmp(n, "bn_train")) {
+            expect_close("running mean", bn_rm, "bn_train.rm_after");
+            expect_close("running var", bn_rv, "bn_train.rv_after");
+        }
+        stk_tensor_release(y);
+        stk_tensor_release(r);
+        for (int i = 0; i < 3; i++) stk_tensor_release(in[i]);
+        stk_tensor_release(bn_rm);
+        stk_tensor_release(bn_rv);
+        bn_rm = bn_rv = NULL;
+    }
+    /* the input op */
+    stk_tensor *px = ref_tensor("input.pixels", false), *mean = ref_tensor("input.mean", false),
+               *std = ref_tensor("input.std", false), *y;
+    ck_assert_int_eq(stk_input_u8_nhwc(px, stk_tensor_data(mean), stk_tensor_data(std), &y),
+                     STK_OK);
+    expect_close("input", y, "input.out");
+    stk_tensor_release(y);
+    stk_tensor_release(px);
+    stk_tensor_release(mean);
+    stk_tensor_release(std);
+    stk_tensor_release(ref_labels);
+    stk_safetensors_free(ref);
+    (void)ref_worst_case;
+    printf("PyTorch reference: worst error %.3f of the tolerance\n", ref_worst);
+}
+END_TEST
+
 static Suite *ops_suite(void)
 {
     Suite *s = suite_create("ops");
@@ -430,6 +645,7 @@ static Suite *ops_suite(void)
     tcase_add_test(t, test_pooling);
     tcase_add_test(t, test_softmax_and_losses);
     tcase_add_test(t, test_cat_dropout_input);
+    tcase_add_test(t, test_matches_pytorch);
     suite_add_tcase(s, t);
     return s;
 }
