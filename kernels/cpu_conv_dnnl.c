@@ -7,7 +7,9 @@
  * JIT direct convolutions work on blocked layouts (nChw16c) with no column
  * buffer. Tensors stay NCHW in the engine, so each call reorders its
  * operands into the layouts the primitive chose and the result back, as
- * PyTorch does for NCHW tensors.
+ * PyTorch does for NCHW tensors. (Asking oneDNN for plain NCHW activations
+ * instead, to skip the reorders, measured slower: resnet8 training 1810
+ * against 2250 images/s.)
  *
  * A plan per distinct convolution (shape, stride, padding, dilation,
  * groups) holds its primitives and reorders, made on first use and kept

@@ -492,6 +492,80 @@ START_TEST(test_allocator_bins)
 }
 END_TEST
 
+/* Every view op in one chain, so each backward is exercised:
+ * permute -> narrow -> expand -> reshape (copying) -> unsqueeze -> squeeze ->
+ * transpose -> flatten -> clone -> view, times a weight so gradients differ. */
+static stk_status f_views(stk_tensor **in, void *c, stk_tensor **o)
+{
+    (void)c;
+    stk_tensor *t;
+    int perm[3] = {2, 0, 1};
+    TRY(stk_permute(in[0], perm, &t)); /* [4, 2, 3] */
+    TRY(stk_narrow(t, 0, 1, 2, &t));   /* [2, 2, 3] */
+    TRY(stk_unsqueeze(t, 1, &t));      /* [2, 1, 2, 3] */
+    int64_t ex[4] = {2, 3, 2, 3};
+    TRY(stk_expand(t, 4, ex, &t)); /* [2, 3, 2, 3] */
+    int64_t rs[2] = {6, 6};
+    TRY(stk_reshape(t, 2, rs, &t)); /* copies: not viewable */
+    TRY(stk_unsqueeze(t, 0, &t));
+    TRY(stk_squeeze(t, 0, &t));
+    TRY(stk_transpose(t, 0, 1, &t));
+    TRY(stk_flatten(t, 0, -1, &t));
+    TRY(stk_clone(t, &t));
+    int64_t vs[2] = {9, 4};
+    TRY(stk_view(t, 2, vs, &t));
+    return stk_mul(t, in[1], o);
+}
+
+START_TEST(test_grad_views)
+{
+    int64_t s[3] = {2, 3, 4}, w[2] = {9, 4};
+    stk_tensor *in[2] = {rand_tensor(41, 3, s, -1, 1), rand_tensor(42, 2, w, -1, 1)};
+    stk_tensor_set_requires_grad(in[0], true);
+    stk_tensor_set_requires_grad(in[1], true);
+    stk_scope *sc;
+    ck_assert_int_eq(stk_scope_begin(&sc), STK_OK);
+    gradcheck("view chain", f_views, 2, in, NULL, 1e-2, 1e-3);
+    stk_scope_end(sc);
+    stk_tensor_release(in[0]);
+    stk_tensor_release(in[1]);
+}
+END_TEST
+
+START_TEST(test_print_and_grad_errors)
+{
+    int64_t s[2] = {2, 2};
+    float v[4] = {1.5f, -2, 3, 4};
+    stk_tensor *x = from(2, s, v), *y;
+    stk_tensor_set_requires_grad(x, true);
+    ck_assert_int_eq(stk_mul_scalar(x, 2.f, &y), STK_OK);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    stk_tensor_print(y, f);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(buf, "[2, 2] f32 on cpu"));
+    ck_assert_ptr_nonnull(strstr(buf, "from mul_scalar"));
+    ck_assert_ptr_nonnull(strstr(buf, "3, -4, 6, 8"));
+    free(buf);
+    /* an output gradient of the wrong shape names both shapes */
+    int64_t s3[1] = {3};
+    stk_tensor *g = from(1, s3, v);
+    ck_assert_int_eq(stk_backward(y, g, false), STK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), "[3]"));
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), "[2, 2]"));
+    stk_tensor_release(g);
+    /* a given gradient of the right shape */
+    g = from(2, s, v);
+    ck_assert_int_eq(stk_backward(y, g, false), STK_OK);
+    float want[4] = {3, -4, 6, 8};
+    expect_values(stk_tensor_grad(x), want, 4, 0.f);
+    stk_tensor_release(g);
+    stk_tensor_release(y);
+    stk_tensor_release(x);
+}
+END_TEST
+
 static Suite *engine_suite(void)
 {
     Suite *s = suite_create("engine");
@@ -504,6 +578,8 @@ static Suite *engine_suite(void)
     tcase_add_test(t, test_grad_unary);
     tcase_add_test(t, test_grad_reduce);
     tcase_add_test(t, test_matmul);
+    tcase_add_test(t, test_grad_views);
+    tcase_add_test(t, test_print_and_grad_errors);
     tcase_add_test(t, test_autograd_accumulates_and_errors);
     tcase_add_test(t, test_scope_memory_is_flat);
     tcase_add_test(t, test_allocator_bins);
