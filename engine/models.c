@@ -123,7 +123,7 @@ nomem:
 }
 
 /* torchvision's BasicBlock: conv1, bn1, conv2, bn2, downsample (0: conv1x1, 1: bn). */
-static module *basic_block(const char *name, int64_t in, int64_t out, int stride)
+module *mod_basic_block(const char *name, int64_t in, int64_t out, int stride)
 {
     module *b = mod_new(MOD_BASIC_BLOCK, name);
     if (!b) return NULL;
@@ -150,7 +150,7 @@ static module *layer(const char *name, int64_t in, int64_t out, int stride, int 
     for (int i = 0; i < blocks; i++) {
         char bn[16];
         snprintf(bn, sizeof bn, "%d", i);
-        ADD(l, basic_block(bn, i ? out : in, out, i ? 1 : stride));
+        ADD(l, mod_basic_block(bn, i ? out : in, out, i ? 1 : stride));
     }
     return l;
 nomem:

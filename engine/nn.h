@@ -85,3 +85,45 @@ int64_t stk_model_trainable_numel(const stk_model *m);
 int stk_model_set_requires_grad(stk_model *m, const char *prefix, bool on);
 const char *stk_model_name(const stk_model *m);
 const stk_model_config *stk_model_get_config(const stk_model *m);
+
+/* ---- custom models from modules ------------------------------------------
+ *
+ *     stk_module *net, *m;
+ *     TRY(stk_module_sequential("", &net));
+ *     TRY(stk_module_conv2d("conv1", 3, 16, 3, 1, 1, false, &m)); TRY(stk_module_add(net, m));
+ *     TRY(stk_module_batchnorm2d("bn1", 16, &m));                  TRY(stk_module_add(net, m));
+ *     TRY(stk_module_relu("relu", &m));                            TRY(stk_module_add(net, m));
+ *     TRY(stk_module_global_avgpool("pool", &m));                  TRY(stk_module_add(net, m));
+ *     TRY(stk_module_linear("fc", 16, 10, true, &m));              TRY(stk_module_add(net, m));
+ *     stk_model_config cfg = {.name = "tiny", .in_channels = 3, .classes = 10, .seed = 1};
+ *     TRY(stk_model_from_module(net, &cfg, &model));  // takes net; torch.nn's init
+ *
+ * Names become the state-dict prefixes ("conv1.weight"). A module belongs to
+ * its parent once added (stk_module_add takes it even on failure) and to the
+ * model once built; stk_module_destroy is only for modules never handed on. */
+typedef struct stk_module stk_module;
+
+stk_status stk_module_sequential(const char *name, stk_module **out);
+/* Append child to a sequential module. Errors: STK_ERR_INVALID_ARG (parent
+ * is not sequential, a sibling has the same name), STK_ERR_NOMEM. */
+stk_status stk_module_add(stk_module *parent, stk_module *child);
+stk_status stk_module_linear(const char *name, int64_t in, int64_t out, bool bias, stk_module **m);
+stk_status stk_module_conv2d(const char *name, int64_t in, int64_t out, int kernel, int stride,
+                             int padding, bool bias, stk_module **m);
+stk_status stk_module_batchnorm2d(const char *name, int64_t channels, stk_module **m);
+stk_status stk_module_relu(const char *name, stk_module **m);
+stk_status stk_module_dropout(const char *name, float p, stk_module **m);
+stk_status stk_module_maxpool2d(const char *name, int kernel, int stride, int padding,
+                                stk_module **m);
+stk_status stk_module_avgpool2d(const char *name, int kernel, int stride, int padding,
+                                stk_module **m);
+stk_status stk_module_global_avgpool(const char *name, stk_module **m); /* [N, C, H, W] -> [N, C] */
+stk_status stk_module_flatten(const char *name, stk_module **m);
+/* torchvision's BasicBlock (1x1 conv + BN shortcut when the shape changes). */
+stk_status stk_module_basic_block(const char *name, int64_t in, int64_t out, int stride,
+                                  stk_module **m);
+void stk_module_destroy(stk_module *m);
+/* A model around `root` (taken, also on failure), initialised from
+ * cfg->seed as torch.nn does. cfg->name is free text here; in_channels is
+ * checked at forward, classes is informational. */
+stk_status stk_model_from_module(stk_module *root, const stk_model_config *cfg, stk_model **out);

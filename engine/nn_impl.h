@@ -23,7 +23,9 @@ typedef enum init_kind {
     INIT_KAIMING_NORMAL_FAN_OUT,
 } init_kind;
 
-typedef struct module {
+typedef struct stk_module module;
+
+struct stk_module {
     module_kind kind;
     char name[32];    /* local name: "conv1", "0", ... */
     const char *path; /* full dotted name, set when the state dict is built */
@@ -31,9 +33,9 @@ typedef struct module {
     stk_conv2d_params conv;
     int kernel, stride, padding; /* pooling */
     float p;                     /* dropout */
-    struct module **kids;
+    module **kids;
     int n_kids;
-} module;
+};
 
 struct stk_model {
     stk_model_config cfg;
@@ -52,6 +54,8 @@ module *mod_linear(const char *name, int64_t in, int64_t out, bool bias);
 module *mod_conv(const char *name, int64_t in, int64_t out, int k, int stride, int pad, bool bias);
 module *mod_bn(const char *name, int64_t c);
 void mod_free(module *m);
+/* torchvision's BasicBlock (models.c). */
+module *mod_basic_block(const char *name, int64_t in, int64_t out, int stride);
 
 /* Fill the weights of the tree (models.c's init scheme) from Philox(seed). */
 stk_status mod_init(module *m, init_kind conv_init, uint64_t seed, int *counter);

@@ -352,6 +352,63 @@ START_TEST(test_schedules)
 }
 END_TEST
 
+#define ADDM(call)                                                                                 \
+    do {                                                                                           \
+        stk_module *m_;                                                                            \
+        ck_assert_int_eq(call, STK_OK);                                                            \
+        ck_assert_int_eq(stk_module_add(net, m_), STK_OK);                                         \
+    } while (0)
+
+START_TEST(test_custom_model)
+{
+    stk_module *net, *dup;
+    ck_assert_int_eq(stk_module_sequential("", &net), STK_OK);
+    ADDM(stk_module_conv2d("conv1", 1, 8, 3, 1, 1, false, &m_));
+    ADDM(stk_module_batchnorm2d("bn1", 8, &m_));
+    ADDM(stk_module_relu("relu", &m_));
+    ADDM(stk_module_basic_block("block", 8, 16, 2, &m_));
+    ADDM(stk_module_maxpool2d("pool", 2, 0, 0, &m_));
+    ADDM(stk_module_avgpool2d("avg", 1, 1, 0, &m_));
+    ADDM(stk_module_flatten("flatten", &m_));
+    ADDM(stk_module_dropout("drop", 0.5f, &m_));
+    ADDM(stk_module_linear("fc", 16 * 2 * 2, 3, true, &m_));
+    ck_assert_int_eq(stk_module_relu("fc", &dup), STK_OK);
+    ck_assert_int_eq(stk_module_add(net, dup), STK_ERR_INVALID_ARG); /* taken and freed */
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), "'fc'"));
+    ck_assert_int_eq(stk_module_linear("a.b", 1, 1, true, &dup), STK_ERR_INVALID_ARG);
+    stk_model_config c = {.name = "tiny", .in_channels = 1, .classes = 3, .seed = 4};
+    stk_model *m;
+    ck_assert_int_eq(stk_model_from_module(net, &c, &m), STK_OK);
+    ck_assert_ptr_nonnull(stk_model_find(m, "block.downsample.0.weight"));
+    ck_assert_ptr_nonnull(stk_model_find(m, "fc.bias"));
+    ck_assert_str_eq(stk_model_name(m), "tiny");
+    int64_t s[4] = {4, 1, 8, 8};
+    stk_tensor *x = rand_tensor(3, 4, s, -1, 1), *a, *b;
+    /* train mode: dropout draws a new mask each forward; eval: deterministic */
+    ck_assert_int_eq(stk_model_forward(m, x, &a), STK_OK);
+    ck_assert_int_eq(stk_model_forward(m, x, &b), STK_OK);
+    ck_assert_int_eq(stk_tensor_dim(a, 1), 3);
+    float *av = host_f32(a), *bv = host_f32(b);
+    ck_assert(memcmp(av, bv, 12 * sizeof(float)) != 0);
+    free(av);
+    free(bv);
+    stk_tensor_release(a);
+    stk_tensor_release(b);
+    stk_model_train(m, false);
+    ck_assert_int_eq(stk_model_forward(m, x, &a), STK_OK);
+    ck_assert_int_eq(stk_model_forward(m, x, &b), STK_OK);
+    av = host_f32(a);
+    bv = host_f32(b);
+    ck_assert(memcmp(av, bv, 12 * sizeof(float)) == 0);
+    free(av);
+    free(bv);
+    stk_tensor_release(a);
+    stk_tensor_release(b);
+    stk_tensor_release(x);
+    stk_model_destroy(m);
+}
+END_TEST
+
 static Suite *nn_suite(void)
 {
     Suite *s = suite_create("nn");
@@ -363,6 +420,7 @@ static Suite *nn_suite(void)
     tcase_add_test(t, test_train_eval_and_freeze);
     tcase_add_test(t, test_optimizer_formulas);
     tcase_add_test(t, test_schedules);
+    tcase_add_test(t, test_custom_model);
     suite_add_tcase(s, t);
     return s;
 }

@@ -1,0 +1,171 @@
+/* The public module builders: custom models from the same modules the zoo uses. */
+#include "engine/autograd.h"
+#include "engine/nn_impl.h"
+#include "engine/tensor_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static stk_status check_name(const char *name)
+{
+    if (!name || strlen(name) >= sizeof(((module *)0)->name) || strchr(name, '.'))
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "module name '%s' must be under 32 bytes, without '.'",
+                         name ? name : "(null)");
+    return STK_OK;
+}
+
+#define TRY_NAME(name) TRY(check_name(name))
+
+static stk_status done(module *m, stk_module **out)
+{
+    *out = m;
+    return m ? STK_OK : STK_ERR_NOMEM; /* the builders set the message */
+}
+
+static stk_status simple_module(module_kind kind, const char *name, int k, int s, int p,
+                                stk_module **out)
+{
+    TRY_NAME(name);
+    module *m = mod_new(kind, name);
+    if (m) {
+        m->kernel = k;
+        m->stride = s ? s : k;
+        m->padding = p;
+    }
+    return done(m, out);
+}
+
+stk_status stk_module_sequential(const char *name, stk_module **out)
+{
+    return simple_module(MOD_SEQUENTIAL, name, 0, 0, 0, out);
+}
+
+stk_status stk_module_add(stk_module *parent, stk_module *child)
+{
+    if (parent->kind != MOD_SEQUENTIAL) {
+        stk_module_destroy(child);
+        return stk_error(STK_ERR_INVALID_ARG, "module %s is not sequential", parent->name);
+    }
+    if (!child->name[0]) {
+        stk_module_destroy(child);
+        return stk_error(STK_ERR_INVALID_ARG, "module %s: a child needs a name", parent->name);
+    }
+    for (int i = 0; i < parent->n_kids; i++)
+        if (!strcmp(parent->kids[i]->name, child->name)) {
+            stk_status st =
+                stk_error(STK_ERR_INVALID_ARG, "module %s already has a child named '%s'",
+                          parent->name, child->name);
+            stk_module_destroy(child);
+            return st;
+        }
+    return mod_add(parent, child) ? STK_OK : STK_ERR_NOMEM;
+}
+
+static stk_status check_sizes(const char *what, int64_t a, int64_t b)
+{
+    if (a < 1 || b < 1 || a > (1 << 24) || b > (1 << 24))
+        return stk_error(STK_ERR_INVALID_ARG, "%s: sizes %lld and %lld must be in 1..2^24", what,
+                         (long long)a, (long long)b);
+    return STK_OK;
+}
+
+stk_status stk_module_linear(const char *name, int64_t in, int64_t out, bool bias, stk_module **m)
+{
+    TRY_NAME(name);
+    TRY(check_sizes("linear", in, out));
+    return done(mod_linear(name, in, out, bias), m);
+}
+
+stk_status stk_module_conv2d(const char *name, int64_t in, int64_t out, int kernel, int stride,
+                             int padding, bool bias, stk_module **m)
+{
+    TRY_NAME(name);
+    TRY(check_sizes("conv2d", in, out));
+    if (kernel < 1 || stride < 1 || padding < 0)
+        return stk_error(STK_ERR_INVALID_ARG, "conv2d %s: kernel %d, stride %d, padding %d", name,
+                         kernel, stride, padding);
+    return done(mod_conv(name, in, out, kernel, stride, padding, bias), m);
+}
+
+stk_status stk_module_batchnorm2d(const char *name, int64_t channels, stk_module **m)
+{
+    TRY_NAME(name);
+    TRY(check_sizes("batchnorm2d", channels, 1));
+    return done(mod_bn(name, channels), m);
+}
+
+stk_status stk_module_relu(const char *name, stk_module **m)
+{
+    return simple_module(MOD_RELU, name, 0, 0, 0, m);
+}
+
+stk_status stk_module_dropout(const char *name, float p, stk_module **m)
+{
+    if (!(p >= 0.f && p < 1.f))
+        return stk_error(STK_ERR_INVALID_ARG, "dropout %s: p = %g is outside [0, 1)", name,
+                         (double)p);
+    stk_status st = simple_module(MOD_DROPOUT, name, 0, 0, 0, m);
+    if (st == STK_OK) (*m)->p = p;
+    return st;
+}
+
+stk_status stk_module_maxpool2d(const char *name, int kernel, int stride, int padding,
+                                stk_module **m)
+{
+    return simple_module(MOD_MAXPOOL2D, name, kernel, stride, padding, m);
+}
+
+stk_status stk_module_avgpool2d(const char *name, int kernel, int stride, int padding,
+                                stk_module **m)
+{
+    return simple_module(MOD_AVGPOOL2D, name, kernel, stride, padding, m);
+}
+
+stk_status stk_module_global_avgpool(const char *name, stk_module **m)
+{
+    return simple_module(MOD_GLOBAL_AVGPOOL, name, 0, 0, 0, m);
+}
+
+stk_status stk_module_flatten(const char *name, stk_module **m)
+{
+    return simple_module(MOD_FLATTEN, name, 0, 0, 0, m);
+}
+
+stk_status stk_module_basic_block(const char *name, int64_t in, int64_t out, int stride,
+                                  stk_module **m)
+{
+    TRY_NAME(name);
+    TRY(check_sizes("basic_block", in, out));
+    if (stride < 1)
+        return stk_error(STK_ERR_INVALID_ARG, "basic_block %s: stride %d", name, stride);
+    return done(mod_basic_block(name, in, out, stride), m);
+}
+
+void stk_module_destroy(stk_module *m) { mod_free(m); }
+
+stk_status stk_model_from_module(stk_module *root, const stk_model_config *cfg, stk_model **out)
+{
+    *out = NULL;
+    stk_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        mod_free(root);
+        return stk_error(STK_ERR_NOMEM, "no memory for a model");
+    }
+    m->root = root;
+    m->cfg = *cfg;
+    snprintf(m->name, sizeof m->name, "%s", cfg->name ? cfg->name : "custom");
+    m->cfg.name = m->name;
+    if (m->cfg.bn_momentum == 0.f) m->cfg.bn_momentum = 0.1f;
+    if (m->cfg.bn_eps == 0.f) m->cfg.bn_eps = 1e-5f;
+    m->training = true;
+    int counter = 0;
+    stk_status st = mod_init(root, INIT_TORCH_DEFAULT, cfg->seed, &counter);
+    if (st == STK_OK) st = model_collect_params(m);
+    if (st != STK_OK) {
+        stk_model_destroy(m);
+        return st;
+    }
+    *out = m;
+    return STK_OK;
+}
