@@ -117,6 +117,16 @@ void node_save(stk_node *n, int slot, stk_tensor *t)
     n->saved[slot] = t;
 }
 
+stk_status node_save_output(stk_node *n, int slot, stk_tensor *y)
+{
+    stk_tensor *alias;
+    stk_status st = tensor_alias(y, y->ndim, y->shape, y->strides, y->offset, &alias);
+    if (st != STK_OK) return st;
+    node_save(n, slot, alias);
+    stk_tensor_release(alias);
+    return STK_OK;
+}
+
 bool node_needs_grad(const stk_node *n, int i)
 {
     return n->inputs[i] && n->inputs[i]->requires_grad;

@@ -30,6 +30,9 @@ stk_status node_attach(stk_tensor *out, const char *name, stk_backward_fn fn, in
                        stk_tensor *const *inputs, stk_node **node);
 /* Keep t for the backward (retained). */
 void node_save(stk_node *n, int slot, stk_tensor *t);
+/* Keep the node's own output y for the backward: saved as an alias of its
+ * storage, since saving y itself would be a reference cycle (y -> node -> y). */
+stk_status node_save_output(stk_node *n, int slot, stk_tensor *y);
 /* Whether input i needs a gradient. */
 bool node_needs_grad(const stk_node *n, int i);
 void node_release(stk_node *n);

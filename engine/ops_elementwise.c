@@ -156,16 +156,9 @@ static stk_status binary_op(stk_binary_op op, stk_tensor *a, stk_tensor *b, stk_
             node_save(n, 0, a);
             node_save(n, 1, b);
         }
-        if (op == STK_BINARY_DIV) {
-            /* saving the output makes a cycle (y -> node -> y): save an alias */
-            stk_tensor *alias;
-            if ((st = tensor_alias(y, y->ndim, y->shape, y->strides, y->offset, &alias)) !=
-                STK_OK) {
-                stk_tensor_release(y);
-                return st;
-            }
-            node_save(n, 2, alias);
-            stk_tensor_release(alias);
+        if (op == STK_BINARY_DIV && (st = node_save_output(n, 2, y)) != STK_OK) {
+            stk_tensor_release(y);
+            return st;
         }
     }
     *out = tensor_track(y);
@@ -212,13 +205,11 @@ static stk_status unary_backward(stk_node *n, stk_tensor *gout, stk_tensor **gin
     const stk_backend *be;
     stk_status st = backend_of(gout, &be);
     if (st != STK_OK) return st;
-    stk_tensor *g;
-    if ((st = tensor_contiguous_raw(gout, &g)) != STK_OK) return st;
+    /* gout is contiguous: stk_backward makes it so */
     if ((st = node_grad_like(n, 0, false, &gin[0])) == STK_OK)
-        be->unary_backward(op, stk_tensor_numel(g), n->saved[0] ? tensor_f32(n->saved[0]) : NULL,
-                           n->saved[1] ? tensor_f32(n->saved[1]) : NULL, tensor_f32(g),
+        be->unary_backward(op, stk_tensor_numel(gout), n->saved[0] ? tensor_f32(n->saved[0]) : NULL,
+                           n->saved[1] ? tensor_f32(n->saved[1]) : NULL, tensor_f32(gout),
                            tensor_f32(gin[0]), alpha);
-    stk_tensor_release(g);
     return st;
 }
 
@@ -242,12 +233,7 @@ static stk_status unary_op(const char *name, stk_unary_op op, stk_tensor *x, flo
             node_save(n, 0, tmp);
             stk_tensor_release(tmp);
         }
-        if (save_y) { /* an alias: saving y itself would be a reference cycle */
-            if ((st = tensor_alias(y, y->ndim, y->shape, y->strides, y->offset, &tmp)) != STK_OK)
-                goto fail;
-            node_save(n, 1, tmp);
-            stk_tensor_release(tmp);
-        }
+        if (save_y && (st = node_save_output(n, 1, y)) != STK_OK) goto fail;
     }
     *out = tensor_track(y);
     return STK_OK;
@@ -292,13 +278,10 @@ static stk_status dropout_backward(stk_node *n, stk_tensor *gout, stk_tensor **g
     const stk_backend *be;
     stk_status st = backend_of(gout, &be);
     if (st != STK_OK) return st;
-    stk_tensor *g;
-    if ((st = tensor_contiguous_raw(gout, &g)) != STK_OK) return st;
     if ((st = node_grad_like(n, 0, false, &gin[0])) == STK_OK)
-        be->dropout_backward(stk_tensor_numel(g), (float)n->fv[0],
-                             (const uint8_t *)tensor_ptr(n->saved[0]), tensor_f32(g),
+        be->dropout_backward(stk_tensor_numel(gout), (float)n->fv[0],
+                             (const uint8_t *)tensor_ptr(n->saved[0]), tensor_f32(gout),
                              tensor_f32(gin[0]));
-    stk_tensor_release(g);
     return st;
 }
 

@@ -33,11 +33,7 @@ static stk_status softmax_last(stk_tensor *x, bool log, stk_tensor **out)
         STK_OK)
         goto fail;
     if (n) {
-        stk_tensor *alias; /* the output itself would be a reference cycle */
-        if ((st = tensor_alias(y, y->ndim, y->shape, y->strides, y->offset, &alias)) != STK_OK)
-            goto fail;
-        node_save(n, 0, alias);
-        stk_tensor_release(alias);
+        if ((st = node_save_output(n, 0, y)) != STK_OK) goto fail;
         n->iv[0] = log;
     }
     stk_tensor_release(xc);

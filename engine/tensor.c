@@ -183,6 +183,16 @@ stk_status stk_tensor_scalar(float value, stk_tensor **out)
     return stk_tensor_from_host(STK_F32, 0, NULL, &value, out);
 }
 
+/* The strides of a contiguous tensor of t's shape. */
+static void row_major_strides(const stk_tensor *t, int64_t *strides)
+{
+    int64_t s = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        strides[d] = s;
+        s *= t->shape[d];
+    }
+}
+
 stk_status stk_tensor_to_host(const stk_tensor *t, void *dst, size_t bytes)
 {
     int64_t numel = stk_tensor_numel(t);
@@ -193,11 +203,8 @@ stk_status stk_tensor_to_host(const stk_tensor *t, void *dst, size_t bytes)
     if (t->storage->device != STK_DEVICE_CPU)
         return stk_error(STK_ERR_UNSUPPORTED, "to_host: %s tensors are not supported yet",
                          stk_device_name(t->storage->device));
-    int64_t strides[STK_MAX_DIMS], s = 1;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        strides[d] = s;
-        s *= t->shape[d];
-    }
+    int64_t strides[STK_MAX_DIMS];
+    row_major_strides(t, strides);
     const stk_backend *be;
     stk_status st = backend_of(t, &be);
     if (st != STK_OK) return st;
@@ -213,11 +220,8 @@ stk_status stk_tensor_copy_from_host(stk_tensor *t, const void *src, size_t byte
     if (bytes != need)
         return stk_error(STK_ERR_INVALID_ARG, "copy_from_host: %zu bytes given, %s %s needs %zu",
                          bytes, stk_tensor_shape_str(t), stk_dtype_name(t->dtype), need);
-    int64_t strides[STK_MAX_DIMS], s = 1;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        strides[d] = s;
-        s *= t->shape[d];
-    }
+    int64_t strides[STK_MAX_DIMS];
+    row_major_strides(t, strides);
     const stk_backend *be;
     stk_status st = backend_of(t, &be);
     if (st != STK_OK) return st;

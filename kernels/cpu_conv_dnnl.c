@@ -95,6 +95,49 @@ static void conv_dims(const stk_conv2d_desc *d, dnnl_dims_t strides, dnnl_dims_t
     pr[1] = (d->ow - 1) * d->stride_w + (d->s - 1) * d->dil_w + 1 - d->w - d->pad_w;
 }
 
+/* Descriptors with the user's dims and "any" layout: oneDNN picks the layout. */
+static void any_descs(const conv_plan *p, dnnl_memory_desc_t *src, dnnl_memory_desc_t *wei,
+                      dnnl_memory_desc_t *dst)
+{
+    dnnl_memory_desc_init_by_tag(src, 4, p->user_src.dims, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(dst, 4, p->user_dst.dims, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(wei, p->user_wei.ndims, p->user_wei.dims, dnnl_f32,
+                                 dnnl_format_tag_any);
+}
+
+/* One operand of a pass: its reorder slot, how to ask the primitive for its
+ * layout, the user's descriptor, and the reorder direction. */
+typedef struct pass_operand {
+    int slot;
+    dnnl_query_t query;
+    const dnnl_memory_desc_t *user;
+    bool output; /* reorder wanted -> user after the pass, not user -> wanted before */
+} pass_operand;
+
+/* Create the pass's primitive from its op descriptor, learn the layouts it
+ * chose and make the reorders. *keep_pd receives the primitive descriptor
+ * (the forward one is the hint for the backward passes); NULL frees it. */
+static dnnl_status_t make_pass(conv_plan *p, const dnnl_convolution_desc_t *cd,
+                               const pass_operand ops[3], dnnl_primitive_t *prim,
+                               dnnl_primitive_desc_t *keep_pd)
+{
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t s = dnnl_primitive_desc_create(&pd, cd, NULL, engine, p->fwd_pd);
+    if (s) return s;
+    for (int i = 0; i < 3 && !s; i++) s = query(pd, ops[i].query, &p->want[ops[i].slot]);
+    if (!s) s = dnnl_primitive_create(prim, pd);
+    if (keep_pd && !s)
+        *keep_pd = pd;
+    else
+        dnnl_primitive_desc_destroy(pd);
+    for (int i = 0; i < 3 && !s; i++) {
+        const dnnl_memory_desc_t *want = &p->want[ops[i].slot];
+        s = ops[i].output ? make_reorder(want, ops[i].user, &p->reorder[ops[i].slot])
+                          : make_reorder(ops[i].user, want, &p->reorder[ops[i].slot]);
+    }
+    return s;
+}
+
 static dnnl_status_t plan_forward(conv_plan *p)
 {
     const stk_conv2d_desc *d = &p->d;
@@ -112,10 +155,7 @@ static dnnl_status_t plan_forward(conv_plan *p)
     }
     if (s) return s;
     dnnl_memory_desc_t any_src, any_wei, any_dst;
-    dnnl_memory_desc_init_by_tag(&any_src, 4, src, dnnl_f32, dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&any_dst, 4, dst, dnnl_f32, dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&any_wei, p->user_wei.ndims, p->user_wei.dims, dnnl_f32,
-                                 dnnl_format_tag_any);
+    any_descs(p, &any_src, &any_wei, &any_dst);
     dnnl_dims_t st, dil, pl, pr;
     conv_dims(d, st, dil, pl, pr);
     dnnl_convolution_desc_t cd;
@@ -123,77 +163,42 @@ static dnnl_status_t plan_forward(conv_plan *p)
                                                         dnnl_convolution_direct, &any_src, &any_wei,
                                                         NULL, &any_dst, st, dil, pl, pr)))
         return s;
-    if ((s = dnnl_primitive_desc_create(&p->fwd_pd, &cd, NULL, engine, NULL))) return s;
-    if ((s = query(p->fwd_pd, dnnl_query_src_md, &p->want[R_FWD_SRC])) ||
-        (s = query(p->fwd_pd, dnnl_query_weights_md, &p->want[R_FWD_WEI])) ||
-        (s = query(p->fwd_pd, dnnl_query_dst_md, &p->want[R_FWD_DST])))
-        return s;
-    if ((s = dnnl_primitive_create(&p->fwd, p->fwd_pd))) return s;
-    if ((s = make_reorder(&p->user_src, &p->want[R_FWD_SRC], &p->reorder[R_FWD_SRC])) ||
-        (s = make_reorder(&p->user_wei, &p->want[R_FWD_WEI], &p->reorder[R_FWD_WEI])) ||
-        (s = make_reorder(&p->want[R_FWD_DST], &p->user_dst, &p->reorder[R_FWD_DST])))
-        return s;
-    return dnnl_success;
+    pass_operand ops[3] = {{R_FWD_SRC, dnnl_query_src_md, &p->user_src, false},
+                           {R_FWD_WEI, dnnl_query_weights_md, &p->user_wei, false},
+                           {R_FWD_DST, dnnl_query_dst_md, &p->user_dst, true}};
+    return make_pass(p, &cd, ops, &p->fwd, &p->fwd_pd);
 }
 
 static dnnl_status_t plan_backward_data(conv_plan *p)
 {
-    const stk_conv2d_desc *d = &p->d;
     dnnl_memory_desc_t any_src, any_wei, any_dst;
-    dnnl_memory_desc_init_by_tag(&any_src, 4, p->user_src.dims, dnnl_f32, dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&any_dst, 4, p->user_dst.dims, dnnl_f32, dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&any_wei, p->user_wei.ndims, p->user_wei.dims, dnnl_f32,
-                                 dnnl_format_tag_any);
+    any_descs(p, &any_src, &any_wei, &any_dst);
     dnnl_dims_t st, dil, pl, pr;
-    conv_dims(d, st, dil, pl, pr);
+    conv_dims(&p->d, st, dil, pl, pr);
     dnnl_convolution_desc_t cd;
-    dnnl_primitive_desc_t pd;
-    dnnl_status_t s;
-    if ((s = dnnl_dilated_convolution_backward_data_desc_init(
-             &cd, dnnl_convolution_direct, &any_src, &any_wei, &any_dst, st, dil, pl, pr)))
-        return s;
-    if ((s = dnnl_primitive_desc_create(&pd, &cd, NULL, engine, p->fwd_pd))) return s;
-    if (!(s = query(pd, dnnl_query_diff_src_md, &p->want[R_BD_DSRC])) &&
-        !(s = query(pd, dnnl_query_weights_md, &p->want[R_BD_WEI])) &&
-        !(s = query(pd, dnnl_query_diff_dst_md, &p->want[R_BD_DDST])))
-        s = dnnl_primitive_create(&p->bwd_data, pd);
-    dnnl_primitive_desc_destroy(pd);
+    dnnl_status_t s = dnnl_dilated_convolution_backward_data_desc_init(
+        &cd, dnnl_convolution_direct, &any_src, &any_wei, &any_dst, st, dil, pl, pr);
     if (s) return s;
-    if ((s = make_reorder(&p->user_wei, &p->want[R_BD_WEI], &p->reorder[R_BD_WEI])) ||
-        (s = make_reorder(&p->user_dst, &p->want[R_BD_DDST], &p->reorder[R_BD_DDST])) ||
-        (s = make_reorder(&p->want[R_BD_DSRC], &p->user_src, &p->reorder[R_BD_DSRC])))
-        return s;
-    return dnnl_success;
+    pass_operand ops[3] = {{R_BD_WEI, dnnl_query_weights_md, &p->user_wei, false},
+                           {R_BD_DDST, dnnl_query_diff_dst_md, &p->user_dst, false},
+                           {R_BD_DSRC, dnnl_query_diff_src_md, &p->user_src, true}};
+    return make_pass(p, &cd, ops, &p->bwd_data, NULL);
 }
 
 static dnnl_status_t plan_backward_weights(conv_plan *p)
 {
-    const stk_conv2d_desc *d = &p->d;
     dnnl_memory_desc_t any_src, any_wei, any_dst;
-    dnnl_memory_desc_init_by_tag(&any_src, 4, p->user_src.dims, dnnl_f32, dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&any_dst, 4, p->user_dst.dims, dnnl_f32, dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&any_wei, p->user_wei.ndims, p->user_wei.dims, dnnl_f32,
-                                 dnnl_format_tag_any);
+    any_descs(p, &any_src, &any_wei, &any_dst);
     dnnl_dims_t st, dil, pl, pr;
-    conv_dims(d, st, dil, pl, pr);
+    conv_dims(&p->d, st, dil, pl, pr);
     dnnl_convolution_desc_t cd;
-    dnnl_primitive_desc_t pd;
-    dnnl_status_t s;
-    if ((s = dnnl_dilated_convolution_backward_weights_desc_init(
-             &cd, dnnl_convolution_direct, &any_src, &any_wei, NULL, &any_dst, st, dil, pl, pr)))
-        return s;
-    if ((s = dnnl_primitive_desc_create(&pd, &cd, NULL, engine, p->fwd_pd))) return s;
-    if (!(s = query(pd, dnnl_query_src_md, &p->want[R_BW_SRC])) &&
-        !(s = query(pd, dnnl_query_diff_weights_md, &p->want[R_BW_DWEI])) &&
-        !(s = query(pd, dnnl_query_diff_dst_md, &p->want[R_BW_DDST])))
-        s = dnnl_primitive_create(&p->bwd_wei, pd);
-    dnnl_primitive_desc_destroy(pd);
+    dnnl_status_t s = dnnl_dilated_convolution_backward_weights_desc_init(
+        &cd, dnnl_convolution_direct, &any_src, &any_wei, NULL, &any_dst, st, dil, pl, pr);
     if (s) return s;
-    if ((s = make_reorder(&p->user_src, &p->want[R_BW_SRC], &p->reorder[R_BW_SRC])) ||
-        (s = make_reorder(&p->user_dst, &p->want[R_BW_DDST], &p->reorder[R_BW_DDST])) ||
-        (s = make_reorder(&p->want[R_BW_DWEI], &p->user_wei, &p->reorder[R_BW_DWEI])))
-        return s;
-    return dnnl_success;
+    pass_operand ops[3] = {{R_BW_SRC, dnnl_query_src_md, &p->user_src, false},
+                           {R_BW_DDST, dnnl_query_diff_dst_md, &p->user_dst, false},
+                           {R_BW_DWEI, dnnl_query_diff_weights_md, &p->user_wei, true}};
+    return make_pass(p, &cd, ops, &p->bwd_wei, NULL);
 }
 
 static void once_init(void)
