@@ -1,4 +1,5 @@
 #include "kernels/device.h"
+#include "kernels/copy_engine.h"
 
 #include "common/log.h"
 
@@ -43,3 +44,8 @@ void stk_host_free_pinned(void *ptr, size_t bytes)
     munlock(ptr, size ? size : (size_t)page);
     munmap(ptr, size ? size : (size_t)page);
 }
+
+/* The CPU's copy engine: nothing to copy, the host batch is the device batch. */
+static const stk_copy_engine cpu_copy_engine = {.device = STK_DEVICE_CPU, .in_place = true};
+
+const stk_copy_engine *stk_copy_engine_cpu(void) { return &cpu_copy_engine; }

@@ -1,0 +1,42 @@
+/* Asynchronous host-to-device copies: the part of the device runtime the
+ * loader's H2D stage (loader/h2d.h) is written against, so that the CPU
+ * device, the CUDA backend (cudaMemcpyAsync on a copy stream, events) and
+ * the tests' delayed-copy device all serve the same stage unchanged.
+ *
+ *     const stk_copy_engine *ce = stk_copy_engine_cpu();
+ *     if (!ce->in_place) {
+ *         uint64_t t;
+ *         ce->copy_async(ce->ctx, dev, host, bytes, &t);
+ *         ...                                  // other work overlaps the copy
+ *         ce->wait(ce->ctx, t);                // host memory may be reused now
+ *     }
+ *
+ * Contract: copies complete in the order they were started; `wait` blocks
+ * until the copy with that ticket (and so every earlier one) has completed;
+ * the source must stay untouched until then. Called from one thread.
+ */
+#pragma once
+
+#include "common/status.h"
+#include "kernels/device_alloc.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct stk_copy_engine {
+    void *ctx;
+    stk_device device;
+    /* true: the device reads host memory directly (the CPU): no copies, no buffers */
+    bool in_place;
+    /* Device buffers for the stage. */
+    stk_status (*alloc)(void *ctx, size_t bytes, void **out);
+    void (*free)(void *ctx, void *ptr, size_t bytes);
+    /* Start copying `bytes` from host `src` to device `dst`; *ticket names the copy. */
+    stk_status (*copy_async)(void *ctx, void *dst, const void *src, size_t bytes, uint64_t *ticket);
+    /* Block until copy `ticket` has completed. */
+    stk_status (*wait)(void *ctx, uint64_t ticket);
+} stk_copy_engine;
+
+/* The CPU device: in place (the engine computes on the pinned host batch). */
+const stk_copy_engine *stk_copy_engine_cpu(void);
