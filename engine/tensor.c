@@ -178,6 +178,38 @@ stk_status stk_tensor_from_host(stk_dtype dt, int ndim, const int64_t *shape, co
     return STK_OK;
 }
 
+stk_status stk_tensor_wrap(stk_device dev, stk_dtype dt, int ndim, const int64_t *shape, void *data,
+                           stk_tensor **out)
+{
+    *out = NULL;
+    stk_status st = check_shape(ndim, shape);
+    if (st != STK_OK) return st;
+    stk_tensor *t = calloc(1, sizeof *t);
+    stk_storage *s = calloc(1, sizeof *s);
+    if (!t || !s) {
+        free(t);
+        free(s);
+        return stk_error(STK_ERR_NOMEM, "no memory for a tensor");
+    }
+    *s = (stk_storage){.data = data,
+                       .bytes = (size_t)shape_numel(ndim, shape) * stk_dtype_size(dt),
+                       .device = dev,
+                       .refs = 1,
+                       .borrowed = true};
+    t->refs = 1;
+    t->ndim = ndim;
+    t->dtype = dt;
+    t->storage = s;
+    int64_t stride = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        t->shape[d] = shape[d];
+        t->strides[d] = stride;
+        stride *= shape[d];
+    }
+    *out = tensor_track(t);
+    return STK_OK;
+}
+
 stk_status stk_tensor_scalar(float value, stk_tensor **out)
 {
     return stk_tensor_from_host(STK_F32, 0, NULL, &value, out);
@@ -291,7 +323,7 @@ void stk_tensor_release(stk_tensor *t)
     stk_tensor_release(t->grad);
     stk_storage *s = t->storage;
     if (s && --s->refs == 0) {
-        stk_device_free(s->device, s->data, s->bytes);
+        if (!s->borrowed) stk_device_free(s->device, s->data, s->bytes);
         free(s);
     }
     free(t);

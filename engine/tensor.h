@@ -58,6 +58,11 @@ stk_status stk_tensor_zeros_on(stk_device dev, stk_dtype dt, int ndim, const int
 /* A new contiguous tensor holding a copy of `data` (numel elements of dt). */
 stk_status stk_tensor_from_host(stk_dtype dt, int ndim, const int64_t *shape, const void *data,
                                 stk_tensor **out);
+/* A tensor over memory the caller owns (e.g. a loader batch), without a
+ * copy: contiguous, not freed by Stoke; the memory must outlive the tensor
+ * and everything made from it that keeps it (a step scope's contents). */
+stk_status stk_tensor_wrap(stk_device dev, stk_dtype dt, int ndim, const int64_t *shape, void *data,
+                           stk_tensor **out);
 /* A 0-dimensional f32 tensor. */
 stk_status stk_tensor_scalar(float value, stk_tensor **out);
 

@@ -12,6 +12,7 @@ typedef struct stk_storage {
     size_t bytes;
     stk_device device;
     int refs;
+    bool borrowed; /* stk_tensor_wrap: the caller's memory, never freed here */
 } stk_storage;
 
 struct stk_tensor {

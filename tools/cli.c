@@ -41,6 +41,20 @@ bool stk_cli_int(const char *cmd, const char *flag, const char *text, int64_t mi
     return true;
 }
 
+bool stk_cli_double(const char *cmd, const char *flag, const char *text, double min, double max,
+                    double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end || !(v >= min && v <= max)) {
+        stk_cli_usage(cmd, "%s %s: expected a number in %g..%g", flag, text, min, max);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
 void stk_json_string(FILE *f, const char *s)
 {
     fputc('"', f);

@@ -17,7 +17,8 @@ typedef struct stk_command {
     int (*run)(int argc, char **argv);
 } stk_command;
 
-extern const stk_command stk_cmd_pack, stk_cmd_info, stk_cmd_verify, stk_cmd_peek, stk_cmd_bench;
+extern const stk_command stk_cmd_pack, stk_cmd_info, stk_cmd_verify, stk_cmd_peek, stk_cmd_bench,
+    stk_cmd_train, stk_cmd_eval;
 
 /* Print "stoke CMD: <message>" and a hint to stderr; return STK_EXIT_USAGE. */
 int stk_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -28,6 +29,10 @@ int stk_cli_fail(void);
 /* Parse an integer flag value in [min, max]; on failure print a usage error. */
 bool stk_cli_int(const char *cmd, const char *flag, const char *text, int64_t min, int64_t max,
                  int64_t *out);
+
+/* Parse a number flag value in [min, max]; on failure print a usage error. */
+bool stk_cli_double(const char *cmd, const char *flag, const char *text, double min, double max,
+                    double *out);
 
 /* Write s as a JSON string literal (quoted, escaped). */
 void stk_json_string(FILE *f, const char *s);

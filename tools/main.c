@@ -1,11 +1,12 @@
-/* stoke: pack, inspect and verify datasets (and, in later versions, bench and train). */
+/* stoke: pack, inspect, verify and benchmark datasets; train and evaluate models. */
 #include "tools/cli.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static const stk_command *const commands[] = {&stk_cmd_pack, &stk_cmd_info, &stk_cmd_verify,
-                                              &stk_cmd_peek, &stk_cmd_bench};
+static const stk_command *const commands[] = {&stk_cmd_pack, &stk_cmd_info,  &stk_cmd_verify,
+                                              &stk_cmd_peek, &stk_cmd_bench, &stk_cmd_train,
+                                              &stk_cmd_eval};
 enum { N_COMMANDS = sizeof commands / sizeof *commands };
 
 static void print_overview(FILE *f)

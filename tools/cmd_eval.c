@@ -1,0 +1,135 @@
+/* stoke eval: a checkpoint's loss, top-1 and top-5 on a dataset. */
+#include "common/thread_pool.h"
+#include "engine/checkpoint.h"
+#include "engine/safetensors.h"
+#include "kernels/backend.h"
+#include "tools/cli.h"
+#include "tools/train_common.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char help[] =
+    "usage: stoke eval --data VAL.stoke --checkpoint FILE [OPTIONS]\n"
+    "\n"
+    "Evaluate a checkpoint written by stoke train (eval mode, no augmentation):\n"
+    "mean cross-entropy loss, top-1 and top-5 accuracy.\n"
+    "\n"
+    "options:\n"
+    "  --data PATH          the dataset (same classes as the training set)\n"
+    "  --checkpoint FILE    a .safetensors checkpoint (last.safetensors, best.safetensors)\n"
+    "  --transform SPEC     default: the checkpoint's evaluation transform\n"
+    "  --batch B            default 256\n"
+    "  --workers N          loader threads, default: number of cores\n"
+    "  --threads N          compute threads, default: number of cores\n"
+    "  --json               one JSON object on stdout (keys: val_loss, val_top1, val_top5,\n"
+    "                       images, seconds)\n"
+    "  -h, --help           this text\n";
+
+static int run(int argc, char **argv)
+{
+    enum { O_DATA = 256, O_CKPT, O_TF, O_BATCH, O_WORKERS, O_THREADS, O_JSON, O_HELP };
+    static const struct option longopts[] = {{"data", required_argument, 0, O_DATA},
+                                             {"checkpoint", required_argument, 0, O_CKPT},
+                                             {"transform", required_argument, 0, O_TF},
+                                             {"batch", required_argument, 0, O_BATCH},
+                                             {"workers", required_argument, 0, O_WORKERS},
+                                             {"threads", required_argument, 0, O_THREADS},
+                                             {"json", no_argument, 0, O_JSON},
+                                             {"help", no_argument, 0, O_HELP},
+                                             {0, 0, 0, 0}};
+    const char *data = NULL, *ckpt = NULL, *transform = NULL;
+    int64_t batch = 256, workers = stk_cpu_count(), threads = stk_cpu_count();
+    bool json = false;
+    int opt;
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case O_DATA: data = optarg; break;
+        case O_CKPT: ckpt = optarg; break;
+        case O_TF: transform = optarg; break;
+        case O_JSON: json = true; break;
+        case O_BATCH:
+            if (!stk_cli_int("eval", "--batch", optarg, 1, 65536, &batch)) return STK_EXIT_USAGE;
+            break;
+        case O_WORKERS:
+            if (!stk_cli_int("eval", "--workers", optarg, 1, 1024, &workers)) return STK_EXIT_USAGE;
+            break;
+        case O_THREADS:
+            if (!stk_cli_int("eval", "--threads", optarg, 1, 1024, &threads)) return STK_EXIT_USAGE;
+            break;
+        case O_HELP:
+        case 'h': fputs(help, stdout); return STK_EXIT_OK;
+        default:
+            return stk_cli_usage("eval", "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return stk_cli_usage("eval", "unexpected argument '%s'", argv[optind]);
+    if (!data || !ckpt) return stk_cli_usage("eval", "--data and --checkpoint are required");
+    stk_cpu_set_threads((int)threads);
+
+    /* the model as the checkpoint describes it */
+    stk_safetensors *f;
+    if (stk_safetensors_read(ckpt, &f) != STK_OK) return stk_cli_fail();
+    const char *name = stk_safetensors_meta(f, "model"),
+               *ch = stk_safetensors_meta(f, "in_channels"),
+               *cl = stk_safetensors_meta(f, "classes"),
+               *sz = stk_safetensors_meta(f, "image_size"),
+               *vt = stk_safetensors_meta(f, "val_transform");
+    if (!name || !ch || !cl || !sz) {
+        stk_safetensors_free(f);
+        fprintf(stderr, "stoke: %s: not a Stoke checkpoint (no model metadata)\n", ckpt);
+        return STK_EXIT_ERROR;
+    }
+    char model_name[32], tf[128];
+    snprintf(model_name, sizeof model_name, "%s", name);
+    stk_model_config cfg = {
+        .name = model_name, .in_channels = atoi(ch), .classes = atoi(cl), .image_size = atoi(sz)};
+    snprintf(tf, sizeof tf, "%s", transform ? transform : vt ? vt : "");
+    stk_safetensors_free(f);
+
+    stk_dataset *ds;
+    if (stk_dataset_open(data, &ds) != STK_OK) return stk_cli_fail();
+    const stk_meta *m = stk_dataset_meta(ds);
+    float mean[3], std[3];
+    train_input_stats(m, data, mean, std);
+    int size = 0;
+    stk_status st = STK_OK;
+    if (!tf[0]) train_default_eval_transform(m, cfg.image_size, tf, sizeof tf);
+    if ((int)m->num_classes != cfg.classes || m->channels != cfg.in_channels)
+        st = stk_error(STK_ERR_INVALID_ARG,
+                       "%s has %u classes and %d channels; the checkpoint's %s expects %d and %d",
+                       data, m->num_classes, m->channels, cfg.name, cfg.classes, cfg.in_channels);
+    else if ((st = train_check_transform(m, "--transform", tf, &size)) == STK_OK &&
+             size != cfg.image_size)
+        st = stk_error(STK_ERR_INVALID_ARG,
+                       "--transform %s gives %d px images; the model was "
+                       "trained on %d px",
+                       tf, size, cfg.image_size);
+    stk_dataset_close(ds);
+    if (st != STK_OK) return stk_cli_fail();
+
+    stk_model *model;
+    stk_load_report rep;
+    eval_result r;
+    if (stk_model_create(&cfg, &model) != STK_OK) return stk_cli_fail();
+    if ((st = stk_checkpoint_load(ckpt, model, NULL, true, &rep)) == STK_OK)
+        st = train_evaluate(model, data, tf, (int)batch, (int)workers, mean, std,
+                            json ? NULL : "eval", &r);
+    stk_model_destroy(model);
+    if (st != STK_OK) return stk_cli_fail();
+    if (json)
+        printf("{\"val_loss\": %.6f, \"val_top1\": %.4f, \"val_top5\": %.4f, \"images\": %" PRIu64
+               ", \"seconds\": %.2f}\n",
+               r.loss, r.top1, r.top5, r.images, r.seconds);
+    else
+        printf("%s on %s (%" PRIu64 " images, transform %s): loss %.4f, top-1 %.2f%%, top-5 "
+               "%.2f%% (%.1f s)\n",
+               ckpt, data, r.images, tf, r.loss, r.top1, r.top5, r.seconds);
+    return STK_EXIT_OK;
+}
+
+const stk_command stk_cmd_eval = {"eval", "evaluate a checkpoint on a dataset", help, run};

@@ -1,0 +1,42 @@
+/* What `stoke train` and `stoke eval` share: the dataset's normalisation,
+ * default transforms, a loader batch viewed as tensors, and the evaluation
+ * pass (loss, top-1, top-5). */
+#pragma once
+
+#include "engine/nn.h"
+#include "loader/h2d.h"
+#include "storage/dataset.h"
+
+typedef struct eval_result {
+    double loss, top1, top5; /* mean loss; accuracies in percent */
+    uint64_t images;
+    double seconds;
+} eval_result;
+
+/* Per-channel mean/std for the input op: the dataset's statistics, or 0.5 /
+ * 0.5 with a warning when it has none (pack --no-validate). */
+void train_input_stats(const stk_meta *m, const char *path, float mean[3], float std[3]);
+
+/* The evaluation transform that matches a training image size: JPEG ->
+ * resize:round(S*256/224),center:S (resize:256,center:224 for S = 224); raw
+ * -> center:S. */
+void train_default_eval_transform(const stk_meta *m, int size, char *buf, size_t n);
+
+/* Check that `spec` suits the dataset and give its output size. Errors:
+ * STK_ERR_INVALID_ARG naming the flag (a transform without a fixed output
+ * size, a raw dataset asked to grow its images, as a JPEG transform would). */
+stk_status train_check_transform(const stk_meta *m, const char *flag, const char *spec, int *size);
+
+/* The batch's u8 NHWC pixels as a normalised f32 NCHW tensor and its labels
+ * as an i32 tensor (both owned by the current step scope). */
+stk_status train_batch_tensors(const stk_device_batch *b, const float *mean, const float *std,
+                               stk_tensor **x, stk_tensor **labels);
+
+/* Correct top-1 and top-5 predictions in a batch of logits. */
+void train_count_correct(stk_tensor *logits, const int32_t *labels, int n, int *top1, int *top5);
+
+/* Evaluate m (switched to eval mode, no grad) on `path` with `transform`;
+ * `progress_label` NULL for no bar. Restores m's mode. */
+stk_status train_evaluate(stk_model *m, const char *path, const char *transform, int batch,
+                          int workers, const float *mean, const float *std,
+                          const char *progress_label, eval_result *r);
