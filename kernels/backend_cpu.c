@@ -51,6 +51,11 @@ stk_status stk_backend_get(stk_device dev, const stk_backend **out)
 void stk_cpu_set_threads(int n)
 {
     if (n < 1) n = omp_get_num_procs();
+#if defined(__SANITIZE_THREAD__)
+    /* libgomp is not built for ThreadSanitizer, which then reports its barriers
+     * as races: TSan builds run the OpenMP loops on one thread (kernels/README.md). */
+    n = 1;
+#endif
     omp_set_num_threads(n);
 }
 

@@ -69,6 +69,8 @@ static const char help[] =
     "output:\n"
     "  --out RUNDIR           default run-MODEL; holds metrics.csv, last.safetensors,\n"
     "                         best.safetensors (best validation top-1)\n"
+    "  --stop-after N         end this invocation after N epochs (checkpointed), to split\n"
+    "                         a run across time slots; continue it with --resume\n"
     "  --resume               continue RUNDIR's run from last.safetensors (the epoch\n"
     "                         after the last completed one); the result is bit-identical\n"
     "                         to an uninterrupted run with the same flags\n"
@@ -88,7 +90,7 @@ typedef struct train_args {
     const char *data, *val, *model, *transform, *val_transform, *init, *out;
     const char *freeze[32];
     int n_freeze;
-    int64_t epochs, batch, workers, threads, step_epochs, seed;
+    int64_t epochs, batch, workers, threads, step_epochs, seed, stop_after;
     double lr, momentum, wd, warmup_epochs, smoothing;
     bool nesterov, resume, json, lr_set;
     stk_optim_kind optimizer;
@@ -125,7 +127,8 @@ static int parse(int argc, char **argv, train_args *a)
         O_INIT,
         O_FREEZE,
         O_JSON,
-        O_HELP
+        O_HELP,
+        O_STOP
     };
     static const struct option longopts[] = {{"data", required_argument, 0, O_DATA},
                                              {"val", required_argument, 0, O_VAL},
@@ -153,6 +156,7 @@ static int parse(int argc, char **argv, train_args *a)
                                              {"freeze", required_argument, 0, O_FREEZE},
                                              {"json", no_argument, 0, O_JSON},
                                              {"help", no_argument, 0, O_HELP},
+                                             {"stop-after", required_argument, 0, O_STOP},
                                              {0, 0, 0, 0}};
     *a = (train_args){.epochs = 10,
                       .batch = 128,
@@ -193,6 +197,9 @@ static int parse(int argc, char **argv, train_args *a)
         case O_STEP:
             if (!stk_cli_int("train", "--step-epochs", optarg, 1, 100000, &a->step_epochs))
                 return 2;
+            break;
+        case O_STOP:
+            if (!stk_cli_int("train", "--stop-after", optarg, 1, 100000, &a->stop_after)) return 2;
             break;
         case O_SEED:
             if (!stk_cli_int("train", "--seed", optarg, 0, INT64_MAX, &a->seed)) return 2;
@@ -580,7 +587,9 @@ static int run(int argc, char **argv)
     int epochs_run = 0;
     epoch_stats es = {0};
     stk_status st = STK_OK;
-    for (int64_t e = r.start_epoch; e < a->epochs; e++) {
+    int64_t end = a->epochs;
+    if (a->stop_after && r.start_epoch + a->stop_after < end) end = r.start_epoch + a->stop_after;
+    for (int64_t e = r.start_epoch; e < end; e++) {
         if ((st = train_epoch(&r, &sched, e, &es)) != STK_OK) break;
         epochs_run++;
         ips_sum += es.ips;
@@ -616,7 +625,7 @@ static int run(int argc, char **argv)
         printf("{\"epochs\": %" PRId64 ", \"val_top1\": %.4f, \"val_top5\": %.4f, "
                "\"val_loss\": %.6f, \"train_images_per_sec\": %.1f, \"stall_pct\": %.2f, "
                "\"seconds\": %.2f, \"peak_rss_mb\": %.1f}\n",
-               a->epochs, es.val.top1, es.val.top5, es.val.loss,
+               r.start_epoch + epochs_run, es.val.top1, es.val.top5, es.val.loss,
                epochs_run ? ips_sum / epochs_run : 0, epochs_run ? stall_sum / epochs_run : 0,
                seconds, peak_rss_mb());
     } else if (epochs_run) {

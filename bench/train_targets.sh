@@ -1,0 +1,36 @@
+#!/bin/sh
+# The Fashion-MNIST targets of `stoke train`, beside the same recipes in
+# PyTorch (bench/pytorch_train.py), in one run: 5 epochs, batch 128, 2 threads.
+#   mlp:     SGD momentum 0.9, lr 0.1 (constant), no augmentation
+#   cnn:     SGD Nesterov 0.9, lr 0.05 cosine per step to 0, wd 5e-4, pad:2,crop:28,flip
+#   resnet8: the same as cnn
+# Then a JPEG run: resnet18 (ImageNet stem) with rrc:64,flip on a set made by
+# ../shared/data/make-jpeg-set.sh, when JPEG_SET (a packed .stoke) is given.
+#
+#   bench/train_targets.sh [BUILD_DIR] [DATA_DIR]
+set -eu
+BUILD=${1:-build}
+DATA=${2:-demo-data}
+PY=/usr/bin/python3
+HERE=$(dirname "$0")
+STOKE="$BUILD/stoke"
+[ -f "$DATA/fmnist-train.stoke" ] || "$STOKE" pack --from idx --split train /usr/share/datasets/fashion-mnist "$DATA/fmnist-train.stoke" >/dev/null
+[ -f "$DATA/fmnist-test.stoke" ] || "$STOKE" pack --from idx --split test /usr/share/datasets/fashion-mnist "$DATA/fmnist-test.stoke" >/dev/null
+COMMON="--data $DATA/fmnist-train.stoke --val $DATA/fmnist-test.stoke --epochs 5 --batch 128 --threads 2 --json"
+run() {
+    name=$1
+    shift
+    echo "== $name =="
+    "$STOKE" train $COMMON --out "$DATA/run-$name" "$@" 2>"$DATA/run-$name.log" | tee "$DATA/stoke-$name.json"
+}
+run mlp --model mlp --optimizer sgd --momentum 0.9 --lr 0.1 --wd 0 --schedule constant --transform center:28
+"$PY" "$HERE/pytorch_train.py" --model mlp --epochs 5 --lr 0.1 --schedule constant --json
+run cnn --model cnn --nesterov --lr 0.05 --wd 5e-4 --transform pad:2,crop:28,flip
+"$PY" "$HERE/pytorch_train.py" --model cnn --epochs 5 --lr 0.05 --nesterov --wd 5e-4 --pad 2 --json
+run resnet8 --model resnet8 --nesterov --lr 0.05 --wd 5e-4 --transform pad:2,crop:28,flip
+"$PY" "$HERE/pytorch_train.py" --model resnet8 --epochs 5 --lr 0.05 --nesterov --wd 5e-4 --pad 2 --json
+if [ -n "${JPEG_SET:-}" ]; then
+    echo "== resnet18 on $JPEG_SET (rrc:64,flip) =="
+    "$STOKE" train --data "$JPEG_SET" --model resnet18 --epochs 1 --batch 64 --transform rrc:64,flip \
+        --out "$DATA/run-resnet18-jpeg" --json
+fi

@@ -1,0 +1,122 @@
+#!/bin/sh
+# stoke train and stoke eval end to end: outputs (lines, metrics.csv, checkpoints,
+# JSON), resume bit-identical with 1 and 2 workers, --init/--freeze, and every
+# refusal before training starts; a short real run on Fashion-MNIST learns.
+. "$STOKE_TESTS/cli/lib.sh"
+FX=$STOKE_FIXTURES
+run 0 "$STOKE" pack --from idx "$FX/idx" tiny.stoke       # 50 random 28x28 images, 10 classes
+run 0 "$STOKE" pack "$FX/good" jpeg.stoke                  # 11 JPEGs, 3 classes
+T="--data tiny.stoke --val tiny.stoke --batch 8 --threads 2"
+
+# A short run: lines, metrics.csv, checkpoints, JSON.
+run 0 "$STOKE" train $T --model cnn --epochs 2 --out r1 --json
+"$PYTHON3" - <<'PY' || fail "train --json keys"
+import json
+d = json.load(open("out.txt"))
+for k in ("epochs", "val_top1", "val_top5", "val_loss", "train_images_per_sec", "stall_pct",
+          "seconds", "peak_rss_mb"):
+    assert k in d, k
+assert d["epochs"] == 2 and 0 <= d["val_top1"] <= 100 and d["val_top5"] >= d["val_top1"], d
+PY
+expect err.txt "epoch 2/2: loss"
+expect err.txt "top-5"
+[ "$(wc -l < r1/metrics.csv)" = 3 ] || fail "metrics.csv should have a header and 2 rows"
+expect r1/metrics.csv "epoch,step,lr,train_loss,train_acc,val_loss,val_top1,val_top5,images_per_sec,stall_pct,seconds"
+[ -f r1/last.safetensors ] && [ -f r1/best.safetensors ] || fail "checkpoints missing"
+only_entries r1 3
+
+# eval reads the checkpoint and agrees with the run's last validation.
+run 0 "$STOKE" eval --data tiny.stoke --checkpoint r1/last.safetensors --batch 8 --json
+"$PYTHON3" - <<'PY' || fail "eval --json"
+import json, csv
+d = json.load(open("out.txt"))
+assert set(("val_loss", "val_top1", "val_top5", "images")) <= set(d), d
+assert d["images"] == 50, d
+last = list(csv.DictReader(open("r1/metrics.csv")))[-1]
+assert abs(float(last["val_top1"]) - d["val_top1"]) < 1e-6, (last, d)
+PY
+run 0 "$STOKE" eval --data tiny.stoke --checkpoint r1/last.safetensors
+expect out.txt "top-1"
+
+# Resume: a 3-epoch run stopped after epoch 1, then resumed, equals 3 straight
+# epochs bit for bit (the schedule, the optimizer state and the loader's order
+# all continue).
+for w in 1 2; do
+    run 0 "$STOKE" train $T --model resnet8 --epochs 3 --workers $w --out straight$w
+    run 0 "$STOKE" train $T --model resnet8 --epochs 3 --workers $w --out resumed$w --stop-after 1
+    [ "$(wc -l < resumed$w/metrics.csv)" = 2 ] || fail "--stop-after 1 should run one epoch"
+    run 0 "$STOKE" train $T --model resnet8 --epochs 3 --workers $w --out resumed$w --resume
+    expect out.txt "(resumed)"
+    "$PYTHON3" - "$STOKE_TESTS/python" straight$w resumed$w <<'PY' || fail "resume with $w workers is not bit-identical"
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np, st_io
+a, ma = st_io.load(sys.argv[2] + "/last.safetensors")
+b, mb = st_io.load(sys.argv[3] + "/last.safetensors")
+assert a.keys() == b.keys()
+for k in a:
+    assert np.array_equal(a[k], b[k]), k
+assert ma["epoch"] == mb["epoch"] == "3" and ma["step"] == mb["step"], (ma, mb)
+PY
+    [ "$(wc -l < resumed$w/metrics.csv)" = 4 ] || fail "resumed metrics.csv should have 3 rows"
+done
+# Workers do not change the result either.
+cmp straight1/last.safetensors straight2/last.safetensors >/dev/null 2>&1 || \
+"$PYTHON3" - "$STOKE_TESTS/python" <<'PY' || fail "1 and 2 workers train differently"
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np, st_io
+a, _ = st_io.load("straight1/last.safetensors")
+b, _ = st_io.load("straight2/last.safetensors")
+for k in a:
+    assert np.array_equal(a[k], b[k]), k
+PY
+
+# --init (transfer) and --freeze.
+run 0 "$STOKE" train $T --model cnn --epochs 1 --init r1/last.safetensors --freeze conv1 --out r2
+run 1 "$STOKE" train $T --model mlp --epochs 1 --init r1/last.safetensors --out r3
+expect err.txt "holds a cnn model, not mlp"
+run 1 "$STOKE" train $T --model cnn --epochs 1 --freeze nothing --out r3
+expect err.txt "--freeze nothing matches no parameter"
+
+# Refusals before any step.
+run 2 "$STOKE" train $T --model resnet50
+expect err.txt "unknown"
+run 2 "$STOKE" train --data tiny.stoke
+expect err.txt "--model is required"
+run 1 "$STOKE" train --data tiny.stoke --val jpeg.stoke --model mlp --epochs 1 --out r3
+expect err.txt "--val jpeg.stoke has 3 classes"
+run 1 "$STOKE" train --data tiny.stoke --model mlp --transform rrc:224,flip --out r3
+expect err.txt "from 28x28 raw images"
+run 1 "$STOKE" train $T --model mlp --device cuda --out r3
+expect err.txt "no CUDA device"
+run 1 "$STOKE" train $T --model mlp --resume --out nowhere
+expect err.txt "--resume"
+run 2 "$STOKE" train $T --model mlp --optimizer adam --nesterov
+run 2 "$STOKE" train $T --model mlp --lr fast
+# A diverging run stops at the step, names it, and keeps the last good checkpoint.
+run 0 "$STOKE" train $T --model mlp --epochs 1 --out r4
+cp r4/last.safetensors good.safetensors
+run 1 "$STOKE" train $T --model mlp --epochs 3 --lr 100 --schedule constant --out r4 --resume
+expect err.txt "the loss is"
+expect err.txt "at step"
+cmp -s r4/last.safetensors good.safetensors || fail "a diverged run replaced the last good checkpoint"
+run 1 "$STOKE" eval --data jpeg.stoke --checkpoint r1/last.safetensors
+expect err.txt "jpeg.stoke has 3 classes"
+run 2 "$STOKE" eval --data tiny.stoke
+run 0 "$STOKE" train --help
+expect out.txt "--resume"
+run 0 "$STOKE" help eval
+expect out.txt "--checkpoint"
+
+# Real data: one epoch of the mlp on Fashion-MNIST learns (>= 75% test top-1).
+FM=/usr/share/datasets/fashion-mnist
+if [ -f "$FM/train-images-idx3-ubyte.gz" ]; then
+    run 0 "$STOKE" pack --from idx --split train "$FM" fm-train.stoke
+    run 0 "$STOKE" pack --from idx --split test "$FM" fm-test.stoke
+    run 0 "$STOKE" train --data fm-train.stoke --val fm-test.stoke --model mlp --epochs 1 \
+        --lr 0.1 --wd 0 --schedule constant --transform center:28 --out fm --json
+    "$PYTHON3" -c 'import json,sys; d=json.load(open("out.txt")); sys.exit(0 if d["val_top1"] >= 75 else 1)' \
+        || fail "mlp on Fashion-MNIST: $(cat out.txt)"
+fi
+finish
