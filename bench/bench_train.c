@@ -5,7 +5,7 @@
  * the fastest GEMM measured on this machine (kernels/README.md).
  *
  *   bench_train [--models mlp,cnn,resnet8,resnet18] [--batch 128] [--threads 2]
- *               [--seconds 10] [--json]
+ *               [--size PX] [--seconds 10] [--json]
  *
  * bench/engine_vs_pytorch.sh runs it beside bench/pytorch_models.py. */
 #include "common/clock.h"
@@ -34,10 +34,12 @@ static stk_tensor *random_tensor(int ndim, const int64_t *shape)
     return t;
 }
 
+static int size_override; /* --size: input side (resnet18 > 64 px: the ImageNet stem) */
+
 static int train_bench(const char *name, int batch, double seconds, bool json)
 {
     bool r18 = !strcmp(name, "resnet18");
-    int ch = r18 ? 3 : 1, size = r18 ? 32 : 28;
+    int ch = r18 ? 3 : 1, size = size_override ? size_override : r18 ? 32 : 28;
     stk_model_config cfg = {
         .name = name, .in_channels = ch, .classes = 10, .image_size = size, .seed = 1};
     stk_model *m;
@@ -145,13 +147,15 @@ int main(int argc, char **argv)
             threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
             seconds = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--size") && i + 1 < argc)
+            size_override = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--json"))
             json = true;
         else if (!strcmp(argv[i], "--no-matmul"))
             matmul = false;
         else {
             fprintf(stderr, "usage: bench_train [--models LIST] [--batch N] [--threads N] "
-                            "[--seconds S] [--json] [--no-matmul]\n");
+                            "[--size PX] [--seconds S] [--json] [--no-matmul]\n");
             return 2;
         }
     }

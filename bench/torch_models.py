@@ -3,7 +3,7 @@ initialisation as engine/models.c, so that throughput and accuracy compare
 like with like and checkpoints load both ways.
 
 mlp, cnn and resnet8 use torch.nn's default initialisation; resnet18 is
-torchvision's resnet18 (with the CIFAR stem for inputs up to 64 px:
+torchvision's resnet18 (with the CIFAR stem for inputs below 64 px:
 conv1 3x3 stride 1, no max-pool), as Stoke builds it.
 """
 import torch
@@ -75,11 +75,11 @@ class ResNet8(nn.Module):
 def resnet18(cin, classes, size):
     import torchvision
     m = torchvision.models.resnet18(num_classes=classes)
-    if size <= 64 or cin != 3:
-        stride, k, pad = (1, 3, 1) if size <= 64 else (2, 7, 3)
+    if size < 64 or cin != 3:
+        stride, k, pad = (1, 3, 1) if size < 64 else (2, 7, 3)
         m.conv1 = nn.Conv2d(cin, 64, k, stride, pad, bias=False)
         nn.init.kaiming_normal_(m.conv1.weight, mode="fan_out", nonlinearity="relu")
-        if size <= 64:
+        if size < 64:
             m.maxpool = nn.Identity()
     return m
 

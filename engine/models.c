@@ -46,7 +46,7 @@ stk_status mod_init(module *m, init_kind conv_init, uint64_t seed, int *counter)
     stk_rng r;
     if (m->kind == MOD_LINEAR || m->kind == MOD_CONV2D) {
         int64_t fi = fan_in(m->weight);
-        stk_rng_init(&r, seed, (uint64_t)++ * counter, 0);
+        stk_rng_init(&r, seed, (uint64_t)(*counter += 1), 0);
         if (m->kind == MOD_CONV2D && conv_init == INIT_KAIMING_NORMAL_FAN_OUT) {
             int64_t fan_out = stk_tensor_dim(m->weight, 0) * stk_tensor_dim(m->weight, 2) *
                               stk_tensor_dim(m->weight, 3);
@@ -56,7 +56,7 @@ stk_status mod_init(module *m, init_kind conv_init, uint64_t seed, int *counter)
             fill_uniform(m->weight, &r, 1.0 / sqrt((double)fi));
         }
         if (m->bias) {
-            stk_rng_init(&r, seed, (uint64_t)++ * counter, 0);
+            stk_rng_init(&r, seed, (uint64_t)(*counter += 1), 0);
             fill_uniform(m->bias, &r, 1.0 / sqrt((double)fi));
         }
     }
@@ -162,7 +162,7 @@ static module *build_resnet(const stk_model_config *c, bool resnet18)
 {
     module *root = mod_new(MOD_SEQUENTIAL, "");
     if (!root) return NULL;
-    bool imagenet_stem = resnet18 && c->image_size > 64;
+    bool imagenet_stem = resnet18 && c->image_size >= 64; /* CIFAR stem below 64 px */
     int64_t w0 = resnet18 ? 64 : 16;
     if (imagenet_stem)
         ADD(root, mod_conv("conv1", c->in_channels, w0, 7, 2, 3, false));

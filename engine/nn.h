@@ -27,7 +27,7 @@
  *   resnet8   stem conv3x3 16 + BN + ReLU, basic blocks 16->16, 16->32 /2,
  *             32->64 /2, global average pool, linear
  *   resnet18  torchvision's layout and names; CIFAR stem (conv3x3 stride 1,
- *             no max-pool) for image_size <= 64, ImageNet stem above
+ *             no max-pool) below 64 px, ImageNet stem from 64 px
  * Initialisation: torch.nn's defaults (kaiming-uniform, a = sqrt(5), for
  * conv and linear weights, uniform(+-1/sqrt(fan_in)) biases, BN weight 1 and
  * bias 0) for mlp, cnn and resnet8; torchvision's for resnet18 (conv weights

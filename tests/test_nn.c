@@ -61,8 +61,11 @@ START_TEST(test_models_shapes_and_names)
     ck_assert_int_eq(stk_tensor_dim(stk_model_find(r, "conv1.weight")->value, 2),
                      3); /* CIFAR stem */
     stk_model_destroy(r);
-    r = make("resnet18", 3, 10, 96);
+    r = make("resnet18", 3, 10, 64); /* the ImageNet stem from 64 px */
     ck_assert_int_eq(stk_tensor_dim(stk_model_find(r, "conv1.weight")->value, 2), 7);
+    stk_model_destroy(r);
+    r = make("resnet18", 3, 10, 63);
+    ck_assert_int_eq(stk_tensor_dim(stk_model_find(r, "conv1.weight")->value, 2), 3);
     stk_model_destroy(r);
     /* bad configurations */
     stk_model_config bad = {.name = "resnet50", .in_channels = 3, .classes = 10, .image_size = 32};
