@@ -21,7 +21,7 @@ static const char help[] =
     "  --data PATH          the dataset (same classes as the training set)\n"
     "  --checkpoint FILE    a .safetensors checkpoint (last.safetensors, best.safetensors)\n"
     "  --transform SPEC     default: the checkpoint's evaluation transform\n"
-    "  --batch B            default 256\n"
+    "  --batch B            default 128 (as stoke train: the same batches give the same numbers)\n"
     "  --workers N          loader threads, default: number of cores\n"
     "  --threads N          compute threads, default: number of cores\n"
     "  --json               one JSON object on stdout (keys: val_loss, val_top1, val_top5,\n"
@@ -41,7 +41,7 @@ static int run(int argc, char **argv)
                                              {"help", no_argument, 0, O_HELP},
                                              {0, 0, 0, 0}};
     const char *data = NULL, *ckpt = NULL, *transform = NULL;
-    int64_t batch = 256, workers = stk_cpu_count(), threads = stk_cpu_count();
+    int64_t batch = 128, workers = stk_cpu_count(), threads = stk_cpu_count();
     bool json = false;
     int opt;
     optind = 1;
