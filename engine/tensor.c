@@ -73,8 +73,10 @@ static stk_status check_shape(int ndim, const int64_t *shape)
     return STK_OK;
 }
 
-stk_status tensor_new(stk_device dev, stk_dtype dt, int ndim, const int64_t *shape, bool zero,
-                      stk_tensor **out)
+/* A contiguous tensor and its storage record (data not yet set): what
+ * tensor_new and stk_tensor_wrap share. */
+static stk_status tensor_shell(stk_device dev, stk_dtype dt, int ndim, const int64_t *shape,
+                               stk_tensor **out)
 {
     *out = NULL;
     stk_status st = check_shape(ndim, shape);
@@ -86,16 +88,9 @@ stk_status tensor_new(stk_device dev, stk_dtype dt, int ndim, const int64_t *sha
         free(s);
         return stk_error(STK_ERR_NOMEM, "no memory for a tensor");
     }
-    int64_t numel = shape_numel(ndim, shape);
-    s->bytes = (size_t)numel * stk_dtype_size(dt);
+    s->bytes = (size_t)shape_numel(ndim, shape) * stk_dtype_size(dt);
     s->device = dev;
     s->refs = 1;
-    st = stk_device_alloc(dev, s->bytes, &s->data);
-    if (st != STK_OK) {
-        free(t);
-        free(s);
-        return st;
-    }
     t->refs = 1;
     t->ndim = ndim;
     t->dtype = dt;
@@ -106,13 +101,29 @@ stk_status tensor_new(stk_device dev, stk_dtype dt, int ndim, const int64_t *sha
         t->strides[d] = stride;
         stride *= shape[d];
     }
-    if (zero && numel) {
+    *out = t;
+    return STK_OK;
+}
+
+stk_status tensor_new(stk_device dev, stk_dtype dt, int ndim, const int64_t *shape, bool zero,
+                      stk_tensor **out)
+{
+    stk_tensor *t;
+    stk_status st = tensor_shell(dev, dt, ndim, shape, &t);
+    if (st != STK_OK) return st;
+    stk_storage *s = t->storage;
+    if ((st = stk_device_alloc(dev, s->bytes, &s->data)) != STK_OK) {
+        free(s);
+        free(t);
+        return st;
+    }
+    if (zero && s->bytes) {
         const stk_backend *be;
         if ((st = stk_backend_get(dev, &be)) != STK_OK) {
             stk_tensor_release(t);
             return st;
         }
-        be->fill((stk_kdtype)dt, s->data, numel, 0.0);
+        be->fill((stk_kdtype)dt, s->data, shape_numel(ndim, shape), 0.0);
     }
     *out = t;
     return STK_OK;
@@ -181,32 +192,11 @@ stk_status stk_tensor_from_host(stk_dtype dt, int ndim, const int64_t *shape, co
 stk_status stk_tensor_wrap(stk_device dev, stk_dtype dt, int ndim, const int64_t *shape, void *data,
                            stk_tensor **out)
 {
-    *out = NULL;
-    stk_status st = check_shape(ndim, shape);
+    stk_status st = tensor_shell(dev, dt, ndim, shape, out);
     if (st != STK_OK) return st;
-    stk_tensor *t = calloc(1, sizeof *t);
-    stk_storage *s = calloc(1, sizeof *s);
-    if (!t || !s) {
-        free(t);
-        free(s);
-        return stk_error(STK_ERR_NOMEM, "no memory for a tensor");
-    }
-    *s = (stk_storage){.data = data,
-                       .bytes = (size_t)shape_numel(ndim, shape) * stk_dtype_size(dt),
-                       .device = dev,
-                       .refs = 1,
-                       .borrowed = true};
-    t->refs = 1;
-    t->ndim = ndim;
-    t->dtype = dt;
-    t->storage = s;
-    int64_t stride = 1;
-    for (int d = ndim - 1; d >= 0; d--) {
-        t->shape[d] = shape[d];
-        t->strides[d] = stride;
-        stride *= shape[d];
-    }
-    *out = tensor_track(t);
+    (*out)->storage->data = data;
+    (*out)->storage->borrowed = true;
+    tensor_track(*out);
     return STK_OK;
 }
 
