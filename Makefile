@@ -24,9 +24,11 @@ test: build
 	$(MAKE) test-sanitize
 	$(MAKE) test-tsan
 
+# The sanitizer builds are also the CUDA=OFF configuration (the CUDA runtime is
+# not built for sanitizers), so CI builds and tests Stoke with and without CUDA.
 test-sanitize: deps
 	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSTOKE_WERROR=ON \
-	    -DSTOKE_SANITIZE=address,undefined $(CMAKE_FLAGS)
+	    -DSTOKE_SANITIZE=address,undefined -DSTOKE_CUDA=OFF $(CMAKE_FLAGS)
 	cmake --build $(SAN_BUILD) -j $(JOBS)
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	    UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
@@ -37,7 +39,7 @@ test-sanitize: deps
 # run gives OpenMP one thread (Stoke's own pthreads are still all checked).
 test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSTOKE_WERROR=ON \
-	    -DSTOKE_SANITIZE=thread $(CMAKE_FLAGS)
+	    -DSTOKE_SANITIZE=thread -DSTOKE_CUDA=OFF $(CMAKE_FLAGS)
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
 	cd $(TSAN_BUILD) && OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 

@@ -154,3 +154,5 @@ stk_status stk_backend_get(stk_device dev, const stk_backend **out);
 /* The CPU backend's thread count (OpenMP, shared with oneDNN); default = cores. */
 void stk_cpu_set_threads(int n);
 int stk_cpu_threads(void);
+/* One line about the CPU backend: cores, oneDNN version and ISA, threads. */
+void stk_cpu_describe(char *buf, size_t n);

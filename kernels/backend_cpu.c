@@ -2,7 +2,9 @@
 #include "kernels/backend.h"
 #include "kernels/cpu_kernels.h"
 
+#include <dnnl.h>
 #include <omp.h>
+#include <stdio.h>
 
 static const stk_backend cpu_backend = {
     .device = STK_DEVICE_CPU,
@@ -60,3 +62,17 @@ void stk_cpu_set_threads(int n)
 }
 
 int stk_cpu_threads(void) { return omp_get_max_threads(); }
+
+void stk_cpu_describe(char *buf, size_t n)
+{
+    const dnnl_version_t *v = dnnl_version();
+    static const char *isa[] = {"generic", "SSE4.1", "AVX", "AVX2", "AVX-512"};
+    dnnl_cpu_isa_t e = dnnl_get_effective_cpu_isa();
+    int level = e >= dnnl_cpu_isa_avx512_core ? 4
+                : e >= dnnl_cpu_isa_avx2      ? 3
+                : e >= dnnl_cpu_isa_avx       ? 2
+                : e >= dnnl_cpu_isa_sse41     ? 1
+                                              : 0;
+    snprintf(buf, n, "%d cores, oneDNN %d.%d.%d using %s kernels, OpenMP threads %d",
+             omp_get_num_procs(), v->major, v->minor, v->patch, isa[level], omp_get_max_threads());
+}

@@ -9,6 +9,7 @@
 #include "engine/ops.h"
 #include "engine/safetensors.h"
 #include "kernels/backend.h"
+#include "kernels/device_query.h"
 #include "tools/cli.h"
 #include "tools/train_common.h"
 
@@ -274,10 +275,18 @@ static int parse(int argc, char **argv, train_args *a)
     if (a->nesterov && (a->optimizer != STK_OPTIM_SGD || a->momentum <= 0))
         return stk_cli_usage("train", "--nesterov needs --optimizer sgd with a --momentum above 0");
     if (cuda) {
+        stk_cuda_report rep;
+        stk_cuda_query(&rep);
         const stk_backend *be;
+        if (rep.count == 0) {
+            fprintf(stderr,
+                    "stoke: --device cuda: no CUDA device is available: %s; use --device "
+                    "cpu (stoke devices lists what there is)\n",
+                    rep.reason);
+            return STK_EXIT_ERROR;
+        }
         if (stk_backend_get(STK_DEVICE_CUDA, &be) != STK_OK) {
-            fprintf(stderr, "stoke: --device cuda: no CUDA device is available (this build has "
-                            "no CUDA backend); use --device cpu\n");
+            fprintf(stderr, "stoke: --device cuda: %s; use --device cpu\n", stk_last_error());
             return STK_EXIT_ERROR;
         }
     }

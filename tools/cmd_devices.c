@@ -1,0 +1,76 @@
+/* stoke devices: the compute devices this build and machine offer. */
+#include "kernels/backend.h"
+#include "kernels/device_query.h"
+#include "tools/cli.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+static const char help[] =
+    "usage: stoke devices [--json]\n"
+    "\n"
+    "List the devices stoke train can use: the CPU backend (cores, oneDNN and the\n"
+    "instruction set it runs) and every CUDA GPU (name, memory, compute capability,\n"
+    "driver and runtime versions). Says plainly why no GPU is usable when there is\n"
+    "none (no CUDA backend in this build, no NVIDIA driver, no device).\n"
+    "\n"
+    "  --json      one JSON object: cpu (text), cuda_built, cuda_runtime, cuda_driver,\n"
+    "              gpus [{name, memory_bytes, compute_capability, multiprocessors}],\n"
+    "              cuda_reason (when there is no GPU)\n"
+    "  -h, --help  this text\n";
+
+static int run(int argc, char **argv)
+{
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            json = true;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(help, stdout);
+            return STK_EXIT_OK;
+        } else
+            return stk_cli_usage("devices", "unexpected argument '%s'", argv[i]);
+    }
+    char cpu[256];
+    stk_cpu_describe(cpu, sizeof cpu);
+    stk_cuda_report r;
+    stk_cuda_query(&r);
+    if (json) {
+        printf("{\"cpu\": ");
+        stk_json_string(stdout, cpu);
+        printf(", \"cuda_built\": %s, \"cuda_runtime\": %d, \"cuda_driver\": %d, \"gpus\": [",
+               r.built ? "true" : "false", r.runtime_version, r.driver_version);
+        for (int i = 0; i < r.count; i++) {
+            printf("%s{\"name\": ", i ? ", " : "");
+            stk_json_string(stdout, r.gpus[i].name);
+            printf(", \"memory_bytes\": %" PRIu64 ", \"compute_capability\": \"%d.%d\", "
+                   "\"multiprocessors\": %d}",
+                   r.gpus[i].memory_bytes, r.gpus[i].cc_major, r.gpus[i].cc_minor,
+                   r.gpus[i].multiprocessors);
+        }
+        printf("]");
+        if (!r.count) {
+            printf(", \"cuda_reason\": ");
+            stk_json_string(stdout, r.reason);
+        }
+        printf("}\n");
+        return STK_EXIT_OK;
+    }
+    printf("cpu     %s\n", cpu);
+    if (r.built && r.driver_version)
+        printf("cuda    runtime %d.%d, driver %d.%d\n", r.runtime_version / 1000,
+               r.runtime_version % 1000 / 10, r.driver_version / 1000,
+               r.driver_version % 1000 / 10);
+    else if (r.built)
+        printf("cuda    runtime %d.%d, no driver\n", r.runtime_version / 1000,
+               r.runtime_version % 1000 / 10);
+    for (int i = 0; i < r.count; i++)
+        printf("gpu %d   %s, %.1f GiB, compute capability %d.%d, %d SMs\n", i, r.gpus[i].name,
+               r.gpus[i].memory_bytes / 1073741824.0, r.gpus[i].cc_major, r.gpus[i].cc_minor,
+               r.gpus[i].multiprocessors);
+    if (!r.count) printf("gpu     none: %s\n", r.reason);
+    return STK_EXIT_OK;
+}
+
+const stk_command stk_cmd_devices = {"devices", "list the CPU and the CUDA GPUs training can use",
+                                     help, run};
