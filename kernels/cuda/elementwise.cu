@@ -1,0 +1,115 @@
+/* The CUDA backend's element-wise, input and optimizer kernels. The math is
+ * kernels/scalar_math.h, shared with the CPU loops; launch.h makes the same
+ * source run as host loops in the GPU-less tests. */
+#include "kernels/cuda/elementwise.h"
+
+#include "kernels/cuda/launch.h"
+#include "kernels/scalar_math.h"
+
+STK_GLOBAL void unary_kernel(stk_unary_op op, int64_t n, const float *x, float *y, float alpha)
+{
+    STK_GRID_STRIDE(i, n) y[i] = stk_unary_f(op, x[i], alpha);
+}
+
+STK_GLOBAL void unary_backward_kernel(stk_unary_op op, int64_t n, const float *x, const float *y,
+                                      const float *gy, float *gx, float alpha)
+{
+    STK_GRID_STRIDE(i, n)
+    gx[i] = stk_unary_grad(op, x ? x[i] : 0.f, y ? y[i] : 0.f, gy[i], alpha);
+}
+
+STK_GLOBAL void binary_same_kernel(stk_binary_op op, int64_t n, const float *a, const float *b,
+                                   float *out)
+{
+    STK_GRID_STRIDE(i, n) out[i] = stk_binary_f(op, a[i], b[i]);
+}
+
+/* out[r][c] = a[r][c] (op) b[c]: a bias or per-feature operand broadcast over rows. */
+STK_GLOBAL void binary_rowvec_kernel(stk_binary_op op, int64_t rows, int64_t cols, const float *a,
+                                     const float *b, float *out)
+{
+    STK_GRID_STRIDE(i, rows * cols) out[i] = stk_binary_f(op, a[i], b[i % cols]);
+}
+
+STK_GLOBAL void axpby_kernel(int64_t n, float a, const float *x, float b, float *y)
+{
+    STK_GRID_STRIDE(i, n) y[i] = a * x[i] + b * y[i];
+}
+
+STK_GLOBAL void input_kernel(int64_t n, int64_t hw, int64_t c, const uint8_t *x, const float *scale,
+                             const float *shift, float *y)
+{
+    /* i walks the NCHW output: sample, channel, pixel */
+    STK_GRID_STRIDE(i, n * c * hw)
+    {
+        int64_t p = i % hw, ch = (i / hw) % c, s = i / (hw * c);
+        y[i] = (float)x[(s * hw + p) * c + ch] * scale[ch] + shift[ch];
+    }
+}
+
+STK_GLOBAL void sgd_kernel(int64_t n, float *p, const float *g, float *buf, float lr,
+                           float momentum, float dampening, float wd, int nesterov, int first)
+{
+    STK_GRID_STRIDE(i, n)
+    stk_sgd_update(&p[i], g[i], buf ? &buf[i] : 0, lr, momentum, dampening, wd, nesterov, first);
+}
+
+STK_GLOBAL void adam_kernel(int64_t n, float *p, const float *g, float *m, float *v, float lr,
+                            float beta1, float beta2, float eps, float wd, int decoupled, float bc1,
+                            float bc2)
+{
+    STK_GRID_STRIDE(i, n)
+    stk_adam_update(&p[i], g[i], &m[i], &v[i], lr, beta1, beta2, eps, wd, decoupled, bc1, bc2);
+}
+
+void stk_cuda_unary(stk_unary_op op, int64_t n, const float *x, float *y, float alpha,
+                    stk_stream_t s)
+{
+    STK_LAUNCH(unary_kernel, stk_blocks(n), STK_BLOCK, s, op, n, x, y, alpha);
+}
+
+void stk_cuda_unary_backward(stk_unary_op op, int64_t n, const float *x, const float *y,
+                             const float *gy, float *gx, float alpha, stk_stream_t s)
+{
+    STK_LAUNCH(unary_backward_kernel, stk_blocks(n), STK_BLOCK, s, op, n, x, y, gy, gx, alpha);
+}
+
+void stk_cuda_binary_same(stk_binary_op op, int64_t n, const float *a, const float *b, float *out,
+                          stk_stream_t s)
+{
+    STK_LAUNCH(binary_same_kernel, stk_blocks(n), STK_BLOCK, s, op, n, a, b, out);
+}
+
+void stk_cuda_binary_rowvec(stk_binary_op op, int64_t rows, int64_t cols, const float *a,
+                            const float *b, float *out, stk_stream_t s)
+{
+    STK_LAUNCH(binary_rowvec_kernel, stk_blocks(rows * cols), STK_BLOCK, s, op, rows, cols, a, b,
+               out);
+}
+
+void stk_cuda_axpby(int64_t n, float a, const float *x, float b, float *y, stk_stream_t s)
+{
+    STK_LAUNCH(axpby_kernel, stk_blocks(n), STK_BLOCK, s, n, a, x, b, y);
+}
+
+void stk_cuda_input_u8_nhwc(int64_t n, int64_t h, int64_t w, int64_t c, const uint8_t *x,
+                            const float *scale, const float *shift, float *y, stk_stream_t s)
+{
+    STK_LAUNCH(input_kernel, stk_blocks(n * c * h * w), STK_BLOCK, s, n, h * w, c, x, scale, shift,
+               y);
+}
+
+void stk_cuda_sgd_step(int64_t n, float *p, const float *g, float *buf, float lr, float momentum,
+                       float dampening, float wd, bool nesterov, bool first, stk_stream_t s)
+{
+    STK_LAUNCH(sgd_kernel, stk_blocks(n), STK_BLOCK, s, n, p, g, buf, lr, momentum, dampening, wd,
+               (int)nesterov, (int)first);
+}
+
+void stk_cuda_adam_step(int64_t n, float *p, const float *g, float *m, float *v, float lr,
+                        float beta1, float beta2, float eps, float wd, bool decoupled, float bc1,
+                        float bc2, stk_stream_t s)
+{
+    STK_LAUNCH(adam_kernel, stk_blocks(n), STK_BLOCK, s, n, p, g, m, v, lr, beta1, beta2, eps, wd,
+               (int)decoupled, bc1, bc2);
+}
