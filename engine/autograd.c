@@ -295,7 +295,7 @@ stk_status stk_backward(stk_tensor *out, stk_tensor *grad, bool retain_graph)
             stk_tensor_release(g0);
             return st;
         }
-        be->fill(STK_KF32, tensor_ptr(g0), 1, 1.0);
+        be->fill(STK_F32, tensor_ptr(g0), 1, 1.0);
     }
     if (!out->grad_fn) return accumulate(&out->grad, g0, true);
 

@@ -7,12 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-size_t stk_dtype_size(stk_dtype dt)
-{
-    static const size_t size[] = {4, 2, 2, 4, 1};
-    return (unsigned)dt < 5 ? size[dt] : 0;
-}
-
 const char *stk_dtype_name(stk_dtype dt)
 {
     static const char *name[] = {"f32", "f16", "bf16", "i32", "u8"};
@@ -123,7 +117,7 @@ stk_status tensor_new(stk_device dev, stk_dtype dt, int ndim, const int64_t *sha
             stk_tensor_release(t);
             return st;
         }
-        be->fill((stk_kdtype)dt, s->data, shape_numel(ndim, shape), 0.0);
+        be->fill(dt, s->data, shape_numel(ndim, shape), 0.0);
     }
     *out = t;
     return STK_OK;
@@ -258,12 +252,12 @@ stk_status stk_tensor_fill(stk_tensor *t, double value)
     stk_status st = backend_of(t, &be);
     if (st != STK_OK) return st;
     if (stk_tensor_is_contiguous(t)) {
-        be->fill((stk_kdtype)t->dtype, tensor_ptr(t), stk_tensor_numel(t), value);
+        be->fill(t->dtype, tensor_ptr(t), stk_tensor_numel(t), value);
         return STK_OK;
     }
     stk_tensor *tmp;
     if ((st = tensor_new_like(t, false, &tmp)) != STK_OK) return st;
-    be->fill((stk_kdtype)t->dtype, tensor_ptr(tmp), stk_tensor_numel(t), value);
+    be->fill(t->dtype, tensor_ptr(tmp), stk_tensor_numel(t), value);
     st = stk_tensor_copy(t, tmp);
     stk_tensor_release(tmp);
     return st;
@@ -291,8 +285,7 @@ stk_status stk_tensor_copy(stk_tensor *dst, const stk_tensor *src)
     if ((st = tensor_contiguous_raw((stk_tensor *)src, &c)) != STK_OK) return st;
     if ((st = tensor_new(dst->storage->device, dst->dtype, dst->ndim, dst->shape, false, &conv)) ==
         STK_OK) {
-        be->convert((stk_kdtype)dst->dtype, tensor_ptr(conv), (stk_kdtype)src->dtype, tensor_ptr(c),
-                    stk_tensor_numel(src));
+        be->convert(dst->dtype, tensor_ptr(conv), src->dtype, tensor_ptr(c), stk_tensor_numel(src));
         be->copy_strided(stk_dtype_size(dst->dtype), dst->ndim, dst->shape, tensor_ptr(dst),
                          dst->strides, tensor_ptr(conv), conv->strides);
     }

@@ -28,6 +28,7 @@
 
 #include "common/status.h"
 #include "kernels/device_alloc.h"
+#include "kernels/dtype.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -35,18 +36,9 @@
 
 #define STK_MAX_DIMS 6
 
-typedef enum stk_dtype {
-    STK_F32 = 0,
-    STK_F16 = 1,
-    STK_BF16 = 2,
-    STK_I32 = 3,
-    STK_U8 = 4,
-} stk_dtype;
-
 typedef struct stk_tensor stk_tensor;
 
-/* Bytes per element, and the dtype's name ("f32", ...). */
-size_t stk_dtype_size(stk_dtype dt);
+/* The dtype's name ("f32", ...); stk_dtype_size() is in kernels/dtype.h. */
 const char *stk_dtype_name(stk_dtype dt);
 
 /* A new contiguous tensor on the CPU, zero-filled. Errors: STK_ERR_INVALID_ARG

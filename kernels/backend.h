@@ -21,19 +21,11 @@
 
 #include "common/status.h"
 #include "kernels/device_alloc.h"
+#include "kernels/dtype.h"
 #include "kernels/scalar_math.h"
 
 #include <stdbool.h>
 #include <stdint.h>
-
-/* Element types the kernels know (the same values as engine's stk_dtype). */
-typedef enum stk_kdtype {
-    STK_KF32 = 0,
-    STK_KF16 = 1,
-    STK_KBF16 = 2,
-    STK_KI32 = 3,
-    STK_KU8 = 4,
-} stk_kdtype;
 
 /* A 2-D convolution, NCHW input [n, c, h, w], weight [k, c/groups, r, s],
  * output [n, k, oh, ow]. */
@@ -58,8 +50,8 @@ typedef struct stk_backend {
     void (*copy_strided)(size_t elem_size, int ndim, const int64_t *shape, void *dst,
                          const int64_t *dst_strides, const void *src, const int64_t *src_strides);
     /* Convert n contiguous elements between dtypes. */
-    void (*convert)(stk_kdtype dst_dt, void *dst, stk_kdtype src_dt, const void *src, int64_t n);
-    void (*fill)(stk_kdtype dt, void *dst, int64_t n, double value);
+    void (*convert)(stk_dtype dst_dt, void *dst, stk_dtype src_dt, const void *src, int64_t n);
+    void (*fill)(stk_dtype dt, void *dst, int64_t n, double value);
 
     /* Element-wise. out is contiguous with `shape`; a and b are read through
      * strides (0 along broadcast dimensions). */

@@ -102,38 +102,37 @@ static inline float bf16_to_f32(uint16_t h)
     return f;
 }
 
-static float load_as_f32(stk_kdtype dt, const void *p, int64_t i)
+static float load_as_f32(stk_dtype dt, const void *p, int64_t i)
 {
     switch (dt) {
-    case STK_KF32: return ((const float *)p)[i];
-    case STK_KF16: return stk_f16_to_f32(((const uint16_t *)p)[i]);
-    case STK_KBF16: return bf16_to_f32(((const uint16_t *)p)[i]);
-    case STK_KI32: return (float)((const int32_t *)p)[i];
-    case STK_KU8: return (float)((const uint8_t *)p)[i];
+    case STK_F32: return ((const float *)p)[i];
+    case STK_F16: return stk_f16_to_f32(((const uint16_t *)p)[i]);
+    case STK_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
+    case STK_I32: return (float)((const int32_t *)p)[i];
+    case STK_U8: return (float)((const uint8_t *)p)[i];
     }
     return 0.f;
 }
 
-static void store_from_double(stk_kdtype dt, void *p, int64_t i, double v)
+static void store_from_double(stk_dtype dt, void *p, int64_t i, double v)
 {
     switch (dt) {
-    case STK_KF32: ((float *)p)[i] = (float)v; break;
-    case STK_KF16: ((uint16_t *)p)[i] = stk_f32_to_f16((float)v); break;
-    case STK_KBF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
-    case STK_KI32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case STK_KU8: ((uint8_t *)p)[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v); break;
+    case STK_F32: ((float *)p)[i] = (float)v; break;
+    case STK_F16: ((uint16_t *)p)[i] = stk_f32_to_f16((float)v); break;
+    case STK_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
+    case STK_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case STK_U8: ((uint8_t *)p)[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v); break;
     }
 }
 
-void cpu_convert(stk_kdtype dst_dt, void *dst, stk_kdtype src_dt, const void *src, int64_t n)
+void cpu_convert(stk_dtype dst_dt, void *dst, stk_dtype src_dt, const void *src, int64_t n)
 {
     if (dst_dt == src_dt) {
-        static const size_t size[] = {4, 2, 2, 4, 1};
-        memcpy(dst, src, (size_t)n * size[dst_dt]);
+        memcpy(dst, src, (size_t)n * stk_dtype_size(dst_dt));
         return;
     }
     /* i32 -> i32 never gets here; i32 <-> f32 through float is exact up to 2^24. */
-    if (src_dt == STK_KI32 && dst_dt != STK_KF32 && dst_dt != STK_KF16 && dst_dt != STK_KBF16) {
+    if (src_dt == STK_I32 && dst_dt != STK_F32 && dst_dt != STK_F16 && dst_dt != STK_BF16) {
         for (int64_t i = 0; i < n; i++)
             store_from_double(dst_dt, dst, i, (double)((const int32_t *)src)[i]);
         return;
@@ -142,14 +141,13 @@ void cpu_convert(stk_kdtype dst_dt, void *dst, stk_kdtype src_dt, const void *sr
     for (int64_t i = 0; i < n; i++) store_from_double(dst_dt, dst, i, load_as_f32(src_dt, src, i));
 }
 
-void cpu_fill(stk_kdtype dt, void *dst, int64_t n, double value)
+void cpu_fill(stk_dtype dt, void *dst, int64_t n, double value)
 {
     if (value == 0.0) {
-        static const size_t size[] = {4, 2, 2, 4, 1};
-        memset(dst, 0, (size_t)n * size[dt]);
+        memset(dst, 0, (size_t)n * stk_dtype_size(dt));
         return;
     }
-    if (dt == STK_KF32) {
+    if (dt == STK_F32) {
         float v = (float)value, *d = dst;
         for (int64_t i = 0; i < n; i++) d[i] = v;
         return;

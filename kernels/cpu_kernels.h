@@ -8,8 +8,8 @@
 
 void cpu_copy_strided(size_t elem_size, int ndim, const int64_t *shape, void *dst,
                       const int64_t *dst_strides, const void *src, const int64_t *src_strides);
-void cpu_convert(stk_kdtype dst_dt, void *dst, stk_kdtype src_dt, const void *src, int64_t n);
-void cpu_fill(stk_kdtype dt, void *dst, int64_t n, double value);
+void cpu_convert(stk_dtype dst_dt, void *dst, stk_dtype src_dt, const void *src, int64_t n);
+void cpu_fill(stk_dtype dt, void *dst, int64_t n, double value);
 void cpu_binary(stk_binary_op op, int ndim, const int64_t *shape, float *out, const float *a,
                 const int64_t *a_strides, const float *b, const int64_t *b_strides);
 void cpu_unary(stk_unary_op op, int64_t n, const float *x, float *y, float alpha);
