@@ -1,12 +1,14 @@
 /* IEEE 754 half-precision conversion, plain math shared by CPU loops and
- * (later) CUDA kernels: round to nearest even, overflow to infinity,
+ * CUDA kernels: round to nearest even, overflow to infinity,
  * subnormals kept, NaN stays NaN. */
 #pragma once
+
+#include "common/hd.h"
 
 #include <stdint.h>
 #include <string.h>
 
-static inline uint16_t stk_f32_to_f16(float f)
+static inline STK_HD uint16_t stk_f32_to_f16(float f)
 {
     uint32_t x;
     memcpy(&x, &f, 4);
@@ -30,7 +32,7 @@ static inline uint16_t stk_f32_to_f16(float f)
     return (uint16_t)(sign | h);
 }
 
-static inline float stk_f16_to_f32(uint16_t h)
+static inline STK_HD float stk_f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu, x;

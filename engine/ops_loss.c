@@ -84,9 +84,8 @@ static stk_status ce_backward(stk_node *n, stk_tensor *g, stk_tensor **gin)
     stk_tensor *logp = n->saved[0], *labels = n->saved[1];
     int64_t rows = logp->shape[0], cols = logp->shape[1];
     if ((st = node_grad_like(n, 0, false, &gin[0])) != STK_OK) return st;
-    float gl = *tensor_f32(g); /* CPU scalar; the CUDA backend reads it on the device */
     be->cross_entropy_backward(rows, cols, tensor_f32(logp), (const int32_t *)tensor_ptr(labels),
-                               (float)n->fv[0], rows ? gl / (float)rows : 0.f, tensor_f32(gin[0]));
+                               (float)n->fv[0], tensor_f32(g), tensor_f32(gin[0]));
     return STK_OK;
 }
 

@@ -22,6 +22,7 @@
 #include "common/status.h"
 #include "kernels/device_alloc.h"
 #include "kernels/dtype.h"
+#include "kernels/pool_math.h"
 #include "kernels/scalar_math.h"
 
 #include <stdbool.h>
@@ -35,13 +36,6 @@ typedef struct stk_conv2d_desc {
     int64_t oh, ow;
     int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
 } stk_conv2d_desc;
-
-/* A 2-D pooling window over NCHW [n, c, h, w] -> [n, c, oh, ow]. */
-typedef struct stk_pool2d_desc {
-    int64_t n, c, h, w, oh, ow;
-    int kh, kw, stride_h, stride_w, pad_h, pad_w;
-    bool count_include_pad; /* average pooling: divide by the full window */
-} stk_pool2d_desc;
 
 typedef struct stk_backend {
     stk_device device;
@@ -119,9 +113,11 @@ typedef struct stk_backend {
     stk_status (*cross_entropy_forward)(int64_t rows, int64_t cols, const float *logits,
                                         const int32_t *labels, float smoothing, float *logp,
                                         float *loss);
-    /* gx = scale * (softmax - target distribution); scale = gloss / rows. */
+    /* gx = (*gloss / rows) * (softmax - target distribution); gloss is the
+     * loss's gradient, a device scalar. */
     void (*cross_entropy_backward)(int64_t rows, int64_t cols, const float *logp,
-                                   const int32_t *labels, float smoothing, float scale, float *gx);
+                                   const int32_t *labels, float smoothing, const float *gloss,
+                                   float *gx);
 
     /* Dropout: mask[i] = keep (from Philox(seed, stream, i)), y = x * mask / (1-p). */
     void (*dropout_forward)(int64_t n, float p, uint64_t seed, uint64_t stream, const float *x,

@@ -3,7 +3,7 @@
  * compiler vectorises them; outer rows are split across OpenMP threads. */
 #include "kernels/cpu_kernels.h"
 
-#include "common/half.h"
+#include "kernels/convert_math.h"
 
 #include <string.h>
 
@@ -85,46 +85,6 @@ void cpu_copy_strided(size_t elem_size, int ndim, const int64_t *shape_in, void 
     }
 }
 
-static inline uint16_t f32_to_bf16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x40u); /* NaN */
-    x += 0x7FFFu + ((x >> 16) & 1u); /* round to nearest even */
-    return (uint16_t)(x >> 16);
-}
-
-static inline float bf16_to_f32(uint16_t h)
-{
-    uint32_t x = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
-static float load_as_f32(stk_dtype dt, const void *p, int64_t i)
-{
-    switch (dt) {
-    case STK_F32: return ((const float *)p)[i];
-    case STK_F16: return stk_f16_to_f32(((const uint16_t *)p)[i]);
-    case STK_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
-    case STK_I32: return (float)((const int32_t *)p)[i];
-    case STK_U8: return (float)((const uint8_t *)p)[i];
-    }
-    return 0.f;
-}
-
-static void store_from_double(stk_dtype dt, void *p, int64_t i, double v)
-{
-    switch (dt) {
-    case STK_F32: ((float *)p)[i] = (float)v; break;
-    case STK_F16: ((uint16_t *)p)[i] = stk_f32_to_f16((float)v); break;
-    case STK_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
-    case STK_I32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case STK_U8: ((uint8_t *)p)[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v); break;
-    }
-}
-
 void cpu_convert(stk_dtype dst_dt, void *dst, stk_dtype src_dt, const void *src, int64_t n)
 {
     if (dst_dt == src_dt) {
@@ -134,11 +94,11 @@ void cpu_convert(stk_dtype dst_dt, void *dst, stk_dtype src_dt, const void *src,
     /* i32 -> i32 never gets here; i32 <-> f32 through float is exact up to 2^24. */
     if (src_dt == STK_I32 && dst_dt != STK_F32 && dst_dt != STK_F16 && dst_dt != STK_BF16) {
         for (int64_t i = 0; i < n; i++)
-            store_from_double(dst_dt, dst, i, (double)((const int32_t *)src)[i]);
+            stk_store_f64(dst_dt, dst, i, (double)((const int32_t *)src)[i]);
         return;
     }
 #pragma omp parallel for if (n > STK_OMP_MIN_WORK) schedule(static)
-    for (int64_t i = 0; i < n; i++) store_from_double(dst_dt, dst, i, load_as_f32(src_dt, src, i));
+    for (int64_t i = 0; i < n; i++) stk_store_f64(dst_dt, dst, i, stk_load_f32(src_dt, src, i));
 }
 
 void cpu_fill(stk_dtype dt, void *dst, int64_t n, double value)
@@ -152,7 +112,7 @@ void cpu_fill(stk_dtype dt, void *dst, int64_t n, double value)
         for (int64_t i = 0; i < n; i++) d[i] = v;
         return;
     }
-    for (int64_t i = 0; i < n; i++) store_from_double(dt, dst, i, value);
+    for (int64_t i = 0; i < n; i++) stk_store_f64(dt, dst, i, value);
 }
 
 /* One inner row of a binary op: the op and the two inner strides are

@@ -69,7 +69,8 @@ stk_status cpu_cross_entropy_forward(int64_t rows, int64_t cols, const float *lo
                                      const int32_t *labels, float smoothing, float *logp,
                                      float *loss);
 void cpu_cross_entropy_backward(int64_t rows, int64_t cols, const float *logp,
-                                const int32_t *labels, float smoothing, float scale, float *gx);
+                                const int32_t *labels, float smoothing, const float *gloss,
+                                float *gx);
 void cpu_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t stream, const float *x,
                          float *y, uint8_t *mask);
 void cpu_dropout_backward(int64_t n, float p, const uint8_t *mask, const float *gy, float *gx);

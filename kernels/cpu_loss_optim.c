@@ -1,46 +1,22 @@
 /* Softmax, cross-entropy, dropout, the input op and optimizer updates on the CPU. */
 #include "kernels/cpu_kernels.h"
 
-#include "common/rng.h"
+#include "kernels/loss_math.h"
 
 #include <math.h>
 
 void cpu_softmax_forward(int64_t rows, int64_t cols, const float *x, float *y, bool log)
 {
 #pragma omp parallel for schedule(static) if (rows * cols > STK_OMP_MIN_WORK)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *p = x + r * cols;
-        float *q = y + r * cols;
-        float mx = -INFINITY;
-        for (int64_t j = 0; j < cols; j++) mx = p[j] > mx ? p[j] : mx;
-        double sum = 0.0;
-        for (int64_t j = 0; j < cols; j++) sum += expf(p[j] - mx);
-        if (log) {
-            float lse = mx + (float)logf((float)sum);
-            for (int64_t j = 0; j < cols; j++) q[j] = p[j] - lse;
-        } else {
-            float inv = (float)(1.0 / sum);
-            for (int64_t j = 0; j < cols; j++) q[j] = expf(p[j] - mx) * inv;
-        }
-    }
+    for (int64_t r = 0; r < rows; r++) stk_softmax_row(cols, x + r * cols, y + r * cols, log);
 }
 
 void cpu_softmax_backward(int64_t rows, int64_t cols, const float *y, const float *gy, float *gx,
                           bool log)
 {
 #pragma omp parallel for schedule(static) if (rows * cols > STK_OMP_MIN_WORK)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *p = y + r * cols, *g = gy + r * cols;
-        float *q = gx + r * cols;
-        double s = 0.0;
-        if (log) { /* gx = gy - softmax * sum(gy) */
-            for (int64_t j = 0; j < cols; j++) s += g[j];
-            for (int64_t j = 0; j < cols; j++) q[j] = g[j] - expf(p[j]) * (float)s;
-        } else { /* gx = y * (gy - sum(gy * y)) */
-            for (int64_t j = 0; j < cols; j++) s += g[j] * p[j];
-            for (int64_t j = 0; j < cols; j++) q[j] = p[j] * (g[j] - (float)s);
-        }
-    }
+    for (int64_t r = 0; r < rows; r++)
+        stk_softmax_backward_row(cols, y + r * cols, gy + r * cols, gx + r * cols, log);
 }
 
 stk_status cpu_cross_entropy_forward(int64_t rows, int64_t cols, const float *logits,
@@ -54,50 +30,36 @@ stk_status cpu_cross_entropy_forward(int64_t rows, int64_t cols, const float *lo
                              (long long)r, (long long)cols);
     cpu_softmax_forward(rows, cols, logits, logp, true);
     double total = 0.0;
-    for (int64_t r = 0; r < rows; r++) {
-        const float *p = logp + r * cols;
-        double nll = -p[labels[r]], all = 0.0;
-        if (smoothing != 0.f) {
-            for (int64_t j = 0; j < cols; j++) all -= p[j];
-            nll = (1.0 - smoothing) * nll + smoothing * all / (double)cols;
-        }
-        total += nll;
-    }
+    for (int64_t r = 0; r < rows; r++)
+        total += stk_ce_row_loss(cols, logp + r * cols, labels[r], smoothing);
     *loss = rows ? (float)(total / (double)rows) : 0.f;
     return STK_OK;
 }
 
 void cpu_cross_entropy_backward(int64_t rows, int64_t cols, const float *logp,
-                                const int32_t *labels, float smoothing, float scale, float *gx)
+                                const int32_t *labels, float smoothing, const float *gloss,
+                                float *gx)
 {
-    float off = smoothing / (float)cols, on = 1.f - smoothing + off;
+    float scale = rows ? *gloss / (float)rows : 0.f;
 #pragma omp parallel for schedule(static) if (rows * cols > STK_OMP_MIN_WORK)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *p = logp + r * cols;
-        float *q = gx + r * cols;
-        for (int64_t j = 0; j < cols; j++) q[j] = scale * (expf(p[j]) - off);
-        q[labels[r]] -= scale * (on - off);
-    }
+    for (int64_t r = 0; r < rows; r++)
+        stk_ce_backward_row(cols, logp + r * cols, labels[r], smoothing, scale, gx + r * cols);
 }
 
 void cpu_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t stream, const float *x,
                          float *y, uint8_t *mask)
 {
-    /* keep when the 32-bit draw is >= p * 2^32; one Philox block per 4 elements,
-     * counter = element index / 4, so the mask does not depend on threads. */
+    /* scalar_math.h's stk_dropout_keep4: the same mask as the CUDA kernel */
     uint64_t cut = (uint64_t)((double)p * 4294967296.0);
     float scale = p < 1.f ? 1.f / (1.f - p) : 0.f;
-    uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
 #pragma omp parallel for schedule(static) if (n > STK_OMP_MIN_WORK)
     for (int64_t b = 0; b < (n + 3) / 4; b++) {
-        uint32_t ctr[4] = {(uint32_t)b, (uint32_t)((uint64_t)b >> 32), (uint32_t)stream,
-                           (uint32_t)(stream >> 32)};
-        uint32_t r[4];
-        stk_philox4x32_10(ctr, key, r);
+        uint8_t keep[4];
+        stk_dropout_keep4(seed, stream, b, cut, keep);
         for (int k = 0; k < 4 && b * 4 + k < n; k++) {
             int64_t i = b * 4 + k;
-            mask[i] = (uint64_t)r[k] >= cut;
-            y[i] = mask[i] ? x[i] * scale : 0.f;
+            mask[i] = keep[k];
+            y[i] = keep[k] ? x[i] * scale : 0.f;
         }
     }
 }

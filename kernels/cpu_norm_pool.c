@@ -133,28 +133,8 @@ void cpu_max_pool2d_forward(const stk_pool2d_desc *d, const float *x, float *y, 
         float *out = y + pl * d->oh * d->ow;
         int32_t *am = argmax + pl * d->oh * d->ow;
         for (int64_t oy = 0; oy < d->oh; oy++)
-            for (int64_t ox = 0; ox < d->ow; ox++) {
-                int64_t y0 = oy * d->stride_h - d->pad_h, x0 = ox * d->stride_w - d->pad_w;
-                float best = -INFINITY;
-                int32_t where = -1;
-                for (int64_t ky = 0; ky < d->kh; ky++) {
-                    int64_t iy = y0 + ky;
-                    if (iy < 0 || iy >= d->h) continue;
-                    for (int64_t kx = 0; kx < d->kw; kx++) {
-                        int64_t ix = x0 + kx;
-                        if (ix < 0 || ix >= d->w) continue;
-                        float v = in[iy * d->w + ix];
-                        if (v > best || where < 0 || isnan(v)) {
-                            best = v;
-                            where = (int32_t)(iy * d->w + ix);
-                            if (isnan(v)) goto done; /* NaN propagates, as in PyTorch */
-                        }
-                    }
-                }
-            done:
-                out[oy * d->ow + ox] = best;
-                am[oy * d->ow + ox] = where;
-            }
+            for (int64_t ox = 0; ox < d->ow; ox++)
+                out[oy * d->ow + ox] = stk_max_pool_at(d, in, oy, ox, &am[oy * d->ow + ox]);
     }
 }
 
@@ -172,22 +152,6 @@ void cpu_max_pool2d_backward(const stk_pool2d_desc *d, const float *gy, const in
     }
 }
 
-/* torch.nn.functional.avg_pool2d's window and divisor (ceil_mode off). */
-static void avg_window(const stk_pool2d_desc *d, int64_t oy, int64_t ox, int64_t *y0, int64_t *y1,
-                       int64_t *x0, int64_t *x1, float *inv)
-{
-    int64_t hs = oy * d->stride_h - d->pad_h, ws = ox * d->stride_w - d->pad_w;
-    int64_t he = hs + d->kh < d->h + d->pad_h ? hs + d->kh : d->h + d->pad_h;
-    int64_t we = ws + d->kw < d->w + d->pad_w ? ws + d->kw : d->w + d->pad_w;
-    int64_t full = (he - hs) * (we - ws);
-    *y0 = hs < 0 ? 0 : hs;
-    *x0 = ws < 0 ? 0 : ws;
-    *y1 = he < d->h ? he : d->h;
-    *x1 = we < d->w ? we : d->w;
-    int64_t count = d->count_include_pad ? full : (*y1 - *y0) * (*x1 - *x0);
-    *inv = count > 0 ? 1.f / (float)count : 0.f;
-}
-
 void cpu_avg_pool2d_forward(const stk_pool2d_desc *d, const float *x, float *y)
 {
 #pragma omp parallel for schedule(static)
@@ -197,8 +161,7 @@ void cpu_avg_pool2d_forward(const stk_pool2d_desc *d, const float *x, float *y)
         for (int64_t oy = 0; oy < d->oh; oy++)
             for (int64_t ox = 0; ox < d->ow; ox++) {
                 int64_t y0, y1, x0, x1;
-                float inv, s = 0.f;
-                avg_window(d, oy, ox, &y0, &y1, &x0, &x1, &inv);
+                float inv = stk_avg_window(d, oy, ox, &y0, &y1, &x0, &x1), s = 0.f;
                 for (int64_t iy = y0; iy < y1; iy++)
                     for (int64_t ix = x0; ix < x1; ix++) s += in[iy * d->w + ix];
                 out[oy * d->ow + ox] = s * inv;
@@ -216,9 +179,7 @@ void cpu_avg_pool2d_backward(const stk_pool2d_desc *d, const float *gy, float *g
         for (int64_t oy = 0; oy < d->oh; oy++)
             for (int64_t ox = 0; ox < d->ow; ox++) {
                 int64_t y0, y1, x0, x1;
-                float inv;
-                avg_window(d, oy, ox, &y0, &y1, &x0, &x1, &inv);
-                float v = g[oy * d->ow + ox] * inv;
+                float v = g[oy * d->ow + ox] * stk_avg_window(d, oy, ox, &y0, &y1, &x0, &x1);
                 for (int64_t iy = y0; iy < y1; iy++)
                     for (int64_t ix = x0; ix < x1; ix++) out[iy * d->w + ix] += v;
             }

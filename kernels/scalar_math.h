@@ -3,13 +3,11 @@
  * the CPU tests check the math the GPU runs. */
 #pragma once
 
-#include <math.h>
+#include "common/hd.h"
+#include "common/philox.h"
 
-#ifdef __CUDACC__
-#define STK_HD __host__ __device__
-#else
-#define STK_HD
-#endif
+#include <math.h>
+#include <stdint.h>
 
 typedef enum stk_unary_op {
     STK_UNARY_NEG,
@@ -103,4 +101,18 @@ static inline STK_HD void stk_adam_update(float *p, float g, float *m, float *v,
     *v = beta2 * *v + (1.f - beta2) * g * g;
     float denom = sqrtf(*v) / sqrtf(bc2) + eps;
     *p -= lr / bc1 * *m / denom;
+}
+
+/* Dropout's keep decisions for elements 4b .. 4b+3: one Philox block per 4
+ * elements with counter (b, stream) and key seed, keep when the 32-bit draw
+ * is >= cut = p * 2^32. The mask depends on neither threads nor device. */
+static inline STK_HD void stk_dropout_keep4(uint64_t seed, uint64_t stream, int64_t b,
+                                            uint64_t cut, uint8_t keep[4])
+{
+    uint32_t ctr[4] = {(uint32_t)b, (uint32_t)((uint64_t)b >> 32), (uint32_t)stream,
+                       (uint32_t)(stream >> 32)};
+    uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+    uint32_t r[4];
+    stk_philox_block(ctr, key, r);
+    for (int k = 0; k < 4; k++) keep[k] = (uint64_t)r[k] >= cut;
 }
