@@ -40,6 +40,14 @@ typedef struct stk_conv2d_desc {
 typedef struct stk_backend {
     stk_device device;
 
+    /* Host <-> device copies of contiguous bytes; they wait for the device's
+     * queued work first and return its first error (asynchronous backends
+     * report errors of earlier kernels here). */
+    stk_status (*to_host)(void *dst, const void *src, size_t bytes);
+    stk_status (*from_host)(void *dst, const void *src, size_t bytes);
+    /* Wait for the queued work; its first error. */
+    stk_status (*sync)(void);
+
     /* Memory: element-wise strided copy (dst and src strides in elements). */
     void (*copy_strided)(size_t elem_size, int ndim, const int64_t *shape, void *dst,
                          const int64_t *dst_strides, const void *src, const int64_t *src_strides);

@@ -1,13 +1,28 @@
 /* The CPU backend's table, and the choice of backend by device. */
 #include "kernels/backend.h"
 #include "kernels/cpu_kernels.h"
+#ifdef STOKE_CUDA_BACKEND
+#include "kernels/cuda/backend_cuda.h"
+#endif
 
 #include <dnnl.h>
 #include <omp.h>
 #include <stdio.h>
+#include <string.h>
+
+static stk_status cpu_copy_bytes(void *dst, const void *src, size_t bytes)
+{
+    if (bytes) memcpy(dst, src, bytes);
+    return STK_OK;
+}
+
+static stk_status cpu_sync(void) { return STK_OK; }
 
 static const stk_backend cpu_backend = {
     .device = STK_DEVICE_CPU,
+    .to_host = cpu_copy_bytes,
+    .from_host = cpu_copy_bytes,
+    .sync = cpu_sync,
     .copy_strided = cpu_copy_strided,
     .convert = cpu_convert,
     .fill = cpu_fill,
@@ -46,6 +61,9 @@ stk_status stk_backend_get(stk_device dev, const stk_backend **out)
         *out = &cpu_backend;
         return STK_OK;
     }
+#ifdef STOKE_CUDA_BACKEND
+    if (dev == STK_DEVICE_CUDA) return stk_cuda_backend(out);
+#endif
     return stk_error(STK_ERR_UNSUPPORTED, "device %s: this build has no backend for it",
                      stk_device_name(dev));
 }

@@ -1,6 +1,6 @@
 /* The device runtime, as far as the loader needs it: pinned host memory for
- * the batch ring. (Device buffers, async copies and events come with the
- * engine and the CUDA backend.)
+ * the batch ring. (Device memory: device_alloc.h; asynchronous copies:
+ * copy_engine.h.)
  *
  *     void *ring;
  *     bool locked;
@@ -10,7 +10,8 @@
  *
  * CPU implementation: page-aligned memory, mlock()ed so it is never paged
  * out, when RLIMIT_MEMLOCK allows; otherwise a one-time warning and plain
- * memory (still page-aligned). The CUDA implementation will use cudaHostAlloc.
+ * memory (still page-aligned). Once the CUDA context exists (training on
+ * a GPU), cudaHostAlloc, so the H2D stage's copies run asynchronously.
  * Thread-safe.
  */
 #pragma once

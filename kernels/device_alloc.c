@@ -1,4 +1,5 @@
 #include "kernels/device_alloc.h"
+#include "kernels/device_heap_ops.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -10,28 +11,55 @@
  * catches a use after free of a cached block: see the poison calls). */
 typedef struct free_block {
     void *ptr;
-    size_t size; /* bin size */
+    size_t size;  /* bin size */
+    void *event;  /* NULL, or reuse only once this device event has completed */
     struct free_block *next;
 } free_block;
 
 typedef struct device_heap {
     pthread_mutex_t lock;
-    free_block *free_list; /* all cached blocks, most recently freed first */
+    const stk_heap_ops *ops; /* NULL: no backend for the device in this build */
+    free_block *free_list;   /* all cached blocks, most recently freed first */
     stk_mem_stats stats;
 } device_heap;
 
+static stk_status cpu_sys_alloc(size_t size, void **out)
+{
+    *out = aligned_alloc(64, size);
+    return *out ? STK_OK : STK_ERR_NOMEM;
+}
+
+static void cpu_describe_free(char *buf, size_t n) { buf[0] = n ? '\0' : buf[0]; }
+
+static const stk_heap_ops cpu_heap_ops = {
+    .sys_alloc = cpu_sys_alloc,
+    .sys_free = free,
+    .host_addressable = true,
+    .describe_free = cpu_describe_free,
+};
+
 static device_heap heaps[STK_DEVICE_COUNT] = {
-    {PTHREAD_MUTEX_INITIALIZER, NULL, {0}},
-    {PTHREAD_MUTEX_INITIALIZER, NULL, {0}},
+    {PTHREAD_MUTEX_INITIALIZER, &cpu_heap_ops, NULL, {0}},
+#ifdef STOKE_CUDA_BACKEND
+    {PTHREAD_MUTEX_INITIALIZER, &stk_cuda_heap_ops, NULL, {0}},
+#else
+    {PTHREAD_MUTEX_INITIALIZER, NULL, NULL, {0}},
+#endif
 };
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
-#define POISON(p, n)   ASAN_POISON_MEMORY_REGION(p, n)
-#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#define POISON(h, p, n)                                                                            \
+    do {                                                                                           \
+        if ((h)->ops->host_addressable) ASAN_POISON_MEMORY_REGION(p, n);                           \
+    } while (0)
+#define UNPOISON(h, p, n)                                                                          \
+    do {                                                                                           \
+        if ((h)->ops->host_addressable) ASAN_UNPOISON_MEMORY_REGION(p, n);                         \
+    } while (0)
 #else
-#define POISON(p, n)   ((void)(p), (void)(n))
-#define UNPOISON(p, n) ((void)(p), (void)(n))
+#define POISON(h, p, n)   ((void)(h), (void)(p), (void)(n))
+#define UNPOISON(h, p, n) ((void)(h), (void)(p), (void)(n))
 #endif
 
 const char *stk_device_name(stk_device dev)
@@ -52,24 +80,41 @@ size_t stk_device_bin_size(size_t bytes)
     return (bytes + step - 1) & ~(step - 1);
 }
 
+static void drop_block(device_heap *h, free_block *b)
+{
+    UNPOISON(h, b->ptr, b->size);
+    if (b->event) h->ops->event_release(b->event);
+    h->ops->sys_free(b->ptr);
+    h->stats.reserved -= b->size;
+    free(b);
+}
+
+/* Give every cached block back to the system, also those whose event has not
+ * completed: cudaFree waits for the device's queued work before freeing. */
 static void release_cache_locked(device_heap *h)
 {
     free_block *b = h->free_list;
     while (b) {
         free_block *next = b->next;
-        UNPOISON(b->ptr, b->size);
-        free(b->ptr);
-        h->stats.reserved -= b->size;
-        free(b);
+        drop_block(h, b);
         b = next;
     }
     h->free_list = NULL;
 }
 
+static bool block_ready(device_heap *h, free_block *b)
+{
+    if (!b->event) return true;
+    if (!h->ops->event_done(b->event)) return false;
+    h->ops->event_release(b->event);
+    b->event = NULL;
+    return true;
+}
+
 stk_status stk_device_alloc(stk_device dev, size_t bytes, void **out)
 {
     *out = NULL;
-    if (dev != STK_DEVICE_CPU)
+    if ((unsigned)dev >= STK_DEVICE_COUNT || !heaps[dev].ops)
         return stk_error(STK_ERR_UNSUPPORTED, "device %s: no backend for it in this build",
                          stk_device_name(dev));
     device_heap *h = &heaps[dev];
@@ -77,29 +122,32 @@ stk_status stk_device_alloc(stk_device dev, size_t bytes, void **out)
     pthread_mutex_lock(&h->lock);
     void *p = NULL;
     for (free_block **pb = &h->free_list; *pb; pb = &(*pb)->next) {
-        if ((*pb)->size == size) {
+        if ((*pb)->size == size && block_ready(h, *pb)) {
             free_block *b = *pb;
             *pb = b->next;
             p = b->ptr;
             free(b);
-            UNPOISON(p, size);
+            UNPOISON(h, p, size);
             break;
         }
     }
     if (!p) {
-        p = aligned_alloc(64, size);
-        if (!p && h->free_list) { /* give the cache back and try once more */
+        stk_status st = h->ops->sys_alloc(size, &p);
+        if (st == STK_ERR_NOMEM && h->free_list) { /* give the cache back, try once more */
             release_cache_locked(h);
-            p = aligned_alloc(64, size);
+            st = h->ops->sys_alloc(size, &p);
         }
-        if (!p) {
+        if (st != STK_OK) {
             stk_mem_stats s = h->stats;
             pthread_mutex_unlock(&h->lock);
+            if (st != STK_ERR_NOMEM) return st; /* the device itself failed: its message */
+            char dev_free[128];
+            h->ops->describe_free(dev_free, sizeof dev_free);
             return stk_error(STK_ERR_NOMEM,
                              "out of %s memory: cannot allocate %zu bytes (%llu allocated, "
-                             "%llu reserved)",
+                             "%llu reserved, cache released%s)",
                              stk_device_name(dev), bytes, (unsigned long long)s.allocated,
-                             (unsigned long long)s.reserved);
+                             (unsigned long long)s.reserved, dev_free);
         }
         h->stats.reserved += size;
         h->stats.n_fresh++;
@@ -112,7 +160,7 @@ stk_status stk_device_alloc(stk_device dev, size_t bytes, void **out)
     return STK_OK;
 }
 
-void stk_device_free(stk_device dev, void *ptr, size_t bytes)
+void stk_device_free_after(stk_device dev, void *ptr, size_t bytes, void *event)
 {
     if (!ptr) return;
     device_heap *h = &heaps[dev];
@@ -120,15 +168,21 @@ void stk_device_free(stk_device dev, void *ptr, size_t bytes)
     free_block *b = malloc(sizeof *b);
     pthread_mutex_lock(&h->lock);
     h->stats.allocated -= size;
-    if (!b) { /* cannot cache it: give it back */
-        free(ptr);
+    if (!b) { /* cannot cache it: give it back (the system call waits for the device) */
+        if (event) h->ops->event_release(event);
+        h->ops->sys_free(ptr);
         h->stats.reserved -= size;
     } else {
-        POISON(ptr, size);
-        *b = (free_block){ptr, size, h->free_list};
+        POISON(h, ptr, size);
+        *b = (free_block){ptr, size, event, h->free_list};
         h->free_list = b;
     }
     pthread_mutex_unlock(&h->lock);
+}
+
+void stk_device_free(stk_device dev, void *ptr, size_t bytes)
+{
+    stk_device_free_after(dev, ptr, bytes, NULL);
 }
 
 void stk_device_mem_stats(stk_device dev, stk_mem_stats *out)
@@ -150,13 +204,16 @@ void stk_device_reset_peak(stk_device dev)
 void stk_device_empty_cache(stk_device dev)
 {
     device_heap *h = &heaps[dev];
+    if (!h->ops) return;
     pthread_mutex_lock(&h->lock);
     release_cache_locked(h);
     pthread_mutex_unlock(&h->lock);
 }
 
-/* Free the cache at exit so that LeakSanitizer reports only real leaks. */
-__attribute__((destructor)) static void release_all_caches(void)
+/* Free the CPU cache at exit so that LeakSanitizer reports only real leaks.
+ * (Not the GPU's: at exit the CUDA runtime may already be torn down, and the
+ * driver reclaims device memory with the process.) */
+__attribute__((destructor)) static void release_cpu_cache(void)
 {
-    for (int d = 0; d < STK_DEVICE_COUNT; d++) stk_device_empty_cache((stk_device)d);
+    stk_device_empty_cache(STK_DEVICE_CPU);
 }

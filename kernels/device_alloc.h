@@ -13,8 +13,13 @@
  * Sizes are rounded up to a bin (64 B steps below 4 KiB, then 8 steps per
  * power of two, so at most 12.5% is wasted) and freed blocks are kept on a
  * free list per bin until stk_device_empty_cache() or an allocation failure.
- * The CUDA backend will implement the same interface with cudaMalloc and
- * stream-aware reuse.
+ * The CUDA heap is the same cache over cudaMalloc (kernels/cuda/heap_cuda.c).
+ * Its reuse is stream-aware: the engine runs every op on one compute stream,
+ * in order, so a block freed there can serve the next allocation at once; a
+ * block another stream may still be using is freed with
+ * stk_device_free_after(..., event) and reused only once that event has
+ * completed. Out of memory: the cache is released and the allocation
+ * retried before the error (with the numbers) is returned.
  *
  * Thread-safe (one mutex per device).
  */
@@ -51,6 +56,11 @@ stk_status stk_device_alloc(stk_device dev, size_t bytes, void **out);
 /* Return memory from stk_device_alloc; `bytes` must be the size asked for.
  * NULL is a no-op. */
 void stk_device_free(stk_device dev, void *ptr, size_t bytes);
+
+/* Free a block that work queued on some stream may still use: it is reused
+ * only once `event` (a cudaEvent_t recorded after that work; the heap owns it
+ * from now on) has completed. */
+void stk_device_free_after(stk_device dev, void *ptr, size_t bytes, void *event);
 
 /* Current statistics of `dev`. */
 void stk_device_mem_stats(stk_device dev, stk_mem_stats *out);

@@ -1,5 +1,8 @@
 #include "kernels/device.h"
 #include "kernels/copy_engine.h"
+#ifdef STOKE_CUDA_BACKEND
+#include "kernels/cuda/cuda_device.h"
+#endif
 
 #include "common/log.h"
 
@@ -16,6 +19,12 @@ stk_status stk_host_alloc_pinned(size_t bytes, void **out, bool *locked)
 {
     *out = NULL;
     *locked = false;
+#ifdef STOKE_CUDA_BACKEND
+    if (stk_cuda_host_alloc(bytes, out)) { /* page-locked by the driver, copies run async */
+        *locked = true;
+        return STK_OK;
+    }
+#endif
     long page = sysconf(_SC_PAGESIZE);
     size_t size = (bytes + (size_t)page - 1) / (size_t)page * (size_t)page;
     void *p = mmap(NULL, size ? size : (size_t)page, PROT_READ | PROT_WRITE,
@@ -39,6 +48,9 @@ stk_status stk_host_alloc_pinned(size_t bytes, void **out, bool *locked)
 void stk_host_free_pinned(void *ptr, size_t bytes)
 {
     if (!ptr) return;
+#ifdef STOKE_CUDA_BACKEND
+    if (stk_cuda_host_free(ptr)) return;
+#endif
     long page = sysconf(_SC_PAGESIZE);
     size_t size = (bytes + (size_t)page - 1) / (size_t)page * (size_t)page;
     munlock(ptr, size ? size : (size_t)page);

@@ -289,6 +289,9 @@ static int parse(int argc, char **argv, train_args *a)
             fprintf(stderr, "stoke: --device cuda: %s; use --device cpu\n", stk_last_error());
             return STK_EXIT_ERROR;
         }
+        fprintf(stderr, "stoke: --device cuda: the CUDA backend is not wired into stoke train "
+                        "yet; use --device cpu\n");
+        return STK_EXIT_ERROR;
     }
     if (!a->lr_set) a->lr = a->optimizer == STK_OPTIM_SGD ? 0.05 : 0.001;
     if (!a->out) {

@@ -1,7 +1,7 @@
 /* The CUDA backend's element-wise, input and optimizer kernels. The math is
  * kernels/scalar_math.h, shared with the CPU loops; launch.h makes the same
  * source run as host loops in the GPU-less tests. */
-#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/kernels.h"
 
 #include "kernels/cuda/launch.h"
 #include "kernels/scalar_math.h"
@@ -36,14 +36,19 @@ STK_GLOBAL void axpby_kernel(int64_t n, float a, const float *x, float b, float 
     STK_GRID_STRIDE(i, n) y[i] = a * x[i] + b * y[i];
 }
 
-STK_GLOBAL void input_kernel(int64_t n, int64_t hw, int64_t c, const uint8_t *x, const float *scale,
-                             const float *shift, float *y)
+/* Per-channel affine of the input op, by value (at most 16 channels). */
+struct channel_affine {
+    float scale[16], shift[16];
+};
+
+STK_GLOBAL void input_kernel(int64_t n, int64_t hw, int64_t c, const uint8_t *x,
+                             channel_affine a, float *y)
 {
     /* i walks the NCHW output: sample, channel, pixel */
     STK_GRID_STRIDE(i, n * c * hw)
     {
         int64_t p = i % hw, ch = (i / hw) % c, s = i / (hw * c);
-        y[i] = (float)x[(s * hw + p) * c + ch] * scale[ch] + shift[ch];
+        y[i] = (float)x[(s * hw + p) * c + ch] * a.scale[ch] + a.shift[ch];
     }
 }
 
@@ -93,10 +98,14 @@ void stk_cuda_axpby(int64_t n, float a, const float *x, float b, float *y, stk_s
 }
 
 void stk_cuda_input_u8_nhwc(int64_t n, int64_t h, int64_t w, int64_t c, const uint8_t *x,
-                            const float *scale, const float *shift, float *y, stk_stream_t s)
+                            const float *mean, const float *std, float *y, stk_stream_t s)
 {
-    STK_LAUNCH(input_kernel, stk_blocks(n * c * h * w), STK_BLOCK, s, n, h * w, c, x, scale, shift,
-               y);
+    channel_affine a = {};
+    for (int64_t ch = 0; ch < c && ch < 16; ch++) { /* as cpu_input_u8_nhwc */
+        a.scale[ch] = 1.f / (255.f * std[ch]);
+        a.shift[ch] = -mean[ch] / std[ch];
+    }
+    STK_LAUNCH(input_kernel, stk_blocks(n * c * h * w), STK_BLOCK, s, n, h * w, c, x, a, y);
 }
 
 void stk_cuda_sgd_step(int64_t n, float *p, const float *g, float *buf, float lr, float momentum,

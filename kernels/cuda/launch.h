@@ -31,6 +31,8 @@
 
 #else /* host emulation */
 
+#include <functional>
+
 #define STK_GLOBAL static
 struct stk_emu_dim {
     unsigned x;
@@ -40,20 +42,45 @@ static thread_local stk_emu_dim stk_emu_block_idx, stk_emu_thread_idx, stk_emu_b
 #define STK_GRID_STRIDE(i, n)                                                                      \
     for (int64_t i = (int64_t)stk_emu_block_idx.x * stk_emu_block_dim.x + stk_emu_thread_idx.x;    \
          i < (n); i += (int64_t)stk_emu_grid_dim.x * stk_emu_block_dim.x)
+
+/* The test build's host CUDA runtime (tests/cuda_host) defines this: it runs
+ * `fn(arg)` in order on `stream`'s worker thread, as a GPU runs a kernel
+ * after the stream's earlier work. Without it (or on the null stream) the
+ * kernel runs at once on the calling thread. */
+extern "C" void stk_emu_submit(void *stream, void (*fn)(void *), void *arg) __attribute__((weak));
+
 /* The grid and block sizes asked for are replaced by 3 blocks of 5 threads:
  * small enough to run fast, odd enough that a kernel that assumed one
- * element per thread, or forgot the stride, computes the wrong result. */
+ * element per thread, or forgot the stride, computes the wrong result. The
+ * arguments are evaluated and copied at launch, as CUDA copies them. */
+template <class... P, class... A>
+static void stk_emu_launch(void *stream, void (*kernel)(P...), A... args)
+{
+    auto *task = new std::function<void()>([=]() {
+        stk_emu_grid_dim.x = 3;
+        stk_emu_block_dim.x = 5;
+        for (unsigned b = 0; b < 3; b++)
+            for (unsigned t = 0; t < 5; t++) {
+                stk_emu_block_idx.x = b;
+                stk_emu_thread_idx.x = t;
+                kernel(args...);
+            }
+    });
+    void (*run)(void *) = [](void *p) {
+        auto *t = static_cast<std::function<void()> *>(p);
+        (*t)();
+        delete t;
+    };
+    if (stream && stk_emu_submit)
+        stk_emu_submit(stream, run, task);
+    else
+        run(task);
+}
+
 #define STK_LAUNCH(kernel, grid, block, stream, ...)                                               \
     do {                                                                                           \
-        (void)(grid), (void)(block), (void)(stream);                                               \
-        stk_emu_grid_dim.x = 3;                                                                    \
-        stk_emu_block_dim.x = 5;                                                                   \
-        for (unsigned b_ = 0; b_ < 3; b_++)                                                        \
-            for (unsigned t_ = 0; t_ < 5; t_++) {                                                  \
-                stk_emu_block_idx.x = b_;                                                          \
-                stk_emu_thread_idx.x = t_;                                                         \
-                kernel(__VA_ARGS__);                                                               \
-            }                                                                                      \
+        (void)(grid), (void)(block);                                                               \
+        stk_emu_launch((void *)(stream), kernel, __VA_ARGS__);                                     \
     } while (0)
 
 #endif

@@ -1,0 +1,92 @@
+/* The CUDA copy engine behind kernels/copy_engine.h, which the loader's H2D
+ * stage (loader/h2d.c) drives: each batch is copied with cudaMemcpyAsync on
+ * the context's copy stream, an event is recorded after it, and the compute
+ * stream is made to wait on that event, so every op queued afterwards sees
+ * the whole batch while the copy of the next batch overlaps the current
+ * step. `wait` blocks the host until a copy's event has completed: only
+ * then may the loader refill that pinned buffer. */
+#include "kernels/copy_engine.h"
+#include "kernels/cuda/context.h"
+#include "kernels/cuda/cuda_device.h"
+
+#include <pthread.h>
+#include <stdio.h>
+
+#define EVENTS 64 /* tickets map to events modulo this; older tickets wait on newer copies */
+
+typedef struct cuda_copy_engine {
+    stk_cuda_ctx *cx;
+    cudaEvent_t events[EVENTS];
+    uint64_t issued; /* tickets handed out */
+} cuda_copy_engine;
+
+static stk_status ce_alloc(void *ctx, size_t bytes, void **out)
+{
+    (void)ctx;
+    return stk_device_alloc(STK_DEVICE_CUDA, bytes, out);
+}
+
+static void ce_free(void *ctx, void *ptr, size_t bytes)
+{
+    (void)ctx;
+    stk_device_free(STK_DEVICE_CUDA, ptr, bytes);
+}
+
+static stk_status ce_copy_async(void *ctx, void *dst, const void *src, size_t bytes,
+                                uint64_t *ticket)
+{
+    cuda_copy_engine *ce = ctx;
+    uint64_t t = ++ce->issued;
+    cudaEvent_t ev = ce->events[t % EVENTS];
+    stk_status st;
+    if ((st = stk_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ce->cx->copy),
+                             "copying a batch to the GPU")) != STK_OK ||
+        (st = stk_cuda_check(cudaEventRecord(ev, ce->cx->copy), "cudaEventRecord")) != STK_OK ||
+        (st = stk_cuda_check(cudaStreamWaitEvent(ce->cx->compute, ev, 0), "cudaStreamWaitEvent")) !=
+            STK_OK)
+        return st;
+    *ticket = t;
+    return STK_OK;
+}
+
+static stk_status ce_wait(void *ctx, uint64_t ticket)
+{
+    cuda_copy_engine *ce = ctx;
+    return stk_cuda_check(cudaEventSynchronize(ce->events[ticket % EVENTS]),
+                          "waiting for a batch copy");
+}
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static cuda_copy_engine engine;
+static stk_copy_engine table;
+static stk_status init_status;
+static char init_error[STK_ERROR_MAX];
+
+static void init_once(void)
+{
+    stk_status st = stk_cuda_context(&engine.cx);
+    for (int i = 0; i < EVENTS && st == STK_OK; i++)
+        st = stk_cuda_check(cudaEventCreateWithFlags(&engine.events[i], cudaEventDisableTiming),
+                            "creating copy events");
+    init_status = st;
+    if (st != STK_OK) {
+        snprintf(init_error, sizeof init_error, "%s", stk_last_error());
+        return;
+    }
+    table = (stk_copy_engine){.ctx = &engine,
+                              .device = STK_DEVICE_CUDA,
+                              .in_place = false,
+                              .alloc = ce_alloc,
+                              .free = ce_free,
+                              .copy_async = ce_copy_async,
+                              .wait = ce_wait};
+}
+
+stk_status stk_copy_engine_cuda(const stk_copy_engine **out)
+{
+    *out = NULL;
+    pthread_once(&once, init_once);
+    if (init_status != STK_OK) return stk_error(init_status, "%s", init_error);
+    *out = &table;
+    return STK_OK;
+}

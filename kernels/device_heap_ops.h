@@ -1,0 +1,27 @@
+/* How the caching allocator (device_alloc.c) gets memory from, and returns
+ * it to, one device kind: the CPU's aligned_alloc/free here, CUDA's
+ * cudaMalloc/cudaFree and events in cuda/heap_cuda.c. Private to kernels/. */
+#pragma once
+
+#include "common/status.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct stk_heap_ops {
+    /* Fresh memory of `size` bytes (a bin size, 64-byte aligned at least). */
+    stk_status (*sys_alloc)(size_t size, void **out);
+    void (*sys_free)(void *ptr);
+    /* A block freed with an event (stk_device_free_after) is reused only once
+     * its event has completed; `event_done` asks, `event_release` drops it. */
+    bool (*event_done)(void *event);
+    void (*event_release)(void *event);
+    /* The memory is host-addressable (AddressSanitizer may poison cached blocks). */
+    bool host_addressable;
+    /* One line about the device's own free memory, for out-of-memory messages. */
+    void (*describe_free)(char *buf, size_t n);
+} stk_heap_ops;
+
+#ifdef STOKE_CUDA_BACKEND
+extern const stk_heap_ops stk_cuda_heap_ops;
+#endif
