@@ -5,10 +5,11 @@
 BUILD ?= build
 SAN_BUILD ?= build-sanitize
 TSAN_BUILD ?= build-tsan
+NOCUDA_BUILD ?= build-nocuda
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test test-sanitize test-tsan demo format clean
+.PHONY: all deps build test test-sanitize test-tsan test-nocuda demo format clean
 
 all: build
 
@@ -23,12 +24,15 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) test-sanitize
 	$(MAKE) test-tsan
+	$(MAKE) test-nocuda
 
-# The sanitizer builds are also the CUDA=OFF configuration (the CUDA runtime is
-# not built for sanitizers), so CI builds and tests Stoke with and without CUDA.
+# The sanitizer builds are the STOKE_CUDA=EMULATE configuration: the CUDA
+# backend's own code runs against tests/cuda_host (the host CUDA runtime,
+# cuBLAS and cuDNN), so ASan, UBSan and TSan check it and the GPU op tests
+# pass without a GPU (tests/cuda_host/README.md).
 test-sanitize: deps
 	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSTOKE_WERROR=ON \
-	    -DSTOKE_SANITIZE=address,undefined -DSTOKE_CUDA=OFF $(CMAKE_FLAGS)
+	    -DSTOKE_SANITIZE=address,undefined -DSTOKE_CUDA=EMULATE $(CMAKE_FLAGS)
 	cmake --build $(SAN_BUILD) -j $(JOBS)
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	    UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
@@ -39,9 +43,17 @@ test-sanitize: deps
 # run gives OpenMP one thread (Stoke's own pthreads are still all checked).
 test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSTOKE_WERROR=ON \
-	    -DSTOKE_SANITIZE=thread -DSTOKE_CUDA=OFF $(CMAKE_FLAGS)
+	    -DSTOKE_SANITIZE=thread -DSTOKE_CUDA=EMULATE $(CMAKE_FLAGS)
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
 	cd $(TSAN_BUILD) && OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+
+# Without the CUDA backend, as on machines without the CUDA toolkit: CI builds
+# and tests Stoke with CUDA (the main build), emulated, and without.
+test-nocuda: deps
+	cmake -S . -B $(NOCUDA_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTOKE_WERROR=ON \
+	    -DSTOKE_CUDA=OFF $(CMAKE_FLAGS)
+	cmake --build $(NOCUDA_BUILD) -j $(JOBS)
+	cd $(NOCUDA_BUILD) && ctest --output-on-failure -j $(JOBS)
 
 demo: build
 	./scripts/demo.sh $(BUILD)/stoke
@@ -50,4 +62,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')
 
 clean:
-	rm -rf $(BUILD) $(SAN_BUILD) $(TSAN_BUILD) demo-data
+	rm -rf $(BUILD) $(SAN_BUILD) $(TSAN_BUILD) $(NOCUDA_BUILD) demo-data

@@ -5,7 +5,10 @@
  * the fastest GEMM measured on this machine (kernels/README.md).
  *
  *   bench_train [--models mlp,cnn,resnet8,resnet18] [--batch 128] [--threads 2]
- *               [--size PX] [--seconds 10] [--json]
+ *               [--size PX] [--seconds 10] [--device cpu|cuda] [--json]
+ *
+ * With --device cuda the model, inputs and steps run on the GPU (the timing
+ * waits for the queued work: every step reads its loss on the host).
  *
  * bench/engine_vs_pytorch.sh runs it beside bench/pytorch_models.py. */
 #include "common/clock.h"
@@ -35,6 +38,18 @@ static stk_tensor *random_tensor(int ndim, const int64_t *shape)
 }
 
 static int size_override; /* --size: input side (resnet18 > 64 px: the ImageNet stem) */
+static stk_device device = STK_DEVICE_CPU;
+
+/* t moved to the benchmark's device (NULL and a message on failure). */
+static stk_tensor *on_device(stk_tensor *t)
+{
+    if (t && stk_tensor_move_to(t, device) != STK_OK) {
+        fprintf(stderr, "bench_train: %s\n", stk_last_error());
+        stk_tensor_release(t);
+        return NULL;
+    }
+    return t;
+}
 
 static int train_bench(const char *name, int batch, double seconds, bool json)
 {
@@ -47,17 +62,22 @@ static int train_bench(const char *name, int batch, double seconds, bool json)
         fprintf(stderr, "bench_train: %s\n", stk_last_error());
         return 1;
     }
+    if (stk_model_to(m, device) != STK_OK) {
+        fprintf(stderr, "bench_train: %s\n", stk_last_error());
+        return 1;
+    }
     stk_optim_config oc = {
         .kind = STK_OPTIM_SGD, .lr = 0.01f, .momentum = 0.9f, .weight_decay = 5e-4f};
     stk_optim *opt;
     stk_optim_create(&oc, m, &opt);
     int64_t xs[4] = {batch, ch, size, size};
-    stk_tensor *x = random_tensor(4, xs), *y;
+    stk_tensor *x = on_device(random_tensor(4, xs)), *y;
     int32_t *lab = malloc(sizeof(int32_t) * (size_t)batch);
     for (int i = 0; i < batch; i++) lab[i] = i % 10;
     int64_t ys[1] = {batch};
     stk_tensor_from_host(STK_I32, 1, ys, lab, &y);
     free(lab);
+    if (!x || !(y = on_device(y))) return 1;
     int steps = 0;
     double t0 = 0, elapsed = 0;
     for (int i = 0;; i++) {
@@ -67,7 +87,8 @@ static int train_bench(const char *name, int batch, double seconds, bool json)
         stk_tensor *logits, *loss;
         if (stk_model_forward(m, x, &logits) != STK_OK ||
             stk_cross_entropy(logits, y, 0.f, &loss) != STK_OK ||
-            stk_backward(loss, NULL, false) != STK_OK || stk_optim_step(opt) != STK_OK) {
+            stk_backward(loss, NULL, false) != STK_OK || stk_optim_step(opt) != STK_OK ||
+            !(stk_tensor_item(loss) == stk_tensor_item(loss))) { /* waits for the step; NaN fails */
             fprintf(stderr, "bench_train: %s: %s\n", name, stk_last_error());
             return 1;
         }
@@ -80,19 +101,20 @@ static int train_bench(const char *name, int batch, double seconds, bool json)
     }
     double ips = steps * batch / elapsed;
     stk_mem_stats ms;
-    stk_device_mem_stats(STK_DEVICE_CPU, &ms);
+    stk_device_mem_stats(device, &ms);
     if (json)
         printf("{\"model\": \"%s\", \"batch\": %d, \"threads\": %d, \"steps\": %d, "
                "\"images_per_sec\": %.1f, \"peak_mb\": %.1f}\n",
                name, batch, stk_cpu_threads(), steps, ips, ms.peak_allocated / 1048576.0);
     else
-        printf("stoke   %-9s batch %d, %d threads: %8.1f images/s (%d steps, peak %.0f MiB)\n",
-               name, batch, stk_cpu_threads(), ips, steps, ms.peak_allocated / 1048576.0);
+        printf("stoke   %-9s batch %d, %s: %8.1f images/s (%d steps, peak %.0f MiB)\n", name, batch,
+               device == STK_DEVICE_CPU ? "cpu" : "cuda", ips, steps,
+               ms.peak_allocated / 1048576.0);
     stk_tensor_release(x);
     stk_tensor_release(y);
     stk_optim_destroy(opt);
     stk_model_destroy(m);
-    stk_device_reset_peak(STK_DEVICE_CPU);
+    stk_device_reset_peak(device);
     return 0;
 }
 
@@ -153,9 +175,14 @@ int main(int argc, char **argv)
             json = true;
         else if (!strcmp(argv[i], "--no-matmul"))
             matmul = false;
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc && !strcmp(argv[i + 1], "cuda"))
+            device = STK_DEVICE_CUDA, i++;
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc && !strcmp(argv[i + 1], "cpu"))
+            i++;
         else {
-            fprintf(stderr, "usage: bench_train [--models LIST] [--batch N] [--threads N] "
-                            "[--size PX] [--seconds S] [--json] [--no-matmul]\n");
+            fprintf(stderr,
+                    "usage: bench_train [--models LIST] [--batch N] [--threads N] "
+                    "[--size PX] [--seconds S] [--device cpu|cuda] [--json] [--no-matmul]\n");
             return 2;
         }
     }
@@ -164,6 +191,7 @@ int main(int argc, char **argv)
     snprintf(list, sizeof list, "%s", models);
     for (char *save, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
         if (train_bench(tok, batch, seconds, json)) return 1;
-    if (matmul && !json) matmul_bench(seconds / 4 > 1 ? seconds / 4 : 1);
+    if (matmul && !json && device == STK_DEVICE_CPU)
+        matmul_bench(seconds / 4 > 1 ? seconds / 4 : 1);
     return 0;
 }

@@ -16,15 +16,15 @@ import torch  # noqa: E402
 import torch_models  # noqa: E402
 
 
-def bench(name, batch, seconds):
+def bench(name, batch, seconds, device="cpu"):
     r18 = name == "resnet18"
     ch, size = (3, 32) if r18 else (1, 28)
     torch.manual_seed(1)
-    m = torch_models.make(name, ch, 10, size)
+    m = torch_models.make(name, ch, 10, size).to(device)
     m.train()
     opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
-    x = torch.rand(batch, ch, size, size) * 2 - 1
-    y = torch.arange(batch) % 10
+    x = (torch.rand(batch, ch, size, size) * 2 - 1).to(device)
+    y = (torch.arange(batch) % 10).to(device)
     steps, t0 = 0, None
     i = 0
     while True:
@@ -34,6 +34,7 @@ def bench(name, batch, seconds):
         loss = torch.nn.functional.cross_entropy(m(x), y)
         loss.backward()
         opt.step()
+        loss.item()  # waits for the step, as bench_train does on a GPU
         if i >= 3:
             steps += 1
             elapsed = time.perf_counter() - t0
@@ -50,15 +51,17 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     for name in a.models.split(","):
-        ips, steps = bench(name, a.batch, a.seconds)
+        ips, steps = bench(name, a.batch, a.seconds, a.device)
         if a.json:
             print(json.dumps({"model": name, "batch": a.batch, "threads": a.threads,
                               "steps": steps, "images_per_sec": round(ips, 1)}))
         else:
-            print(f"pytorch {name:<9} batch {a.batch}, {a.threads} threads: {ips:8.1f} images/s "
+            where = f"{a.threads} threads" if a.device == "cpu" else a.device
+            print(f"pytorch {name:<9} batch {a.batch}, {where}: {ips:8.1f} images/s "
                   f"({steps} steps, torch {torch.__version__})")
 
 

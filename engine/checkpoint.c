@@ -14,18 +14,37 @@
 
 static bool is_counter(const stk_tensor *t) { return stk_tensor_dtype(t) == STK_I32; }
 
+/* The host bytes of v: v's own for a contiguous CPU tensor, else a host copy
+ * kept in *staged (released by the caller). */
+static stk_status host_bytes(stk_tensor *v, stk_tensor **staged, const void **out)
+{
+    *staged = NULL;
+    if (stk_tensor_is_contiguous(v) && stk_tensor_device(v) == STK_DEVICE_CPU) {
+        *out = stk_tensor_data(v);
+        return STK_OK;
+    }
+    stk_status st = tensor_new(STK_DEVICE_CPU, v->dtype, v->ndim, v->shape, false, staged);
+    if (st == STK_OK && (st = stk_tensor_copy(*staged, v)) != STK_OK) {
+        stk_tensor_release(*staged);
+        *staged = NULL;
+    }
+    *out = *staged ? stk_tensor_data(*staged) : NULL;
+    return st;
+}
+
 stk_status stk_checkpoint_save(const char *path, const stk_model *m, const stk_optim *opt,
                                int n_meta, const char *const *keys, const char *const *values)
 {
     int np = stk_model_param_count(m), no = opt ? stk_optim_state_count(opt) : 0;
     stk_st_tensor *t = calloc((size_t)(np + no) + 1, sizeof *t);
     int64_t *counters = calloc((size_t)np + 1, sizeof *counters);
+    stk_tensor **staged = calloc((size_t)(np + no) + 1, sizeof *staged); /* host copies */
     char **onames = calloc((size_t)no + 1, sizeof *onames);
     const char **mk = calloc((size_t)n_meta + 12, sizeof *mk),
                **mv = calloc((size_t)n_meta + 12, sizeof *mv);
     char num[8][32];
     stk_status st = STK_OK;
-    if (!t || !counters || !onames || !mk || !mv) {
+    if (!t || !counters || !staged || !onames || !mk || !mv) {
         st = stk_error(STK_ERR_NOMEM, "%s: no memory", path);
         goto out;
     }
@@ -33,17 +52,17 @@ stk_status stk_checkpoint_save(const char *path, const stk_model *m, const stk_o
     for (int i = 0; i < np; i++) {
         const stk_param *p = stk_model_param(m, i);
         stk_tensor *v = p->value;
-        if (!stk_tensor_is_contiguous(v) || stk_tensor_device(v) != STK_DEVICE_CPU) {
-            st = stk_error(STK_ERR_UNSUPPORTED, "%s: %s is not a contiguous CPU tensor", path,
-                           p->name);
+        const void *bytes;
+        if ((st = host_bytes(v, &staged[n], &bytes)) != STK_OK) {
+            stk_error_prefix(st, "%s: %s", path, p->name);
             goto out;
         }
         if (is_counter(v)) { /* num_batches_tracked: PyTorch keeps an int64 */
-            counters[i] = *(int32_t *)stk_tensor_data(v);
+            counters[i] = *(const int32_t *)bytes;
             t[n++] = (stk_st_tensor){p->name, STK_ST_I64, 0, NULL, &counters[i], 8};
         } else {
-            t[n++] = (stk_st_tensor){p->name,  STK_ST_F32,         stk_tensor_ndim(v),
-                                     v->shape, stk_tensor_data(v), (size_t)stk_tensor_numel(v) * 4};
+            t[n++] = (stk_st_tensor){p->name,  STK_ST_F32, stk_tensor_ndim(v),
+                                     v->shape, bytes,      (size_t)stk_tensor_numel(v) * 4};
         }
     }
     for (int i = 0; i < no; i++) {
@@ -56,8 +75,13 @@ stk_status stk_checkpoint_save(const char *path, const stk_model *m, const stk_o
             goto out;
         }
         snprintf(onames[i], len, OPTIM_PREFIX "%s", sn);
-        t[n++] = (stk_st_tensor){onames[i], STK_ST_F32,         stk_tensor_ndim(v),
-                                 v->shape,  stk_tensor_data(v), (size_t)stk_tensor_numel(v) * 4};
+        const void *bytes;
+        if ((st = host_bytes(v, &staged[n], &bytes)) != STK_OK) {
+            stk_error_prefix(st, "%s: %s", path, onames[i]);
+            goto out;
+        }
+        t[n++] = (stk_st_tensor){onames[i], STK_ST_F32, stk_tensor_ndim(v),
+                                 v->shape,  bytes,      (size_t)stk_tensor_numel(v) * 4};
     }
     const stk_model_config *c = stk_model_get_config(m);
     int k = 0;
@@ -81,6 +105,9 @@ stk_status stk_checkpoint_save(const char *path, const stk_model *m, const stk_o
     for (int i = 0; i < n_meta; i++) mk[k] = keys[i], mv[k++] = values[i];
     st = stk_safetensors_write(path, n, t, k, mk, mv);
 out:
+    if (staged)
+        for (int i = 0; i < np + no; i++) stk_tensor_release(staged[i]);
+    free(staged);
     if (onames)
         for (int i = 0; i < no; i++) free(onames[i]);
     free(onames);
@@ -128,7 +155,8 @@ static bool fits(const stk_st_entry *e, const stk_tensor *v, char *why, size_t n
     return true;
 }
 
-static void copy_in(const stk_safetensors *f, const stk_st_entry *e, stk_tensor *v)
+/* Counters (num_batches_tracked) stay on the CPU; other tensors may be on a GPU. */
+static stk_status copy_in(const stk_safetensors *f, const stk_st_entry *e, stk_tensor *v)
 {
     const void *src = stk_safetensors_data(f, e);
     if (is_counter(v)) {
@@ -141,9 +169,12 @@ static void copy_in(const stk_safetensors *f, const stk_st_entry *e, stk_tensor 
             c = c32;
         }
         *(int32_t *)stk_tensor_data(v) = (int32_t)(c > INT32_MAX ? INT32_MAX : c);
-    } else {
-        memcpy(stk_tensor_data(v), src, (size_t)stk_tensor_numel(v) * 4); /* src may be unaligned */
+        return STK_OK;
     }
+    size_t bytes = (size_t)stk_tensor_numel(v) * 4;
+    if (stk_tensor_device(v) != STK_DEVICE_CPU) return stk_tensor_copy_from_host(v, src, bytes);
+    memcpy(stk_tensor_data(v), src, bytes); /* src may be unaligned */
+    return STK_OK;
 }
 
 stk_status stk_checkpoint_load(const char *path, stk_model *m, stk_optim *opt, bool strict,
@@ -200,7 +231,10 @@ stk_status stk_checkpoint_load(const char *path, stk_model *m, stk_optim *opt, b
                 continue;
             }
             if (pass) {
-                copy_in(f, e, p->value);
+                if ((st = copy_in(f, e, p->value)) != STK_OK) {
+                    stk_error_prefix(st, "%s: tensor %s", path, p->name);
+                    goto out;
+                }
                 r->loaded++;
             }
         }

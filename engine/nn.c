@@ -154,6 +154,17 @@ void stk_model_destroy(stk_model *m)
 }
 
 void stk_model_train(stk_model *m, bool training) { m->training = training; }
+
+stk_status stk_model_to(stk_model *m, stk_device dev)
+{
+    for (int i = 0; i < m->n_params; i++) {
+        stk_tensor *v = m->params[i].value;
+        if (stk_tensor_dtype(v) == STK_I32) continue; /* counters are host bookkeeping */
+        stk_status st = stk_tensor_move_to(v, dev);
+        if (st != STK_OK) return stk_error_prefix(st, "%s", m->params[i].name);
+    }
+    return STK_OK;
+}
 bool stk_model_is_training(const stk_model *m) { return m->training; }
 int stk_model_param_count(const stk_model *m) { return m->n_params; }
 const stk_param *stk_model_param(const stk_model *m, int i)

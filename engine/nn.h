@@ -68,6 +68,10 @@ const char *const *stk_model_names(void);
 
 /* Train mode (batch statistics, dropout) or eval mode. */
 void stk_model_train(stk_model *m, bool training);
+/* Move every parameter and buffer to `dev` (before creating the optimizer);
+ * num_batches_tracked counters stay on the host. Checkpoints save and load
+ * device tensors through host copies. */
+stk_status stk_model_to(stk_model *m, stk_device dev);
 bool stk_model_is_training(const stk_model *m);
 
 /* logits [N, classes] from x [N, C, H, W] f32. Errors name the layer. */

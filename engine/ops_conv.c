@@ -26,6 +26,40 @@ static void desc_from(const stk_tensor *x, const stk_tensor *w, const stk_conv2d
     d->ow = (d->w + 2 * d->pad_w - d->dil_w * (d->s - 1) - 1) / d->stride_w + 1;
 }
 
+enum { CONV_FORWARD, CONV_BACKWARD_DATA, CONV_BACKWARD_WEIGHT };
+
+/* One convolution pass on f32 tensors: out = pass(in0, in1). Under --amp
+ * autocast, from f16 copies of the inputs into an f16 result converted back
+ * to f32 (cuDNN's pseudo-half: f32 accumulation). */
+static stk_status conv_pass(const stk_backend *be, int pass, const stk_conv2d_desc *d,
+                            const stk_tensor *in0, const stk_tensor *in1, stk_tensor *out)
+{
+    if (!amp_f16(be)) {
+        const float *a = tensor_f32(in0), *b = tensor_f32(in1);
+        float *o = tensor_f32(out);
+        return pass == CONV_FORWARD         ? be->conv2d_forward(d, a, b, o)
+               : pass == CONV_BACKWARD_DATA ? be->conv2d_backward_data(d, a, b, o)
+                                            : be->conv2d_backward_weight(d, a, b, o);
+    }
+    stk_tensor *a = NULL, *b = NULL, *o = NULL;
+    stk_status st;
+    if ((st = amp_half_copy(be, in0, &a)) == STK_OK &&
+        (st = amp_half_copy(be, in1, &b)) == STK_OK &&
+        (st = tensor_new(stk_tensor_device(out), STK_F16, out->ndim, out->shape, false, &o)) ==
+            STK_OK) {
+        const uint16_t *ha = tensor_ptr(a), *hb = tensor_ptr(b);
+        uint16_t *ho = tensor_ptr(o);
+        st = pass == CONV_FORWARD         ? be->conv2d_forward_f16(d, ha, hb, ho)
+             : pass == CONV_BACKWARD_DATA ? be->conv2d_backward_data_f16(d, ha, hb, ho)
+                                          : be->conv2d_backward_weight_f16(d, ha, hb, ho);
+        if (st == STK_OK) be->convert(STK_F32, tensor_ptr(out), STK_F16, ho, stk_tensor_numel(out));
+    }
+    stk_tensor_release(a);
+    stk_tensor_release(b);
+    stk_tensor_release(o);
+    return st;
+}
+
 static stk_status conv_backward(stk_node *n, stk_tensor *g, stk_tensor **gin)
 {
     stk_tensor *x = n->saved[0], *w = n->saved[1];
@@ -35,15 +69,11 @@ static stk_status conv_backward(stk_node *n, stk_tensor *g, stk_tensor **gin)
     if (st != STK_OK) return st;
     if (node_needs_grad(n, 0)) {
         if ((st = node_grad_like(n, 0, false, &gin[0])) != STK_OK) return st;
-        if ((st = be->conv2d_backward_data(d, tensor_f32(w), tensor_f32(g), tensor_f32(gin[0]))) !=
-            STK_OK)
-            return st;
+        if ((st = conv_pass(be, CONV_BACKWARD_DATA, d, w, g, gin[0])) != STK_OK) return st;
     }
     if (node_needs_grad(n, 1)) {
         if ((st = node_grad_like(n, 1, false, &gin[1])) != STK_OK) return st;
-        if ((st = be->conv2d_backward_weight(d, tensor_f32(x), tensor_f32(g),
-                                             tensor_f32(gin[1]))) != STK_OK)
-            return st;
+        if ((st = conv_pass(be, CONV_BACKWARD_WEIGHT, d, x, g, gin[1])) != STK_OK) return st;
     }
     if (n->n_inputs > 2 && node_needs_grad(n, 2)) { /* sum over N, H, W */
         if ((st = node_grad_like(n, 2, false, &gin[2])) != STK_OK) return st;
@@ -96,8 +126,7 @@ stk_status stk_conv2d(stk_tensor *x, stk_tensor *w, stk_tensor *b, const stk_con
     if ((st = tensor_contiguous_raw(w, &wc)) != STK_OK) goto fail;
     int64_t shape[4] = {d->n, d->k, d->oh, d->ow};
     if ((st = tensor_new(x->storage->device, STK_F32, 4, shape, false, &y)) != STK_OK) goto fail;
-    if ((st = be->conv2d_forward(d, tensor_f32(xc), tensor_f32(wc), tensor_f32(y))) != STK_OK)
-        goto fail;
+    if ((st = conv_pass(be, CONV_FORWARD, d, xc, wc, y)) != STK_OK) goto fail;
     if (b) {
         int64_t ys[4] = {d->k * d->oh * d->ow, d->oh * d->ow, d->ow, 1},
                 bs[4] = {0, b->strides[0], 0, 0};

@@ -28,3 +28,9 @@ stk_status matmul_raw(stk_tensor *a, bool ta, stk_tensor *b, bool tb, stk_tensor
  *     return compose_end(s, st, y, out);
  * compose_end hands y to the caller (or the caller's scope) on success. */
 stk_status compose_end(stk_scope *s, stk_status st, stk_tensor *y, stk_tensor **out);
+
+/* Autocast (amp.c): true inside stk_amp_begin/end on a backend with f16
+ * kernels; then matmul and conv2d compute from f16 copies of their f32
+ * operands (amp_half_copy: a contiguous f16 copy of contiguous t). */
+bool amp_f16(const stk_backend *be);
+stk_status amp_half_copy(const stk_backend *be, const stk_tensor *t, stk_tensor **out);

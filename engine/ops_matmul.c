@@ -25,6 +25,21 @@ stk_status matmul_raw(stk_tensor *a, bool ta, stk_tensor *b, bool tb, stk_tensor
     if (st != STK_OK) return st;
     if ((st = tensor_new(a->storage->device, STK_F32, big->ndim, shape, false, out)) != STK_OK)
         return st;
+    if (amp_f16(be)) { /* --amp: f16 operands, f32 result and accumulation */
+        stk_tensor *a16 = NULL, *b16 = NULL;
+        if ((st = amp_half_copy(be, a, &a16)) == STK_OK &&
+            (st = amp_half_copy(be, b, &b16)) == STK_OK)
+            be->gemm_batched_f16(batch, ta, tb, m, n, k, 1.f, tensor_ptr(a16), ac,
+                                 ba > 1 ? ar * ac : 0, tensor_ptr(b16), bc, bb > 1 ? br * bc : 0,
+                                 0.f, tensor_f32(*out), n, m * n);
+        stk_tensor_release(a16);
+        stk_tensor_release(b16);
+        if (st != STK_OK) {
+            stk_tensor_release(*out);
+            *out = NULL;
+        }
+        return st;
+    }
     be->gemm_batched(batch, ta, tb, m, n, k, 1.f, tensor_f32(a), ac, ba > 1 ? ar * ac : 0,
                      tensor_f32(b), bc, bb > 1 ? br * bc : 0, 0.f, tensor_f32(*out), n, m * n);
     return STK_OK;

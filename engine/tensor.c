@@ -4,6 +4,7 @@
 
 #include "engine/autograd_impl.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -199,6 +200,8 @@ stk_status stk_tensor_scalar(float value, stk_tensor **out)
     return stk_tensor_from_host(STK_F32, 0, NULL, &value, out);
 }
 
+static stk_status copy_across_devices(stk_tensor *dst, const stk_tensor *src);
+
 /* The strides of a contiguous tensor of t's shape. */
 static void row_major_strides(const stk_tensor *t, int64_t *strides)
 {
@@ -216,9 +219,14 @@ stk_status stk_tensor_to_host(const stk_tensor *t, void *dst, size_t bytes)
     if (bytes < need)
         return stk_error(STK_ERR_INVALID_ARG, "to_host: %zu bytes given, %s %s tensor needs %zu",
                          bytes, stk_tensor_shape_str(t), stk_dtype_name(t->dtype), need);
-    if (t->storage->device != STK_DEVICE_CPU)
-        return stk_error(STK_ERR_UNSUPPORTED, "to_host: %s tensors are not supported yet",
-                         stk_device_name(t->storage->device));
+    if (t->storage->device != STK_DEVICE_CPU) { /* contiguous on the device, then across */
+        stk_tensor *host;
+        stk_status st = tensor_new(STK_DEVICE_CPU, t->dtype, t->ndim, t->shape, false, &host);
+        if (st != STK_OK) return st;
+        if ((st = copy_across_devices(host, t)) == STK_OK) memcpy(dst, tensor_ptr(host), need);
+        stk_tensor_release(host);
+        return st;
+    }
     int64_t strides[STK_MAX_DIMS];
     row_major_strides(t, strides);
     const stk_backend *be;
@@ -241,6 +249,15 @@ stk_status stk_tensor_copy_from_host(stk_tensor *t, const void *src, size_t byte
     const stk_backend *be;
     stk_status st = backend_of(t, &be);
     if (st != STK_OK) return st;
+    if (t->storage->device != STK_DEVICE_CPU) { /* through a host tensor of the same shape */
+        stk_tensor *host;
+        if ((st = tensor_new(STK_DEVICE_CPU, t->dtype, t->ndim, t->shape, false, &host)) != STK_OK)
+            return st;
+        memcpy(tensor_ptr(host), src, need);
+        st = copy_across_devices(t, host);
+        stk_tensor_release(host);
+        return st;
+    }
     be->copy_strided(stk_dtype_size(t->dtype), t->ndim, t->shape, tensor_ptr(t), t->strides, src,
                      strides);
     return STK_OK;
@@ -263,6 +280,46 @@ stk_status stk_tensor_fill(stk_tensor *t, double value)
     return st;
 }
 
+static stk_status to_dtype_raw(const stk_tensor *t, stk_dtype dt, stk_tensor **out);
+
+/* dst (any device) = src (another device): src is made contiguous in dst's
+ * dtype on its own device, its bytes cross through the host, and land in dst
+ * (through a contiguous temporary when dst is strided). */
+static stk_status copy_across_devices(stk_tensor *dst, const stk_tensor *src)
+{
+    const stk_backend *bs, *bd;
+    stk_status st;
+    if ((st = backend_of(src, &bs)) != STK_OK || (st = backend_of(dst, &bd)) != STK_OK) return st;
+    stk_tensor *c = NULL, *landing = NULL;
+    void *bounce = NULL;
+    if ((st = to_dtype_raw(src, dst->dtype, &c)) != STK_OK) return st;
+    if (stk_tensor_is_contiguous(dst)) {
+        landing = dst;
+        stk_tensor_retain(dst);
+    } else if ((st = tensor_new(dst->storage->device, dst->dtype, dst->ndim, dst->shape, false,
+                                &landing)) != STK_OK) {
+        goto out;
+    }
+    size_t bytes = (size_t)stk_tensor_numel(dst) * stk_dtype_size(dst->dtype);
+    if (src->storage->device == STK_DEVICE_CPU) {
+        st = bd->from_host(tensor_ptr(landing), tensor_ptr(c), bytes);
+    } else if (dst->storage->device == STK_DEVICE_CPU) {
+        st = bs->to_host(tensor_ptr(landing), tensor_ptr(c), bytes);
+    } else if (!(bounce = malloc(bytes ? bytes : 1))) {
+        st = stk_error(STK_ERR_NOMEM, "copy: no host memory for %zu bytes", bytes);
+    } else if ((st = bs->to_host(bounce, tensor_ptr(c), bytes)) == STK_OK) {
+        st = bd->from_host(tensor_ptr(landing), bounce, bytes);
+    }
+    if (st == STK_OK && landing != dst)
+        bd->copy_strided(stk_dtype_size(dst->dtype), dst->ndim, dst->shape, tensor_ptr(dst),
+                         dst->strides, tensor_ptr(landing), landing->strides);
+out:
+    free(bounce);
+    stk_tensor_release(c);
+    stk_tensor_release(landing);
+    return st;
+}
+
 stk_status stk_tensor_copy(stk_tensor *dst, const stk_tensor *src)
 {
     if (!shape_equal(dst, src)) {
@@ -271,8 +328,8 @@ stk_status stk_tensor_copy(stk_tensor *dst, const stk_tensor *src)
         return stk_error(STK_ERR_INVALID_ARG, "copy: shapes differ (%s and %s)", a,
                          stk_tensor_shape_str(src));
     }
-    stk_status st = check_same_device("copy", dst, src);
-    if (st != STK_OK) return st;
+    stk_status st;
+    if (dst->storage->device != src->storage->device) return copy_across_devices(dst, src);
     const stk_backend *be;
     if ((st = backend_of(dst, &be)) != STK_OK) return st;
     if (dst->dtype == src->dtype) {
@@ -359,9 +416,48 @@ const char *stk_tensor_shape_str(const stk_tensor *t)
 float stk_tensor_item(const stk_tensor *t)
 {
     float v = 0.f;
-    if (stk_tensor_numel(t) == 1 && t->dtype == STK_F32 && t->storage->device == STK_DEVICE_CPU)
-        v = *tensor_f32(t);
-    return v;
+    if (stk_tensor_numel(t) != 1 || t->dtype != STK_F32) return v;
+    if (t->storage->device == STK_DEVICE_CPU) return *tensor_f32(t);
+    /* a device scalar: waits for the queued work; NaN if it failed */
+    return stk_tensor_to_host(t, &v, sizeof v) == STK_OK ? v : NAN;
+}
+
+stk_status stk_tensor_to_device(const stk_tensor *t, stk_device dev, stk_tensor **out)
+{
+    stk_status st = tensor_new(dev, t->dtype, t->ndim, t->shape, false, out);
+    if (st != STK_OK) return st;
+    if ((st = stk_tensor_copy(*out, t)) != STK_OK) {
+        stk_tensor_release(*out);
+        *out = NULL;
+        return st;
+    }
+    tensor_track(*out);
+    return STK_OK;
+}
+
+stk_status stk_tensor_move_to(stk_tensor *t, stk_device dev)
+{
+    if (t->storage->device == dev) return STK_OK;
+    if (t->storage->refs != 1 || t->storage->borrowed || !stk_tensor_is_contiguous(t) ||
+        t->offset != 0)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "move_to %s: only a tensor that owns its contiguous storage can move "
+                         "(this %s one is a view or shared)",
+                         stk_device_name(dev), stk_tensor_shape_str(t));
+    stk_tensor *moved;
+    stk_status st = tensor_new(dev, t->dtype, t->ndim, t->shape, false, &moved);
+    if (st != STK_OK) return st;
+    if ((st = stk_tensor_copy(moved, t)) != STK_OK) {
+        stk_tensor_release(moved);
+        return st;
+    }
+    /* swap the storages: t keeps its identity (modules and optimizers hold it) */
+    stk_storage *old = t->storage;
+    t->storage = moved->storage;
+    moved->storage = old;
+    stk_tensor_release(moved);
+    stk_tensor_zero_grad(t);
+    return STK_OK;
 }
 
 void stk_tensor_set_requires_grad(stk_tensor *t, bool on) { t->requires_grad = on; }
@@ -373,8 +469,6 @@ void stk_tensor_zero_grad(stk_tensor *t)
     stk_tensor_release(t->grad);
     t->grad = NULL;
 }
-
-static stk_status to_dtype_raw(const stk_tensor *t, stk_dtype dt, stk_tensor **out);
 
 void stk_tensor_print(const stk_tensor *t, FILE *f)
 {

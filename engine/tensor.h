@@ -59,13 +59,14 @@ stk_status stk_tensor_wrap(stk_device dev, stk_dtype dt, int ndim, const int64_t
 stk_status stk_tensor_scalar(float value, stk_tensor **out);
 
 /* Copy the elements (in row-major order, whatever the strides) to `dst`,
- * which holds `bytes` >= numel * element size. */
+ * which holds `bytes` >= numel * element size. A GPU tensor's copy waits
+ * for the queued work and reports its first error. */
 stk_status stk_tensor_to_host(const stk_tensor *t, void *dst, size_t bytes);
 /* Overwrite the elements of `t` (a view writes through) from row-major host data. */
 stk_status stk_tensor_copy_from_host(stk_tensor *t, const void *src, size_t bytes);
 /* Set every element to `value` (converted to the dtype). Not recorded by autograd. */
 stk_status stk_tensor_fill(stk_tensor *t, double value);
-/* Copy src's elements into dst (same shape, any strides and dtypes). Not recorded. */
+/* Copy src's elements into dst (same shape, any strides, dtypes and devices). Not recorded. */
 stk_status stk_tensor_copy(stk_tensor *dst, const stk_tensor *src);
 
 void stk_tensor_retain(stk_tensor *t);
@@ -84,7 +85,8 @@ bool stk_tensor_is_contiguous(const stk_tensor *t);
 void *stk_tensor_data(const stk_tensor *t);
 /* Shape as text, e.g. "[128, 3, 32, 32]" (thread-local buffer, valid until the next call). */
 const char *stk_tensor_shape_str(const stk_tensor *t);
-/* Value of a one-element f32 tensor. */
+/* Value of a one-element f32 tensor (a GPU tensor's waits for the queued
+ * work; NaN when that work failed). */
 float stk_tensor_item(const stk_tensor *t);
 
 /* Autograd flags. A leaf with requires_grad collects gradients in grad. */
@@ -119,3 +121,9 @@ stk_status stk_clone(stk_tensor *t, stk_tensor **out);
 stk_status stk_detach(stk_tensor *t, stk_tensor **out);
 /* A contiguous copy converted to dt (round to nearest even for f16/bf16). Not differentiable. */
 stk_status stk_tensor_to_dtype(const stk_tensor *t, stk_dtype dt, stk_tensor **out);
+/* A contiguous copy of t on `dev` (not differentiable: a new leaf). */
+stk_status stk_tensor_to_device(const stk_tensor *t, stk_device dev, stk_tensor **out);
+/* Move t's data to `dev` in place: every holder of t (a model, an optimizer)
+ * sees the moved tensor; its gradient is dropped. t must own its contiguous
+ * storage (parameters and buffers do). Errors: INVALID_ARG (a view), NOMEM. */
+stk_status stk_tensor_move_to(stk_tensor *t, stk_device dev);

@@ -136,6 +136,24 @@ typedef struct stk_backend {
     void (*input_u8_nhwc)(int64_t n, int64_t h, int64_t w, int64_t c, const uint8_t *x,
                           const float *mean, const float *std, float *y);
 
+    /* Mixed precision (--amp): NULL on the CPU, whose kernels are f32 only.
+     * The f16 GEMM reads A and B as IEEE half (uint16_t), writes f32 C and
+     * accumulates in f32; the f16 convolutions read and write half tensors
+     * with f32 accumulation (cuDNN's "pseudo-half"). */
+    void (*gemm_batched_f16)(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                             int64_t k, float alpha, const uint16_t *a, int64_t lda,
+                             int64_t stride_a, const uint16_t *b, int64_t ldb, int64_t stride_b,
+                             float beta, float *c, int64_t ldc, int64_t stride_c);
+    stk_status (*conv2d_forward_f16)(const stk_conv2d_desc *d, const uint16_t *x, const uint16_t *w,
+                                     uint16_t *y);
+    stk_status (*conv2d_backward_data_f16)(const stk_conv2d_desc *d, const uint16_t *w,
+                                           const uint16_t *gy, uint16_t *gx);
+    stk_status (*conv2d_backward_weight_f16)(const stk_conv2d_desc *d, const uint16_t *x,
+                                             const uint16_t *gy, uint16_t *gw);
+    /* Loss scaling: g *= inv_scale over n elements; *found_inf (an int32 in
+     * device memory) becomes 1 when any result is not finite. */
+    void (*amp_unscale)(int64_t n, float *g, float inv_scale, int32_t *found_inf);
+
     /* Optimizer updates over n elements (scalar_math.h has the formulas). */
     void (*sgd_step)(int64_t n, float *p, const float *g, float *buf, float lr, float momentum,
                      float dampening, float wd, bool nesterov, bool first);

@@ -49,4 +49,3 @@ static inline STK_HD void stk_store_f64(stk_dtype dt, void *p, int64_t i, double
     case STK_U8: ((uint8_t *)p)[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v); break;
     }
 }
-

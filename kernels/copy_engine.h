@@ -13,7 +13,10 @@
  *
  * Contract: copies complete in the order they were started; `wait` blocks
  * until the copy with that ticket (and so every earlier one) has completed;
- * the source must stay untouched until then. Called from one thread.
+ * the source must stay untouched until then. A copy starts only after the
+ * device work queued before copy_async (which may still read the
+ * destination's previous batch) has finished, and device work queued after
+ * copy_async sees the copied data. Called from one thread.
  */
 #pragma once
 

@@ -76,6 +76,7 @@ void cpu_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t stream, con
 void cpu_dropout_backward(int64_t n, float p, const uint8_t *mask, const float *gy, float *gx);
 void cpu_input_u8_nhwc(int64_t n, int64_t h, int64_t w, int64_t c, const uint8_t *x,
                        const float *mean, const float *std, float *y);
+void cpu_amp_unscale(int64_t n, float *g, float inv_scale, int32_t *found_inf);
 void cpu_sgd_step(int64_t n, float *p, const float *g, float *buf, float lr, float momentum,
                   float dampening, float wd, bool nesterov, bool first);
 void cpu_adam_step(int64_t n, float *p, const float *g, float *m, float *v, float lr, float beta1,

@@ -49,19 +49,12 @@ void cpu_cross_entropy_backward(int64_t rows, int64_t cols, const float *logp,
 void cpu_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t stream, const float *x,
                          float *y, uint8_t *mask)
 {
-    /* scalar_math.h's stk_dropout_keep4: the same mask as the CUDA kernel */
+    /* scalar_math.h's stk_dropout_block: the same mask as the CUDA kernel */
     uint64_t cut = (uint64_t)((double)p * 4294967296.0);
     float scale = p < 1.f ? 1.f / (1.f - p) : 0.f;
 #pragma omp parallel for schedule(static) if (n > STK_OMP_MIN_WORK)
-    for (int64_t b = 0; b < (n + 3) / 4; b++) {
-        uint8_t keep[4];
-        stk_dropout_keep4(seed, stream, b, cut, keep);
-        for (int k = 0; k < 4 && b * 4 + k < n; k++) {
-            int64_t i = b * 4 + k;
-            mask[i] = keep[k];
-            y[i] = keep[k] ? x[i] * scale : 0.f;
-        }
-    }
+    for (int64_t b = 0; b < (n + 3) / 4; b++)
+        stk_dropout_block(seed, stream, b, n, cut, scale, x, y, mask);
 }
 
 void cpu_dropout_backward(int64_t n, float p, const uint8_t *mask, const float *gy, float *gx)
@@ -105,4 +98,12 @@ void cpu_adam_step(int64_t n, float *p, const float *g, float *m, float *v, floa
 #pragma omp parallel for schedule(static) if (n > STK_OMP_MIN_WORK)
     for (int64_t i = 0; i < n; i++)
         stk_adam_update(&p[i], g[i], &m[i], &v[i], lr, beta1, beta2, eps, wd, decoupled, bc1, bc2);
+}
+
+void cpu_amp_unscale(int64_t n, float *g, float inv_scale, int32_t *found_inf)
+{
+    int bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad) if (n > STK_OMP_MIN_WORK)
+    for (int64_t i = 0; i < n; i++) bad |= stk_amp_unscale(&g[i], inv_scale);
+    if (bad) *found_inf = 1;
 }

@@ -11,8 +11,8 @@
  * catches a use after free of a cached block: see the poison calls). */
 typedef struct free_block {
     void *ptr;
-    size_t size;  /* bin size */
-    void *event;  /* NULL, or reuse only once this device event has completed */
+    size_t size; /* bin size */
+    void *event; /* NULL, or reuse only once this device event has completed */
     struct free_block *next;
 } free_block;
 

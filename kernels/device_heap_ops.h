@@ -16,7 +16,8 @@ typedef struct stk_heap_ops {
      * its event has completed; `event_done` asks, `event_release` drops it. */
     bool (*event_done)(void *event);
     void (*event_release)(void *event);
-    /* The memory is host-addressable (AddressSanitizer may poison cached blocks). */
+    /* AddressSanitizer may poison cached blocks: the memory is host memory and
+     * nothing but the host uses it after a free (the CPU). */
     bool host_addressable;
     /* One line about the device's own free memory, for out-of-memory messages. */
     void (*describe_free)(char *buf, size_t n);

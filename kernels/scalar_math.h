@@ -103,16 +103,30 @@ static inline STK_HD void stk_adam_update(float *p, float g, float *m, float *v,
     *p -= lr / bc1 * *m / denom;
 }
 
-/* Dropout's keep decisions for elements 4b .. 4b+3: one Philox block per 4
- * elements with counter (b, stream) and key seed, keep when the 32-bit draw
- * is >= cut = p * 2^32. The mask depends on neither threads nor device. */
-static inline STK_HD void stk_dropout_keep4(uint64_t seed, uint64_t stream, int64_t b,
-                                            uint64_t cut, uint8_t keep[4])
+/* Dropout of elements 4b .. 4b+3 (of n): one Philox block per 4 elements
+ * with counter (b, stream) and key seed; an element is kept when its 32-bit
+ * draw is >= cut = p * 2^32 and then scaled by 1/(1-p). The mask depends on
+ * neither threads nor device. */
+static inline STK_HD void stk_dropout_block(uint64_t seed, uint64_t stream, int64_t b, int64_t n,
+                                            uint64_t cut, float scale, const float *x, float *y,
+                                            uint8_t *mask)
 {
     uint32_t ctr[4] = {(uint32_t)b, (uint32_t)((uint64_t)b >> 32), (uint32_t)stream,
                        (uint32_t)(stream >> 32)};
     uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
     uint32_t r[4];
     stk_philox_block(ctr, key, r);
-    for (int k = 0; k < 4; k++) keep[k] = (uint64_t)r[k] >= cut;
+    for (int k = 0; k < 4 && b * 4 + k < n; k++) {
+        int64_t i = b * 4 + k;
+        mask[i] = (uint64_t)r[k] >= cut;
+        y[i] = mask[i] ? x[i] * scale : 0.f;
+    }
+}
+
+/* Loss scaling (--amp): one gradient element unscaled; returns 1 when the
+ * result is not finite (the step is then skipped and the scale lowered). */
+static inline STK_HD int stk_amp_unscale(float *g, float inv_scale)
+{
+    *g *= inv_scale;
+    return !isfinite(*g);
 }

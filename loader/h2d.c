@@ -110,6 +110,7 @@ static stk_status start_copy(stk_h2d *h, slot *s)
     s->out.data = s->data;
     s->out.labels = s->labels;
     s->out.host_labels = s->host_labels;
+    s->out.device = h->ce->device;
     return STK_OK;
 }
 
@@ -125,6 +126,7 @@ static stk_status next_in_place(stk_h2d *h, stk_device_batch **out)
     h->in_place.data = b->data;
     h->in_place.labels = b->labels;
     h->in_place.host_labels = b->labels;
+    h->in_place.device = h->ce->device;
     *out = &h->in_place;
     return STK_OK;
 }

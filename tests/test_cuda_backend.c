@@ -10,6 +10,7 @@
  * wait are caught. Runs without fork (CK_NOFORK): a CUDA context does not
  * survive fork(). */
 #include "check_main.h"
+#include "common/half.h"
 #include "common/rng.h"
 #include "kernels/backend.h"
 #include "kernels/cpu_kernels.h"
@@ -279,10 +280,11 @@ START_TEST(test_batch_norm)
 {
     const int64_t n = 4, c = 3, hw = 10, nx = n * c * hw;
     for (int affine = 0; affine < 2; affine++) {
-        buf x = buf_rand(nx, 50, -2, 3), g = buf_rand(c, 51, 0.5f, 1.5f), b = buf_rand(c, 52, -1, 1),
-            gy = buf_rand(nx, 53, -1, 1), y = buf_new(nx * 4), mean = buf_new(c * 4),
-            inv = buf_new(c * 4), rm = buf_rand(c, 54, -0.1f, 0.1f), rv = buf_rand(c, 55, 0.5f, 2),
-            gx = buf_new(nx * 4), gg = buf_new(c * 4), gb = buf_new(c * 4);
+        buf x = buf_rand(nx, 50, -2, 3), g = buf_rand(c, 51, 0.5f, 1.5f),
+            b = buf_rand(c, 52, -1, 1), gy = buf_rand(nx, 53, -1, 1), y = buf_new(nx * 4),
+            mean = buf_new(c * 4), inv = buf_new(c * 4), rm = buf_rand(c, 54, -0.1f, 0.1f),
+            rv = buf_rand(c, 55, 0.5f, 2), gx = buf_new(nx * 4), gg = buf_new(c * 4),
+            gb = buf_new(c * 4);
         const float *gh = affine ? H(g) : NULL, *bh = affine ? H(b) : NULL;
         const float *gd = affine ? D(g) : NULL, *bd = affine ? D(b) : NULL;
         cpu->batch_norm_train(n, c, hw, H(x), gh, bh, H(y), H(mean), H(inv), H(rm), H(rv), 0.1f,
@@ -437,15 +439,102 @@ START_TEST(test_input_and_optimizers)
     expect_close("sgd momentum", &b1, 1e-6);
     for (int step = 1; step <= 3; step++) {
         float bc1 = 1 - powf(0.9f, step), bc2 = 1 - powf(0.999f, step);
-        cpu->adam_step(m, H(prm), H(g), H(b1), H(b2), 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true,
-                       bc1, bc2);
-        gpu->adam_step(m, D(prm), D(g), D(b1), D(b2), 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true,
-                       bc1, bc2);
+        cpu->adam_step(m, H(prm), H(g), H(b1), H(b2), 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, bc1,
+                       bc2);
+        gpu->adam_step(m, D(prm), D(g), D(b1), D(b2), 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, bc1,
+                       bc2);
     }
     expect_close("adamw params", &prm, 1e-6);
     expect_close("adamw m", &b1, 1e-6);
     expect_close("adamw v", &b2, 1e-6);
     buf_free(&prm), buf_free(&g), buf_free(&b1), buf_free(&b2);
+}
+END_TEST
+
+/* ---- mixed precision (--amp) --------------------------------------------------------- */
+
+/* b's floats rounded to f16: the host copy keeps the rounded f32 values (the
+ * CPU reference), *half gets a device buffer of the f16 bits. */
+static buf to_half(buf *b, buf *half)
+{
+    size_t n = b->bytes / 4;
+    *half = buf_new(n * 2);
+    uint16_t *hh = half->h;
+    for (size_t i = 0; i < n; i++) {
+        hh[i] = stk_f32_to_f16(H(*b)[i]);
+        H(*b)[i] = stk_f16_to_f32(hh[i]);
+    }
+    ck_assert_int_eq(gpu->from_host(half->d, half->h, half->bytes), STK_OK);
+    ck_assert_int_eq(gpu->from_host(b->d, b->h, b->bytes), STK_OK);
+    return *half;
+}
+
+START_TEST(test_amp_kernels)
+{
+    ck_assert_ptr_null(cpu->gemm_batched_f16); /* the CPU refuses --amp */
+    ck_assert_ptr_nonnull(gpu->gemm_batched_f16);
+    /* f16 GEMM, f32 result: equals the f32 GEMM of the f16-rounded inputs */
+    const int64_t m = 9, n = 12, k = 20;
+    for (int t = 0; t < 4; t++) {
+        bool ta = t & 1, tb = t & 2;
+        buf a = buf_rand(2 * m * k, 120 + t, -2, 2), b = buf_rand(k * n, 130 + t, -2, 2),
+            c = buf_new(2 * m * n * 4), a16, b16;
+        to_half(&a, &a16), to_half(&b, &b16);
+        int64_t lda = ta ? m : k, ldb = tb ? k : n;
+        cpu->gemm_batched(2, ta, tb, m, n, k, 1.f, H(a), lda, m * k, H(b), ldb, 0, 0.f, H(c), n,
+                          m * n);
+        gpu->gemm_batched_f16(2, ta, tb, m, n, k, 1.f, a16.d, lda, m * k, b16.d, ldb, 0, 0.f, D(c),
+                              n, m * n);
+        expect_close("gemm f16", &c, TOL_MM);
+        buf_free(&a), buf_free(&b), buf_free(&c), buf_free(&a16), buf_free(&b16);
+    }
+    /* f16 convolutions (f32 accumulation, f16 outputs): within f16 rounding of the f32 ones */
+    for (size_t t = 0; t < sizeof convs / sizeof convs[0]; t++) {
+        const stk_conv2d_desc *d = &convs[t];
+        int64_t nx = d->n * d->c * d->h * d->w, nw = d->k * (d->c / d->groups) * d->r * d->s,
+                ny = d->n * d->k * d->oh * d->ow;
+        buf x = buf_rand(nx, 140 + t, -1, 1), w = buf_rand(nw, 150 + t, -1, 1),
+            gy = buf_rand(ny, 160 + t, -1, 1), x16, w16, gy16;
+        to_half(&x, &x16), to_half(&w, &w16), to_half(&gy, &gy16);
+        buf y = buf_new(ny * 4), y16 = buf_new(ny * 2), gx = buf_new(nx * 4),
+            gx16 = buf_new(nx * 2), gw = buf_new(nw * 4), gw16 = buf_new(nw * 2);
+        ck_assert_int_eq(cpu->conv2d_forward(d, H(x), H(w), H(y)), STK_OK);
+        ck_assert_int_eq(gpu->conv2d_forward_f16(d, x16.d, w16.d, y16.d), STK_OK);
+        gpu->convert(STK_F32, y.d, STK_F16, y16.d, ny);
+        expect_close("conv2d forward f16", &y, 2e-3); /* f16 output rounding: 2^-11 */
+        ck_assert_int_eq(cpu->conv2d_backward_data(d, H(w), H(gy), H(gx)), STK_OK);
+        ck_assert_int_eq(gpu->conv2d_backward_data_f16(d, w16.d, gy16.d, gx16.d), STK_OK);
+        gpu->convert(STK_F32, gx.d, STK_F16, gx16.d, nx);
+        expect_close("conv2d backward data f16", &gx, 2e-3);
+        ck_assert_int_eq(cpu->conv2d_backward_weight(d, H(x), H(gy), H(gw)), STK_OK);
+        ck_assert_int_eq(gpu->conv2d_backward_weight_f16(d, x16.d, gy16.d, gw16.d), STK_OK);
+        gpu->convert(STK_F32, gw.d, STK_F16, gw16.d, nw);
+        expect_close("conv2d backward weight f16", &gw, 2e-3);
+        buf *all[] = {&x, &w, &gy, &x16, &w16, &gy16, &y, &y16, &gx, &gx16, &gw, &gw16};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(all[i]);
+    }
+    /* unscaling: the same values, and the overflow flag only when one is not finite */
+    for (int bad = 0; bad < 2; bad++) {
+        buf g = buf_rand(1000, 170, -1000, 1000), flag = buf_new(4);
+        if (bad) {
+            H(g)[517] = INFINITY;
+            ck_assert_int_eq(gpu->from_host(g.d, g.h, g.bytes), STK_OK);
+        }
+        int32_t cpu_flag = 0;
+        cpu->amp_unscale(1000, H(g), 1.f / 1024, &cpu_flag);
+        gpu->amp_unscale(1000, D(g), 1.f / 1024, flag.d);
+        if (bad) H(g)[517] = INFINITY;
+        float *got = malloc(g.bytes);
+        ck_assert_int_eq(gpu->to_host(got, g.d, g.bytes), STK_OK);
+        for (int i = 0; i < 1000; i++)
+            ck_assert(got[i] == H(g)[i] || (isinf(got[i]) && isinf(H(g)[i])));
+        free(got);
+        int32_t gpu_flag;
+        ck_assert_int_eq(gpu->to_host(&gpu_flag, flag.d, 4), STK_OK);
+        ck_assert_int_eq(cpu_flag, bad);
+        ck_assert_int_eq(gpu_flag, bad);
+        buf_free(&g), buf_free(&flag);
+    }
 }
 END_TEST
 
@@ -526,9 +615,10 @@ END_TEST
 START_TEST(test_wrong_leading_dimension_is_caught)
 {
     const int64_t m = 4, n = 5, k = 6;
-    buf a = buf_rand(m * k, 110, -1, 1), b = buf_rand(k * n + 8, 111, -1, 1), c = buf_new(m * n * 4);
-    stk_cublas_gemm_batched(1, false, false, m, n, k, 1.f, D(a), k, 0, D(b), n - 2, 0, 0.f, D(c),
-                            n, 0);
+    buf a = buf_rand(m * k, 110, -1, 1), b = buf_rand(k * n + 8, 111, -1, 1),
+        c = buf_new(m * n * 4);
+    stk_cublas_gemm_batched(1, false, false, m, n, k, 1.f, D(a), k, 0, D(b), n - 2, 0, 0.f, D(c), n,
+                            0);
     ck_assert_int_eq(stk_cuda_sync(), STK_ERR_CUDA);
     ck_assert_msg(strstr(stk_last_error(), "CUBLAS_STATUS_INVALID_VALUE"), "%s", stk_last_error());
     cpu->gemm_batched(1, false, false, m, n, k, 1.f, H(a), k, 0, H(b), n, 0, 0.f, H(c), n, 0);
@@ -612,6 +702,7 @@ static Suite *cuda_backend_suite(void)
     tcase_add_test(tc, test_softmax_cross_entropy);
     tcase_add_test(tc, test_dropout);
     tcase_add_test(tc, test_input_and_optimizers);
+    tcase_add_test(tc, test_amp_kernels);
     tcase_add_test(tc, test_device_allocator);
 #ifdef STOKE_CUDA_EMULATED
     tcase_add_test(tc, test_out_of_memory);

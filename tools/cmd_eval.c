@@ -24,13 +24,14 @@ static const char help[] =
     "  --batch B            default 128 (as stoke train: the same batches give the same numbers)\n"
     "  --workers N          loader threads, default: number of cores\n"
     "  --threads N          compute threads, default: number of cores\n"
+    "  --device cpu|cuda[:N] default cpu; cuda: GPU 0, cuda:N another (stoke devices)\n"
     "  --json               one JSON object on stdout (keys: val_loss, val_top1, val_top5,\n"
     "                       images, seconds)\n"
     "  -h, --help           this text\n";
 
 static int run(int argc, char **argv)
 {
-    enum { O_DATA = 256, O_CKPT, O_TF, O_BATCH, O_WORKERS, O_THREADS, O_JSON, O_HELP };
+    enum { O_DATA = 256, O_CKPT, O_TF, O_BATCH, O_WORKERS, O_THREADS, O_JSON, O_DEVICE, O_HELP };
     static const struct option longopts[] = {{"data", required_argument, 0, O_DATA},
                                              {"checkpoint", required_argument, 0, O_CKPT},
                                              {"transform", required_argument, 0, O_TF},
@@ -38,11 +39,13 @@ static int run(int argc, char **argv)
                                              {"workers", required_argument, 0, O_WORKERS},
                                              {"threads", required_argument, 0, O_THREADS},
                                              {"json", no_argument, 0, O_JSON},
+                                             {"device", required_argument, 0, O_DEVICE},
                                              {"help", no_argument, 0, O_HELP},
                                              {0, 0, 0, 0}};
     const char *data = NULL, *ckpt = NULL, *transform = NULL;
     int64_t batch = 128, workers = stk_cpu_count(), threads = stk_cpu_count();
     bool json = false;
+    stk_device device = STK_DEVICE_CPU;
     int opt;
     optind = 1;
     opterr = 0;
@@ -52,6 +55,10 @@ static int run(int argc, char **argv)
         case O_CKPT: ckpt = optarg; break;
         case O_TF: transform = optarg; break;
         case O_JSON: json = true; break;
+        case O_DEVICE:
+            if (train_parse_device(optarg, &device) != STK_OK)
+                return stk_cli_usage("eval", "%s", stk_last_error());
+            break;
         case O_BATCH:
             if (!stk_cli_int("eval", "--batch", optarg, 1, 65536, &batch)) return STK_EXIT_USAGE;
             break;
@@ -70,6 +77,8 @@ static int run(int argc, char **argv)
     if (optind < argc) return stk_cli_usage("eval", "unexpected argument '%s'", argv[optind]);
     if (!data || !ckpt) return stk_cli_usage("eval", "--data and --checkpoint are required");
     stk_cpu_set_threads((int)threads);
+    const stk_copy_engine *ce; /* the device before any loader (pinned batch memory) */
+    if (train_device_open(device, &ce) != STK_OK) return stk_cli_fail();
 
     /* the model as the checkpoint describes it */
     stk_safetensors *f;
@@ -116,8 +125,9 @@ static int run(int argc, char **argv)
     stk_load_report rep;
     eval_result r;
     if (stk_model_create(&cfg, &model) != STK_OK) return stk_cli_fail();
-    if ((st = stk_checkpoint_load(ckpt, model, NULL, true, &rep)) == STK_OK)
-        st = train_evaluate(model, data, tf, (int)batch, (int)workers, mean, std,
+    if ((st = stk_checkpoint_load(ckpt, model, NULL, true, &rep)) == STK_OK &&
+        (st = stk_model_to(model, device)) == STK_OK)
+        st = train_evaluate(model, ce, data, tf, (int)batch, (int)workers, mean, std,
                             json ? NULL : "eval", &r);
     stk_model_destroy(model);
     if (st != STK_OK) return stk_cli_fail();

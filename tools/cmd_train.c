@@ -5,6 +5,7 @@
 #include "common/progress.h"
 #include "common/thread_pool.h"
 #include "engine/autograd.h"
+#include "engine/amp.h"
 #include "engine/checkpoint.h"
 #include "engine/ops.h"
 #include "engine/safetensors.h"
@@ -65,7 +66,10 @@ static const char help[] =
     "machine:\n"
     "  --workers N            loader threads, default: number of cores\n"
     "  --threads N            compute threads, default: number of cores\n"
-    "  --device cpu|cuda      default cpu\n"
+    "  --device cpu|cuda[:N]  default cpu; cuda: GPU 0, cuda:N another (stoke devices)\n"
+    "  --amp                  mixed precision on the GPU: matmuls and convolutions in f16\n"
+    "                         with f32 accumulation, f32 master weights, dynamic loss\n"
+    "                         scaling (skips a step whose gradients overflow)\n"
     "\n"
     "output:\n"
     "  --out RUNDIR           default run-MODEL; holds metrics.csv, last.safetensors,\n"
@@ -93,10 +97,11 @@ typedef struct train_args {
     int n_freeze;
     int64_t epochs, batch, workers, threads, step_epochs, seed, stop_after;
     double lr, momentum, wd, warmup_epochs, smoothing;
-    bool nesterov, resume, json, lr_set;
+    bool nesterov, resume, json, lr_set, amp;
     stk_optim_kind optimizer;
     stk_schedule_kind schedule;
     char out_buf[256];
+    stk_device device;
 } train_args;
 
 /* Parse the flags; returns -1 to go on, or the exit code. */
@@ -122,6 +127,7 @@ static int parse(int argc, char **argv, train_args *a)
         O_WORKERS,
         O_THREADS,
         O_DEVICE,
+        O_AMP,
         O_SEED,
         O_OUT,
         O_RESUME,
@@ -150,6 +156,7 @@ static int parse(int argc, char **argv, train_args *a)
                                              {"workers", required_argument, 0, O_WORKERS},
                                              {"threads", required_argument, 0, O_THREADS},
                                              {"device", required_argument, 0, O_DEVICE},
+                                             {"amp", no_argument, 0, O_AMP},
                                              {"seed", required_argument, 0, O_SEED},
                                              {"out", required_argument, 0, O_OUT},
                                              {"resume", no_argument, 0, O_RESUME},
@@ -167,7 +174,6 @@ static int parse(int argc, char **argv, train_args *a)
                       .optimizer = STK_OPTIM_SGD,
                       .schedule = STK_SCHEDULE_COSINE};
     a->workers = a->threads = stk_cpu_count();
-    bool cuda = false;
     int opt;
     optind = 1;
     opterr = 0;
@@ -247,11 +253,10 @@ static int parse(int argc, char **argv, train_args *a)
                 return stk_cli_usage(
                     "train", "--schedule %s: expected cosine, step, onecycle or constant", optarg);
             break;
+        case O_AMP: a->amp = true; break;
         case O_DEVICE:
-            if (!strcmp(optarg, "cuda"))
-                cuda = true;
-            else if (strcmp(optarg, "cpu"))
-                return stk_cli_usage("train", "--device %s: expected cpu or cuda", optarg);
+            if (train_parse_device(optarg, &a->device) != STK_OK)
+                return stk_cli_usage("train", "%s", stk_last_error());
             break;
         case O_FREEZE:
             if (a->n_freeze == 32) return stk_cli_usage("train", "at most 32 --freeze prefixes");
@@ -274,25 +279,9 @@ static int parse(int argc, char **argv, train_args *a)
                              a->model);
     if (a->nesterov && (a->optimizer != STK_OPTIM_SGD || a->momentum <= 0))
         return stk_cli_usage("train", "--nesterov needs --optimizer sgd with a --momentum above 0");
-    if (cuda) {
-        stk_cuda_report rep;
-        stk_cuda_query(&rep);
-        const stk_backend *be;
-        if (rep.count == 0) {
-            fprintf(stderr,
-                    "stoke: --device cuda: no CUDA device is available: %s; use --device "
-                    "cpu (stoke devices lists what there is)\n",
-                    rep.reason);
-            return STK_EXIT_ERROR;
-        }
-        if (stk_backend_get(STK_DEVICE_CUDA, &be) != STK_OK) {
-            fprintf(stderr, "stoke: --device cuda: %s; use --device cpu\n", stk_last_error());
-            return STK_EXIT_ERROR;
-        }
-        fprintf(stderr, "stoke: --device cuda: the CUDA backend is not wired into stoke train "
-                        "yet; use --device cpu\n");
-        return STK_EXIT_ERROR;
-    }
+    if (a->amp && a->device != STK_DEVICE_CUDA)
+        return stk_cli_usage("train", "--amp: mixed precision runs on the GPU (add --device cuda); "
+                                      "the CPU backend computes in f32");
     if (!a->lr_set) a->lr = a->optimizer == STK_OPTIM_SGD ? 0.05 : 0.001;
     if (!a->out) {
         snprintf(a->out_buf, sizeof a->out_buf, "run-%s", a->model);
@@ -304,6 +293,8 @@ static int parse(int argc, char **argv, train_args *a)
 typedef struct run_state {
     train_args a;
     stk_loader *loader;
+    const stk_copy_engine *ce; /* the device's copy engine (train_device_open) */
+    stk_amp_scaler scaler;     /* --amp */
     stk_h2d *h2d;
     stk_model *model;
     stk_optim *opt;
@@ -373,6 +364,9 @@ static stk_status setup(run_state *r)
 {
     train_args *a = &r->a;
     stk_status st;
+    /* the device first: with CUDA, batch memory is then pinned by cudaHostAlloc */
+    if ((st = train_device_open(a->device, &r->ce)) != STK_OK) return st;
+    stk_amp_scaler_init(&r->scaler);
     /* the training set: its meta decides the model's input and the defaults */
     stk_loader_options o = stk_loader_defaults();
     o.batch_size = (int)a->batch;
@@ -443,6 +437,7 @@ static stk_status setup(run_state *r)
                            a->freeze[i], a->model);
             goto out;
         }
+    if ((st = stk_model_to(r->model, a->device)) != STK_OK) goto out;
     stk_optim_config oc = {.kind = a->optimizer,
                            .lr = (float)a->lr,
                            .weight_decay = (float)a->wd,
@@ -456,7 +451,7 @@ static stk_status setup(run_state *r)
                        a->batch);
         goto out;
     }
-    if ((st = stk_h2d_open(r->loader, stk_copy_engine_cpu(), &r->h2d)) != STK_OK) goto out;
+    if ((st = stk_h2d_open(r->loader, r->ce, &r->h2d)) != STK_OK) goto out;
     if (mkdir(a->out, 0755) != 0 && errno != EEXIST) {
         st = stk_error(STK_ERR_IO, "--out %s: %s", a->out, strerror(errno));
         goto out;
@@ -509,6 +504,8 @@ static stk_status train_epoch(run_state *r, const stk_schedule *sched, int64_t e
         if ((st = stk_scope_begin(&s)) != STK_OK) return st;
         stk_tensor *x, *y, *logits, *loss;
         float lv = 0;
+        bool autocast = a->amp; /* forward and backward: f16 matmuls and convolutions */
+        if (autocast) stk_amp_begin();
         if ((st = train_batch_tensors(b, r->mean, r->std, &x, &y)) == STK_OK &&
             (st = stk_model_forward(r->model, x, &logits)) == STK_OK &&
             (st = stk_cross_entropy(logits, y, (float)a->smoothing, &loss)) == STK_OK) {
@@ -521,13 +518,24 @@ static stk_status train_epoch(run_state *r, const stk_schedule *sched, int64_t e
                                isnan(lv) ? "NaN" : "infinite", r->step + 1, epoch + 1, a->lr,
                                r->a.out);
         }
-        if (st == STK_OK) {
-            int t1, t5;
-            train_count_correct(logits, b->host_labels, b->count, &t1, &t5);
+        int t1, t5;
+        if (st == STK_OK &&
+            (st = train_count_correct(logits, b->host_labels, b->count, &t1, &t5)) == STK_OK) {
             correct += (uint64_t)t1;
             stk_optim_set_lr(r->opt, stk_schedule_lr(sched, r->step));
-            if ((st = stk_backward(loss, NULL, false)) == STK_OK) st = stk_optim_step(r->opt);
+            if (!a->amp) {
+                if ((st = stk_backward(loss, NULL, false)) == STK_OK) st = stk_optim_step(r->opt);
+            } else {
+                stk_tensor *scaled;
+                bool stepped;
+                if ((st = stk_amp_scale_loss(&r->scaler, loss, &scaled)) == STK_OK)
+                    st = stk_backward(scaled, NULL, false);
+                stk_amp_end(); /* the optimizer step is f32 */
+                autocast = false;
+                if (st == STK_OK) st = stk_amp_step(&r->scaler, r->model, r->opt, &stepped);
+            }
         }
+        if (autocast) stk_amp_end();
         stk_scope_end(s);
         stk_h2d_release(r->h2d, b);
         if (st != STK_OK) return st;
@@ -551,8 +559,8 @@ static stk_status train_epoch(run_state *r, const stk_schedule *sched, int64_t e
     es->stall = 100 * waited / es->seconds;
     memset(&es->val, 0, sizeof es->val);
     if (a->val)
-        return train_evaluate(r->model, a->val, r->val_transform, (int)a->batch, (int)a->workers,
-                              r->mean, r->std, "eval", &es->val);
+        return train_evaluate(r->model, r->ce, a->val, r->val_transform, (int)a->batch,
+                              (int)a->workers, r->mean, r->std, "eval", &es->val);
     return STK_OK;
 }
 
@@ -645,6 +653,11 @@ static int run(int argc, char **argv)
                 "done: %d epochs in %.1f s, %.0f images/s, stall %.1f%%; checkpoints in %s\n",
                 epochs_run, seconds, ips_sum / epochs_run, stall_sum / epochs_run, a->out);
     }
+    if (a->amp) /* on stderr: --json keeps stdout one object */
+        fprintf(stderr,
+                "amp: %" PRId64 " of %" PRId64
+                " steps skipped for inf/NaN gradients, loss scale now %g\n",
+                r.scaler.skipped, r.step, (double)r.scaler.scale);
     close_run(&r);
     return STK_EXIT_OK;
 }

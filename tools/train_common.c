@@ -6,9 +6,15 @@
 #include "engine/autograd.h"
 #include "engine/ops.h"
 #include "augment/transform_spec.h"
+#include "kernels/backend.h"
+#include "kernels/device_query.h"
+#ifdef STOKE_CUDA_BACKEND
+#include "kernels/cuda/cuda_device.h"
+#endif
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void train_input_stats(const stk_meta *m, const char *path, float mean[3], float std[3])
@@ -62,16 +68,29 @@ stk_status train_batch_tensors(const stk_device_batch *b, const float *mean, con
 {
     int64_t xs[4] = {b->count, b->height, b->width, b->channels}, ls[1] = {b->count};
     stk_tensor *px;
-    TRY(stk_tensor_wrap(STK_DEVICE_CPU, STK_U8, 4, xs, b->data, &px));
+    TRY(stk_tensor_wrap(b->device, STK_U8, 4, xs, b->data, &px));
     TRY(stk_input_u8_nhwc(px, mean, std, x));
-    return stk_tensor_wrap(STK_DEVICE_CPU, STK_I32, 1, ls, b->labels, labels);
+    return stk_tensor_wrap(b->device, STK_I32, 1, ls, b->labels, labels);
 }
 
-void train_count_correct(stk_tensor *logits, const int32_t *labels, int n, int *top1, int *top5)
+stk_status train_count_correct(stk_tensor *logits, const int32_t *labels, int n, int *top1,
+                               int *top5)
 {
-    const float *v = stk_tensor_data(logits);
     int64_t c = stk_tensor_dim(logits, 1);
     *top1 = *top5 = 0;
+    const float *v = stk_tensor_data(logits);
+    float *copy = NULL;
+    if (!v || !stk_tensor_is_contiguous(logits)) {
+        size_t bytes = (size_t)stk_tensor_numel(logits) * sizeof(float);
+        if (!(copy = malloc(bytes ? bytes : 1)))
+            return stk_error(STK_ERR_NOMEM, "no memory for %zu bytes of logits", bytes);
+        stk_status st = stk_tensor_to_host(logits, copy, bytes);
+        if (st != STK_OK) {
+            free(copy);
+            return st;
+        }
+        v = copy;
+    }
     for (int i = 0; i < n; i++) {
         const float *row = v + (int64_t)i * c;
         float mine = row[labels[i]];
@@ -81,11 +100,59 @@ void train_count_correct(stk_tensor *logits, const int32_t *labels, int n, int *
         if (better == 0) (*top1)++;
         if (better < 5) (*top5)++;
     }
+    free(copy);
+    return STK_OK;
 }
 
-stk_status train_evaluate(stk_model *m, const char *path, const char *transform, int batch,
-                          int workers, const float *mean, const float *std,
-                          const char *progress_label, eval_result *r)
+stk_status train_parse_device(const char *arg, stk_device *out)
+{
+    if (!strcmp(arg, "cpu")) {
+        *out = STK_DEVICE_CPU;
+        return STK_OK;
+    }
+    if (strncmp(arg, "cuda", 4) || (arg[4] && arg[4] != ':'))
+        return stk_error(STK_ERR_INVALID_ARG, "--device %s: expected cpu, cuda or cuda:N", arg);
+    *out = STK_DEVICE_CUDA;
+    if (!arg[4]) return STK_OK;
+    char *end;
+    long n = strtol(arg + 5, &end, 10);
+    if (!arg[5] || *end || n < 0 || n >= STK_MAX_GPUS)
+        return stk_error(STK_ERR_INVALID_ARG, "--device %s: N must be a GPU number (0-%d)", arg,
+                         STK_MAX_GPUS - 1);
+#ifdef STOKE_CUDA_BACKEND
+    return stk_cuda_select((int)n);
+#else
+    return STK_OK; /* train_device_open says why there is no GPU */
+#endif
+}
+
+stk_status train_device_open(stk_device dev, const stk_copy_engine **ce)
+{
+    *ce = NULL;
+    if (dev == STK_DEVICE_CPU) {
+        *ce = stk_copy_engine_cpu();
+        return STK_OK;
+    }
+    stk_cuda_report rep;
+    stk_cuda_query(&rep);
+    if (rep.count == 0)
+        return stk_error(STK_ERR_UNSUPPORTED,
+                         "--device cuda: no CUDA device is available: %s; use --device cpu "
+                         "(stoke devices lists what there is)",
+                         rep.reason);
+    const stk_backend *be;
+    stk_status st = stk_backend_get(STK_DEVICE_CUDA, &be);
+    if (st != STK_OK) return stk_error_prefix(st, "--device cuda");
+#ifdef STOKE_CUDA_BACKEND
+    return stk_copy_engine_cuda(ce);
+#else
+    return stk_error(STK_ERR_UNSUPPORTED, "--device cuda: this build has no CUDA backend");
+#endif
+}
+
+stk_status train_evaluate(stk_model *m, const stk_copy_engine *ce, const char *path,
+                          const char *transform, int batch, int workers, const float *mean,
+                          const float *std, const char *progress_label, eval_result *r)
 {
     memset(r, 0, sizeof *r);
     stk_loader_options o = stk_loader_defaults();
@@ -106,7 +173,7 @@ stk_status train_evaluate(stk_model *m, const char *path, const char *transform,
     stk_progress p;
     stk_progress_init(&p, progress_label ? progress_label : "eval", stk_loader_batches(l),
                       progress_label ? stderr : NULL);
-    if ((st = stk_h2d_open(l, stk_copy_engine_cpu(), &h)) != STK_OK) goto out;
+    if ((st = stk_h2d_open(l, ce, &h)) != STK_OK) goto out;
     if ((st = stk_loader_start_epoch(l, 0)) != STK_OK) goto out;
     stk_device_batch *b;
     uint64_t done = 0;
@@ -114,11 +181,11 @@ stk_status train_evaluate(stk_model *m, const char *path, const char *transform,
         stk_scope *s;
         if ((st = stk_scope_begin(&s)) != STK_OK) break;
         stk_tensor *x, *y, *logits, *loss;
+        int t1, t5;
         if ((st = train_batch_tensors(b, mean, std, &x, &y)) == STK_OK &&
             (st = stk_model_forward(m, x, &logits)) == STK_OK &&
-            (st = stk_cross_entropy(logits, y, 0.f, &loss)) == STK_OK) {
-            int t1, t5;
-            train_count_correct(logits, b->host_labels, b->count, &t1, &t5);
+            (st = stk_cross_entropy(logits, y, 0.f, &loss)) == STK_OK &&
+            (st = train_count_correct(logits, b->host_labels, b->count, &t1, &t5)) == STK_OK) {
             c1 += (uint64_t)t1;
             c5 += (uint64_t)t5;
             loss_sum += (double)stk_tensor_item(loss) * b->count;

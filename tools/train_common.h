@@ -32,11 +32,20 @@ stk_status train_check_transform(const stk_meta *m, const char *flag, const char
 stk_status train_batch_tensors(const stk_device_batch *b, const float *mean, const float *std,
                                stk_tensor **x, stk_tensor **labels);
 
-/* Correct top-1 and top-5 predictions in a batch of logits. */
-void train_count_correct(stk_tensor *logits, const int32_t *labels, int n, int *top1, int *top5);
+/* Correct top-1 and top-5 predictions in a batch of logits (on any device;
+ * GPU logits are copied to the host, which waits for the step's work). */
+stk_status train_count_correct(stk_tensor *logits, const int32_t *labels, int n, int *top1,
+                               int *top5);
 
-/* Evaluate m (switched to eval mode, no grad) on `path` with `transform`;
- * `progress_label` NULL for no bar. Restores m's mode. */
-stk_status train_evaluate(stk_model *m, const char *path, const char *transform, int batch,
-                          int workers, const float *mean, const float *std,
-                          const char *progress_label, eval_result *r);
+/* --device: "cpu", "cuda" (GPU 0) or "cuda:N". Errors: INVALID_ARG. */
+stk_status train_parse_device(const char *arg, stk_device *out);
+/* Make `dev` ready (the CUDA context, before any loader opens, so that batch
+ * memory is pinned by CUDA) and give its copy engine for the H2D stage.
+ * Errors: STK_ERR_CUDA / UNSUPPORTED with the reason there is no GPU. */
+stk_status train_device_open(stk_device dev, const stk_copy_engine **ce);
+
+/* Evaluate m (switched to eval mode, no grad; its tensors on ce->device) on
+ * `path` with `transform`; `progress_label` NULL for no bar. Restores m's mode. */
+stk_status train_evaluate(stk_model *m, const stk_copy_engine *ce, const char *path,
+                          const char *transform, int batch, int workers, const float *mean,
+                          const float *std, const char *progress_label, eval_result *r);

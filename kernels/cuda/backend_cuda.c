@@ -43,8 +43,8 @@ static void cu_convert(stk_dtype dst_dt, void *dst, stk_dtype src_dt, const void
 static void cu_fill(stk_dtype dt, void *dst, int64_t n, double value)
 {
     if (value == 0.0)
-        stk_cuda_note(stk_cuda_check(
-            cudaMemsetAsync(dst, 0, (size_t)n * stk_dtype_size(dt), S()), "fill"));
+        stk_cuda_note(
+            stk_cuda_check(cudaMemsetAsync(dst, 0, (size_t)n * stk_dtype_size(dt), S()), "fill"));
     else
         stk_cuda_fill(dt, dst, n, value, S());
     launched();
@@ -100,8 +100,8 @@ static void cu_max_pool2d_forward(const stk_pool2d_desc *d, const float *x, floa
     launched();
 }
 
-static void cu_max_pool2d_backward(const stk_pool2d_desc *d, const float *gy,
-                                   const int32_t *argmax, float *gx)
+static void cu_max_pool2d_backward(const stk_pool2d_desc *d, const float *gy, const int32_t *argmax,
+                                   float *gx)
 {
     stk_cuda_max_pool2d_backward(d, gy, argmax, gx, S());
     launched();
@@ -215,6 +215,12 @@ static void cu_batch_norm_eval_backward(int64_t n, int64_t c, int64_t hw, const 
     launched();
 }
 
+static void cu_amp_unscale(int64_t n, float *g, float inv_scale, int32_t *found_inf)
+{
+    stk_cuda_amp_unscale(n, g, inv_scale, found_inf, S());
+    launched();
+}
+
 static const stk_backend cuda_backend = {
     .device = STK_DEVICE_CUDA,
     .to_host = stk_cuda_to_host,
@@ -247,6 +253,11 @@ static const stk_backend cuda_backend = {
     .dropout_forward = cu_dropout_forward,
     .dropout_backward = cu_dropout_backward,
     .input_u8_nhwc = cu_input_u8_nhwc,
+    .gemm_batched_f16 = stk_cublas_gemm_batched_f16,
+    .conv2d_forward_f16 = stk_cudnn_conv2d_forward_f16,
+    .conv2d_backward_data_f16 = stk_cudnn_conv2d_backward_data_f16,
+    .conv2d_backward_weight_f16 = stk_cudnn_conv2d_backward_weight_f16,
+    .amp_unscale = cu_amp_unscale,
     .sgd_step = cu_sgd_step,
     .adam_step = cu_adam_step,
 };

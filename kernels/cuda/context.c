@@ -20,8 +20,7 @@ stk_status stk_cuda_check(cudaError_t e, const char *what)
     if (e == cudaSuccess) return STK_OK;
     if (e == cudaErrorMemoryAllocation)
         return stk_error(STK_ERR_NOMEM, "%s: out of GPU memory (%s)", what, cudaGetErrorString(e));
-    return stk_error(STK_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e),
-                     cudaGetErrorName(e));
+    return stk_error(STK_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
 stk_status stk_cublas_check(cublasStatus_t e, const char *what)
@@ -34,8 +33,7 @@ stk_status stk_cublas_check(cublasStatus_t e, const char *what)
 stk_status stk_cudnn_check(cudnnStatus_t e, const char *what)
 {
     if (e == CUDNN_STATUS_SUCCESS) return STK_OK;
-    return stk_error(STK_ERR_CUDA, "%s: cuDNN error %d (%s)", what, (int)e,
-                     cudnnGetErrorString(e));
+    return stk_error(STK_ERR_CUDA, "%s: cuDNN error %d (%s)", what, (int)e, cudnnGetErrorString(e));
 }
 
 void stk_cuda_note(stk_status st)
@@ -49,6 +47,10 @@ stk_status stk_cuda_select(int device)
 {
     if (device < 0)
         return stk_error(STK_ERR_INVALID_ARG, "--device cuda:%d: not a device number", device);
+    if (stk_cuda_started() && device != ctx.device)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--device cuda:%d: the CUDA context already uses device %d", device,
+                         ctx.device);
     chosen_device = device;
     return STK_OK;
 }
@@ -101,10 +103,7 @@ stk_status stk_cuda_context(stk_cuda_ctx **out)
     return STK_OK;
 }
 
-bool stk_cuda_started(void)
-{
-    return __atomic_load_n(&started, __ATOMIC_ACQUIRE);
-}
+bool stk_cuda_started(void) { return __atomic_load_n(&started, __ATOMIC_ACQUIRE); }
 
 stk_status stk_cuda_sync(void)
 {

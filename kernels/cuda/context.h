@@ -20,6 +20,7 @@
 #pragma once
 
 #include "common/status.h"
+#include "kernels/cuda/cuda_device.h" /* stk_cuda_select */
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -32,9 +33,6 @@ typedef struct stk_cuda_ctx {
     cublasHandle_t blas;
     cudnnHandle_t dnn;
 } stk_cuda_ctx;
-
-/* Use GPU `device` (before the first stk_cuda_context). Errors: INVALID_ARG. */
-stk_status stk_cuda_select(int device);
 
 /* The context, created on first use. Errors: STK_ERR_CUDA (no driver, no
  * device, a library that fails to start), the same on every later call. */

@@ -3,8 +3,9 @@
  * the context's copy stream, an event is recorded after it, and the compute
  * stream is made to wait on that event, so every op queued afterwards sees
  * the whole batch while the copy of the next batch overlaps the current
- * step. `wait` blocks the host until a copy's event has completed: only
- * then may the loader refill that pinned buffer. */
+ * step. The copy stream in turn waits for the compute work queued before the
+ * copy: the device buffer it overwrites held the batch of an earlier step. `wait` blocks the host
+ * until a copy's event has completed: only then may the loader refill that pinned buffer. */
 #include "kernels/copy_engine.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/cuda_device.h"
@@ -17,7 +18,8 @@
 typedef struct cuda_copy_engine {
     stk_cuda_ctx *cx;
     cudaEvent_t events[EVENTS];
-    uint64_t issued; /* tickets handed out */
+    cudaEvent_t compute_done; /* the compute work queued before a copy */
+    uint64_t issued;          /* tickets handed out */
 } cuda_copy_engine;
 
 static stk_status ce_alloc(void *ctx, size_t bytes, void **out)
@@ -39,6 +41,12 @@ static stk_status ce_copy_async(void *ctx, void *dst, const void *src, size_t by
     uint64_t t = ++ce->issued;
     cudaEvent_t ev = ce->events[t % EVENTS];
     stk_status st;
+    /* the destination buffer held an earlier batch: the steps queued on it must finish first */
+    if ((st = stk_cuda_check(cudaEventRecord(ce->compute_done, ce->cx->compute),
+                             "cudaEventRecord")) != STK_OK ||
+        (st = stk_cuda_check(cudaStreamWaitEvent(ce->cx->copy, ce->compute_done, 0),
+                             "cudaStreamWaitEvent")) != STK_OK)
+        return st;
     if ((st = stk_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ce->cx->copy),
                              "copying a batch to the GPU")) != STK_OK ||
         (st = stk_cuda_check(cudaEventRecord(ev, ce->cx->copy), "cudaEventRecord")) != STK_OK ||
@@ -67,6 +75,9 @@ static void init_once(void)
     stk_status st = stk_cuda_context(&engine.cx);
     for (int i = 0; i < EVENTS && st == STK_OK; i++)
         st = stk_cuda_check(cudaEventCreateWithFlags(&engine.events[i], cudaEventDisableTiming),
+                            "creating copy events");
+    if (st == STK_OK)
+        st = stk_cuda_check(cudaEventCreateWithFlags(&engine.compute_done, cudaEventDisableTiming),
                             "creating copy events");
     init_status = st;
     if (st != STK_OK) {

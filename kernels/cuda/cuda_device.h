@@ -10,6 +10,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* Use GPU `device` (--device cuda:N), before the context is created.
+ * Errors: INVALID_ARG (negative, or the context already uses another). */
+stk_status stk_cuda_select(int device);
+
 /* The copy engine on the context's copy stream (cuda/copy_engine_cuda.c).
  * Errors: STK_ERR_CUDA (no usable device: the message says why). */
 stk_status stk_copy_engine_cuda(const stk_copy_engine **out);

@@ -1,6 +1,7 @@
 /* Convolutions and batch norm through cuDNN's descriptor API.
  *
- * Convolution plans are cached per shape (the stk_conv2d_desc): the tensor,
+ * Convolution plans are cached per shape and precision (f32, or f16 tensors
+ * with f32 accumulation for --amp): the tensor,
  * filter and convolution descriptors and, per pass, the algorithm cuDNN's
  * heuristics rank first among those that fit the workspace limit (chosen
  * once, on first use). Workspaces come from the caching allocator and go
@@ -21,11 +22,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_PLANS 256
+#define MAX_PLANS       256
 #define WORKSPACE_LIMIT ((size_t)1 << 30)
 
+typedef struct conv_key {
+    stk_conv2d_desc d;
+    bool half; /* f16 tensors with f32 accumulation (--amp) */
+} conv_key;
+
 typedef struct conv_plan {
-    stk_conv2d_desc key;
+    conv_key key;
     cudnnTensorDescriptor_t x, y;
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t conv;
@@ -42,31 +48,31 @@ static int n_plans;
 
 static bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
-static stk_status make_plan(const stk_conv2d_desc *d, conv_plan **out)
+static stk_status make_plan(const conv_key *key, conv_plan **out)
 {
+    const stk_conv2d_desc *d = &key->d;
+    cudnnDataType_t dt = key->half ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
     if (!fits_int(d->n) || !fits_int(d->c) || !fits_int(d->h) || !fits_int(d->w) ||
         !fits_int(d->k) || !fits_int(d->oh) || !fits_int(d->ow))
         return stk_error(STK_ERR_UNSUPPORTED, "conv2d: a dimension is beyond cuDNN's 32-bit API");
     conv_plan *p = calloc(1, sizeof *p);
     if (!p) return stk_error(STK_ERR_NOMEM, "conv2d: no memory for a cuDNN plan");
-    p->key = *d;
+    p->key = *key;
     stk_status st;
     if ((st = stk_cudnn_check(cudnnCreateTensorDescriptor(&p->x), "conv2d")) != STK_OK ||
         (st = stk_cudnn_check(cudnnCreateTensorDescriptor(&p->y), "conv2d")) != STK_OK ||
         (st = stk_cudnn_check(cudnnCreateFilterDescriptor(&p->w), "conv2d")) != STK_OK ||
         (st = stk_cudnn_check(cudnnCreateConvolutionDescriptor(&p->conv), "conv2d")) != STK_OK)
         goto fail;
-    if ((st = stk_cudnn_check(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                         (int)d->n, (int)d->c, (int)d->h,
-                                                         (int)d->w),
+    if ((st = stk_cudnn_check(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, dt, (int)d->n,
+                                                         (int)d->c, (int)d->h, (int)d->w),
                               "conv2d input descriptor")) != STK_OK ||
-        (st = stk_cudnn_check(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                         (int)d->n, (int)d->k, (int)d->oh,
-                                                         (int)d->ow),
+        (st = stk_cudnn_check(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, dt, (int)d->n,
+                                                         (int)d->k, (int)d->oh, (int)d->ow),
                               "conv2d output descriptor")) != STK_OK ||
-        (st = stk_cudnn_check(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                                         (int)d->k, (int)(d->c / d->groups),
-                                                         (int)d->r, (int)d->s),
+        (st = stk_cudnn_check(cudnnSetFilter4dDescriptor(p->w, dt, CUDNN_TENSOR_NCHW, (int)d->k,
+                                                         (int)(d->c / d->groups), (int)d->r,
+                                                         (int)d->s),
                               "conv2d filter descriptor")) != STK_OK ||
         (st = stk_cudnn_check(cudnnSetConvolution2dDescriptor(
                                   p->conv, d->pad_h, d->pad_w, d->stride_h, d->stride_w, d->dil_h,
@@ -88,17 +94,21 @@ fail:
     return st;
 }
 
-/* The cached plan of `d` (created on first use). */
-static stk_status plan_of(const stk_conv2d_desc *d, conv_plan **out)
+/* The cached plan of `d` in f32 or f16 (created on first use). */
+static stk_status plan_of(const stk_conv2d_desc *d, bool half, conv_plan **out)
 {
+    conv_key key;
+    memset(&key, 0, sizeof key); /* padding too: keys are compared with memcmp */
+    key.d = *d;
+    key.half = half;
     pthread_mutex_lock(&plans_lock);
     for (int i = 0; i < n_plans; i++)
-        if (!memcmp(&plans[i]->key, d, sizeof *d)) {
+        if (!memcmp(&plans[i]->key, &key, sizeof key)) {
             *out = plans[i];
             pthread_mutex_unlock(&plans_lock);
             return STK_OK;
         }
-    stk_status st = make_plan(d, out);
+    stk_status st = make_plan(&key, out);
     if (st == STK_OK) {
         if (n_plans == MAX_PLANS) { /* a model with this many shapes: forget the oldest */
             conv_plan *old = plans[0];
@@ -144,13 +154,13 @@ static stk_status workspace(size_t bytes, void **out)
     return bytes ? stk_device_alloc(STK_DEVICE_CUDA, bytes, out) : STK_OK;
 }
 
-stk_status stk_cudnn_conv2d_forward(const stk_conv2d_desc *d, const float *x, const float *w,
-                                    float *y)
+static stk_status conv_forward(const stk_conv2d_desc *d, bool half, const void *x, const void *w,
+                               void *y)
 {
     stk_cuda_ctx *cx;
     conv_plan *p;
     stk_status st;
-    if ((st = stk_cuda_context(&cx)) != STK_OK || (st = plan_of(d, &p)) != STK_OK) return st;
+    if ((st = stk_cuda_context(&cx)) != STK_OK || (st = plan_of(d, half, &p)) != STK_OK) return st;
     if (!p->have_fwd) {
         cudnnConvolutionFwdAlgoPerf_t r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
         int count = 0;
@@ -172,13 +182,13 @@ stk_status stk_cudnn_conv2d_forward(const stk_conv2d_desc *d, const float *x, co
     return st;
 }
 
-stk_status stk_cudnn_conv2d_backward_data(const stk_conv2d_desc *d, const float *w,
-                                          const float *gy, float *gx)
+static stk_status conv_backward_data(const stk_conv2d_desc *d, bool half, const void *w,
+                                     const void *gy, void *gx)
 {
     stk_cuda_ctx *cx;
     conv_plan *p;
     stk_status st;
-    if ((st = stk_cuda_context(&cx)) != STK_OK || (st = plan_of(d, &p)) != STK_OK) return st;
+    if ((st = stk_cuda_context(&cx)) != STK_OK || (st = plan_of(d, half, &p)) != STK_OK) return st;
     if (!p->have_bwd_data) {
         cudnnConvolutionBwdDataAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
         int count = 0;
@@ -201,13 +211,13 @@ stk_status stk_cudnn_conv2d_backward_data(const stk_conv2d_desc *d, const float 
     return st;
 }
 
-stk_status stk_cudnn_conv2d_backward_weight(const stk_conv2d_desc *d, const float *x,
-                                            const float *gy, float *gw)
+static stk_status conv_backward_weight(const stk_conv2d_desc *d, bool half, const void *x,
+                                       const void *gy, void *gw)
 {
     stk_cuda_ctx *cx;
     conv_plan *p;
     stk_status st;
-    if ((st = stk_cuda_context(&cx)) != STK_OK || (st = plan_of(d, &p)) != STK_OK) return st;
+    if ((st = stk_cuda_context(&cx)) != STK_OK || (st = plan_of(d, half, &p)) != STK_OK) return st;
     if (!p->have_bwd_filter) {
         cudnnConvolutionBwdFilterAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
         int count = 0;
@@ -228,6 +238,42 @@ stk_status stk_cudnn_conv2d_backward_weight(const stk_conv2d_desc *d, const floa
                          "conv2d backward filter");
     stk_device_free(STK_DEVICE_CUDA, ws, p->ws_bwd_filter);
     return st;
+}
+
+stk_status stk_cudnn_conv2d_forward(const stk_conv2d_desc *d, const float *x, const float *w,
+                                    float *y)
+{
+    return conv_forward(d, false, x, w, y);
+}
+
+stk_status stk_cudnn_conv2d_backward_data(const stk_conv2d_desc *d, const float *w, const float *gy,
+                                          float *gx)
+{
+    return conv_backward_data(d, false, w, gy, gx);
+}
+
+stk_status stk_cudnn_conv2d_backward_weight(const stk_conv2d_desc *d, const float *x,
+                                            const float *gy, float *gw)
+{
+    return conv_backward_weight(d, false, x, gy, gw);
+}
+
+stk_status stk_cudnn_conv2d_forward_f16(const stk_conv2d_desc *d, const uint16_t *x,
+                                        const uint16_t *w, uint16_t *y)
+{
+    return conv_forward(d, true, x, w, y);
+}
+
+stk_status stk_cudnn_conv2d_backward_data_f16(const stk_conv2d_desc *d, const uint16_t *w,
+                                              const uint16_t *gy, uint16_t *gx)
+{
+    return conv_backward_data(d, true, w, gy, gx);
+}
+
+stk_status stk_cudnn_conv2d_backward_weight_f16(const stk_conv2d_desc *d, const uint16_t *x,
+                                                const uint16_t *gy, uint16_t *gw)
+{
+    return conv_backward_weight(d, true, x, gy, gw);
 }
 
 /* ---- batch norm ---------------------------------------------------------- */
@@ -295,8 +341,8 @@ void stk_cudnn_batch_norm_train(int64_t n, int64_t c, int64_t hw, const float *x
     stk_cuda_note(st);
 }
 
-void stk_cudnn_batch_norm_eval(int64_t n, int64_t c, int64_t hw, const float *x,
-                               const float *gamma, const float *beta, const float *running_mean,
+void stk_cudnn_batch_norm_eval(int64_t n, int64_t c, int64_t hw, const float *x, const float *gamma,
+                               const float *beta, const float *running_mean,
                                const float *running_var, float eps, float *y)
 {
     bn_call b;
@@ -315,8 +361,7 @@ void stk_cudnn_batch_norm_eval(int64_t n, int64_t c, int64_t hw, const float *x,
 
 void stk_cudnn_batch_norm_backward(int64_t n, int64_t c, int64_t hw, const float *x,
                                    const float *gamma, const float *gy, const float *save_mean,
-                                   const float *save_invstd, float *gx, float *ggamma,
-                                   float *gbeta)
+                                   const float *save_invstd, float *gx, float *ggamma, float *gbeta)
 {
     bn_call b;
     stk_status st = bn_begin(&b, n, c, hw, gx == NULL);
@@ -324,13 +369,12 @@ void stk_cudnn_batch_norm_backward(int64_t n, int64_t c, int64_t hw, const float
         const float one = 1.f, zero = 0.f;
         float *dummy = b.scratch + 2 * c; /* for the gradients nobody asked for: 2c, 3c, 4c.. */
         /* epsilon is unused when the saved mean and 1/std are passed */
-        st = stk_cudnn_check(
-            cudnnBatchNormalizationBackward(b.cx->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one,
-                                            &zero, b.x, x, b.x, gy, b.x, gx ? gx : b.scratch + 4 * c,
-                                            b.param, gamma ? gamma : b.scratch,
-                                            ggamma ? ggamma : dummy, gbeta ? gbeta : dummy + c,
-                                            1e-5, save_mean, save_invstd),
-            "batch_norm backward");
+        st = stk_cudnn_check(cudnnBatchNormalizationBackward(
+                                 b.cx->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, b.x,
+                                 x, b.x, gy, b.x, gx ? gx : b.scratch + 4 * c, b.param,
+                                 gamma ? gamma : b.scratch, ggamma ? ggamma : dummy,
+                                 gbeta ? gbeta : dummy + c, 1e-5, save_mean, save_invstd),
+                             "batch_norm backward");
     }
     bn_end(&b);
     stk_cuda_note(st);

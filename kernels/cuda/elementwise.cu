@@ -41,8 +41,8 @@ struct channel_affine {
     float scale[16], shift[16];
 };
 
-STK_GLOBAL void input_kernel(int64_t n, int64_t hw, int64_t c, const uint8_t *x,
-                             channel_affine a, float *y)
+STK_GLOBAL void input_kernel(int64_t n, int64_t hw, int64_t c, const uint8_t *x, channel_affine a,
+                             float *y)
 {
     /* i walks the NCHW output: sample, channel, pixel */
     STK_GRID_STRIDE(i, n * c * hw)
@@ -65,6 +65,12 @@ STK_GLOBAL void adam_kernel(int64_t n, float *p, const float *g, float *m, float
 {
     STK_GRID_STRIDE(i, n)
     stk_adam_update(&p[i], g[i], &m[i], &v[i], lr, beta1, beta2, eps, wd, decoupled, bc1, bc2);
+}
+
+STK_GLOBAL void amp_unscale_kernel(int64_t n, float *g, float inv_scale, int32_t *found_inf)
+{
+    /* every writer stores the same 1: no atomics needed */
+    STK_GRID_STRIDE(i, n) if (stk_amp_unscale(&g[i], inv_scale)) *found_inf = 1;
 }
 
 void stk_cuda_unary(stk_unary_op op, int64_t n, const float *x, float *y, float alpha,
@@ -121,4 +127,10 @@ void stk_cuda_adam_step(int64_t n, float *p, const float *g, float *m, float *v,
 {
     STK_LAUNCH(adam_kernel, stk_blocks(n), STK_BLOCK, s, n, p, g, m, v, lr, beta1, beta2, eps, wd,
                (int)decoupled, bc1, bc2);
+}
+
+void stk_cuda_amp_unscale(int64_t n, float *g, float inv_scale, int32_t *found_inf, stk_stream_t s)
+{
+    if (n > 0)
+        STK_LAUNCH(amp_unscale_kernel, stk_blocks(n), STK_BLOCK, s, n, g, inv_scale, found_inf);
 }

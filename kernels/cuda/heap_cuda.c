@@ -22,7 +22,10 @@ static stk_status cuda_sys_alloc(size_t size, void **out)
 
 static void cuda_sys_free(void *ptr) { cudaFree(ptr); }
 
-static bool cuda_event_done(void *event) { return cudaEventQuery((cudaEvent_t)event) == cudaSuccess; }
+static bool cuda_event_done(void *event)
+{
+    return cudaEventQuery((cudaEvent_t)event) == cudaSuccess;
+}
 
 static void cuda_event_release(void *event) { cudaEventDestroy((cudaEvent_t)event); }
 
@@ -40,10 +43,10 @@ const stk_heap_ops stk_cuda_heap_ops = {
     .sys_free = cuda_sys_free,
     .event_done = cuda_event_done,
     .event_release = cuda_event_release,
-#ifdef STOKE_CUDA_EMULATED
-    .host_addressable = true, /* the tests' host runtime: ASan watches cached blocks */
-#else
+    /* Not poisoned even in the host emulation, where device memory is host
+     * memory: a block freed on the host may still be used by work queued on
+     * the stream before the free (stream-ordered reuse is the point of the
+     * cache), so poisoning at host time reports correct programs. */
     .host_addressable = false,
-#endif
     .describe_free = cuda_describe_free,
 };

@@ -48,7 +48,8 @@ static stk_status copy_sync(void *dst, const void *src, size_t bytes, enum cudaM
     stk_cuda_ctx *cx;
     stk_status st = stk_cuda_context(&cx);
     if (st != STK_OK) return st;
-    if (bytes) stk_cuda_note(stk_cuda_check(cudaMemcpyAsync(dst, src, bytes, kind, cx->compute), what));
+    if (bytes)
+        stk_cuda_note(stk_cuda_check(cudaMemcpyAsync(dst, src, bytes, kind, cx->compute), what));
     return stk_cuda_sync();
 }
 

@@ -46,12 +46,13 @@ void stk_cuda_adam_step(int64_t n, float *p, const float *g, float *m, float *v,
                         float beta1, float beta2, float eps, float wd, bool decoupled, float bc1,
                         float bc2, stk_stream_t s);
 
+void stk_cuda_amp_unscale(int64_t n, float *g, float inv_scale, int32_t *found_inf, stk_stream_t s);
 
 /* memory.cu. Shapes and strides have at most STK_CUDA_MAX_DIMS dimensions. */
 #define STK_CUDA_MAX_DIMS 8
 void stk_cuda_copy_strided(size_t elem_size, int ndim, const int64_t *shape, void *dst,
-                           const int64_t *dst_strides, const void *src,
-                           const int64_t *src_strides, stk_stream_t s);
+                           const int64_t *dst_strides, const void *src, const int64_t *src_strides,
+                           stk_stream_t s);
 void stk_cuda_convert(stk_dtype dst_dt, void *dst, stk_dtype src_dt, const void *src, int64_t n,
                       stk_stream_t s);
 void stk_cuda_fill(stk_dtype dt, void *dst, int64_t n, double value, stk_stream_t s);
@@ -75,8 +76,7 @@ void stk_cuda_softmax_backward(int64_t rows, int64_t cols, const float *y, const
                                float *gx, bool log, stk_stream_t s);
 void stk_cuda_cross_entropy_forward(int64_t rows, int64_t cols, const float *logits,
                                     const int32_t *labels, float smoothing, float *logp,
-                                    float *row_loss, float *loss, int64_t *bad_row,
-                                    stk_stream_t s);
+                                    float *row_loss, float *loss, int64_t *bad_row, stk_stream_t s);
 void stk_cuda_cross_entropy_backward(int64_t rows, int64_t cols, const float *logp,
                                      const int32_t *labels, float smoothing, const float *gloss,
                                      float *gx, stk_stream_t s);
@@ -89,8 +89,8 @@ void stk_cuda_dropout_backward(int64_t n, float p, const uint8_t *mask, const fl
  * whose window covers it): no atomics, deterministic. */
 void stk_cuda_max_pool2d_forward(const stk_pool2d_desc *d, const float *x, float *y,
                                  int32_t *argmax, stk_stream_t s);
-void stk_cuda_max_pool2d_backward(const stk_pool2d_desc *d, const float *gy,
-                                  const int32_t *argmax, float *gx, stk_stream_t s);
+void stk_cuda_max_pool2d_backward(const stk_pool2d_desc *d, const float *gy, const int32_t *argmax,
+                                  float *gx, stk_stream_t s);
 void stk_cuda_avg_pool2d_forward(const stk_pool2d_desc *d, const float *x, float *y,
                                  stk_stream_t s);
 void stk_cuda_avg_pool2d_backward(const stk_pool2d_desc *d, const float *gy, float *gx,

@@ -12,8 +12,8 @@ STK_GLOBAL void softmax_kernel(int64_t rows, int64_t cols, const float *x, float
     STK_GRID_STRIDE(r, rows) stk_softmax_row(cols, x + r * cols, y + r * cols, log);
 }
 
-STK_GLOBAL void softmax_backward_kernel(int64_t rows, int64_t cols, const float *y,
-                                        const float *gy, float *gx, int log)
+STK_GLOBAL void softmax_backward_kernel(int64_t rows, int64_t cols, const float *y, const float *gy,
+                                        float *gx, int log)
 {
     STK_GRID_STRIDE(r, rows)
     stk_softmax_backward_row(cols, y + r * cols, gy + r * cols, gx + r * cols, log);
@@ -59,19 +59,10 @@ STK_GLOBAL void ce_backward_kernel(int64_t rows, int64_t cols, const float *logp
                         gx + r * cols);
 }
 
-STK_GLOBAL void dropout_kernel(int64_t n, float scale, uint64_t cut, uint64_t seed,
-                               uint64_t stream, const float *x, float *y, uint8_t *mask)
+STK_GLOBAL void dropout_kernel(int64_t n, float scale, uint64_t cut, uint64_t seed, uint64_t stream,
+                               const float *x, float *y, uint8_t *mask)
 {
-    STK_GRID_STRIDE(b, (n + 3) / 4)
-    {
-        uint8_t keep[4];
-        stk_dropout_keep4(seed, stream, b, cut, keep);
-        for (int k = 0; k < 4 && b * 4 + k < n; k++) {
-            int64_t i = b * 4 + k;
-            mask[i] = keep[k];
-            y[i] = keep[k] ? x[i] * scale : 0.f;
-        }
-    }
+    STK_GRID_STRIDE(b, (n + 3) / 4) stk_dropout_block(seed, stream, b, n, cut, scale, x, y, mask);
 }
 
 STK_GLOBAL void dropout_backward_kernel(int64_t n, float scale, const uint8_t *mask,
@@ -83,7 +74,8 @@ STK_GLOBAL void dropout_backward_kernel(int64_t n, float scale, const uint8_t *m
 void stk_cuda_softmax_forward(int64_t rows, int64_t cols, const float *x, float *y, bool log,
                               stk_stream_t s)
 {
-    if (rows > 0) STK_LAUNCH(softmax_kernel, stk_blocks(rows), STK_BLOCK, s, rows, cols, x, y, (int)log);
+    if (rows > 0)
+        STK_LAUNCH(softmax_kernel, stk_blocks(rows), STK_BLOCK, s, rows, cols, x, y, (int)log);
 }
 
 void stk_cuda_softmax_backward(int64_t rows, int64_t cols, const float *y, const float *gy,
@@ -96,8 +88,7 @@ void stk_cuda_softmax_backward(int64_t rows, int64_t cols, const float *y, const
 
 void stk_cuda_cross_entropy_forward(int64_t rows, int64_t cols, const float *logits,
                                     const int32_t *labels, float smoothing, float *logp,
-                                    float *row_loss, float *loss, int64_t *bad_row,
-                                    stk_stream_t s)
+                                    float *row_loss, float *loss, int64_t *bad_row, stk_stream_t s)
 {
     if (rows <= 0) return;
     STK_LAUNCH(ce_rows_kernel, stk_blocks(rows), STK_BLOCK, s, rows, cols, logits, labels,

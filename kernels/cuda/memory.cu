@@ -37,8 +37,7 @@ static inline STK_HD void offsets_of(const strided &t, int64_t i, int nops, int6
     }
 }
 
-template <class T>
-STK_GLOBAL void copy_kernel(strided t, int64_t n, T *dst, const T *src)
+template <class T> STK_GLOBAL void copy_kernel(strided t, int64_t n, T *dst, const T *src)
 {
     STK_GRID_STRIDE(i, n)
     {
@@ -78,8 +77,8 @@ static int64_t numel_of(int ndim, const int64_t *shape)
 }
 
 void stk_cuda_copy_strided(size_t elem_size, int ndim, const int64_t *shape, void *dst,
-                           const int64_t *dst_strides, const void *src,
-                           const int64_t *src_strides, stk_stream_t s)
+                           const int64_t *dst_strides, const void *src, const int64_t *src_strides,
+                           stk_stream_t s)
 {
     int64_t n = numel_of(ndim, shape);
     if (n == 0) return;

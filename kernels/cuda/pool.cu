@@ -113,15 +113,15 @@ void stk_cuda_max_pool2d_forward(const stk_pool2d_desc *d, const float *x, float
     if (n > 0) STK_LAUNCH(max_pool_kernel, stk_blocks(n), STK_BLOCK, s, *d, x, y, argmax);
 }
 
-void stk_cuda_max_pool2d_backward(const stk_pool2d_desc *d, const float *gy,
-                                  const int32_t *argmax, float *gx, stk_stream_t s)
+void stk_cuda_max_pool2d_backward(const stk_pool2d_desc *d, const float *gy, const int32_t *argmax,
+                                  float *gx, stk_stream_t s)
 {
     int64_t n = d->n * d->c * d->h * d->w;
-    if (n > 0) STK_LAUNCH(max_pool_backward_kernel, stk_blocks(n), STK_BLOCK, s, *d, gy, argmax, gx);
+    if (n > 0)
+        STK_LAUNCH(max_pool_backward_kernel, stk_blocks(n), STK_BLOCK, s, *d, gy, argmax, gx);
 }
 
-void stk_cuda_avg_pool2d_forward(const stk_pool2d_desc *d, const float *x, float *y,
-                                 stk_stream_t s)
+void stk_cuda_avg_pool2d_forward(const stk_pool2d_desc *d, const float *x, float *y, stk_stream_t s)
 {
     int64_t n = d->n * d->c * d->oh * d->ow;
     if (n > 0) STK_LAUNCH(avg_pool_kernel, stk_blocks(n), STK_BLOCK, s, *d, x, y);

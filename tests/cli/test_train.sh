@@ -88,8 +88,12 @@ run 1 "$STOKE" train --data tiny.stoke --val jpeg.stoke --model mlp --epochs 1 -
 expect err.txt "--val jpeg.stoke has 3 classes"
 run 1 "$STOKE" train --data tiny.stoke --model mlp --transform rrc:224,flip --out r3
 expect err.txt "from 28x28 raw images"
-run 1 "$STOKE" train $T --model mlp --device cuda --out r3
-expect err.txt "no CUDA device"
+if ! "$STOKE" devices | grep -q '^gpu [0-9]'; then  # (with a GPU: test_train_cuda.sh)
+    run 1 "$STOKE" train $T --model mlp --device cuda --out r3
+    expect err.txt "no CUDA device"
+fi
+run 2 "$STOKE" train $T --model mlp --amp --out r3
+expect err.txt "--amp: mixed precision runs on the GPU"
 run 1 "$STOKE" train $T --model mlp --resume --out nowhere
 expect err.txt "--resume"
 run 2 "$STOKE" train $T --model mlp --optimizer adam --nesterov

@@ -4,6 +4,8 @@
  * accumulator: a reference, not a fast GEMM. */
 #include "host_cuda.h"
 
+#include "common/half.h"
+
 #include <cublas_v2.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -51,26 +53,34 @@ typedef struct gemm_job {
     cublasOperation_t ta, tb;
     int m, n, k, lda, ldb, ldc, batch;
     float alpha, beta;
-    const float *a, *b;
+    const void *a, *b;
+    bool half; /* A and B are IEEE half (cublasGemmStridedBatchedEx) */
     float *c;
     long long sa, sb, sc;
 } gemm_job;
+
+static float load(const gemm_job *g, const void *p, int64_t i)
+{
+    return g->half ? stk_f16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
 
 /* Column-major: element (i, j) of X with leading dimension ld is X[i + j*ld]. */
 static void run_gemm(void *arg)
 {
     gemm_job *g = arg;
     for (int p = 0; p < g->batch; p++) {
-        const float *a = g->a + p * g->sa, *b = g->b + p * g->sb;
+        int64_t a0 = p * g->sa, b0 = p * g->sb;
         float *c = g->c + p * g->sc;
         for (int j = 0; j < g->n; j++)
             for (int i = 0; i < g->m; i++) {
                 double acc = 0.0;
                 for (int l = 0; l < g->k; l++) {
-                    float av = g->ta == CUBLAS_OP_N ? a[i + (int64_t)l * g->lda]
-                                                    : a[l + (int64_t)i * g->lda];
-                    float bv = g->tb == CUBLAS_OP_N ? b[l + (int64_t)j * g->ldb]
-                                                    : b[j + (int64_t)l * g->ldb];
+                    float av = load(g, g->a,
+                                    a0 + (g->ta == CUBLAS_OP_N ? i + (int64_t)l * g->lda
+                                                               : l + (int64_t)i * g->lda));
+                    float bv = load(g, g->b,
+                                    b0 + (g->tb == CUBLAS_OP_N ? l + (int64_t)j * g->ldb
+                                                               : j + (int64_t)l * g->ldb));
                     acc += (double)av * bv;
                 }
                 float *cij = &c[i + (int64_t)j * g->ldc];
@@ -82,9 +92,9 @@ static void run_gemm(void *arg)
 }
 
 static cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
-                           int n, int k, const float *alpha, const float *a, int lda,
-                           long long sa, const float *b, int ldb, long long sb, const float *beta,
-                           float *c, int ldc, long long sc, int batch)
+                           int n, int k, const float *alpha, const void *a, int lda, long long sa,
+                           const void *b, int ldb, long long sb, const float *beta, float *c,
+                           int ldc, long long sc, int batch, bool half)
 {
     int a_rows = ta == CUBLAS_OP_N ? m : k, b_rows = tb == CUBLAS_OP_N ? k : n;
     if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < (a_rows > 1 ? a_rows : 1) ||
@@ -98,7 +108,8 @@ static cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
     if (m == 0 || n == 0 || batch == 0) return CUBLAS_STATUS_SUCCESS;
     gemm_job *g = malloc(sizeof *g);
     if (!g) return CUBLAS_STATUS_ALLOC_FAILED;
-    *g = (gemm_job){ta, tb, m, n, k, lda, ldb, ldc, batch, *alpha, *beta, a, b, c, sa, sb, sc};
+    *g =
+        (gemm_job){ta, tb, m, n, k, lda, ldb, ldc, batch, *alpha, *beta, a, b, half, c, sa, sb, sc};
     stk_host_cuda_submit(h->stream, run_gemm, g);
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -108,7 +119,8 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
                               const float *A, int lda, const float *B, int ldb, const float *beta,
                               float *C, int ldc)
 {
-    return gemm(handle, transa, transb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+    return gemm(handle, transa, transb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1,
+                false);
 }
 
 cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa,
@@ -119,5 +131,27 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
                                          int ldc, long long int strideC, int batchCount)
 {
     return gemm(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C,
-                ldc, strideC, batchCount);
+                ldc, strideC, batchCount, false);
+}
+
+/* Only the mixed-precision form Stoke uses: half A and B, f32 C, f32 compute. */
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
+                                          cublasOperation_t transb, int m, int n, int k,
+                                          const void *alpha, const void *A, cudaDataType Atype,
+                                          int lda, long long int strideA, const void *B,
+                                          cudaDataType Btype, int ldb, long long int strideB,
+                                          const void *beta, void *C, cudaDataType Ctype, int ldc,
+                                          long long int strideC, int batchCount,
+                                          cublasComputeType_t computeType, cublasGemmAlgo_t algo)
+{
+    (void)algo;
+    if (Atype != CUDA_R_16F || Btype != CUDA_R_16F || Ctype != CUDA_R_32F ||
+        computeType != CUBLAS_COMPUTE_32F) {
+        stk_host_cuda_misuse("cublasGemmStridedBatchedEx: only 16F x 16F -> 32F with 32F compute "
+                             "here (got %d %d %d %d)",
+                             (int)Atype, (int)Btype, (int)Ctype, (int)computeType);
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    return gemm(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C,
+                ldc, strideC, batchCount, true);
 }

@@ -8,6 +8,8 @@
  * corrupts it visibly. Naive loops with double accumulators. */
 #include "host_cuda.h"
 
+#include "common/half.h"
+
 #include <cudnn.h>
 #include <math.h>
 #include <stdint.h>
@@ -19,11 +21,11 @@ struct cudnnContext {
 };
 struct cudnnTensorStruct {
     int n, c, h, w;
-    bool set;
+    bool set, half;
 };
 struct cudnnFilterStruct {
     int k, c, r, s;
-    bool set;
+    bool set, half;
 };
 struct cudnnConvolutionStruct {
     int pad_h, pad_w, u, v, dil_h, dil_w, groups;
@@ -84,26 +86,28 @@ CREATE_DESTROY(cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor,
 cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, cudnnTensorFormat_t format,
                                          cudnnDataType_t dataType, int n, int c, int h, int w)
 {
-    if (format != CUDNN_TENSOR_NCHW || dataType != CUDNN_DATA_FLOAT || n <= 0 || c <= 0 ||
+    if (format != CUDNN_TENSOR_NCHW ||
+        (dataType != CUDNN_DATA_FLOAT && dataType != CUDNN_DATA_HALF) || n <= 0 || c <= 0 ||
         h <= 0 || w <= 0)
-        return bad("cudnnSetTensor4dDescriptor: only positive NCHW float tensors here");
-    *d = (struct cudnnTensorStruct){n, c, h, w, true};
+        return bad("cudnnSetTensor4dDescriptor: only positive NCHW float or half tensors here");
+    *d = (struct cudnnTensorStruct){n, c, h, w, true, dataType == CUDNN_DATA_HALF};
     return CUDNN_STATUS_SUCCESS;
 }
 
 cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t dataType,
                                          cudnnTensorFormat_t format, int k, int c, int h, int w)
 {
-    if (format != CUDNN_TENSOR_NCHW || dataType != CUDNN_DATA_FLOAT || k <= 0 || c <= 0 ||
+    if (format != CUDNN_TENSOR_NCHW ||
+        (dataType != CUDNN_DATA_FLOAT && dataType != CUDNN_DATA_HALF) || k <= 0 || c <= 0 ||
         h <= 0 || w <= 0)
-        return bad("cudnnSetFilter4dDescriptor: only positive KCRS float filters here");
-    *d = (struct cudnnFilterStruct){k, c, h, w, true};
+        return bad("cudnnSetFilter4dDescriptor: only positive KCRS float or half filters here");
+    *d = (struct cudnnFilterStruct){k, c, h, w, true, dataType == CUDNN_DATA_HALF};
     return CUDNN_STATUS_SUCCESS;
 }
 
-cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, int pad_h,
-                                              int pad_w, int u, int v, int dilation_h,
-                                              int dilation_w, cudnnConvolutionMode_t mode,
+cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, int pad_h, int pad_w,
+                                              int u, int v, int dilation_h, int dilation_w,
+                                              cudnnConvolutionMode_t mode,
                                               cudnnDataType_t computeType)
 {
     if (pad_h < 0 || pad_w < 0 || u <= 0 || v <= 0 || dilation_h <= 0 || dilation_w <= 0 ||
@@ -147,6 +151,8 @@ static cudnnStatus_t geometry(const cudnnTensorDescriptor_t x, const cudnnFilter
     if (x->c != w->c * cv->groups || w->k % cv->groups || y->c != w->k || y->n != x->n ||
         y->h != oh || y->w != ow)
         return bad("convolution descriptors disagree (input, filter, output and groups)");
+    if (x->half != y->half || x->half != w->half)
+        return bad("convolution: input, filter and output must have one data type");
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -160,9 +166,25 @@ typedef struct conv_job {
     int pass;
     conv_geom g;
     float alpha, beta;
-    const float *x, *w, *y; /* the pass's inputs (x or dx, w or dw, y or dy) */
-    float *out;
+    const void *x, *w, *y; /* the pass's inputs (x or dx, w or dw, y or dy) */
+    void *out;
+    void *ws; /* scribbled over when the job runs, as a real algorithm would use it */
+    size_t ws_size;
 } conv_job;
+
+/* Element i of a float or (pseudo-half: stored half, computed in float) half tensor. */
+static float ld(const conv_job *j, const void *p, int64_t i)
+{
+    return j->g.x.half ? stk_f16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+static void st(const conv_job *j, void *p, int64_t i, float v)
+{
+    if (j->g.x.half)
+        ((uint16_t *)p)[i] = stk_f32_to_f16(v);
+    else
+        ((float *)p)[i] = v;
+}
 
 /* Visit every (input, weight, output) triple of the convolution once. */
 #define FOR_EACH_TAP(g, BODY)                                                                      \
@@ -173,20 +195,21 @@ typedef struct conv_job {
                 int ci_ = grp_ * (g)->w.c + c_;                                                    \
                 for (int oy_ = 0; oy_ < (g)->y.h; oy_++)                                           \
                     for (int r_ = 0; r_ < (g)->w.r; r_++) {                                        \
-                        int iy_ = oy_ * (g)->cv.u - (g)->cv.pad_h + r_ * (g)->cv.dil_h;           \
+                        int iy_ = oy_ * (g)->cv.u - (g)->cv.pad_h + r_ * (g)->cv.dil_h;            \
                         if (iy_ < 0 || iy_ >= (g)->x.h) continue;                                  \
                         for (int ox_ = 0; ox_ < (g)->y.w; ox_++)                                   \
                             for (int s_ = 0; s_ < (g)->w.s; s_++) {                                \
-                                int ix_ = ox_ * (g)->cv.v - (g)->cv.pad_w + s_ * (g)->cv.dil_w;   \
+                                int ix_ = ox_ * (g)->cv.v - (g)->cv.pad_w + s_ * (g)->cv.dil_w;    \
                                 if (ix_ < 0 || ix_ >= (g)->x.w) continue;                          \
-                                int64_t xi = (((int64_t)n_ * (g)->x.c + ci_) * (g)->x.h + iy_) *   \
-                                                 (g)->x.w +                                        \
-                                             ix_;                                                  \
+                                int64_t xi =                                                       \
+                                    (((int64_t)n_ * (g)->x.c + ci_) * (g)->x.h + iy_) * (g)->x.w + \
+                                    ix_;                                                           \
                                 int64_t wi =                                                       \
-                                    (((int64_t)k_ * (g)->w.c + c_) * (g)->w.r + r_) * (g)->w.s + s_; \
-                                int64_t yi = (((int64_t)n_ * (g)->y.c + k_) * (g)->y.h + oy_) *    \
-                                                 (g)->y.w +                                        \
-                                             ox_;                                                  \
+                                    (((int64_t)k_ * (g)->w.c + c_) * (g)->w.r + r_) * (g)->w.s +   \
+                                    s_;                                                            \
+                                int64_t yi =                                                       \
+                                    (((int64_t)n_ * (g)->y.c + k_) * (g)->y.h + oy_) * (g)->y.w +  \
+                                    ox_;                                                           \
                                 BODY;                                                              \
                             }                                                                      \
                     }                                                                              \
@@ -201,31 +224,34 @@ static void run_conv(void *arg)
     int64_t nw = (int64_t)g->w.k * g->w.c * g->w.r * g->w.s;
     int64_t ny = (int64_t)g->y.n * g->y.c * g->y.h * g->y.w;
     int64_t nout = j->pass == FWD ? ny : j->pass == BWD_DATA ? nx : nw;
+    memset(j->ws, 0xA5, j->ws_size); /* overlapping data would be corrupted */
     double *acc = calloc((size_t)nout, sizeof *acc);
     if (acc) {
         if (j->pass == FWD)
-            FOR_EACH_TAP(g, acc[yi] += (double)j->x[xi] * j->w[wi])
+            FOR_EACH_TAP(g, acc[yi] += (double)ld(j, j->x, xi) * ld(j, j->w, wi))
         else if (j->pass == BWD_DATA)
-            FOR_EACH_TAP(g, acc[xi] += (double)j->y[yi] * j->w[wi])
+            FOR_EACH_TAP(g, acc[xi] += (double)ld(j, j->y, yi) * ld(j, j->w, wi))
         else
-            FOR_EACH_TAP(g, acc[wi] += (double)j->y[yi] * j->x[xi])
+            FOR_EACH_TAP(g, acc[wi] += (double)ld(j, j->y, yi) * ld(j, j->x, xi))
         for (int64_t i = 0; i < nout; i++)
-            j->out[i] = (float)(j->alpha * acc[i]) + (j->beta != 0.f ? j->beta * j->out[i] : 0.f);
+            st(j, j->out, i,
+               (float)(j->alpha * acc[i]) + (j->beta != 0.f ? j->beta * ld(j, j->out, i) : 0.f));
     }
     free(acc);
     free(j);
 }
 
 static cudnnStatus_t queue_conv(cudnnHandle_t h, int pass, const conv_geom *g, const void *alpha,
-                                const void *beta, const float *x, const float *w, const float *y,
-                                float *out, void *ws, size_t ws_size)
+                                const void *beta, const void *x, const void *w, const void *y,
+                                void *out, void *ws, size_t ws_size)
 {
     if (ws_size < workspace_bytes(g) || !ws) return bad("convolution: workspace missing or short");
-    if (!stk_host_cuda_is_device(ws, ws_size)) return bad("convolution: workspace not on the device");
-    memset(ws, 0xA5, ws_size); /* "used": overlapping data would be corrupted */
+    if (!stk_host_cuda_is_device(ws, ws_size))
+        return bad("convolution: workspace not on the device");
     conv_job *j = malloc(sizeof *j);
     if (!j) return CUDNN_STATUS_ALLOC_FAILED;
-    *j = (conv_job){pass, *g, *(const float *)alpha, *(const float *)beta, x, w, y, out};
+    *j = (conv_job){pass, *g,     *(const float *)alpha, *(const float *)beta, x, w, y, out,
+                    ws,   ws_size};
     stk_host_cuda_submit(h->stream, run_conv, j);
     return CUDNN_STATUS_SUCCESS;
 }
@@ -280,9 +306,10 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void *alpha,
 /* Algorithm queries: one algorithm (the implicit GEMM one) with this
  * implementation's workspace size. */
 cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(
-    cudnnHandle_t h, const cudnnTensorDescriptor_t srcDesc, const cudnnFilterDescriptor_t filterDesc,
-    const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t destDesc,
-    const int requestedAlgoCount, int *returnedAlgoCount, cudnnConvolutionFwdAlgoPerf_t *perf)
+    cudnnHandle_t h, const cudnnTensorDescriptor_t srcDesc,
+    const cudnnFilterDescriptor_t filterDesc, const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnTensorDescriptor_t destDesc, const int requestedAlgoCount, int *returnedAlgoCount,
+    cudnnConvolutionFwdAlgoPerf_t *perf)
 {
     (void)h;
     conv_geom g;
@@ -298,9 +325,10 @@ cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(
 }
 
 cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
-    cudnnHandle_t h, const cudnnFilterDescriptor_t filterDesc, const cudnnTensorDescriptor_t diffDesc,
-    const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t gradDesc,
-    const int requestedAlgoCount, int *returnedAlgoCount, cudnnConvolutionBwdDataAlgoPerf_t *perf)
+    cudnnHandle_t h, const cudnnFilterDescriptor_t filterDesc,
+    const cudnnTensorDescriptor_t diffDesc, const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnTensorDescriptor_t gradDesc, const int requestedAlgoCount, int *returnedAlgoCount,
+    cudnnConvolutionBwdDataAlgoPerf_t *perf)
 {
     (void)h;
     conv_geom g;
@@ -318,8 +346,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
 cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(
     cudnnHandle_t h, const cudnnTensorDescriptor_t srcDesc, const cudnnTensorDescriptor_t diffDesc,
     const cudnnConvolutionDescriptor_t convDesc, const cudnnFilterDescriptor_t gradDesc,
-    const int requestedAlgoCount, int *returnedAlgoCount,
-    cudnnConvolutionBwdFilterAlgoPerf_t *perf)
+    const int requestedAlgoCount, int *returnedAlgoCount, cudnnConvolutionBwdFilterAlgoPerf_t *perf)
 {
     (void)h;
     conv_geom g;
@@ -345,7 +372,7 @@ typedef struct bn_job {
     float *y, *dscale, *dbias, *run_mean, *run_var, *save_mean, *save_invstd;
 } bn_job;
 
-#define AT(p, i, ch, j) (p)[((int64_t)(i) * J->c + (ch)) * J->hw + (j)]
+#define AT(p, i, ch, j) (p)[((int64_t)(i)*J->c + (ch)) * J->hw + (j)]
 
 static void run_bn(void *arg)
 {
@@ -401,8 +428,10 @@ static void run_bn(void *arg)
                 float *out = &AT(J->y, i, ch, j);
                 *out = J->a * v + (J->b != 0.f ? J->b * *out : 0.f);
             }
-        J->dscale[ch] = J->a_param * (float)sdyx + (J->b_param != 0.f ? J->b_param * J->dscale[ch] : 0.f);
-        J->dbias[ch] = J->a_param * (float)sdy + (J->b_param != 0.f ? J->b_param * J->dbias[ch] : 0.f);
+        J->dscale[ch] =
+            J->a_param * (float)sdyx + (J->b_param != 0.f ? J->b_param * J->dscale[ch] : 0.f);
+        J->dbias[ch] =
+            J->a_param * (float)sdy + (J->b_param != 0.f ? J->b_param * J->dbias[ch] : 0.f);
     }
     free(J);
 }
@@ -413,6 +442,7 @@ static cudnnStatus_t bn_shapes(cudnnBatchNormMode_t mode, const cudnnTensorDescr
 {
     if (mode != CUDNN_BATCHNORM_SPATIAL) return bad("batch norm: only the spatial mode here");
     if (!x->set || !y->set || !p->set) return bad("batch norm: a descriptor was never set");
+    if (x->half || y->half || p->half) return bad("batch norm: float tensors only here");
     if (x->n != y->n || x->c != y->c || x->h != y->h || x->w != y->w)
         return bad("batch norm: x and y descriptors differ");
     if (p->n != 1 || p->c != x->c || p->h != 1 || p->w != 1)

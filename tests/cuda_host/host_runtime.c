@@ -493,7 +493,10 @@ cudaError_t cudaGetDeviceCount(int *count)
     return cudaSuccess;
 }
 
-cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice); }
+cudaError_t cudaSetDevice(int device)
+{
+    return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice);
+}
 
 cudaError_t cudaGetDevice(int *device)
 {
