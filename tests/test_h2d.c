@@ -6,6 +6,9 @@
  * loader's own batches. */
 #include "check_main.h"
 #include "loader/h2d.h"
+#ifdef STOKE_CUDA_EMULATED
+#include "kernels/cuda/cuda_device.h"
+#endif
 #include "storage/writer.h"
 #include "test_tmpdir.h"
 
@@ -266,6 +269,49 @@ START_TEST(test_h2d_matches_in_place_and_overlaps)
 }
 END_TEST
 
+#ifdef STOKE_CUDA_EMULATED
+/* The CUDA copy engine (copy stream, events, cudaHostAlloc ring) under the
+ * host CUDA runtime: the same batches as the in-place path, in order, the
+ * held batch untouched while later copies run. (The test reads device
+ * memory directly: in the emulation it is host memory. A missing event wait
+ * would be a data race with the copy stream's thread, which TSan reports.) */
+START_TEST(test_h2d_on_cuda_streams)
+{
+    test_tmpdir_create("h2d_cuda");
+    make_raw_dataset(200);
+    static epoch_ref ref, got;
+    stk_loader *l = open_loader(2, 3);
+    stk_h2d *h;
+    ck_assert_int_eq(stk_h2d_open(l, stk_copy_engine_cpu(), &h), STK_OK);
+    collect(h, l, 0, &ref, NULL, 0);
+    stk_h2d_close(h);
+    stk_loader_close(l);
+    const stk_copy_engine *ce;
+    ck_assert_int_eq(stk_copy_engine_cuda(&ce), STK_OK); /* the context: pinned rings from now */
+    ck_assert(!ce->in_place);
+    for (int workers = 1; workers <= 2; workers++) {
+        l = open_loader(workers, 2);
+        ck_assert_int_eq(stk_h2d_open(l, ce, &h), STK_OK);
+        for (uint64_t epoch = 0; epoch < 2; epoch++) {
+            collect(h, l, epoch, &got, NULL, 500);
+            ck_assert_int_eq(got.n, ref.n);
+            check_batches(&got);
+            if (epoch == 0)
+                for (int k = 0; k < ref.n; k++) {
+                    ck_assert_msg(!memcmp(got.px[k], ref.px[k], (size_t)ref.count[k] * 64),
+                                  "batch %d differs (workers %d)", k, workers);
+                    ck_assert(!memcmp(got.labels[k], ref.labels[k], (size_t)ref.count[k] * 4));
+                }
+        }
+        ck_assert_uint_eq(stk_h2d_copies(h), 2 * 2 * 13);
+        stk_h2d_close(h);
+        stk_loader_close(l);
+    }
+    test_tmpdir_remove();
+}
+END_TEST
+#endif
+
 START_TEST(test_h2d_misuse_and_early_close)
 {
     test_tmpdir_create("h2d");
@@ -297,6 +343,9 @@ static Suite *h2d_suite(void)
     tcase_set_timeout(t, 120);
     tcase_add_test(t, test_h2d_matches_in_place_and_overlaps);
     tcase_add_test(t, test_h2d_misuse_and_early_close);
+#ifdef STOKE_CUDA_EMULATED
+    tcase_add_test(t, test_h2d_on_cuda_streams);
+#endif
     suite_add_tcase(s, t);
     return s;
 }
