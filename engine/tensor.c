@@ -220,11 +220,14 @@ stk_status stk_tensor_to_host(const stk_tensor *t, void *dst, size_t bytes)
         return stk_error(STK_ERR_INVALID_ARG, "to_host: %zu bytes given, %s %s tensor needs %zu",
                          bytes, stk_tensor_shape_str(t), stk_dtype_name(t->dtype), need);
     if (t->storage->device != STK_DEVICE_CPU) { /* contiguous on the device, then across */
-        stk_tensor *host;
-        stk_status st = tensor_new(STK_DEVICE_CPU, t->dtype, t->ndim, t->shape, false, &host);
-        if (st != STK_OK) return st;
-        if ((st = copy_across_devices(host, t)) == STK_OK) memcpy(dst, tensor_ptr(host), need);
-        stk_tensor_release(host);
+        const stk_backend *be;
+        stk_tensor *c;
+        stk_status st;
+        if ((st = backend_of(t, &be)) != STK_OK ||
+            (st = tensor_contiguous_raw((stk_tensor *)t, &c)) != STK_OK)
+            return st;
+        st = be->to_host(dst, tensor_ptr(c), need);
+        stk_tensor_release(c);
         return st;
     }
     int64_t strides[STK_MAX_DIMS];
@@ -249,7 +252,9 @@ stk_status stk_tensor_copy_from_host(stk_tensor *t, const void *src, size_t byte
     const stk_backend *be;
     stk_status st = backend_of(t, &be);
     if (st != STK_OK) return st;
-    if (t->storage->device != STK_DEVICE_CPU) { /* through a host tensor of the same shape */
+    if (t->storage->device != STK_DEVICE_CPU && stk_tensor_is_contiguous(t))
+        return be->from_host(tensor_ptr(t), src, need);
+    if (t->storage->device != STK_DEVICE_CPU) { /* strided: through a host tensor */
         stk_tensor *host;
         if ((st = tensor_new(STK_DEVICE_CPU, t->dtype, t->ndim, t->shape, false, &host)) != STK_OK)
             return st;
@@ -292,7 +297,9 @@ static stk_status copy_across_devices(stk_tensor *dst, const stk_tensor *src)
     if ((st = backend_of(src, &bs)) != STK_OK || (st = backend_of(dst, &bd)) != STK_OK) return st;
     stk_tensor *c = NULL, *landing = NULL;
     void *bounce = NULL;
-    if ((st = to_dtype_raw(src, dst->dtype, &c)) != STK_OK) return st;
+    st = src->dtype == dst->dtype ? tensor_contiguous_raw((stk_tensor *)src, &c)
+                                  : to_dtype_raw(src, dst->dtype, &c);
+    if (st != STK_OK) return st;
     if (stk_tensor_is_contiguous(dst)) {
         landing = dst;
         stk_tensor_retain(dst);

@@ -283,7 +283,9 @@ stk_status stk_cudnn_conv2d_backward_weight_f16(const stk_conv2d_desc *d, const 
 typedef struct bn_call {
     stk_cuda_ctx *cx;
     cudnnTensorDescriptor_t x, param;
-    float *scratch; /* ones[c], zeros[c], two dummies[c] (+ a dummy dx[n c hw] when asked) */
+    /* ones[c], zeros[c] for absent gamma/beta; then sinks cuDNN writes to when the
+     * caller asked for no ggamma [c], gbeta [c] or gx [n c hw] */
+    float *scratch;
     size_t scratch_bytes;
 } bn_call;
 
@@ -367,13 +369,13 @@ void stk_cudnn_batch_norm_backward(int64_t n, int64_t c, int64_t hw, const float
     stk_status st = bn_begin(&b, n, c, hw, gx == NULL);
     if (st == STK_OK) {
         const float one = 1.f, zero = 0.f;
-        float *dummy = b.scratch + 2 * c; /* for the gradients nobody asked for: 2c, 3c, 4c.. */
+        float *sink = b.scratch + 2 * c; /* cuDNN writes every gradient: unwanted ones land here */
         /* epsilon is unused when the saved mean and 1/std are passed */
         st = stk_cudnn_check(cudnnBatchNormalizationBackward(
                                  b.cx->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, b.x,
                                  x, b.x, gy, b.x, gx ? gx : b.scratch + 4 * c, b.param,
-                                 gamma ? gamma : b.scratch, ggamma ? ggamma : dummy,
-                                 gbeta ? gbeta : dummy + c, 1e-5, save_mean, save_invstd),
+                                 gamma ? gamma : b.scratch, ggamma ? ggamma : sink,
+                                 gbeta ? gbeta : sink + c, 1e-5, save_mean, save_invstd),
                              "batch_norm backward");
     }
     bn_end(&b);
