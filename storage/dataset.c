@@ -1,127 +1,158 @@
 #include "storage/dataset.h"
 
-#include "storage/lmdb_status.h"
-#include "storage/record_index.h"
+#include "storage/lmdb_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 struct stk_dataset {
     char *path;
-    int fd; /* for pread; LMDB keeps its own */
+    int fd; /* for pread */
     uint64_t file_size;
-    MDB_env *env;
-    MDB_txn *txn; /* one read transaction for the dataset's lifetime */
-    MDB_dbi records;
+    const uint8_t *map; /* the whole file, read-only */
     stk_meta meta;
     uint64_t *offsets; /* record index: file offset of each record's value */
     uint32_t *lengths;
     uint32_t max_length;
-    const uint8_t *map; /* where LMDB mapped file offset map_offset */
-    uint64_t map_offset;
 };
 
-/* Meta values are not NUL-terminated in LMDB: copies are kept until decode ends. */
-typedef struct meta_get_ctx {
-    MDB_txn *txn;
-    MDB_dbi dbi;
-    char *copies[32];
+/* The meta database's (key, value) pairs, as found by the walk. */
+typedef struct meta_pairs {
+    const uint8_t *map;
+    struct {
+        const uint8_t *key, *value;
+        uint32_t key_len;
+        uint64_t value_len;
+    } item[64];
     int n;
-} meta_get_ctx;
+    char *copies[64]; /* NUL-terminated values handed to stk_meta_decode */
+    int ncopies;
+} meta_pairs;
+
+static stk_status collect_meta(void *ctx, const uint8_t *key, uint32_t key_len,
+                               uint64_t value_offset, uint64_t value_len)
+{
+    meta_pairs *m = ctx;
+    if (m->n == 64) return stk_error(STK_ERR_CORRUPT, "damaged (meta: more than 64 keys)");
+    m->item[m->n].key = key;
+    m->item[m->n].key_len = key_len;
+    m->item[m->n].value = m->map + value_offset;
+    m->item[m->n].value_len = value_len;
+    m->n++;
+    return STK_OK;
+}
 
 static const char *meta_get(void *p, const char *key)
 {
-    meta_get_ctx *c = p;
-    MDB_val k = {strlen(key), (void *)key}, v;
-    if (mdb_get(c->txn, c->dbi, &k, &v) != 0 || c->n == 32) return NULL;
-    char *s = strndup(v.mv_data, v.mv_size);
-    if (s) c->copies[c->n++] = s;
-    return s;
+    meta_pairs *m = p;
+    size_t len = strlen(key);
+    for (int i = 0; i < m->n; i++) {
+        if (m->item[i].key_len != len || memcmp(m->item[i].key, key, len) != 0) continue;
+        if (m->ncopies == 64) return NULL;
+        /* Values are not NUL-terminated in the file; one with a NUL inside
+         * would be cut short, so it reads as malformed (NULL). */
+        if (memchr(m->item[i].value, '\0', m->item[i].value_len)) return NULL;
+        char *s = strndup((const char *)m->item[i].value, m->item[i].value_len);
+        if (s) m->copies[m->ncopies++] = s;
+        return s;
+    }
+    return NULL;
 }
 
-static uint64_t key_index(const MDB_val *k)
+static uint64_t key_index(const uint8_t *b)
 {
-    const uint8_t *b = k->mv_data;
     uint64_t v = 0;
     for (int i = 0; i < 8; i++) v = v << 8 | b[i];
     return v;
 }
 
-/* Walk the records once: check keys are 0..count-1 and note each value's
- * (offset, length). Values point into LMDB's map of the file. */
-static stk_status build_index(stk_dataset *ds)
+typedef struct index_walk {
+    stk_dataset *ds;
+    uint64_t i;
+} index_walk;
+
+/* One record of the walk: keys must be 0..count-1 in order. */
+static stk_status index_entry(void *ctx, const uint8_t *key, uint32_t key_len,
+                              uint64_t value_offset, uint64_t value_len)
+{
+    index_walk *w = ctx;
+    stk_dataset *ds = w->ds;
+    uint64_t n = ds->meta.count, i = w->i;
+    if (key_len != 8 || i >= n || key_index(key) != i)
+        return stk_error(STK_ERR_CORRUPT,
+                         "damaged (record keys are not 0..%" PRIu64 " in order, at record %" PRIu64
+                         ")",
+                         n - 1, i);
+    if (value_len > UINT32_MAX)
+        return stk_error(STK_ERR_CORRUPT, "damaged (record %" PRIu64 " is larger than 4 GiB)", i);
+    ds->offsets[i] = value_offset;
+    ds->lengths[i] = (uint32_t)value_len;
+    if (ds->lengths[i] > ds->max_length) ds->max_length = ds->lengths[i];
+    w->i++;
+    return STK_OK;
+}
+
+/* Walk the records once: the index of (offset, length) per record. */
+static stk_status build_index(stk_dataset *ds, stk_lmdb_file *f)
 {
     uint64_t n = ds->meta.count;
-    ds->offsets = malloc((n ? n : 1) * sizeof *ds->offsets);
-    ds->lengths = malloc((n ? n : 1) * sizeof *ds->lengths);
-    if (!ds->offsets || !ds->lengths)
-        return stk_error(STK_ERR_NOMEM, "%s: out of memory", ds->path);
-    MDB_cursor *cur;
-    int rc = mdb_cursor_open(ds->txn, ds->records, &cur);
-    if (rc) return stk_lmdb_status(rc, "%s", ds->path);
-    stk_status st = STK_OK;
-    uintptr_t map_start = 0;
-    uint64_t map_offset = 0;
-    MDB_val k, v;
-    uint64_t i = 0;
-    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
-         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT), i++) {
-        if (k.mv_size != 8 || i >= n || key_index(&k) != i) {
-            st = stk_error(STK_ERR_CORRUPT,
-                           "%s: record keys are not 0..%" PRIu64 " in order (at %" PRIu64 ")",
-                           ds->path, n - 1, i);
-            goto out;
-        }
-        if (v.mv_size > UINT32_MAX) {
-            st = stk_error(STK_ERR_CORRUPT, "%s: record %" PRIu64 " is larger than 4 GiB", ds->path,
-                           i);
-            goto out;
-        }
-        if (i == 0 && (st = stk_find_mapping(v.mv_data, &map_start, &map_offset))) {
-            stk_error_prefix(st, "%s", ds->path);
-            goto out;
-        }
-        if (i == 0) ds->map = (const uint8_t *)map_start, ds->map_offset = map_offset;
-        uintptr_t p = (uintptr_t)v.mv_data;
-        ds->offsets[i] = (uint64_t)(p - map_start) + map_offset;
-        ds->lengths[i] = (uint32_t)v.mv_size;
-        if (ds->lengths[i] > ds->max_length) ds->max_length = ds->lengths[i];
-        if (ds->offsets[i] + v.mv_size > ds->file_size) {
-            st = stk_error(STK_ERR_CORRUPT, "%s: record %" PRIu64 " lies past the end of the file",
-                           ds->path, i);
-            goto out;
-        }
-    }
-    if (rc != MDB_NOTFOUND) {
-        st = stk_lmdb_status(rc, "%s: reading record %" PRIu64, ds->path, i);
+    stk_lmdb_db recs;
+    stk_status st = stk_lmdb_file_find_db(f, "records", &recs);
+    if (st) return st;
+    /* The count comes from the file: bound it before allocating for it. */
+    if (recs.entries != n || n > ds->file_size / STK_RECORD_HEADER_SIZE)
+        return stk_error(STK_ERR_CORRUPT,
+                         "damaged (meta says %" PRIu64 " records, the records database %" PRIu64
+                         ")",
+                         n, recs.entries);
+    ds->offsets = calloc(n ? n : 1, sizeof *ds->offsets);
+    ds->lengths = calloc(n ? n : 1, sizeof *ds->lengths);
+    if (!ds->offsets || !ds->lengths) return stk_error(STK_ERR_NOMEM, "out of memory");
+    index_walk w = {ds, 0};
+    st = stk_lmdb_file_walk(f, "records", index_entry, &w);
+    if (st) return st;
+    if (w.i != n)
+        return stk_error(STK_ERR_CORRUPT,
+                         "damaged (meta says %" PRIu64 " records, the file holds %" PRIu64 ")", n,
+                         w.i);
+    return STK_OK;
+}
+
+/* Read the meta and the record index from the validated LMDB file. */
+static stk_status read_dataset(stk_dataset *ds)
+{
+    stk_lmdb_file f;
+    stk_status st = stk_lmdb_file_init(&f, ds->map, ds->file_size);
+    if (st == STK_ERR_FORMAT) return stk_error_prefix(st, "not a Stoke dataset");
+    if (st) return st;
+    meta_pairs *m = calloc(1, sizeof *m);
+    if (!m) {
+        st = stk_error(STK_ERR_NOMEM, "out of memory");
         goto out;
     }
-    if (i != n) {
-        st =
-            stk_error(STK_ERR_CORRUPT, "%s: meta says %" PRIu64 " records, the file holds %" PRIu64,
-                      ds->path, n, i);
+    m->map = ds->map;
+    st = stk_lmdb_file_walk(&f, "meta", collect_meta, m);
+    stk_lmdb_db recs;
+    if (st == STK_END || (!st && stk_lmdb_file_find_db(&f, "records", &recs) == STK_END)) {
+        st = stk_error(STK_ERR_FORMAT, "not a Stoke dataset (an LMDB file without its "
+                                       "\"meta\" and \"records\" databases)");
         goto out;
     }
-    /* The index must agree with the file: compare record 0's first bytes. */
-    if (n > 0) {
-        uint8_t head[32];
-        size_t len = ds->lengths[0] < sizeof head ? ds->lengths[0] : sizeof head;
-        mdb_cursor_get(cur, &k, &v, MDB_FIRST);
-        if (pread(ds->fd, head, len, (off_t)ds->offsets[0]) != (ssize_t)len ||
-            memcmp(head, v.mv_data, len) != 0) {
-            st = stk_error(STK_ERR_INTERNAL, "%s: record index does not match the file", ds->path);
-            goto out;
-        }
-    }
+    if (st) goto out;
+    st = stk_meta_decode(&ds->meta, meta_get, m);
+    for (int i = 0; i < m->ncopies; i++) free(m->copies[i]);
+    if (st) goto out;
+    st = build_index(ds, &f);
 out:
-    mdb_cursor_close(cur);
+    free(m);
+    stk_lmdb_file_deinit(&f);
     return st;
 }
 
@@ -150,65 +181,23 @@ stk_status stk_dataset_open(const char *path, stk_dataset **out)
         goto fail;
     }
     ds->file_size = (uint64_t)sb.st_size;
-    if (ds->file_size < 8192) {
+    if (ds->file_size < 512 || ds->file_size > SIZE_MAX) {
         st = stk_error(STK_ERR_FORMAT,
                        "%s: not a Stoke dataset (%" PRIu64 " bytes, too small for LMDB)", path,
                        ds->file_size);
         goto fail;
     }
-    int rc = mdb_env_create(&ds->env);
-    if (!rc) rc = mdb_env_set_maxdbs(ds->env, 2);
-    if (!rc)
-        rc = mdb_env_open(ds->env, path,
-                          MDB_RDONLY | MDB_NOLOCK | MDB_NORDAHEAD | MDB_NOSUBDIR | MDB_NOTLS, 0);
-    if (rc == MDB_INVALID) {
-        st = stk_error(STK_ERR_FORMAT, "%s: not a Stoke dataset (not an LMDB file)", path);
+    void *map = mmap(NULL, ds->file_size, PROT_READ, MAP_SHARED, ds->fd, 0);
+    if (map == MAP_FAILED) {
+        st = stk_error(STK_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
         goto fail;
     }
-    if (rc) {
-        st = stk_lmdb_status(rc, "%s", path);
-        goto fail;
-    }
-    /* LMDB maps the file unchecked: refuse a file shorter than its meta page says. */
-    MDB_envinfo info;
-    MDB_stat est;
-    mdb_env_info(ds->env, &info);
-    mdb_env_stat(ds->env, &est);
-    uint64_t need = ((uint64_t)info.me_last_pgno + 1) * est.ms_psize;
-    if (ds->file_size < need) {
-        st = stk_error(STK_ERR_CORRUPT,
-                       "%s: file is truncated: %" PRIu64 " bytes, but its LMDB meta page says it "
-                       "holds %" PRIu64 " (re-pack or copy it again)",
-                       path, ds->file_size, need);
-        goto fail;
-    }
-    rc = mdb_txn_begin(ds->env, NULL, MDB_RDONLY, &ds->txn);
-    if (rc) {
-        st = stk_lmdb_status(rc, "%s", path);
-        goto fail;
-    }
-    MDB_dbi meta_dbi;
-    rc = mdb_dbi_open(ds->txn, "meta", 0, &meta_dbi);
-    if (!rc) rc = mdb_dbi_open(ds->txn, "records", 0, &ds->records);
-    if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
-        st = stk_error(STK_ERR_FORMAT,
-                       "%s: not a Stoke dataset (an LMDB file without its "
-                       "\"meta\" and \"records\" databases)",
-                       path);
-        goto fail;
-    }
-    if (rc) {
-        st = stk_lmdb_status(rc, "%s", path);
-        goto fail;
-    }
-    meta_get_ctx mc = {.txn = ds->txn, .dbi = meta_dbi};
-    st = stk_meta_decode(&ds->meta, meta_get, &mc);
-    for (int i = 0; i < mc.n; i++) free(mc.copies[i]);
-    if (st) {
+    ds->map = map;
+    madvise(map, ds->file_size, MADV_RANDOM); /* the walk touches leaf pages only */
+    if ((st = read_dataset(ds))) {
         stk_error_prefix(st, "%s", path);
         goto fail;
     }
-    if ((st = build_index(ds))) goto fail;
     *out = ds;
     return STK_OK;
 fail:
@@ -219,8 +208,7 @@ fail:
 void stk_dataset_close(stk_dataset *ds)
 {
     if (!ds) return;
-    if (ds->txn) mdb_txn_abort(ds->txn);
-    if (ds->env) mdb_env_close(ds->env);
+    if (ds->map) munmap((void *)ds->map, ds->file_size);
     if (ds->fd >= 0) close(ds->fd);
     stk_meta_deinit(&ds->meta);
     free(ds->offsets);
@@ -248,16 +236,13 @@ stk_status stk_dataset_get(stk_dataset *ds, uint64_t index, stk_record *out, boo
 {
     stk_status st = check_index(ds, index);
     if (st) return st;
-    uint8_t k[8];
-    stk_record_key(index, k);
-    MDB_val key = {8, k}, val;
-    int rc = mdb_get(ds->txn, ds->records, &key, &val);
-    if (rc) return stk_lmdb_status(rc, "%s: record %" PRIu64, ds->path, index);
-    st = stk_record_decode(val.mv_data, val.mv_size, check_crc, out);
+    const uint8_t *val = ds->map + ds->offsets[index];
+    size_t len = ds->lengths[index];
+    st = stk_record_decode(val, len, check_crc, out);
     if (st) {
         /* Name the source when the header is sane enough to find it. */
         if (out->name_len > 0 && out->name_len <= STK_RECORD_MAX_NAME &&
-            STK_RECORD_HEADER_SIZE + (size_t)out->name_len <= val.mv_size)
+            STK_RECORD_HEADER_SIZE + (size_t)out->name_len <= len)
             return stk_error_prefix(st, "record %" PRIu64 " (%.*s)", index, (int)out->name_len,
                                     out->name);
         return stk_error_prefix(st, "record %" PRIu64, index);
@@ -310,6 +295,6 @@ stk_status stk_dataset_map_view(const stk_dataset *ds, uint64_t index, const uin
     uint64_t off;
     stk_status st = stk_dataset_span(ds, index, &off, length);
     if (st) return st;
-    *data = ds->map + (off - ds->map_offset);
+    *data = ds->map + off;
     return STK_OK;
 }

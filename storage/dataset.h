@@ -10,19 +10,16 @@
  *     }
  *     stk_dataset_close(ds);
  *
- * Opening is read-only and makes no lock file (MDB_RDONLY | MDB_NOLOCK |
- * MDB_NORDAHEAD). LMDB maps the file without checking it, so a file cut
- * short would kill a plain reader with SIGBUS: open compares the file size
- * with what LMDB's meta page says the file holds and refuses a short file.
- * It then validates the meta and builds the record index: (file offset,
- * length) of every record's value, found by walking the records once (leaf
- * pages only) and locating LMDB's mapping of the file in /proc/self/maps.
- * The index lets the loader read records with pread/io_uring instead of
- * page faults.
+ * Opening maps the file read-only and reads it with Stoke's own validating
+ * reader of LMDB's format (storage/lmdb_file.h), never with liblmdb: a
+ * damaged or hostile file is refused with "PATH: damaged (what, where)"
+ * before any value from it is trusted. Open reads the meta, checks its values
+ * and builds the record index: (file offset, length) of every record's value,
+ * found by walking the records once (leaf pages only). The index lets the
+ * loader read records with pread/io_uring instead of page faults.
  *
- * Threading: stk_dataset_get uses the dataset's one LMDB read transaction:
- * one thread at a time. stk_dataset_span and stk_dataset_pread are safe from
- * any number of threads.
+ * Threading: every function but open and close is safe from any number of
+ * threads (the dataset does not change after open).
  */
 #pragma once
 
@@ -36,8 +33,9 @@
 typedef struct stk_dataset stk_dataset;
 
 /* Open `path`. Errors: STK_ERR_IO (missing, unreadable), STK_ERR_FORMAT (not
- * a Stoke dataset, unknown version), STK_ERR_CORRUPT (truncated file, bad
- * meta, record keys not 0..count-1), STK_ERR_NOMEM. Messages start with path. */
+ * a Stoke dataset, unknown version), STK_ERR_CORRUPT (truncated or damaged
+ * file, bad meta, record keys not 0..count-1), STK_ERR_NOMEM. Messages start
+ * with path. */
 stk_status stk_dataset_open(const char *path, stk_dataset **out);
 
 /* Unmap and free. NULL is a no-op. Record views from get() die here. */
@@ -48,7 +46,7 @@ uint64_t stk_dataset_count(const stk_dataset *ds);
 const char *stk_dataset_path(const stk_dataset *ds);
 uint64_t stk_dataset_file_size(const stk_dataset *ds);
 
-/* Record `index` through LMDB, header and CRC checked (check_crc false skips
+/* Record `index` from the map, header and CRC checked (check_crc false skips
  * the CRC). Views point into the map. Errors: STK_ERR_INVALID_ARG (index out
  * of range), STK_ERR_CORRUPT / STK_ERR_FORMAT with "record N (name): reason". */
 stk_status stk_dataset_get(stk_dataset *ds, uint64_t index, stk_record *out, bool check_crc);
@@ -64,10 +62,9 @@ stk_status stk_dataset_span(const stk_dataset *ds, uint64_t index, uint64_t *off
 stk_status stk_dataset_pread(const stk_dataset *ds, uint64_t index, void *buf, size_t cap,
                              size_t *len);
 
-/* Record `index`'s bytes where LMDB mapped them (no copy, no LMDB call:
- * safe from any thread). Valid until close. Touching them after the file
- * was truncated under the reader raises SIGBUS: callers that must survive
- * that check the file size first (the loader's mmap backend does). */
+/* Record `index`'s bytes where the dataset mapped them (no copy). Valid until close. Touching them
+ * after the file was truncated under the reader raises SIGBUS: callers that must survive that check
+ * the file size first (the loader's mmap backend does). */
 stk_status stk_dataset_map_view(const stk_dataset *ds, uint64_t index, const uint8_t **data,
                                 uint32_t *length);
 
