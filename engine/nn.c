@@ -3,6 +3,7 @@
 #include "engine/nn_impl.h"
 #include "engine/ops_impl.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,6 +174,48 @@ const stk_param *stk_model_param(const stk_model *m, int i)
 }
 const char *stk_model_name(const stk_model *m) { return m->name; }
 const stk_model_config *stk_model_get_config(const stk_model *m) { return &m->cfg; }
+
+/* One pass over every f32 tensor through the backend's loss-unscaling
+ * kernel with a factor of 1 (an exact identity, NaN and inf included), whose
+ * flag says whether any value is not finite; the slow search for the name
+ * runs only then. */
+stk_status stk_model_check_finite(const stk_model *m, const char **bad)
+{
+    *bad = NULL;
+    stk_tensor *flag = NULL;
+    const stk_backend *be = NULL;
+    stk_status st = STK_OK;
+    for (int i = 0; i < m->n_params && st == STK_OK; i++) {
+        stk_tensor *p = m->params[i].value;
+        if (stk_tensor_dtype(p) != STK_F32 || !stk_tensor_is_contiguous(p)) continue;
+        if (!flag &&
+            ((st = backend_of(p, &be)) != STK_OK ||
+             (st = tensor_new(stk_tensor_device(p), STK_I32, 0, NULL, true, &flag)) != STK_OK))
+            break;
+        be->amp_unscale(stk_tensor_numel(p), tensor_f32(p), 1.0f, (int32_t *)tensor_ptr(flag));
+    }
+    int32_t found = 0;
+    if (st == STK_OK && flag) st = stk_tensor_to_host(flag, &found, sizeof found);
+    stk_tensor_release(flag);
+    if (st != STK_OK || !found) return st;
+    for (int i = 0; i < m->n_params && !*bad; i++) {
+        stk_tensor *p = m->params[i].value;
+        if (stk_tensor_dtype(p) != STK_F32) continue;
+        int64_t n = stk_tensor_numel(p);
+        float *h = malloc((size_t)(n ? n : 1) * sizeof *h);
+        if (!h) return stk_error(STK_ERR_NOMEM, "out of memory");
+        if ((st = stk_tensor_to_host(p, h, (size_t)n * sizeof *h)) == STK_OK)
+            for (int64_t k = 0; k < n; k++)
+                if (!isfinite(h[k])) {
+                    *bad = m->params[i].name;
+                    break;
+                }
+        free(h);
+        if (st) return st;
+    }
+    if (!*bad) *bad = "?";
+    return STK_OK;
+}
 
 const stk_param *stk_model_find(const stk_model *m, const char *name)
 {

@@ -82,6 +82,12 @@ int stk_model_param_count(const stk_model *m);
 const stk_param *stk_model_param(const stk_model *m, int i);
 /* Find by name (NULL when absent). */
 const stk_param *stk_model_find(const stk_model *m, const char *name);
+
+/* Whether every f32 parameter and buffer is finite: *bad gets NULL, or the
+ * name of the first one holding a NaN or an infinity (training diverged
+ * even where the loss stayed finite, e.g. NaNs swallowed by ReLU). One pass
+ * over the weights; waits for the device. */
+stk_status stk_model_check_finite(const stk_model *m, const char **bad);
 /* Total number of trainable scalars. */
 int64_t stk_model_trainable_numel(const stk_model *m);
 /* Freeze (requires_grad off) or unfreeze every parameter whose name starts

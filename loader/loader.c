@@ -119,12 +119,8 @@ static stk_status make_sample(worker *w, slot *s, int j, const uint8_t *bytes, s
 {
     stk_loader *l = w->l;
     stk_record r;
-    stk_status st = stk_record_decode(bytes, len, !l->o.read_only, &r);
+    stk_status st = stk_dataset_decode(l->ds, bytes, len, !l->o.read_only, &r);
     if (st) return st;
-    const stk_meta *m = stk_dataset_meta(l->ds);
-    if (r.label < 0 || (uint32_t)r.label >= m->num_classes)
-        return stk_error(STK_ERR_CORRUPT, "label %d, the dataset has %u classes", r.label,
-                         m->num_classes);
     s->b.labels[j] = r.label;
     s->b.indices[j] = index;
     if (l->o.read_only) return STK_OK;

@@ -66,6 +66,29 @@ static const char *meta_get(void *p, const char *key)
     return NULL;
 }
 
+/* Format version 2: the meta's own checksum over every other pair. */
+static stk_status check_meta_checksum(const meta_pairs *m)
+{
+    stk_meta_pair pairs[64] = {{0}};
+    const char *stored = NULL;
+    size_t stored_len = 0;
+    for (int i = 0; i < m->n; i++) {
+        pairs[i] = (stk_meta_pair){(const char *)m->item[i].key, m->item[i].key_len,
+                                   (const char *)m->item[i].value, m->item[i].value_len};
+        if (m->item[i].key_len == 8 && memcmp(m->item[i].key, "checksum", 8) == 0)
+            stored = pairs[i].value, stored_len = pairs[i].value_len;
+    }
+    char want[16];
+    snprintf(want, sizeof want, "%08x", stk_meta_checksum(pairs, (size_t)m->n));
+    if (!stored)
+        return stk_error(STK_ERR_CORRUPT, "damaged (meta: no \"checksum\" in a version 2 file)");
+    if (stored_len != 8 || memcmp(stored, want, 8) != 0)
+        return stk_error(STK_ERR_CORRUPT,
+                         "damaged (meta: checksum %.*s stored, %s computed: a meta value changed)",
+                         (int)(stored_len < 16 ? stored_len : 16), stored, want);
+    return STK_OK;
+}
+
 static uint64_t key_index(const uint8_t *b)
 {
     uint64_t v = 0;
@@ -149,6 +172,7 @@ static stk_status read_dataset(stk_dataset *ds)
     st = stk_meta_decode(&ds->meta, meta_get, m);
     for (int i = 0; i < m->ncopies; i++) free(m->copies[i]);
     if (st) goto out;
+    if (ds->meta.version >= 2 && (st = check_meta_checksum(m))) goto out;
     st = build_index(ds, &f);
 out:
     free(m);
@@ -238,7 +262,7 @@ stk_status stk_dataset_get(stk_dataset *ds, uint64_t index, stk_record *out, boo
     if (st) return st;
     const uint8_t *val = ds->map + ds->offsets[index];
     size_t len = ds->lengths[index];
-    st = stk_record_decode(val, len, check_crc, out);
+    st = stk_dataset_decode(ds, val, len, check_crc, out);
     if (st) {
         /* Name the source when the header is sane enough to find it. */
         if (out->name_len > 0 && out->name_len <= STK_RECORD_MAX_NAME &&
@@ -247,6 +271,29 @@ stk_status stk_dataset_get(stk_dataset *ds, uint64_t index, stk_record *out, boo
                                     out->name);
         return stk_error_prefix(st, "record %" PRIu64, index);
     }
+    return STK_OK;
+}
+
+stk_status stk_dataset_decode(const stk_dataset *ds, const void *bytes, size_t len, bool check_crc,
+                              stk_record *out)
+{
+    stk_status st = stk_record_decode(bytes, len, check_crc, out);
+    if (st) return st;
+    const stk_meta *m = &ds->meta;
+    /* A version 1 record inside a version 2 file would dodge the header CRC. */
+    if (out->version != m->version)
+        return stk_error(STK_ERR_CORRUPT, "record version %u in a version %u file", out->version,
+                         m->version);
+    if ((uint32_t)out->label >= m->num_classes)
+        return stk_error(STK_ERR_CORRUPT, "label %d, the dataset has %u classes", out->label,
+                         m->num_classes);
+    if (out->encoding != m->encoding || out->width < m->min_width || out->width > m->max_width ||
+        out->height < m->min_height || out->height > m->max_height)
+        return stk_error(STK_ERR_CORRUPT,
+                         "%s %ux%u record, the dataset's meta says %s %u..%u x %u..%u",
+                         stk_encoding_name(out->encoding), out->width, out->height,
+                         stk_encoding_name(m->encoding), m->min_width, m->max_width, m->min_height,
+                         m->max_height);
     return STK_OK;
 }
 

@@ -51,6 +51,13 @@ uint64_t stk_dataset_file_size(const stk_dataset *ds);
  * of range), STK_ERR_CORRUPT / STK_ERR_FORMAT with "record N (name): reason". */
 stk_status stk_dataset_get(stk_dataset *ds, uint64_t index, stk_record *out, bool check_crc);
 
+/* Decode a record's bytes (however they were read) and check them against
+ * the dataset: stk_record_decode's checks, the record version equal to the
+ * file's, the label below the class count, the encoding and the size within
+ * the meta's. Errors as stk_record_decode (the caller adds which record). */
+stk_status stk_dataset_decode(const stk_dataset *ds, const void *bytes, size_t len, bool check_crc,
+                              stk_record *out);
+
 /* Where record `index` lies in the file: byte offset and length of its value. */
 stk_status stk_dataset_span(const stk_dataset *ds, uint64_t index, uint64_t *offset,
                             uint32_t *length);

@@ -1,8 +1,11 @@
 #include "storage/meta.h"
 
+#include "common/crc32c.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +72,68 @@ static void sb_append(strbuf *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
+static int pair_cmp(const void *a, const void *b)
+{
+    const stk_meta_pair *x = a, *y = b;
+    size_t n = x->key_len < y->key_len ? x->key_len : y->key_len;
+    int c = memcmp(x->key, y->key, n);
+    return c ? c : (x->key_len > y->key_len) - (x->key_len < y->key_len);
+}
+
+uint32_t stk_meta_checksum(const stk_meta_pair *pairs, size_t n)
+{
+    uint32_t crc = 0;
+    const uint8_t zero = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (pairs[i].key_len == 8 && memcmp(pairs[i].key, "checksum", 8) == 0) continue;
+        crc = stk_crc32c(crc, pairs[i].key, pairs[i].key_len);
+        crc = stk_crc32c(crc, &zero, 1);
+        crc = stk_crc32c(crc, pairs[i].value, pairs[i].value_len);
+        crc = stk_crc32c(crc, &zero, 1);
+    }
+    return crc;
+}
+
+/* The pairs, collected so that their checksum can be written with them. */
+typedef struct pair_list {
+    stk_meta_pair item[32];
+    size_t n;
+} pair_list;
+
+static stk_status collect_pair(void *ctx, const char *key, const char *value)
+{
+    pair_list *l = ctx;
+    char *k = strdup(key), *v = strdup(value);
+    if (!k || !v || l->n == 32) {
+        free(k);
+        free(v);
+        return stk_error(STK_ERR_NOMEM, "out of memory");
+    }
+    l->item[l->n++] = (stk_meta_pair){k, strlen(k), v, strlen(v)};
+    return STK_OK;
+}
+
+static stk_status encode_pairs(const stk_meta *m, stk_meta_put_fn put, void *ctx);
+
 stk_status stk_meta_encode(const stk_meta *m, stk_meta_put_fn put, void *ctx)
+{
+    pair_list l = {.n = 0};
+    stk_status st = encode_pairs(m, collect_pair, &l);
+    if (st) goto out;
+    qsort(l.item, l.n, sizeof *l.item, pair_cmp); /* LMDB's key order */
+    char sum[16];
+    snprintf(sum, sizeof sum, "%08x", stk_meta_checksum(l.item, l.n));
+    for (size_t i = 0; i < l.n && !st; i++) st = put(ctx, l.item[i].key, l.item[i].value);
+    if (!st) st = put(ctx, "checksum", sum);
+out:
+    for (size_t i = 0; i < l.n; i++) {
+        free((char *)l.item[i].key);
+        free((char *)l.item[i].value);
+    }
+    return st;
+}
+
+static stk_status encode_pairs(const stk_meta *m, stk_meta_put_fn put, void *ctx)
 {
     char v[256];
     stk_status st;
@@ -168,10 +232,10 @@ stk_status stk_meta_decode(stk_meta *m, stk_meta_get_fn get, void *ctx)
     uint64_t version, v;
     if (!parse_u64(get(ctx, "version"), &version))
         return stk_error(STK_ERR_CORRUPT, "meta: missing or bad \"version\"");
-    if (version != STK_FORMAT_VERSION)
+    if (version < 1 || version > STK_FORMAT_VERSION)
         return stk_error(STK_ERR_FORMAT,
                          "dataset format version %" PRIu64
-                         " is not supported (this stoke reads version %d)%s",
+                         " is not supported (this stoke reads versions 1 to %d)%s",
                          version, STK_FORMAT_VERSION,
                          version > STK_FORMAT_VERSION ? "; upgrade stoke" : "; re-pack it");
     m->version = (uint32_t)version;
@@ -195,7 +259,7 @@ stk_status stk_meta_decode(stk_meta *m, stk_meta_get_fn get, void *ctx)
         goto fail;
     }
     m->channels = (int)v;
-    if (!parse_u64(get(ctx, "num_classes"), &v) || v > 10000000) {
+    if (!parse_u64(get(ctx, "num_classes"), &v) || v > STK_MAX_CLASSES) {
         bad = "num_classes";
         goto fail;
     }
@@ -242,6 +306,27 @@ stk_status stk_meta_decode(stk_meta *m, stk_meta_get_fn get, void *ctx)
         bad = "height_range";
         goto fail;
     }
+    /* The values the writer can produce, and nothing else: pixels scaled to
+     * [0, 1] have their mean in [0, 1] and their std in [0, 0.5]. */
+    uint64_t total = 0;
+    bool counts_ok = true;
+    for (uint32_t i = 0; i < n && counts_ok; i++) {
+        counts_ok = m->class_counts[i] <= m->count - total;
+        if (counts_ok) total += m->class_counts[i];
+    }
+    if (!counts_ok || total != m->count) {
+        bad = "class_counts";
+        goto fail;
+    }
+    bool any = m->count > 0;
+    if (m->min_width > m->max_width || m->max_width > STK_MAX_SIDE || (any && !m->min_width)) {
+        bad = "width_range";
+        goto fail;
+    }
+    if (m->min_height > m->max_height || m->max_height > STK_MAX_SIDE || (any && !m->min_height)) {
+        bad = "height_range";
+        goto fail;
+    }
     const char *mean = get(ctx, "mean"), *std = get(ctx, "std");
     if (mean || std) {
         if (!parse_doubles(mean, m->mean, m->channels) ||
@@ -249,6 +334,11 @@ stk_status stk_meta_decode(stk_meta *m, stk_meta_get_fn get, void *ctx)
             bad = "mean/std";
             goto fail;
         }
+        for (int c = 0; c < m->channels; c++)
+            if (!(m->mean[c] >= 0 && m->mean[c] <= 1 && m->std[c] >= 0 && m->std[c] <= 0.5)) {
+                bad = "mean/std";
+                goto fail;
+            }
         m->has_stats = true;
     }
     const char *source = get(ctx, "source"), *packed = get(ctx, "packed_with");

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #define STK_FORMAT_NAME    "stoke-dataset"
-#define STK_FORMAT_VERSION 1
+#define STK_FORMAT_VERSION 2 /* written; 1 is still read */
 
 typedef struct stk_meta {
     uint32_t version; /* format version of the file */
@@ -39,10 +39,28 @@ stk_status stk_meta_set_classes(stk_meta *m, char *const *names, uint32_t n);
 typedef stk_status (*stk_meta_put_fn)(void *ctx, const char *key, const char *value);
 typedef const char *(*stk_meta_get_fn)(void *ctx, const char *key); /* NULL: missing */
 
-/* Serialise m as (key, text value) pairs through put. */
+/* One (key, value) pair of the meta database, as stored (no NUL). */
+typedef struct stk_meta_pair {
+    const char *key;
+    size_t key_len;
+    const char *value;
+    size_t value_len;
+} stk_meta_pair;
+
+/* CRC-32C over the pairs other than "checksum", given in key order (LMDB's:
+ * bytes compared, shorter first), each as key, a 0 byte, value, a 0 byte.
+ * Format version 2 stores it as 8 lowercase hex digits under "checksum". */
+uint32_t stk_meta_checksum(const stk_meta_pair *pairs, size_t n);
+
+/* Serialise m as (key, text value) pairs through put, in key order, the
+ * last one "checksum". */
 stk_status stk_meta_encode(const stk_meta *m, stk_meta_put_fn put, void *ctx);
 
 /* Parse the pairs read through get into m (zeroed first). Errors:
  * STK_ERR_FORMAT (not a Stoke dataset, or a version this build cannot read),
- * STK_ERR_CORRUPT (a key missing or malformed). */
+ * STK_ERR_CORRUPT (a key missing or malformed, or a value the writer cannot
+ * produce: class counts that do not add up to the count, sizes outside
+ * 1..STK_MAX_SIDE, more than STK_MAX_CLASSES classes, a mean outside [0, 1]
+ * or a std outside [0, 0.5]). The checksum is the caller's to verify
+ * (stk_meta_checksum over every pair). */
 stk_status stk_meta_decode(stk_meta *m, stk_meta_get_fn get, void *ctx);

@@ -21,9 +21,15 @@
 #include <stdint.h>
 
 #define STK_RECORD_MAGIC       0x524B5453u /* "STKR" as little-endian bytes */
-#define STK_RECORD_VERSION     1
+#define STK_RECORD_VERSION     2           /* written; 1 is still read */
 #define STK_RECORD_HEADER_SIZE 32
 #define STK_RECORD_MAX_NAME    4096
+
+/* Limits shared by the writer and every reader, so that what packs also
+ * opens: labels 0..STK_MAX_CLASSES-1, sides up to JPEG's largest (which also
+ * keeps crop and resize arithmetic far from integer overflow). */
+#define STK_MAX_CLASSES 1000000u
+#define STK_MAX_SIDE    65535u
 
 typedef enum stk_encoding {
     STK_ENCODING_JPEG = 1,   /* baseline JPEG bytes, 1 or 3 components */
@@ -31,6 +37,7 @@ typedef enum stk_encoding {
 } stk_encoding;
 
 typedef struct stk_record {
+    uint8_t version;  /* record version: 0 when encoding means STK_RECORD_VERSION */
     uint8_t encoding; /* stk_encoding */
     uint8_t channels; /* components in the payload (JPEG: 1 gray, 3 colour) */
     uint32_t width;
@@ -40,18 +47,27 @@ typedef struct stk_record {
     uint32_t name_len;
     const uint8_t *payload;
     uint32_t payload_len;
-    uint32_t crc; /* CRC-32C of name then payload */
+    uint32_t crc; /* version 2: CRC-32C of header bytes 0..27, name, payload;
+                   * version 1: of name and payload only */
 } stk_record;
 
 /* Encoded size: header + name + payload. */
 size_t stk_record_size(const stk_record *r);
 
-/* Write r (header, name, payload) into dst[0..stk_record_size(r)) and set r->crc. */
+/* Write r (header, name, payload) into dst[0..stk_record_size(r)) and set
+ * r->crc. Writes version r->version (1 only for compatibility tests), else
+ * STK_RECORD_VERSION. */
 void stk_record_encode(stk_record *r, uint8_t *dst);
 
-/* Parse a record from buf[0..len): checks magic, version, encoding, sizes and,
- * when check_crc, the CRC. Errors: STK_ERR_CORRUPT (message says what is
- * wrong; the caller adds which record), STK_ERR_FORMAT (newer record version). */
+/* Check the header fields a writer is given: encoding, channels, sizes
+ * within STK_MAX_SIDE, label within STK_MAX_CLASSES, name length, raw
+ * payload size. Errors: STK_ERR_CORRUPT / STK_ERR_LIMIT with the reason. */
+stk_status stk_record_check(const stk_record *r);
+
+/* Parse a record from buf[0..len): checks magic, version (1 or 2), the
+ * fields (stk_record_check), sizes and, when check_crc, the CRC. Errors:
+ * STK_ERR_CORRUPT (message says what is wrong; the caller adds which
+ * record), STK_ERR_FORMAT (newer record version). */
 stk_status stk_record_decode(const void *buf, size_t len, bool check_crc, stk_record *out);
 
 /* The `records` key of record `index`: 8 bytes, big-endian, so that LMDB's

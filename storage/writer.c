@@ -182,9 +182,9 @@ static stk_status flush_batch(stk_writer *w)
 
 stk_status stk_writer_put(stk_writer *w, stk_record *r)
 {
-    if (r->name_len > STK_RECORD_MAX_NAME)
-        return stk_error(STK_ERR_INVALID_ARG, "source name is %u bytes (limit %d)", r->name_len,
-                         STK_RECORD_MAX_NAME);
+    /* The reader's own checks: what is written can be read back. */
+    stk_status st = stk_record_check(r);
+    if (st) return st;
     size_t size = stk_record_size(r);
     if (size > UINT32_MAX)
         return stk_error(STK_ERR_LIMIT, "record of %zu bytes is larger than 4 GiB", size);

@@ -39,22 +39,35 @@ def open_dataset(path):
     meta_db = env.open_db(b"meta", create=False)
     rec_db = env.open_db(b"records", create=False)
     with env.begin() as txn:
-        meta = {k.decode(): v.decode() for k, v in txn.cursor(db=meta_db)}
+        pairs = [(bytes(k), bytes(v)) for k, v in txn.cursor(db=meta_db)]
+    meta = {k.decode(): v.decode() for k, v in pairs}
     assert meta["format"] == "stoke-dataset", meta.get("format")
-    assert meta["version"] == "1", meta["version"]
+    assert meta["version"] in ("1", "2"), meta["version"]
+    if meta["version"] == "2":
+        # The meta's checksum: CRC-32C over every other pair in key order,
+        # each as key, a 0 byte, value, a 0 byte.
+        crc = 0
+        for k, v in pairs:
+            if k != b"checksum":
+                crc = crc32c(k + b"\0" + v + b"\0", crc)
+        assert meta["checksum"] == f"{crc:08x}", (meta["checksum"], crc)
     return env, rec_db, meta
 
 
-def records(env, rec_db):
+def records(env, rec_db, version):
     with env.begin() as txn:
         for i, (key, value) in enumerate(txn.cursor(db=rec_db)):
             assert key == struct.pack(">Q", i), (i, key)
             magic, ver, enc, ch, _, w, h, label, nlen, plen, crc = HEADER.unpack_from(value)
-            assert magic == b"STKR" and ver == 1, (i, magic, ver)
+            assert magic == b"STKR" and ver == version, (i, magic, ver)
             assert len(value) == 32 + nlen + plen, i
             name = value[32:32 + nlen]
             payload = value[32 + nlen:]
-            assert crc32c(payload, crc32c(name)) == crc, f"record {i}: CRC"
+            # Version 2: the CRC covers header bytes 0..27 too; version 1: name and payload.
+            covered = bytes(value) if ver == 2 else bytes(name) + bytes(payload)
+            if ver == 2:
+                covered = covered[:28] + covered[32:]
+            assert crc32c(covered) == crc, f"record {i}: CRC"
             yield i, enc, ch, w, h, label, name.decode("utf-8"), bytes(payload)
 
 
@@ -81,7 +94,7 @@ def check_folder(path, src):
                 expected[os.path.relpath(os.path.join(root, f), src)] = label
     seen = 0
     same_bytes = 0
-    for i, enc, ch, w, h, label, name, payload in records(env, rec_db):
+    for i, enc, ch, w, h, label, name, payload in records(env, rec_db, int(meta["version"])):
         assert enc == ENC_JPEG and name in expected, (i, name)
         assert label == expected[name], (name, label)
         assert payload[:2] == b"\xff\xd8"
@@ -104,7 +117,7 @@ def check_idx(path, images, labels):
         f.read(8)
         lab = f.read()
     seen = 0
-    for i, enc, ch, w, h, label, name, payload in records(env, rec_db):
+    for i, enc, ch, w, h, label, name, payload in records(env, rec_db, int(meta["version"])):
         assert enc == ENC_RAW and ch == 1 and (w, h) == (cols, rows)
         assert label == lab[i], (i, label, lab[i])
         assert name == f"{os.path.basename(images)}#{i}", name

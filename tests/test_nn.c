@@ -5,6 +5,7 @@
 #include "engine/tensor_impl.h"
 #include "engine_testlib.h"
 
+#include <math.h>
 #include <stdio.h>
 
 static stk_model *make(const char *name, int ch, int classes, int size)
@@ -190,6 +191,33 @@ START_TEST(test_training_reduces_loss)
     ck_assert_msg(last < 0.5 * first, "cnn sgd: %g -> %g", first, last);
     last = train_steps("resnet8", STK_OPTIM_ADAM, 40, &first);
     ck_assert_msg(last < 0.5 * first, "resnet8 adam: %g -> %g", first, last);
+}
+END_TEST
+
+START_TEST(test_check_finite_names_the_parameter)
+{
+    stk_model_config c = {.name = "mlp", .in_channels = 1, .classes = 10, .image_size = 28};
+    stk_model *m;
+    ck_assert_int_eq(stk_model_create(&c, &m), STK_OK);
+    const char *bad = "x";
+    ck_assert_int_eq(stk_model_check_finite(m, &bad), STK_OK);
+    ck_assert_ptr_null(bad);
+    int last = stk_model_param_count(m) - 1;
+    const stk_param *p = stk_model_param(m, last);
+    int64_t n = stk_tensor_numel(p->value);
+    float *h = malloc((size_t)n * sizeof *h);
+    ck_assert_int_eq(stk_tensor_to_host(p->value, h, (size_t)n * sizeof *h), STK_OK);
+    float keep = h[n - 1];
+    h[n - 1] = NAN;
+    ck_assert_int_eq(stk_tensor_copy_from_host(p->value, h, (size_t)n * sizeof *h), STK_OK);
+    ck_assert_int_eq(stk_model_check_finite(m, &bad), STK_OK);
+    ck_assert_str_eq(bad, p->name);
+    h[n - 1] = keep;
+    ck_assert_int_eq(stk_tensor_copy_from_host(p->value, h, (size_t)n * sizeof *h), STK_OK);
+    ck_assert_int_eq(stk_model_check_finite(m, &bad), STK_OK);
+    ck_assert_ptr_null(bad);
+    free(h);
+    stk_model_destroy(m);
 }
 END_TEST
 
@@ -420,6 +448,7 @@ static Suite *nn_suite(void)
     tcase_add_test(t, test_models_shapes_and_names);
     tcase_add_test(t, test_init_is_torch_default);
     tcase_add_test(t, test_training_reduces_loss);
+    tcase_add_test(t, test_check_finite_names_the_parameter);
     tcase_add_test(t, test_train_eval_and_freeze);
     tcase_add_test(t, test_optimizer_formulas);
     tcase_add_test(t, test_schedules);

@@ -152,10 +152,33 @@ START_TEST(meta_roundtrip_and_version)
     ck_assert_str_eq(back.source, "imagefolder:x");
     stk_meta_deinit(&back);
 
-    kv_set(&t, "version", "2");
+    kv_set(&t, "version", "3");
     ck_assert_int_eq(stk_meta_decode(&back, kv_get, &t), STK_ERR_FORMAT);
-    ck_assert(strstr(stk_last_error(), "version 2 is not supported"));
+    ck_assert(strstr(stk_last_error(), "version 3 is not supported"));
     kv_set(&t, "version", "1");
+    ck_assert_int_eq(stk_meta_decode(&back, kv_get, &t), STK_OK); /* version 1 still reads */
+    stk_meta_deinit(&back);
+    /* Values the writer cannot produce. */
+    const char *bad[][3] = {{"mean", "nan 0.1 0.1", "mean/std"},
+                            {"mean", "0.5 0.25 1e300", "mean/std"},
+                            {"std", "0.1 0.2 -0.3", "mean/std"},
+                            {"std", "0.1 0.2 0.9", "mean/std"},
+                            {"class_counts", "2 0 2", "class_counts"},
+                            {"class_counts", "18446744073709551615 0 4", "class_counts"},
+                            {"width_range", "1 70000", "width_range"},
+                            {"width_range", "0 5", "width_range"},
+                            {"height_range", "9 5", "height_range"},
+                            {"num_classes", "1000001", "num_classes"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char *keep = strdup(kv_get(&t, bad[i][0]));
+        kv_set(&t, bad[i][0], bad[i][1]);
+        ck_assert_int_eq(stk_meta_decode(&back, kv_get, &t), STK_ERR_CORRUPT);
+        ck_assert_msg(strstr(stk_last_error(), bad[i][2]), "%s", stk_last_error());
+        kv_set(&t, bad[i][0], keep);
+        free(keep);
+    }
+    ck_assert_int_eq(stk_meta_decode(&back, kv_get, &t), STK_OK);
+    stk_meta_deinit(&back);
     kv_set(&t, "count", "many");
     ck_assert_int_eq(stk_meta_decode(&back, kv_get, &t), STK_ERR_CORRUPT);
     ck_assert(strstr(stk_last_error(), "\"count\""));
@@ -327,6 +350,136 @@ START_TEST(reader_refuses_unknown_version)
     stk_dataset *ds;
     ck_assert_int_eq(stk_dataset_open(path, &ds), STK_ERR_FORMAT);
     ck_assert_msg(strstr(stk_last_error(), "version 7 is not supported"), "%s", stk_last_error());
+}
+END_TEST
+
+/* Flip one byte of a file at `at`. */
+static void flip_byte(const char *path, uint64_t at, uint8_t mask)
+{
+    int fd = open(path, O_RDWR);
+    uint8_t b;
+    ck_assert_int_eq(pread(fd, &b, 1, (off_t)at), 1);
+    b ^= mask;
+    ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)at), 1);
+    close(fd);
+}
+
+/* Format version 2: the CRC covers the header (a flipped label is caught,
+ * not trained on); the meta has its own checksum. */
+START_TEST(version2_checks_headers_and_meta)
+{
+    const char *path = tpath("v2.stoke");
+    stk_meta meta = {0};
+    write_synth(path, 30, &meta);
+    stk_meta_deinit(&meta);
+    stk_dataset *ds;
+    ck_assert_int_eq(stk_dataset_open(path, &ds), STK_OK);
+    ck_assert_uint_eq(stk_dataset_meta(ds)->version, 2);
+    uint64_t off;
+    uint32_t len;
+    stk_dataset_span(ds, 7, &off, &len);
+    stk_dataset_close(ds);
+    flip_byte(path, off + 16, 0x01); /* label 1 -> 0: still a valid label */
+    ck_assert_int_eq(stk_dataset_open(path, &ds), STK_OK);
+    stk_record r;
+    ck_assert_int_eq(stk_dataset_get(ds, 7, &r, true), STK_ERR_CORRUPT);
+    ck_assert_msg(strstr(stk_last_error(), "record 7 (synth/00007.jpg): CRC mismatch"), "%s",
+                  stk_last_error());
+    stk_dataset_close(ds);
+    flip_byte(path, off + 16, 0x01);
+    /* A meta value changed in place (same length): the checksum catches it. */
+    size_t flen;
+    char *bytes = NULL;
+    FILE *f = fopen(path, "rb");
+    fseek(f, 0, SEEK_END);
+    flen = (size_t)ftell(f);
+    rewind(f);
+    bytes = malloc(flen);
+    ck_assert_uint_eq(fread(bytes, 1, flen, f), flen);
+    fclose(f);
+    char *src = memmem(bytes, flen, "even\nodd", 8);
+    ck_assert_ptr_nonnull(src);
+    flip_byte(path, (uint64_t)(src - bytes), 0x20); /* "even" -> "Even" */
+    free(bytes);
+    ck_assert_int_eq(stk_dataset_open(path, &ds), STK_ERR_CORRUPT);
+    ck_assert_msg(strstr(stk_last_error(), "v2.stoke: damaged (meta: checksum"), "%s",
+                  stk_last_error());
+}
+END_TEST
+
+/* Version 1 files (no header CRC, no meta checksum) still open and read;
+ * what they cannot check is documented in docs/FORMAT.md. */
+START_TEST(version1_files_still_read)
+{
+    const char *path = tpath("v1.stoke");
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi meta, recs;
+    ck_assert_int_eq(mdb_env_create(&env), 0);
+    mdb_env_set_maxdbs(env, 2);
+    ck_assert_int_eq(mdb_env_open(env, path, MDB_NOSUBDIR | MDB_NOLOCK, 0644), 0);
+    ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    mdb_dbi_open(txn, "meta", MDB_CREATE, &meta);
+    mdb_dbi_open(txn, "records", MDB_CREATE, &recs);
+    const char *pairs[][2] = {
+        {"format", "stoke-dataset"}, {"version", "1"},        {"count", "3"},
+        {"encoding", "raw_u8"},      {"channels", "1"},       {"num_classes", "2"},
+        {"classes", "a\nb"},         {"class_counts", "2 1"}, {"width_range", "2 2"},
+        {"height_range", "2 2"}};
+    for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
+        MDB_val k = {strlen(pairs[i][0]), (void *)pairs[i][0]};
+        MDB_val v = {strlen(pairs[i][1]), (void *)pairs[i][1]};
+        ck_assert_int_eq(mdb_put(txn, meta, &k, &v, 0), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        uint8_t px[4] = {(uint8_t)i, 1, 2, 3}, buf[64], key[8];
+        stk_record r = {.version = 1,
+                        .encoding = STK_ENCODING_RAW_U8,
+                        .channels = 1,
+                        .width = 2,
+                        .height = 2,
+                        .label = i == 2,
+                        .name = "x",
+                        .name_len = 1,
+                        .payload = px,
+                        .payload_len = 4};
+        stk_record_encode(&r, buf);
+        stk_record_key((uint64_t)i, key);
+        MDB_val k = {8, key}, v = {stk_record_size(&r), buf};
+        ck_assert_int_eq(mdb_put(txn, recs, &k, &v, MDB_APPEND), 0);
+    }
+    ck_assert_int_eq(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    stk_dataset *ds;
+    ck_assert_int_eq(stk_dataset_open(path, &ds), STK_OK);
+    ck_assert_uint_eq(stk_dataset_meta(ds)->version, 1);
+    stk_record r;
+    for (uint64_t i = 0; i < 3; i++) {
+        ck_assert_int_eq(stk_dataset_get(ds, i, &r, true), STK_OK);
+        ck_assert_uint_eq(r.version, 1);
+        ck_assert_uint_eq(r.payload[0], i);
+    }
+    /* A version 2 record cannot appear in a version 1 file, nor the reverse. */
+    uint8_t px[4] = {0}, buf[64];
+    stk_record v2 = {.encoding = STK_ENCODING_RAW_U8,
+                     .channels = 1,
+                     .width = 2,
+                     .height = 2,
+                     .name = "x",
+                     .name_len = 1,
+                     .payload = px,
+                     .payload_len = 4};
+    stk_record_encode(&v2, buf);
+    ck_assert_int_eq(stk_dataset_decode(ds, buf, stk_record_size(&v2), true, &r), STK_ERR_CORRUPT);
+    ck_assert(strstr(stk_last_error(), "record version 2 in a version 1 file"));
+    /* What a version 1 file cannot check: a label within range changed in
+     * the header reads as valid. Out of range it is still refused. */
+    v2.version = 1;
+    v2.label = 5;
+    stk_record_encode(&v2, buf);
+    ck_assert_int_eq(stk_dataset_decode(ds, buf, stk_record_size(&v2), true, &r), STK_ERR_CORRUPT);
+    ck_assert(strstr(stk_last_error(), "label 5, the dataset has 2 classes"));
+    stk_dataset_close(ds);
 }
 END_TEST
 
@@ -659,6 +812,8 @@ int main(void)
     tcase_add_test(tc, record_roundtrip_and_damage);
     tcase_add_test(tc, meta_roundtrip_and_version);
     tcase_add_test(tc, writer_reader_roundtrip_index_matches_lmdb);
+    tcase_add_test(tc, version2_checks_headers_and_meta);
+    tcase_add_test(tc, version1_files_still_read);
     tcase_add_test(tc, reader_refuses_truncated_and_foreign_files);
     tcase_add_test(tc, reader_refuses_unknown_version);
     tcase_add_test(tc, reader_reports_corrupt_record_by_index_and_name);

@@ -87,7 +87,8 @@ static const char help[] =
     "Each epoch prints one line (loss, accuracy, validation, images/s, stall %:\n"
     "the share of the epoch the step waited for data). metrics.csv columns: epoch,\n"
     "step, lr, train_loss, train_acc, val_loss, val_top1, val_top5, images_per_sec,\n"
-    "stall_pct, seconds. A NaN or infinite loss stops the run at that step; the last\n"
+    "stall_pct, seconds. A NaN or infinite loss, or a parameter that is no longer\n"
+    "finite after a step, stops the run at that step; the last\n"
     "good checkpoint stays. Ctrl-C stops after the current step, keeping the last\n"
     "completed epoch's checkpoint.\n";
 
@@ -536,6 +537,13 @@ static stk_status train_epoch(run_state *r, const stk_schedule *sched, int64_t e
             }
         }
         if (autocast) stk_amp_end();
+        const char *bad = NULL;
+        if (st == STK_OK && (st = stk_model_check_finite(r->model, &bad)) == STK_OK && bad)
+            st = stk_error(STK_ERR_INVALID_ARG,
+                           "%s is not finite after step %" PRId64 " (epoch %" PRId64
+                           "): training diverged; lower --lr (now %g) or add "
+                           "--warmup-epochs; the last good checkpoint is kept in %s",
+                           bad, r->step + 1, epoch + 1, a->lr, r->a.out);
         stk_scope_end(s);
         stk_h2d_release(r->h2d, b);
         if (st != STK_OK) return st;

@@ -5,7 +5,7 @@ FX=$STOKE_FIXTURES
 
 run 0 "$STOKE" pack --from idx "$FX/idx" idx.stoke
 run 0 "$STOKE" info idx.stoke
-expect out.txt "format      stoke-dataset version 1"
+expect out.txt "format      stoke-dataset version 2"
 expect out.txt "records     50"
 expect out.txt "encoding    raw_u8, 1 channel"
 expect out.txt "image size  28x28 (every record)"
@@ -15,7 +15,7 @@ run 0 "$STOKE" info --json idx.stoke
 "$PYTHON3" - <<'PY' || fail "info --json"
 import json
 d = json.load(open("out.txt"))
-assert d["records"] == 50 and d["version"] == 1 and d["encoding"] == "raw_u8"
+assert d["records"] == 50 and d["version"] == 2 and d["encoding"] == "raw_u8"
 assert len(d["classes"]) == 10 and sum(c["count"] for c in d["classes"]) == 50
 assert len(d["mean"]) == 1 and 0.4 < d["mean"][0] < 0.6, d["mean"]
 PY

@@ -105,6 +105,21 @@ run 1 "$STOKE" train $T --model mlp --epochs 3 --lr 100 --schedule constant --ou
 expect err.txt "the loss is"
 expect err.txt "at step"
 cmp -s r4/last.safetensors good.safetensors || fail "a diverged run replaced the last good checkpoint"
+# A NaN weight that ReLU hides from the loss (a unit of fc1) stops the run
+# after the first step, naming the parameter.
+"$PYTHON3" - <<PY || fail "making nan.safetensors"
+import sys
+sys.path.insert(0, "$STOKE_TESTS/python")
+import numpy as np, st_io
+t, meta = st_io.load("good.safetensors")
+t = {k: v for k, v in t.items() if not k.startswith("optim.")}
+w = t["fc1.weight"].copy()
+w[0, :] = np.nan
+t["fc1.weight"] = w
+st_io.save("nan.safetensors", t, meta)
+PY
+run 1 "$STOKE" train $T --model mlp --epochs 1 --init nan.safetensors --out r5
+expect err.txt "fc1.weight is not finite after step 1 (epoch 1): training diverged"
 run 1 "$STOKE" eval --data jpeg.stoke --checkpoint r1/last.safetensors
 expect err.txt "jpeg.stoke has 3 classes"
 run 2 "$STOKE" eval --data tiny.stoke
