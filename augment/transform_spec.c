@@ -192,3 +192,18 @@ void stk_transform_format(const stk_transform *t, char *buf, size_t size)
     }
 #undef ADD
 }
+
+stk_status stk_transform_check_fits(const stk_transform *t, uint32_t min_width, uint32_t min_height)
+{
+    /* The geometry that runs (stk_plan_sample's order): rrc, resize, center
+     * and none always fit; crop needs the padded image to hold it. */
+    if (t->rrc || t->resize || t->center || !t->crop) return STK_OK;
+    uint64_t pw = (uint64_t)min_width + 2u * (uint64_t)t->pad;
+    uint64_t ph = (uint64_t)min_height + 2u * (uint64_t)t->pad;
+    if ((uint64_t)t->crop <= pw && (uint64_t)t->crop <= ph) return STK_OK;
+    return stk_error(STK_ERR_INVALID_ARG,
+                     "crop:%d is larger than the smallest images (%ux%u, %llux%llu with pad:%d); "
+                     "use crop:%llu or less, or rrc:%d / resize:%d,center:%d",
+                     t->crop, min_width, min_height, (unsigned long long)pw, (unsigned long long)ph,
+                     t->pad, (unsigned long long)(pw < ph ? pw : ph), t->crop, t->crop, t->crop);
+}

@@ -25,6 +25,8 @@
 #include "common/status.h"
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 typedef enum stk_norm_kind {
     STK_NORM_NONE = 0,
@@ -54,6 +56,13 @@ stk_status stk_transform_parse(const char *spec, stk_transform *t);
 /* The output size when it does not depend on the image (rrc, center, crop):
  * true and *size set; false for none / resize alone. */
 bool stk_transform_fixed_size(const stk_transform *t, int *size);
+
+/* Whether t can make its output from every image whose sides are at least
+ * min_width x min_height (a dataset's smallest): only a random crop can fail
+ * (crop:N larger than the padded image). Errors: STK_ERR_INVALID_ARG saying
+ * which token does not fit which size. */
+stk_status stk_transform_check_fits(const stk_transform *t, uint32_t min_width,
+                                    uint32_t min_height);
 
 /* Write the canonical spec text of t into buf (for messages and metadata). */
 void stk_transform_format(const stk_transform *t, char *buf, size_t size);

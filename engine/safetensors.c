@@ -233,8 +233,20 @@ static char *parse_string(parser *ps)
             case 'r': c = '\r'; break;
             case 't': c = '\t'; break;
             case 'u': {
+                /* Exactly four hex digits, read within the header's bounds
+                 * (the header is not NUL-terminated). */
                 unsigned v = 0;
-                if (ps->end - ps->p < 4 || sscanf(ps->p, "%4x", &v) != 1 || v >= 0x80 || !v) {
+                bool hex = ps->end - ps->p >= 4;
+                for (int k = 0; hex && k < 4; k++) {
+                    char h = ps->p[k];
+                    int d = h >= '0' && h <= '9'   ? h - '0'
+                            : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                            : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                                   : -1;
+                    hex = d >= 0;
+                    v = v << 4 | (unsigned)(d & 15);
+                }
+                if (!hex || v >= 0x80 || !v) {
                     free(s);
                     fail_(ps, "unsupported \\u escape in the JSON header");
                     return NULL;
@@ -407,9 +419,86 @@ void stk_safetensors_free(stk_safetensors *f)
     free(f->meta_keys);
     free(f->meta_values);
     free(f->entries);
+    free(f->by_name);
     free(f->file);
     free(f->path);
     free(f);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    const stk_st_entry *x = *(const stk_st_entry *const *)a, *y = *(const stk_st_entry *const *)b;
+    return strcmp(x->name, y->name);
+}
+
+static int cmp_begin(const void *a, const void *b)
+{
+    const stk_st_entry *x = *(const stk_st_entry *const *)a, *y = *(const stk_st_entry *const *)b;
+    return (x->begin > y->begin) - (x->begin < y->begin);
+}
+
+/* Every tensor's byte range matches its shape (counted without overflow);
+ * the ranges, in file order, tile the data section exactly as the format
+ * requires (no overlap, no hole, nothing after); names are unique. Sorting
+ * keeps it O(n log n): a million tiny tensors check in a second. */
+static stk_status check_entries(stk_safetensors *f)
+{
+    const char *path = f->path;
+    size_t data_len = f->len - f->data_offset;
+    stk_st_entry **order = malloc((size_t)(f->n ? f->n : 1) * sizeof *order);
+    if (!order) return stk_error(STK_ERR_NOMEM, "%s: no memory", path);
+    stk_status st = STK_OK;
+    for (int i = 0; i < f->n && !st; i++) {
+        stk_st_entry *e = &f->entries[i];
+        order[i] = e;
+        uint64_t numel = 1, bytes;
+        bool over = false;
+        for (int d = 0; d < e->ndim; d++)
+            over |= __builtin_mul_overflow(numel, (uint64_t)e->shape[d], &numel);
+        over |= __builtin_mul_overflow(numel, (uint64_t)dtype_sizes[e->dtype], &bytes);
+        if (over || e->end < e->begin || e->end - e->begin != bytes)
+            st = stk_error(STK_ERR_FORMAT,
+                           "%s: tensor %s: byte range [%llu, %llu) does not match its shape "
+                           "(%s elements of %s)",
+                           path, e->name, (unsigned long long)e->begin, (unsigned long long)e->end,
+                           over ? "too many" : "that many", dtype_names[e->dtype]);
+        else if (e->end > data_len)
+            st = stk_error(STK_ERR_CORRUPT,
+                           "%s: tensor %s: data ends at byte %llu but the file has %zu data "
+                           "bytes (truncated?)",
+                           path, e->name, (unsigned long long)e->end, data_len);
+    }
+    if (!st) {
+        qsort(order, (size_t)f->n, sizeof *order, cmp_begin);
+        uint64_t at = 0;
+        for (int i = 0; i < f->n && !st; i++) {
+            if (order[i]->begin != at)
+                st = stk_error(STK_ERR_FORMAT,
+                               "%s: tensor %s: data starts at byte %llu, where %s byte %llu "
+                               "(tensors must tile the data section without overlap or gap)",
+                               path, order[i]->name, (unsigned long long)order[i]->begin,
+                               order[i]->begin < at ? "an earlier tensor's data runs to"
+                                                    : "the previous tensor's data ends at",
+                               (unsigned long long)at);
+            at = order[i]->end;
+        }
+        if (!st && at != data_len)
+            st = stk_error(STK_ERR_FORMAT,
+                           "%s: the tensors' data ends at byte %llu, the file has %zu data bytes",
+                           path, (unsigned long long)at, data_len);
+    }
+    if (!st) {
+        qsort(order, (size_t)f->n, sizeof *order, cmp_name);
+        for (int i = 1; i < f->n && !st; i++)
+            if (!strcmp(order[i - 1]->name, order[i]->name))
+                st = stk_error(STK_ERR_FORMAT, "%s: tensor %s appears twice", path, order[i]->name);
+    }
+    if (!st) {
+        f->by_name = order; /* kept for stk_safetensors_find */
+        return STK_OK;
+    }
+    free(order);
+    return st;
 }
 
 stk_status stk_safetensors_read(const char *path, stk_safetensors **out)
@@ -486,33 +575,7 @@ stk_status stk_safetensors_read(const char *path, stk_safetensors **out)
         fail_(&ps, "trailing bytes after the JSON header");
         goto bad;
     }
-    /* every tensor's byte range inside the data section and matching its shape */
-    size_t data_len = f->len - f->data_offset;
-    for (int i = 0; i < f->n; i++) {
-        stk_st_entry *e = &f->entries[i];
-        uint64_t numel = 1;
-        for (int d = 0; d < e->ndim; d++) numel *= (uint64_t)e->shape[d];
-        if (e->end < e->begin || e->end - e->begin != numel * dtype_sizes[e->dtype]) {
-            st = stk_error(STK_ERR_FORMAT,
-                           "%s: tensor %s: byte range [%llu, %llu) does not match "
-                           "its shape (%llu elements of %s)",
-                           path, e->name, (unsigned long long)e->begin, (unsigned long long)e->end,
-                           (unsigned long long)numel, dtype_names[e->dtype]);
-            goto fail;
-        }
-        if (e->end > data_len) {
-            st = stk_error(STK_ERR_CORRUPT,
-                           "%s: tensor %s: data ends at byte %llu but the file has %zu data bytes "
-                           "(truncated?)",
-                           path, e->name, (unsigned long long)e->end, data_len);
-            goto fail;
-        }
-        for (int j = 0; j < i; j++)
-            if (!strcmp(f->entries[j].name, e->name)) {
-                st = stk_error(STK_ERR_FORMAT, "%s: tensor %s appears twice", path, e->name);
-                goto fail;
-            }
-    }
+    if ((st = check_entries(f)) != STK_OK) goto fail;
     *out = f;
     return STK_OK;
 bad:
@@ -525,8 +588,15 @@ fail:
 
 const stk_st_entry *stk_safetensors_find(const stk_safetensors *f, const char *name)
 {
-    for (int i = 0; i < f->n; i++)
-        if (!strcmp(f->entries[i].name, name)) return &f->entries[i];
+    int lo = 0, hi = f->n; /* binary search over the names, sorted at read */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2, c = strcmp(f->by_name[mid]->name, name);
+        if (c == 0) return f->by_name[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
     return NULL;
 }
 

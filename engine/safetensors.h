@@ -70,7 +70,8 @@ typedef struct stk_safetensors {
     char *path;
     uint8_t *file; /* the whole file */
     size_t len;
-    size_t data_offset; /* 8 + header length */
+    size_t data_offset;     /* 8 + header length */
+    stk_st_entry **by_name; /* the entries sorted by name (find) */
     stk_st_entry *entries;
     int n;
     char **meta_keys, **meta_values;

@@ -9,6 +9,7 @@
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,8 @@ typedef struct worker {
 struct stk_loader {
     stk_dataset *ds;
     stk_loader_options o;
-    char transform[256];
+    char *transform;         /* the spec in use (owned) */
+    uint64_t warnings;       /* bad-record warnings printed (atomic): the first few only */
     stk_sampler samplers[2]; /* the current epoch's order and the next one's */
     stk_sampler *cur, *ahead;
     int out_w, out_h, channels;
@@ -163,6 +165,28 @@ static const char *record_name(const uint8_t *bytes, size_t len, char *buf, size
     return "?";
 }
 
+/* Consecutive bad records tried for one sample before the batch fails: a
+ * dataset that is bad everywhere stops at once instead of being read whole. */
+#define MAX_REPLACEMENTS 16
+/* Bad-record warnings printed per loader; the rest are only counted. */
+#define MAX_WARNINGS 5
+
+static void warn_bad(stk_loader *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn_bad(stk_loader *l, const char *fmt, ...)
+{
+    uint64_t n = __atomic_fetch_add(&l->warnings, 1, __ATOMIC_RELAXED);
+    if (n > MAX_WARNINGS) return;
+    char msg[STK_ERROR_MAX + 64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (n < MAX_WARNINGS)
+        stk_log_warn("%s", msg);
+    else
+        stk_log_warn("%s (more bad records are counted, not printed)", msg);
+}
+
 /* A bad record at sample j: replace it by the next records of the epoch's
  * permutation until one is good (skip), or fail the batch (error). */
 static void handle_bad(worker *w, slot *s, int j, uint64_t k, uint64_t index, stk_status st,
@@ -176,10 +200,11 @@ static void handle_bad(worker *w, slot *s, int j, uint64_t k, uint64_t index, st
         note_error(s, j, st, msg);
         return;
     }
-    stk_log_warn("%s; replaced by the next record of the epoch", msg);
+    warn_bad(l, "%s; replaced by the next record of the epoch", msg);
     count(&w->n[s->b.epoch & 1].bad, 1);
     uint64_t n = stk_dataset_count(l->ds), pos = stk_sampler_position(s->sampler, k);
-    for (uint64_t t = 1; t < n; t++) {
+    uint64_t tries = n - 1 < MAX_REPLACEMENTS ? n - 1 : MAX_REPLACEMENTS;
+    for (uint64_t t = 1; t <= tries; t++) {
         uint64_t idx = s->sampler->perm[(pos + t) % n];
         size_t got = 0;
         uint64_t t0 = stk_clock_ns();
@@ -195,10 +220,14 @@ static void handle_bad(worker *w, slot *s, int j, uint64_t k, uint64_t index, st
         }
         if (!st) return;
         count(&w->n[s->b.epoch & 1].bad, 1);
-        stk_log_warn("record %" PRIu64 " (%s): %s; trying the next", idx,
-                     record_name(w->spare, got, name, sizeof name), stk_last_error());
+        warn_bad(l, "record %" PRIu64 " (%s): %s; trying the next", idx,
+                 record_name(w->spare, got, name, sizeof name), stk_last_error());
     }
-    note_error(s, j, STK_ERR_CORRUPT, "every record of the dataset is bad");
+    char why2[STK_ERROR_MAX];
+    snprintf(why2, sizeof why2,
+             "%.300s: %.600s, and the %" PRIu64 " records tried after it were bad too",
+             stk_dataset_path(l->ds), msg, tries);
+    note_error(s, j, STK_ERR_CORRUPT, why2);
 }
 
 /* A chunk a worker has taken: its reads may be in flight. */
@@ -388,12 +417,19 @@ stk_status stk_loader_open(const char *path, const stk_loader_options *opts, stk
             o->batch_size, o->workers, o->prefetch, MAX_SLOTS, o->io_depth);
         goto fail;
     }
-    if (o->transform)
-        snprintf(l->transform, sizeof l->transform, "%s", o->transform);
-    else
-        stk_loader_default_transform(m, l->transform, sizeof l->transform);
+    char deflt[64];
+    stk_loader_default_transform(m, deflt, sizeof deflt);
+    if (!(l->transform = strdup(o->transform ? o->transform : deflt))) {
+        st = stk_error(STK_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
     stk_transform t;
     if ((st = stk_transform_parse(l->transform, &t))) goto fail;
+    /* Every sample must fit: refuse now rather than fail each one later. */
+    if ((st = stk_transform_check_fits(&t, m->min_width, m->min_height))) {
+        stk_error_prefix(st, "%s: transform \"%s\"", path, l->transform);
+        goto fail;
+    }
     int size;
     if (!stk_transform_fixed_size(&t, &size)) {
         st = stk_error(STK_ERR_INVALID_ARG,
@@ -482,6 +518,7 @@ void stk_loader_close(stk_loader *l)
         free(w->spare);
     }
     free(l->workers);
+    free(l->transform);
     for (int i = 0; i < MAX_SLOTS; i++) {
         free(l->slots[i].b.labels);
         free(l->slots[i].b.indices);

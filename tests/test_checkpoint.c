@@ -231,6 +231,77 @@ START_TEST(test_damaged_files)
 }
 END_TEST
 
+/* A safetensors file from a JSON header and `data_len` zero bytes of data. */
+static void write_st(const char *path, const char *header, size_t data_len)
+{
+    size_t h = strlen(header);
+    uint8_t *b = calloc(8 + h + data_len + 1, 1);
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)h >> (8 * i));
+    memcpy(b + 8, header, h);
+    write_bytes(path, b, 8 + h + data_len);
+    free(b);
+}
+
+static stk_status read_st(const char *path)
+{
+    stk_safetensors *f;
+    stk_status st = stk_safetensors_read(path, &f);
+    stk_safetensors_free(f);
+    return st;
+}
+
+/* Hostile headers: element counts that overflow, overlapping or gapped byte
+ * ranges, a \u escape cut by the header's end, and a duplicate check that
+ * stays fast for a huge tensor count. */
+START_TEST(test_hostile_headers)
+{
+    test_tmpdir_create("ckpt");
+    const char *p = tmp_path("h.safetensors");
+    write_st(p,
+             "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,0]}}",
+             0);
+    ck_assert_int_eq(read_st(p), STK_ERR_FORMAT);
+    ck_assert_msg(strstr(stk_last_error(), "too many elements"), "%s", stk_last_error());
+    write_st(p,
+             "{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
+             "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[2,6]}}",
+             6);
+    ck_assert_int_eq(read_st(p), STK_ERR_FORMAT);
+    ck_assert_msg(strstr(stk_last_error(), "overlap"), "%s", stk_last_error());
+    write_st(p,
+             "{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
+             "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[6,10]}}",
+             10);
+    ck_assert_int_eq(read_st(p), STK_ERR_FORMAT);
+    ck_assert_msg(strstr(stk_last_error(), "tensor b: data starts at byte 6"), "%s",
+                  stk_last_error());
+    write_st(p, "{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}", 9);
+    ck_assert_int_eq(read_st(p), STK_ERR_FORMAT);
+    ck_assert_msg(strstr(stk_last_error(), "the file has 9 data bytes"), "%s", stk_last_error());
+    /* "\u00" then the header ends: the parser must not read past it. */
+    write_st(p, "{\"\\u00", 0);
+    ck_assert_int_eq(read_st(p), STK_ERR_FORMAT);
+    write_st(p, "{\"\\u00zz\":1}", 0);
+    ck_assert_int_eq(read_st(p), STK_ERR_FORMAT);
+    ck_assert_msg(strstr(stk_last_error(), "\\u escape"), "%s", stk_last_error());
+    /* 200,000 one-byte tensors, the last two with the same name. */
+    enum { N = 200000 };
+    size_t cap = (size_t)N * 96 + 16, n = 0; /* an entry is at most ~75 bytes */
+    char *h = malloc(cap);
+    n += (size_t)snprintf(h + n, cap - n, "{");
+    for (int i = 0; i < N; i++)
+        n += (size_t)snprintf(h + n, cap - n,
+                              "%s\"t%d\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[%d,%d]}",
+                              i ? "," : "", i == N - 1 ? N - 2 : i, i, i + 1);
+    snprintf(h + n, cap - n, "}");
+    write_st(p, h, N);
+    ck_assert_int_eq(read_st(p), STK_ERR_FORMAT); /* quadratic, this took over a minute */
+    ck_assert_msg(strstr(stk_last_error(), "tensor t199998 appears twice"), "%s", stk_last_error());
+    free(h);
+    test_tmpdir_remove();
+}
+END_TEST
+
 START_TEST(test_kill_during_write_never_tears)
 {
     test_tmpdir_create("ckpt");
@@ -283,6 +354,7 @@ static Suite *checkpoint_suite(void)
     tcase_add_test(t, test_resume_is_bit_identical);
     tcase_add_test(t, test_strict_and_partial_loading);
     tcase_add_test(t, test_damaged_files);
+    tcase_add_test(t, test_hostile_headers);
     tcase_add_test(t, test_kill_during_write_never_tears);
     suite_add_tcase(s, t);
     return s;

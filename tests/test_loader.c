@@ -117,6 +117,10 @@ static const char *fixture(const char *rel)
 
 /* n records cycling over a few photo-like JPEGs of several sizes; record
  * `bad` (if >= 0) gets a payload that is not a JPEG. */
+#define ALL_BAD (-2)
+
+/* n records cycling through six fixture JPEGs; record `bad` (or every one,
+ * ALL_BAD) holds junk instead. */
 static void make_dataset(const char *path, int n, int bad)
 {
     static const char *files[] = {"good/cat/cat_0.jpg", "good/cat/cat_1.jpg", "good/cat/cat_3.jpg",
@@ -149,8 +153,9 @@ static void make_dataset(const char *path, int n, int bad)
                         .label = i % 3,
                         .name = name,
                         .name_len = (uint32_t)strlen(name),
-                        .payload = i == bad ? junk : data[f],
-                        .payload_len = (uint32_t)(i == bad ? sizeof junk : len[f])};
+                        .payload = i == bad || bad == ALL_BAD ? junk : data[f],
+                        .payload_len =
+                            (uint32_t)(i == bad || bad == ALL_BAD ? sizeof junk : len[f])};
         ck_assert_int_eq(stk_writer_put(w, &r), STK_OK);
         m.class_counts[i % 3]++;
     }
@@ -351,6 +356,55 @@ START_TEST(bad_record_skip_and_error)
 }
 END_TEST
 
+/* A dataset bad everywhere stops after a bounded number of replacements,
+ * naming the file and the cause; a transform that cannot fit the smallest
+ * images is refused at open, before any sample fails. */
+START_TEST(bad_everywhere_and_transform_that_cannot_fit)
+{
+    const char *path = tpath("allbad.stoke");
+    make_dataset(path, 200, ALL_BAD);
+    stk_loader_options o = opts(1, STK_IO_PREAD);
+    o.shuffle = false;
+    stk_loader *l;
+    ck_assert_int_eq(stk_loader_open(path, &o, &l), STK_OK);
+    stk_loader_start_epoch(l, 0);
+    stk_batch *b;
+    ck_assert_int_eq(stk_loader_next(l, &b), STK_ERR_CORRUPT);
+    ck_assert_msg(strstr(stk_last_error(), "allbad.stoke: record 0 (rec000.jpg): not a JPEG") &&
+                      strstr(stk_last_error(), "the 16 records tried after it were bad too"),
+                  "%s", stk_last_error());
+    stk_loader_stats s;
+    stk_loader_stats_get(l, &s);
+    /* at most 17 tries per sample (the workers may have started every batch),
+     * where the whole dataset per sample would be 200 * 200 */
+    ck_assert_uint_le(s.bad_records, 200 * 17);
+    stk_loader_close(l);
+    o.transform = "pad:4,crop:64";
+    ck_assert_int_eq(stk_loader_open(path, &o, &l), STK_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(stk_last_error(), "allbad.stoke: transform \"pad:4,crop:64\": crop:64 is "
+                                           "larger than the smallest images (40x30, 48x38"),
+                  "%s", stk_last_error());
+    o.transform = "pad:4,crop:38";
+    ck_assert_int_eq(stk_loader_open(path, &o, &l), STK_OK);
+    stk_loader_close(l);
+    /* A transform longer than any fixed buffer is used whole, not cut: the
+     * size token comes last. */
+    const char *good = tpath("good.stoke");
+    make_dataset(good, 20, -1);
+    char longspec[400];
+    int n = 0;
+    while (n < 300) n += snprintf(longspec + n, sizeof longspec - (size_t)n, "flip:0.5,");
+    snprintf(longspec + n, sizeof longspec - (size_t)n, "center:28");
+    o.transform = longspec;
+    ck_assert_int_eq(stk_loader_open(good, &o, &l), STK_OK);
+    stk_loader_start_epoch(l, 0);
+    ck_assert_int_eq(stk_loader_next(l, &b), STK_OK);
+    ck_assert_int_eq(b->width, 28);
+    stk_loader_release(l, b);
+    stk_loader_close(l);
+}
+END_TEST
+
 START_TEST(truncated_file_is_a_bad_record_not_garbage)
 {
     const char *path = tpath("cut.stoke");
@@ -493,6 +547,7 @@ int main(void)
     tcase_add_test(tc, labels_and_indices_follow_the_sampler);
     tcase_add_test(tc, position_restores_the_remaining_batches);
     tcase_add_test(tc, bad_record_skip_and_error);
+    tcase_add_test(tc, bad_everywhere_and_transform_that_cannot_fit);
     tcase_add_test(tc, truncated_file_is_a_bad_record_not_garbage);
     tcase_add_test(tc, close_in_every_state);
     tcase_add_test(tc, edge_sizes);

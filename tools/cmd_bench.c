@@ -283,10 +283,9 @@ static int run(int argc, char **argv)
         snprintf(sum, sizeof sum, "\"%016" PRIx64 "\"", checksum);
         snprintf(sum_text, sizeof sum_text, "%016" PRIx64, checksum);
     }
-    char tbuf[256];
-    snprintf(tbuf, sizeof tbuf, "%s", o.transform ? o.transform : "");
-    if (!o.transform)
-        stk_loader_default_transform(stk_dataset_meta(stk_loader_dataset(l)), tbuf, sizeof tbuf);
+    char deflt[64];
+    stk_loader_default_transform(stk_dataset_meta(stk_loader_dataset(l)), deflt, sizeof deflt);
+    const char *tbuf = o.transform ? o.transform : deflt;
     if (json) {
         printf(
             "{\"images\": %" PRIu64 ", \"seconds\": %.3f, \"images_per_sec\": %.1f, "

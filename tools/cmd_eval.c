@@ -1,4 +1,6 @@
 /* stoke eval: a checkpoint's loss, top-1 and top-5 on a dataset. */
+#include "common/text.h"
+#include "storage/record.h"
 #include "common/thread_pool.h"
 #include "engine/checkpoint.h"
 #include "engine/safetensors.h"
@@ -83,54 +85,72 @@ static int run(int argc, char **argv)
     /* the model as the checkpoint describes it */
     stk_safetensors *f;
     if (stk_safetensors_read(ckpt, &f) != STK_OK) return stk_cli_fail();
+    /* The checkpoint's own description, checked like any input. */
     const char *name = stk_safetensors_meta(f, "model"),
-               *ch = stk_safetensors_meta(f, "in_channels"),
-               *cl = stk_safetensors_meta(f, "classes"),
-               *sz = stk_safetensors_meta(f, "image_size"),
                *vt = stk_safetensors_meta(f, "val_transform");
-    if (!name || !ch || !cl || !sz) {
-        stk_safetensors_free(f);
+    int64_t ch = 0, cl = 0, sz = 0;
+    if (!name) {
         fprintf(stderr, "stoke: %s: not a Stoke checkpoint (no model metadata)\n", ckpt);
+        stk_safetensors_free(f);
         return STK_EXIT_ERROR;
     }
-    char model_name[32], tf[128];
-    snprintf(model_name, sizeof model_name, "%s", name);
-    stk_model_config cfg = {
-        .name = model_name, .in_channels = atoi(ch), .classes = atoi(cl), .image_size = atoi(sz)};
-    snprintf(tf, sizeof tf, "%s", transform ? transform : vt ? vt : "");
+    if (train_meta_int(f, "in_channels", 1, 3, &ch) != STK_OK ||
+        train_meta_int(f, "classes", 1, STK_MAX_CLASSES, &cl) != STK_OK ||
+        train_meta_int(f, "image_size", 1, STK_MAX_SIDE, &sz) != STK_OK) {
+        stk_safetensors_free(f);
+        return stk_cli_fail();
+    }
+    char *model_name = strdup(name);
+    /* Messages about the transform name where it came from. */
+    char *tf = strdup(transform ? transform : vt ? vt : "");
+    char *tf_from =
+        transform ? strdup("--transform") : stk_text_printf("%s: its val_transform", ckpt);
     stk_safetensors_free(f);
+    if (!model_name || !tf || !tf_from) {
+        free(model_name), free(tf), free(tf_from);
+        fprintf(stderr, "stoke: out of memory\n");
+        return STK_EXIT_ERROR;
+    }
+    stk_model_config cfg = {
+        .name = model_name, .in_channels = (int)ch, .classes = (int)cl, .image_size = (int)sz};
 
+    int rc = STK_EXIT_ERROR;
+    stk_model *model = NULL;
     stk_dataset *ds;
-    if (stk_dataset_open(data, &ds) != STK_OK) return stk_cli_fail();
+    if (stk_dataset_open(data, &ds) != STK_OK) goto out;
     const stk_meta *m = stk_dataset_meta(ds);
     float mean[3], std[3];
     train_input_stats(m, data, mean, std);
     int size = 0;
     stk_status st = STK_OK;
-    if (!tf[0]) train_default_eval_transform(m, cfg.image_size, tf, sizeof tf);
-    if ((int)m->num_classes != cfg.classes || m->channels != cfg.in_channels)
+    if (!tf[0]) {
+        char deflt[64];
+        train_default_eval_transform(m, cfg.image_size, deflt, sizeof deflt);
+        free(tf);
+        tf = strdup(deflt);
+    }
+    if (!tf)
+        st = stk_error(STK_ERR_NOMEM, "out of memory");
+    else if ((int)m->num_classes != cfg.classes || m->channels != cfg.in_channels)
         st = stk_error(STK_ERR_INVALID_ARG,
                        "%s has %u classes and %d channels; the checkpoint's %s expects %d and %d",
                        data, m->num_classes, m->channels, cfg.name, cfg.classes, cfg.in_channels);
-    else if ((st = train_check_transform(m, "--transform", tf, &size)) == STK_OK &&
+    else if ((st = train_check_transform(m, tf_from, tf, &size)) == STK_OK &&
              size != cfg.image_size)
         st = stk_error(STK_ERR_INVALID_ARG,
-                       "--transform %s gives %d px images; the model was "
-                       "trained on %d px",
-                       tf, size, cfg.image_size);
+                       "%s %s gives %d px images; the model was trained on %d px", tf_from, tf,
+                       size, cfg.image_size);
     stk_dataset_close(ds);
-    if (st != STK_OK) return stk_cli_fail();
+    if (st != STK_OK) goto fail;
 
-    stk_model *model;
     stk_load_report rep;
     eval_result r;
-    if (stk_model_create(&cfg, &model) != STK_OK) return stk_cli_fail();
+    if ((st = stk_model_create(&cfg, &model)) != STK_OK) goto fail;
     if ((st = stk_checkpoint_load(ckpt, model, NULL, true, &rep)) == STK_OK &&
         (st = stk_model_to(model, device)) == STK_OK)
         st = train_evaluate(model, ce, data, tf, (int)batch, (int)workers, mean, std,
                             json ? NULL : "eval", &r);
-    stk_model_destroy(model);
-    if (st != STK_OK) return stk_cli_fail();
+    if (st != STK_OK) goto fail;
     if (json)
         printf("{\"val_loss\": %.6f, \"val_top1\": %.4f, \"val_top5\": %.4f, \"images\": %" PRIu64
                ", \"seconds\": %.2f}\n",
@@ -139,7 +159,16 @@ static int run(int argc, char **argv)
         printf("%s on %s (%" PRIu64 " images, transform %s): loss %.4f, top-1 %.2f%%, top-5 "
                "%.2f%% (%.1f s)\n",
                ckpt, data, r.images, tf, r.loss, r.top1, r.top5, r.seconds);
-    return STK_EXIT_OK;
+    rc = STK_EXIT_OK;
+    goto out;
+fail:
+    rc = stk_cli_fail();
+out:
+    stk_model_destroy(model);
+    free(model_name);
+    free(tf);
+    free(tf_from);
+    return rc;
 }
 
 const stk_command stk_cmd_eval = {"eval", "evaluate a checkpoint on a dataset", help, run};

@@ -1,5 +1,6 @@
 /* stoke pack: read a source, prepare its images, write one .stoke file. */
 #include "augment/jpeg_prepare.h"
+#include "common/text.h"
 #include "common/log.h"
 #include "common/thread_pool.h"
 #include "storage/pack.h"
@@ -235,8 +236,12 @@ static int run(int argc, char **argv)
     }
 
     jpeg_hook hook = {0};
-    char skipped_path[4200];
-    snprintf(skipped_path, sizeof skipped_path, "%s.skipped.txt", out_path);
+    char *skipped_path = stk_text_printf("%s.skipped.txt", out_path);
+    if (!skipped_path) {
+        fprintf(stderr, "stoke: out of memory\n");
+        stk_source_destroy(src);
+        return STK_EXIT_ERROR;
+    }
     stk_pack_options o = {.workers = (int)workers,
                           .skip_bad = skip_bad,
                           .skipped_path = skipped_path,
@@ -296,6 +301,7 @@ static int run(int argc, char **argv)
 out:
     for (int i = 0; i < hook.n; i++) stk_jpeg_preparer_destroy(hook.workers[i]);
     free(hook.workers);
+    free(skipped_path);
     stk_source_destroy(src);
     return rc;
 }

@@ -1,4 +1,5 @@
 /* stoke train: the loader, the H2D stage and the engine, joined. */
+#include "common/text.h"
 #include "common/clock.h"
 #include "common/fs.h"
 #include "common/log.h"
@@ -101,7 +102,7 @@ typedef struct train_args {
     bool nesterov, resume, json, lr_set, amp;
     stk_optim_kind optimizer;
     stk_schedule_kind schedule;
-    char out_buf[256];
+    char *out_buf; /* the default --out, run-MODEL (owned) */
     stk_device device;
 } train_args;
 
@@ -285,7 +286,10 @@ static int parse(int argc, char **argv, train_args *a)
                                       "the CPU backend computes in f32");
     if (!a->lr_set) a->lr = a->optimizer == STK_OPTIM_SGD ? 0.05 : 0.001;
     if (!a->out) {
-        snprintf(a->out_buf, sizeof a->out_buf, "run-%s", a->model);
+        if (!(a->out_buf = stk_text_printf("run-%s", a->model))) {
+            fprintf(stderr, "stoke: out of memory\n");
+            return STK_EXIT_ERROR;
+        }
         a->out = a->out_buf;
     }
     return -1;
@@ -301,11 +305,11 @@ typedef struct run_state {
     stk_optim *opt;
     FILE *metrics;
     float mean[3], std[3];
-    char transform[128], val_transform[128];
+    char *transform, *val_transform; /* the specs in use (owned): never cut to a buffer */
     int size;
     int64_t step, start_epoch;
     double best_top1;
-    char path_last[512], path_best[512], path_metrics[512];
+    char *path_last, *path_best, *path_metrics; /* under --out (owned) */
 } run_state;
 
 static stk_status save_checkpoint(run_state *r, const char *path, int64_t epochs_done, double best)
@@ -338,24 +342,34 @@ static stk_status resume_from(run_state *r)
     stk_status st = stk_safetensors_read(r->path_last, &f);
     if (st != STK_OK)
         return stk_error_prefix(st, "--resume: no checkpoint to continue from in %s", r->a.out);
-    const char *e = stk_safetensors_meta(f, "epoch"), *s = stk_safetensors_meta(f, "step"),
-               *b = stk_safetensors_meta(f, "best_val_top1"),
-               *seed = stk_safetensors_meta(f, "seed");
-    if (!e || !s || !seed) {
+    /* Values from the file, checked like any input before they steer the run. */
+    int64_t epoch = 0, step = 0, seed = 0;
+    if ((st = train_meta_int(f, "epoch", 0, INT32_MAX, &epoch)) != STK_OK ||
+        (st = train_meta_int(f, "step", 0, INT64_MAX / 2, &step)) != STK_OK ||
+        (st = train_meta_int(f, "seed", INT64_MIN, INT64_MAX, &seed)) != STK_OK) {
         stk_safetensors_free(f);
-        return stk_error(STK_ERR_FORMAT, "%s: not a stoke train checkpoint (no epoch/step)",
-                         r->path_last);
+        return st;
     }
-    if (strtoll(seed, NULL, 10) != r->a.seed) {
-        stk_status err =
-            stk_error(STK_ERR_INVALID_ARG, "--resume: %s was trained with --seed %s, not %" PRId64,
-                      r->path_last, seed, r->a.seed);
+    if (seed != r->a.seed) {
+        stk_status err = stk_error(STK_ERR_INVALID_ARG,
+                                   "--resume: %s was trained with --seed %" PRId64 ", not %" PRId64,
+                                   r->path_last, seed, r->a.seed);
         stk_safetensors_free(f);
         return err;
     }
-    r->start_epoch = strtoll(e, NULL, 10);
-    r->step = strtoll(s, NULL, 10);
-    r->best_top1 = b ? strtod(b, NULL) : -1;
+    const char *b = stk_safetensors_meta(f, "best_val_top1");
+    char *end = NULL;
+    double best = b ? strtod(b, &end) : -1;
+    if (b && (end == b || *end || !(best >= -1 && best <= 100))) {
+        st = stk_error(STK_ERR_CORRUPT,
+                       "%s: damaged checkpoint metadata: \"best_val_top1\" is \"%.40s\"",
+                       r->path_last, b);
+        stk_safetensors_free(f);
+        return st;
+    }
+    r->start_epoch = epoch;
+    r->step = step;
+    r->best_top1 = best;
     stk_safetensors_free(f);
     stk_load_report rep;
     return stk_checkpoint_load(r->path_last, r->model, r->opt, true, &rep);
@@ -377,15 +391,18 @@ static stk_status setup(run_state *r)
     stk_dataset *ds;
     if ((st = stk_dataset_open(a->data, &ds)) != STK_OK) return st;
     const stk_meta *m = stk_dataset_meta(ds);
-    if (a->transform)
-        snprintf(r->transform, sizeof r->transform, "%s", a->transform);
-    else
-        stk_loader_default_transform(m, r->transform, sizeof r->transform);
+    char deflt[64];
+    stk_loader_default_transform(m, deflt, sizeof deflt);
+    if (!(r->transform = strdup(a->transform ? a->transform : deflt))) {
+        st = stk_error(STK_ERR_NOMEM, "out of memory");
+        goto out;
+    }
     if ((st = train_check_transform(m, "--transform", r->transform, &r->size)) != STK_OK) goto out;
-    if (a->val_transform)
-        snprintf(r->val_transform, sizeof r->val_transform, "%s", a->val_transform);
-    else
-        train_default_eval_transform(m, r->size, r->val_transform, sizeof r->val_transform);
+    train_default_eval_transform(m, r->size, deflt, sizeof deflt);
+    if (!(r->val_transform = strdup(a->val_transform ? a->val_transform : deflt))) {
+        st = stk_error(STK_ERR_NOMEM, "out of memory");
+        goto out;
+    }
     train_input_stats(m, a->data, r->mean, r->std);
     stk_model_config cfg = {.name = a->model,
                             .in_channels = m->channels,
@@ -457,9 +474,12 @@ static stk_status setup(run_state *r)
         st = stk_error(STK_ERR_IO, "--out %s: %s", a->out, strerror(errno));
         goto out;
     }
-    snprintf(r->path_last, sizeof r->path_last, "%s/last.safetensors", a->out);
-    snprintf(r->path_best, sizeof r->path_best, "%s/best.safetensors", a->out);
-    snprintf(r->path_metrics, sizeof r->path_metrics, "%s/metrics.csv", a->out);
+    if (!(r->path_last = stk_text_printf("%s/last.safetensors", a->out)) ||
+        !(r->path_best = stk_text_printf("%s/best.safetensors", a->out)) ||
+        !(r->path_metrics = stk_text_printf("%s/metrics.csv", a->out))) {
+        st = stk_error(STK_ERR_NOMEM, "out of memory");
+        goto out;
+    }
     r->best_top1 = -1;
     if (a->resume && (st = resume_from(r)) != STK_OK) goto out;
     r->metrics = fopen(r->path_metrics, r->start_epoch > 0 ? "a" : "w");
@@ -579,6 +599,12 @@ static void close_run(run_state *r)
     stk_optim_destroy(r->opt);
     stk_model_destroy(r->model);
     if (r->metrics) fclose(r->metrics);
+    free(r->transform);
+    free(r->val_transform);
+    free(r->path_last);
+    free(r->path_best);
+    free(r->path_metrics);
+    free(r->a.out_buf);
 }
 
 static int run(int argc, char **argv)

@@ -12,6 +12,7 @@
 #include "kernels/cuda/cuda_device.h"
 #endif
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,27 @@ void train_default_eval_transform(const stk_meta *m, int size, char *buf, size_t
         snprintf(buf, n, "resize:%d,center:%d", (int)lround(size * 256.0 / 224.0), size);
     else
         snprintf(buf, n, "center:%d", size);
+}
+
+stk_status train_meta_int(const stk_safetensors *f, const char *key, int64_t min, int64_t max,
+                          int64_t *out)
+{
+    const char *v = stk_safetensors_meta(f, key);
+    if (!v)
+        return stk_error(STK_ERR_FORMAT,
+                         "%s: not a Stoke training checkpoint (no \"%s\" in its "
+                         "metadata)",
+                         f->path, key);
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end || errno || x < min || x > max)
+        return stk_error(STK_ERR_CORRUPT,
+                         "%s: damaged checkpoint metadata: \"%s\" is \"%.40s\", not an integer "
+                         "in %lld..%lld",
+                         f->path, key, v, (long long)min, (long long)max);
+    *out = x;
+    return STK_OK;
 }
 
 stk_status train_check_transform(const stk_meta *m, const char *flag, const char *spec, int *size)

@@ -3,6 +3,8 @@
  * pass (loss, top-1, top-5). */
 #pragma once
 
+#include "engine/safetensors.h"
+
 #include "engine/nn.h"
 #include "loader/h2d.h"
 #include "storage/dataset.h"
@@ -25,6 +27,13 @@ void train_default_eval_transform(const stk_meta *m, int size, char *buf, size_t
 /* Check that `spec` suits the dataset and give its output size. Errors:
  * STK_ERR_INVALID_ARG naming the flag (a transform without a fixed output
  * size, a raw dataset asked to grow its images, as a JPEG transform would). */
+/* Integer metadata `key` of checkpoint f within [min, max]. Errors name the
+ * file, the key and the value found (a checkpoint is input like any file):
+ * STK_ERR_FORMAT when absent (or `required` and absent), STK_ERR_CORRUPT
+ * when not a decimal integer in range. */
+stk_status train_meta_int(const stk_safetensors *f, const char *key, int64_t min, int64_t max,
+                          int64_t *out);
+
 stk_status train_check_transform(const stk_meta *m, const char *flag, const char *spec, int *size);
 
 /* The batch's u8 NHWC pixels as a normalised f32 NCHW tensor and its labels

@@ -101,4 +101,10 @@ run 2 "$STOKE" bench --transform rrc:224,blur good.stoke
 expect err.txt 'transform "blur"'
 run 2 "$STOKE" bench --images 5 --epochs 1 good.stoke
 run 1 "$STOKE" bench --batch 64 --transform rrc:8 missing.stoke
+# A transform that cannot fit the dataset's images is refused before the
+# first batch, naming the file and the cause, with one line of stderr.
+run 0 "$STOKE" pack --from idx "$FX/idx" tiny.stoke
+run 2 "$STOKE" bench --batch 4 --epochs 1 --transform pad:4,crop:64 tiny.stoke
+expect err.txt "tiny.stoke: transform \"pad:4,crop:64\": crop:64 is larger than the smallest images (28x28, 36x36 with pad:4)"
+[ "$(wc -l < err.txt)" -le 2 ] || fail "the refusal printed more than one line"
 finish

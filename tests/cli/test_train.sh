@@ -120,6 +120,38 @@ st_io.save("nan.safetensors", t, meta)
 PY
 run 1 "$STOKE" train $T --model mlp --epochs 1 --init nan.safetensors --out r5
 expect err.txt "fc1.weight is not finite after step 1 (epoch 1): training diverged"
+
+# Checkpoint metadata is input: bad values are named with the file, never
+# blamed on flags the user did not give, never turned into negative steps.
+"$PYTHON3" - <<PY || fail "making damaged-metadata checkpoints"
+import sys, shutil, os
+sys.path.insert(0, "$STOKE_TESTS/python")
+import st_io
+t, meta = st_io.load("r1/last.safetensors")
+for name, key, value in (("neg", "step", "-5"), ("vt", "val_transform", "mlp"),
+                         ("cls", "classes", "10x")):
+    m = dict(meta)
+    m[key] = value
+    os.makedirs(name, exist_ok=True)
+    st_io.save(name + "/last.safetensors", t, m)
+PY
+run 1 "$STOKE" train $T --model cnn --epochs 3 --out neg --resume
+expect err.txt "neg/last.safetensors: damaged checkpoint metadata: \"step\" is \"-5\""
+run 1 "$STOKE" eval --data tiny.stoke --checkpoint vt/last.safetensors
+expect err.txt "vt/last.safetensors: its val_transform"
+grep -q -- "--transform" err.txt && fail "a checkpoint's value blamed on --transform"
+run 1 "$STOKE" eval --data tiny.stoke --checkpoint cls/last.safetensors
+expect err.txt "\"classes\" is \"10x\""
+
+# Long user strings are used whole, never cut: a transform of 300 characters
+# whose size token comes last, and a deep --out path.
+LONGTF=$(printf 'flip:0.5,%.0s' $(seq 1 34))center:28
+DEEP=$(printf 'd%.0s' $(seq 1 200))/$(printf 'e%.0s' $(seq 1 200))/$(printf 'f%.0s' $(seq 1 200))
+mkdir -p "$(dirname "$DEEP")"
+run 0 "$STOKE" train $T --model mlp --epochs 1 --transform "$LONGTF" --out "$DEEP"
+[ -f "$DEEP/last.safetensors" ] || fail "checkpoint under a long --out path"
+expect out.txt "transform flip:0.5"
+expect out.txt "center:28"
 run 1 "$STOKE" eval --data jpeg.stoke --checkpoint r1/last.safetensors
 expect err.txt "jpeg.stoke has 3 classes"
 run 2 "$STOKE" eval --data tiny.stoke
