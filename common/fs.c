@@ -129,3 +129,56 @@ stk_status stk_fsync_parent_dir(const char *path)
     free(copy);
     return st;
 }
+
+static stk_status write_all(int fd, const void *p, size_t n, const char *path)
+{
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0)
+            return stk_error(STK_ERR_IO, "%s: write failed: %s", path,
+                             strerror(w == 0 ? ENOSPC : errno));
+        c += w;
+        n -= (size_t)w;
+    }
+    return STK_OK;
+}
+
+stk_status stk_file_write_atomic(const char *path, const stk_file_part *parts, int n)
+{
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 16);
+    if (!tmp) return stk_error(STK_ERR_NOMEM, "%s: no memory", path);
+    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
+    stk_status st = STK_OK;
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        st = stk_error(STK_ERR_IO, "%s: cannot create a temporary file: %s", path, strerror(errno));
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        if ((st = write_all(fd, parts[i].data, parts[i].len, path)) != STK_OK) goto fail;
+    if (fchmod(fd, 0644) != 0 || fsync(fd) != 0) {
+        st = stk_error(STK_ERR_IO, "%s: cannot sync: %s", path, strerror(errno));
+        goto fail;
+    }
+    int rc = close(fd);
+    fd = -1;
+    if (rc != 0) {
+        st = stk_error(STK_ERR_IO, "%s: close failed: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (rename(tmp, path) != 0) {
+        st = stk_error(STK_ERR_IO, "%s: cannot rename into place: %s", path, strerror(errno));
+        goto fail;
+    }
+    st = stk_fsync_parent_dir(path);
+    goto out;
+fail:
+    if (fd >= 0) close(fd);
+    unlink(tmp);
+out:
+    free(tmp);
+    return st;
+}

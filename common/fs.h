@@ -24,5 +24,20 @@ bool stk_utf8_valid(const char *s, size_t len);
  * \xNN, so a message can always show the file it is about. Returns buf. */
 const char *stk_printable(const char *name, char *buf, size_t size);
 
+/* One piece of a file written by stk_file_write_atomic. */
+typedef struct stk_file_part {
+    const void *data;
+    size_t len;
+} stk_file_part;
+
+/* Write the parts, in order, as the whole new content of `path`: into a
+ * temporary in the same directory (PATH.tmp.XXXXXX), fsynced, renamed over
+ * `path`, then the directory fsynced. After a full disk, an I/O error or a
+ * crash, `path` is the old file or the new one, never a torn one; a failed
+ * write removes its temporary (a killed writer may leave it). Mode 0644.
+ * Errors: STK_ERR_IO ("PATH: write failed: No space left on device", ...),
+ * STK_ERR_NOMEM. */
+stk_status stk_file_write_atomic(const char *path, const stk_file_part *parts, int n);
+
 /* fsync the directory holding `path`, so a rename into it is durable. */
 stk_status stk_fsync_parent_dir(const char *path);

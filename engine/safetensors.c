@@ -66,19 +66,6 @@ static void put_json_string(buf *b, const char *s)
     puts_(b, "\"");
 }
 
-static stk_status write_all(int fd, const void *p, size_t n, const char *path)
-{
-    const char *c = p;
-    while (n) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return stk_error(STK_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-        c += w;
-        n -= (size_t)w;
-    }
-    return STK_OK;
-}
-
 stk_status stk_safetensors_write(const char *path, int n, const stk_st_tensor *t, int n_meta,
                                  const char *const *keys, const char *const *values)
 {
@@ -130,46 +117,18 @@ stk_status stk_safetensors_write(const char *path, int n, const stk_st_tensor *t
         return stk_error(STK_ERR_NOMEM, "%s: no memory for the header", path);
     }
 
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 16);
-    if (!tmp) {
+    uint8_t len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)h.n >> (8 * i));
+    stk_file_part *parts = malloc((size_t)(n + 2) * sizeof *parts);
+    if (!parts) {
         free(h.p);
         return stk_error(STK_ERR_NOMEM, "%s: no memory", path);
     }
-    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
-    stk_status st = STK_OK;
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        st = stk_error(STK_ERR_IO, "%s: cannot create a temporary file: %s", path, strerror(errno));
-        goto out;
-    }
-    uint8_t len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)h.n >> (8 * i));
-    if ((st = write_all(fd, len8, 8, path)) != STK_OK) goto fail;
-    if ((st = write_all(fd, h.p, h.n, path)) != STK_OK) goto fail;
-    for (int i = 0; i < n; i++)
-        if ((st = write_all(fd, t[i].data, t[i].bytes, path)) != STK_OK) goto fail;
-    if (fchmod(fd, 0644) != 0 || fsync(fd) != 0) {
-        st = stk_error(STK_ERR_IO, "%s: cannot sync: %s", path, strerror(errno));
-        goto fail;
-    }
-    if (close(fd) != 0) {
-        fd = -1;
-        st = stk_error(STK_ERR_IO, "%s: close failed: %s", path, strerror(errno));
-        goto fail;
-    }
-    fd = -1;
-    if (rename(tmp, path) != 0) {
-        st = stk_error(STK_ERR_IO, "%s: cannot rename into place: %s", path, strerror(errno));
-        goto fail;
-    }
-    st = stk_fsync_parent_dir(path);
-    goto out;
-fail:
-    if (fd >= 0) close(fd);
-    unlink(tmp);
-out:
-    free(tmp);
+    parts[0] = (stk_file_part){len8, 8};
+    parts[1] = (stk_file_part){h.p, h.n};
+    for (int i = 0; i < n; i++) parts[i + 2] = (stk_file_part){t[i].data, t[i].bytes};
+    stk_status st = stk_file_write_atomic(path, parts, n + 2);
+    free(parts);
     free(h.p);
     return st;
 }

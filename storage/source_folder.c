@@ -147,6 +147,11 @@ stk_status stk_source_open_folder(const char *dir, stk_source **out)
                        dir, dir);
         goto fail;
     }
+    if (classes.n > STK_MAX_CLASSES) {
+        st = stk_error(STK_ERR_LIMIT, "%s: %zu class subfolders (a dataset holds at most %u)", dir,
+                       classes.n, STK_MAX_CLASSES);
+        goto fail;
+    }
     if (loose) stk_log_warn("%s: %zu entries outside class subfolders are ignored", dir, loose);
     qsort(classes.v, classes.n, sizeof *classes.v, cmp_str);
     for (size_t c = 0; c < classes.n; c++) {
@@ -214,6 +219,11 @@ stk_status stk_source_open_list(const char *list_file, stk_source **out)
         size_t n = end - (size_t)(line - (char *)data);
         while (n && isspace((unsigned char)*line)) line++, n--;
         if (n == 0 || line[0] == '#') continue;
+        if (memchr(line, '\0', n)) {
+            st = stk_error(STK_ERR_INVALID_ARG, "%s:%zu: a NUL byte inside the line", list_file,
+                           line_no);
+            break;
+        }
         /* The label is the last field, so paths may contain spaces. */
         size_t sp = n;
         while (sp > 0 && !isspace((unsigned char)line[sp - 1])) sp--;
@@ -229,10 +239,15 @@ stk_status stk_source_open_list(const char *list_file, stk_source **out)
         label_text[llen] = '\0';
         errno = 0;
         long label = strtol(label_text, &endp, 10);
-        if (*endp || errno || label < 0 || label > INT32_MAX) {
+        if (*endp || errno || label < 0) {
             st =
                 stk_error(STK_ERR_INVALID_ARG, "%s:%zu: label \"%s\" is not a non-negative integer",
                           list_file, line_no, label_text);
+            break;
+        }
+        if (label >= (long)STK_MAX_CLASSES) { /* what a dataset can hold and every reader opens */
+            st = stk_error(STK_ERR_LIMIT, "%s:%zu: label %ld: labels are limited to 0..%u",
+                           list_file, line_no, label, STK_MAX_CLASSES - 1);
             break;
         }
         size_t plen = sp;

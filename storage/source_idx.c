@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define IDX_MAX_BYTES ((uint64_t)16 << 30)
@@ -38,9 +40,20 @@ static stk_status gz_read_exact(gzFile f, const char *path, void *buf, uint64_t 
 static stk_status read_idx(const char *path, int ndims, uint32_t *dims, uint8_t **body)
 {
     *body = NULL;
-    gzFile f = gzopen(path, "rb");
-    if (!f)
-        return stk_error(STK_ERR_IO, "%s: cannot open: %s", path, strerror(errno ? errno : ENOMEM));
+    /* O_NONBLOCK: a FIFO must be refused, not waited on for a writer. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return stk_error(STK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return stk_error(STK_ERR_UNSUPPORTED, "%s: not a regular file", path);
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    gzFile f = gzdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return stk_error(STK_ERR_NOMEM, "%s: out of memory", path);
+    }
     uint8_t head[4];
     uint8_t dimbuf[12];
     stk_status st = gz_read_exact(f, path, head, 4);
@@ -56,8 +69,7 @@ static stk_status read_idx(const char *path, int ndims, uint32_t *dims, uint8_t 
     for (int i = 0; i < ndims; i++) {
         const uint8_t *b = dimbuf + 4 * i;
         dims[i] = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
-        total *= dims[i];
-        if (total > IDX_MAX_BYTES) {
+        if (__builtin_mul_overflow(total, (uint64_t)dims[i], &total) || total > IDX_MAX_BYTES) {
             st = stk_error(STK_ERR_LIMIT, "%s: IDX header says more than 16 GiB of data", path);
             goto out;
         }

@@ -303,7 +303,7 @@ typedef struct run_state {
     stk_h2d *h2d;
     stk_model *model;
     stk_optim *opt;
-    FILE *metrics;
+    char *metrics; /* metrics.csv's whole text, rewritten atomically after each epoch */
     float mean[3], std[3];
     char *transform, *val_transform; /* the specs in use (owned): never cut to a buffer */
     int size;
@@ -482,14 +482,20 @@ static stk_status setup(run_state *r)
     }
     r->best_top1 = -1;
     if (a->resume && (st = resume_from(r)) != STK_OK) goto out;
-    r->metrics = fopen(r->path_metrics, r->start_epoch > 0 ? "a" : "w");
-    if (!r->metrics) {
-        st = stk_error(STK_ERR_IO, "%s: %s", r->path_metrics, strerror(errno));
-        goto out;
-    }
-    if (r->start_epoch == 0)
-        fprintf(r->metrics, "epoch,step,lr,train_loss,train_acc,val_loss,val_top1,val_top5,"
+    if (r->start_epoch > 0) { /* continue the resumed run's rows */
+        uint8_t *text;
+        size_t len;
+        if ((st = stk_file_read_all(r->path_metrics, (uint64_t)1 << 30, &text, &len)) != STK_OK) {
+            stk_error_prefix(st, "%s", r->path_metrics);
+            goto out;
+        }
+        r->metrics = stk_text_printf("%.*s", (int)len, (const char *)text);
+        free(text);
+    } else {
+        r->metrics = strdup("epoch,step,lr,train_loss,train_acc,val_loss,val_top1,val_top5,"
                             "images_per_sec,stall_pct,seconds\n");
+    }
+    if (!r->metrics) st = stk_error(STK_ERR_NOMEM, "out of memory");
 out:
     stk_dataset_close(ds);
     return st;
@@ -592,13 +598,30 @@ static stk_status train_epoch(run_state *r, const stk_schedule *sched, int64_t e
     return STK_OK;
 }
 
+/* One row of metrics.csv; the file is rewritten whole (complete or absent,
+ * even on a full disk). */
+static stk_status append_metrics(run_state *r, int64_t e, double lr, const epoch_stats *es)
+{
+    char val[96] = ",,,";
+    if (r->a.val)
+        snprintf(val, sizeof val, "%.5f,%.3f,%.3f,", es->val.loss, es->val.top1, es->val.top5);
+    char *text = stk_text_printf("%s%" PRId64 ",%" PRId64 ",%.6g,%.5f,%.3f,%s%.1f,%.2f,%.2f\n",
+                                 r->metrics, e + 1, r->step, lr, es->loss, es->acc, val, es->ips,
+                                 es->stall, es->seconds);
+    if (!text) return stk_error(STK_ERR_NOMEM, "out of memory");
+    free(r->metrics);
+    r->metrics = text;
+    stk_file_part part = {text, strlen(text)};
+    return stk_file_write_atomic(r->path_metrics, &part, 1);
+}
+
 static void close_run(run_state *r)
 {
     stk_h2d_close(r->h2d);
     stk_loader_close(r->loader);
     stk_optim_destroy(r->opt);
     stk_model_destroy(r->model);
-    if (r->metrics) fclose(r->metrics);
+    free(r->metrics);
     free(r->transform);
     free(r->val_transform);
     free(r->path_last);
@@ -649,14 +672,7 @@ static int run(int argc, char **argv)
         ips_sum += es.ips;
         stall_sum += es.stall;
         double lr = stk_optim_lr(r.opt);
-        fprintf(r.metrics, "%" PRId64 ",%" PRId64 ",%.6g,%.5f,%.3f,", e + 1, r.step, lr, es.loss,
-                es.acc);
-        if (a->val)
-            fprintf(r.metrics, "%.5f,%.3f,%.3f,", es.val.loss, es.val.top1, es.val.top5);
-        else
-            fputs(",,,", r.metrics);
-        fprintf(r.metrics, "%.1f,%.2f,%.2f\n", es.ips, es.stall, es.seconds);
-        fflush(r.metrics);
+        if ((st = append_metrics(&r, e, lr, &es)) != STK_OK) break;
         fprintf(lines, "epoch %" PRId64 "/%" PRId64 ": loss %.4f, train acc %.2f%%", e + 1,
                 a->epochs, es.loss, es.acc);
         if (a->val)

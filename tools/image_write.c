@@ -1,6 +1,7 @@
 #include "tools/image_write.h"
 
 #include "augment/jpeg_error.h"
+#include "common/fs.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -8,15 +9,14 @@
 #include <string.h>
 #include <strings.h>
 
+/* Both writers go through stk_file_write_atomic: on a full disk the previous
+ * image stays whole instead of being replaced by a truncated one. */
 static stk_status write_pnm(const char *path, const uint8_t *px, int w, int h, int c)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f) return stk_error(STK_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-    fprintf(f, "P%c\n%d %d\n255\n", c == 1 ? '5' : '6', w, h);
-    size_t n = (size_t)w * (size_t)h * (size_t)c;
-    int bad = fwrite(px, 1, n, f) != n;
-    bad |= fclose(f) != 0;
-    return bad ? stk_error(STK_ERR_IO, "%s: write failed: %s", path, strerror(errno)) : STK_OK;
+    char head[64];
+    int hn = snprintf(head, sizeof head, "P%c\n%d %d\n255\n", c == 1 ? '5' : '6', w, h);
+    stk_file_part parts[2] = {{head, (size_t)hn}, {px, (size_t)w * (size_t)h * (size_t)c}};
+    return stk_file_write_atomic(path, parts, 2);
 }
 
 /* The encoder's output buffer lives on the heap so that it is known after a
@@ -54,11 +54,8 @@ static stk_status write_jpeg(const char *path, const uint8_t *px, int w, int h, 
     }
     jpeg_finish_compress(&cinfo);
     jpeg_destroy_compress(&cinfo);
-    FILE *f = fopen(path, "wb");
-    stk_status st = STK_OK;
-    if (!f || fwrite(out->buf, 1, out->size, f) != out->size)
-        st = stk_error(STK_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    if (f && fclose(f) != 0 && !st) st = stk_error(STK_ERR_IO, "%s: %s", path, strerror(errno));
+    stk_file_part part = {out->buf, out->size};
+    stk_status st = stk_file_write_atomic(path, &part, 1);
     free(out->buf);
     free(out);
     return st;

@@ -107,6 +107,24 @@ run 0 "$STOKE" pack "$FX/good" again.stoke
 [ -e .again.stoke.pack-2147483600 ] && fail "stale temporary not removed"
 [ -e .again.stoke.pack-2147483600.compact ] && fail "stale compact temporary not removed"
 
+# Limits the writer shares with every reader: a label past them is refused
+# at its line, never packed into a file that info would then refuse.
+printf '%s 3\n%s 10000000\n' "$FX/good/cat/cat_0.jpg" "$FX/good/cat/cat_1.jpg" > big.txt
+run 1 "$STOKE" pack --from list big.txt big.stoke
+expect err.txt "big.txt:2: label 10000000: labels are limited to 0..999999"
+printf '%s 2147483647\n' "$FX/good/cat/cat_0.jpg" > max.txt
+run 1 "$STOKE" pack --from list max.txt max.stoke
+expect err.txt "max.txt:1: label 2147483647"
+[ -e big.stoke ] || [ -e max.stoke ] && fail "a refused list left a dataset"
+# A NUL byte inside a line is refused, not read as the end of the path.
+printf '%s\0junk 1\n' "$FX/good/cat/cat_0.jpg" > nul.txt
+run 1 "$STOKE" pack --from list nul.txt nul.stoke
+expect err.txt "nul.txt:1: a NUL byte inside the line"
+# An IDX input that is a FIFO is refused at once, not waited on.
+mkdir -p fifo && mkfifo fifo/train-images-idx3-ubyte && cp "$FX"/idx/train-labels-idx1-ubyte.gz fifo/
+run 1 timeout 20 "$STOKE" pack --from idx fifo fifo.stoke
+expect err.txt "not a regular file"
+
 # Usage errors exit 2.
 run 2 "$STOKE" pack
 run 2 "$STOKE" pack "$FX/good"

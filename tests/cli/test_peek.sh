@@ -45,4 +45,16 @@ run 2 "$STOKE" peek --out x.png good.stoke
 expect err.txt "--out x.png: write .ppm/.pgm (lossless) or .jpg"
 run 2 "$STOKE" peek --index 1 --count 2 good.stoke
 run 1 "$STOKE" peek missing.stoke
+
+# On a full disk the previous image stays whole (temporary + rename): the
+# write fails with ENOSPC, the old file is unchanged, no temporary is left.
+if command -v strace >/dev/null && strace -f -o /dev/null true 2>/dev/null; then
+    cp one.ppm keep.ppm
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+        run 1 strace -f -o /dev/null -e inject=write:error=ENOSPC:when=2 \
+        "$STOKE" peek --index 1 --transform none --out one.ppm good.stoke
+    expect err.txt "one.ppm: write failed: No space left on device"
+    cmp -s one.ppm keep.ppm || fail "a failed peek --out damaged the previous image"
+    ls one.ppm.tmp.* 2>/dev/null && fail "a failed peek --out left its temporary"
+fi
 finish
