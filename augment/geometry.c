@@ -76,8 +76,12 @@ stk_status stk_plan_sample(const stk_transform *t, uint32_t width, uint32_t heig
     stk_rng r;
     stk_rng_for_sample(&r, seed, epoch, index);
     *p = (stk_sample_plan){0};
-    if (width == 0 || height == 0)
-        return stk_error(STK_ERR_INVALID_ARG, "image of %ux%u pixels", width, height);
+    /* 65535 is JPEG's largest side and the dataset format's limit; it keeps
+     * every int below (padded sizes, offsets, products with the output size)
+     * far from overflow. */
+    if (width == 0 || height == 0 || width > 65535 || height > 65535)
+        return stk_error(STK_ERR_INVALID_ARG, "image of %ux%u pixels (sides are 1..65535)", width,
+                         height);
     if (t->rrc) {
         random_resized_crop(t, width, height, &r, p);
     } else if (t->resize) {

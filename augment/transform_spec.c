@@ -73,6 +73,9 @@ static stk_status parse_norm(char *arg, const char *token, stk_transform *t)
         if (!parse_double(m[i], &mean) || !parse_double(s[i], &std))
             return bad(token, "means and stds must be numbers");
         if (!(std > 0)) return bad(token, "std must be positive");
+        /* Kept well inside float range: scale 1/(255 std) and bias -mean/std stay finite. */
+        if (!(fabs(mean) <= 1e6 && std >= 1e-6 && std <= 1e6))
+            return bad(token, "means must lie within -1e6..1e6 and stds within 1e-6..1e6");
         t->mean[i] = (float)mean;
         t->std[i] = (float)std;
     }
@@ -133,15 +136,25 @@ stk_status stk_transform_parse(const char *spec, stk_transform *t)
     if (!spec || !*spec) return stk_error(STK_ERR_INVALID_ARG, "transform: empty spec");
     char buf[1024];
     if (strlen(spec) >= sizeof buf)
-        return stk_error(STK_ERR_INVALID_ARG, "transform: spec too long");
+        return stk_error(STK_ERR_INVALID_ARG, "transform: a spec of %zu characters (at most %zu)",
+                         strlen(spec), sizeof buf - 1);
     snprintf(buf, sizeof buf, "%s", spec);
-    char *save = NULL;
-    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    /* Tokens between commas; an empty one ("", ",", "flip,,crop:8") is a
+     * mistake, not nothing. */
+    for (char *tok = buf;;) {
+        char *comma = strchr(tok, ',');
+        if (comma) *comma = '\0';
         char orig[256], work[256];
+        if (!*tok) return stk_error(STK_ERR_INVALID_ARG, "transform \"%s\": an empty token", spec);
+        if (strlen(tok) >= sizeof orig)
+            return stk_error(STK_ERR_INVALID_ARG,
+                             "transform \"%.40s...\": a token of %zu characters", tok, strlen(tok));
         snprintf(orig, sizeof orig, "%s", tok);
         snprintf(work, sizeof work, "%s", tok);
         stk_status st = parse_token(work, orig, t);
         if (st) return st;
+        if (!comma) break;
+        tok = comma + 1;
     }
     /* Combinations that make sense, in torchvision's order. */
     int geometry = (t->rrc > 0) + (t->resize || t->center) + (t->crop > 0 || t->pad > 0);

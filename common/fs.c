@@ -103,7 +103,9 @@ const char *stk_printable(const char *name, char *buf, size_t size)
         unsigned char c = (unsigned char)name[i];
         /* Keep a whole valid UTF-8 sequence; escape stray bytes and controls. */
         size_t seq = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
-        if (c >= 0x20 && c != 0x7F &&
+        /* U+0080..U+009F (C2 80..C2 9F) are C1 controls: a terminal may act on them (CSI). */
+        bool c1 = c == 0xC2 && i + 1 < len && (unsigned char)name[i + 1] < 0xA0;
+        if (c >= 0x20 && c != 0x7F && !c1 &&
             (c < 0x80 || (i + seq <= len && o + seq < size - 1 && stk_utf8_valid(name + i, seq)))) {
             memcpy(buf + o, name + i, seq);
             o += seq;

@@ -490,12 +490,35 @@ START_TEST(spec_parsing)
         {"none,flip", "none takes no other"},
         {"", "empty spec"},
         {"resize:abc", "transform \"resize:abc\""},
+        {",", "an empty token"},
+        {"flip,,crop:8", "an empty token"},
+        {"crop:8,", "an empty token"},
+        {"norm:1e300/1", "means must lie within"},
+        {"norm:0.5/1e-300", "stds within"},
+        {"norm:nan/1", "means and stds must be numbers"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         ck_assert_int_eq(stk_transform_parse(bad[i].spec, &t), STK_ERR_INVALID_ARG);
         ck_assert_msg(strstr(stk_last_error(), bad[i].msg), "%s -> %s", bad[i].spec,
                       stk_last_error());
     }
+}
+END_TEST
+
+/* Only a random crop can fail to fit; the check names the sizes. */
+START_TEST(transform_fits_smallest_images)
+{
+    stk_transform t;
+    ck_assert_int_eq(stk_transform_parse("pad:4,crop:36", &t), STK_OK);
+    ck_assert_int_eq(stk_transform_check_fits(&t, 28, 28), STK_OK);
+    ck_assert_int_eq(stk_transform_check_fits(&t, 28, 27), STK_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(stk_last_error(), "crop:36 is larger than the smallest images (28x27, "
+                                           "36x35 with pad:4)"),
+                  "%s", stk_last_error());
+    ck_assert_int_eq(stk_transform_parse("rrc:224", &t), STK_OK);
+    ck_assert_int_eq(stk_transform_check_fits(&t, 1, 1), STK_OK);
+    ck_assert_int_eq(stk_transform_parse("center:64", &t), STK_OK);
+    ck_assert_int_eq(stk_transform_check_fits(&t, 8, 8), STK_OK); /* pads, as torchvision */
 }
 END_TEST
 
@@ -535,6 +558,10 @@ START_TEST(plan_geometry_edge_cases)
     ck_assert(p.bx0 == 0 && p.bx1 == 500 && p.out_w == 224);
     ck_assert_int_eq(stk_plan_sample(&t, 1, 1, 0, 0, 0, &p), STK_OK);
     ck_assert_int_eq(stk_plan_sample(&t, 10000, 2, 0, 0, 0, &p), STK_OK);
+    /* Sides past JPEG's 65535 are refused before any int arithmetic on them. */
+    ck_assert_int_eq(stk_plan_sample(&t, 65535, 65535, 0, 0, 0, &p), STK_OK);
+    ck_assert_int_eq(stk_plan_sample(&t, 2147483647u, 9, 0, 0, 0, &p), STK_ERR_INVALID_ARG);
+    ck_assert_int_eq(stk_plan_sample(&t, 9, 4294967295u, 0, 0, 0, &p), STK_ERR_INVALID_ARG);
     /* RandomCrop(28, padding=4) on 28x28: offsets -4..4, every one reachable. */
     ck_assert_int_eq(stk_transform_parse("pad:4,crop:28", &t), STK_OK);
     int seen[9] = {0};
@@ -912,6 +939,7 @@ int main(void)
     tcase_add_test(tc, truncations_and_flips_fail_cleanly);
     tcase_add_test(tc, spec_parsing);
     tcase_add_test(tc, plan_geometry_edge_cases);
+    tcase_add_test(tc, transform_fits_smallest_images);
     tcase_add_test(tc, flip_is_an_exact_mirror);
     tcase_add_test(tc, raw_images_and_edge_sizes);
     tcase_add_test(tc, output_formats_and_normalisation);

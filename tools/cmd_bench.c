@@ -166,13 +166,10 @@ static int run(int argc, char **argv)
             break;
         case OPT_COLD: cold = true; break;
         case OPT_NODECODE: o.read_only = true; break;
-        case OPT_COMPUTE: {
-            char *end;
-            compute_ms = strtod(optarg, &end);
-            if (*end || end == optarg || compute_ms < 0 || compute_ms > 1e6)
-                return stk_cli_usage("bench", "--compute-ms %s: expected milliseconds", optarg);
+        case OPT_COMPUTE: /* NaN and inf are refused with the rest */
+            if (!stk_cli_double("bench", "--compute-ms", optarg, 0, 1e6, &compute_ms))
+                return STK_EXIT_USAGE;
             break;
-        }
         case OPT_SEED:
             if (!stk_cli_int("bench", "--seed", optarg, 0, INT64_MAX, &v)) return STK_EXIT_USAGE;
             o.seed = (uint64_t)v;

@@ -1,8 +1,10 @@
 /* stoke info: what a dataset file holds. */
+#include "common/fs.h"
 #include "storage/dataset.h"
 #include "tools/cli.h"
 
 #include <getopt.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char help[] =
@@ -49,6 +51,22 @@ static void print_json(const char *path, const stk_meta *m, uint64_t file_bytes)
     printf("}\n");
 }
 
+/* `s` with control bytes escaped, whole (4 output bytes per input byte at
+ * most); the result lives until the next call. */
+static const char *safe(const char *s)
+{
+    static char *buf;
+    static size_t cap;
+    size_t need = 4 * strlen(s) + 8;
+    if (need > cap) {
+        char *b = realloc(buf, need);
+        if (!b) return "(out of memory)";
+        buf = b;
+        cap = need;
+    }
+    return stk_printable(s, buf, cap);
+}
+
 static void print_text(const char *path, const stk_meta *m, uint64_t file_bytes)
 {
     char size[32];
@@ -69,11 +87,14 @@ static void print_text(const char *path, const stk_meta *m, uint64_t file_bytes)
         for (int c = 0; c < m->channels; c++) printf("%s%.4f", c ? " " : "", m->std[c]);
         printf("\n");
     }
-    printf("source      %s\n", m->source);
-    printf("packed with %s\n", m->packed_with);
+    /* Strings from the file go to a terminal: control bytes (escape
+     * sequences) are shown as \xNN, never sent raw. */
+    printf("source      %s\n", safe(m->source));
+    printf("packed with %s\n", safe(m->packed_with));
     printf("classes     %u\n", m->num_classes);
     for (uint32_t i = 0; i < m->num_classes; i++)
-        printf("  %5u  %-24s %llu\n", i, m->class_names[i], (unsigned long long)m->class_counts[i]);
+        printf("  %5u  %-24s %llu\n", i, safe(m->class_names[i]),
+               (unsigned long long)m->class_counts[i]);
 }
 
 static int run(int argc, char **argv)

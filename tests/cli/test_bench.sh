@@ -100,6 +100,10 @@ run 2 "$STOKE" bench --output f64 good.stoke
 run 2 "$STOKE" bench --transform rrc:224,blur good.stoke
 expect err.txt 'transform "blur"'
 run 2 "$STOKE" bench --images 5 --epochs 1 good.stoke
+run 2 "$STOKE" bench --compute-ms nan good.stoke
+expect err.txt "--compute-ms nan: expected a number"
+run 2 "$STOKE" bench --transform , good.stoke
+expect err.txt "an empty token"
 run 1 "$STOKE" bench --batch 64 --transform rrc:8 missing.stoke
 # A transform that cannot fit the dataset's images is refused before the
 # first batch, naming the file and the cause, with one line of stderr.

@@ -53,4 +53,15 @@ run 2 "$STOKE"
 run 2 "$STOKE" frobnicate
 expect err.txt "no command 'frobnicate'"
 run 2 "$STOKE" help frobnicate
+
+# Class names from the file reach the terminal escaped: ESC and the C1 CSI
+# (U+009B) as \xNN, never as raw control bytes.
+mkdir -p esc/"$(printf 'a\033[31mred')" esc/"$(printf 'b\302\233c')"
+cp "$FX/good/cat/cat_0.jpg" esc/"$(printf 'a\033[31mred')"/
+cp "$FX/good/cat/cat_1.jpg" esc/"$(printf 'b\302\233c')"/
+run 0 "$STOKE" pack esc esc.stoke
+run 0 "$STOKE" info esc.stoke
+expect out.txt 'a\x1B[31mred'
+expect out.txt 'b\xC2\x9Bc'
+LC_ALL=C grep -q "$(printf '\033')" out.txt && fail "info printed a raw escape byte"
 finish
