@@ -1,15 +1,17 @@
 # Stoke: the two set-up commands of the README.
 #   make test   install dependencies, build, run every test; then again under
-#               ASan+UBSan and under TSan
+#               ASan+UBSan and under TSan, without CUDA, and the fuzz targets
 #   make demo   the main job on the embedded default (Fashion-MNIST from Debian)
 BUILD ?= build
 SAN_BUILD ?= build-sanitize
 TSAN_BUILD ?= build-tsan
 NOCUDA_BUILD ?= build-nocuda
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 20
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test test-sanitize test-tsan test-nocuda demo format clean
+.PHONY: all deps build test test-sanitize test-tsan test-nocuda test-fuzz demo format clean
 
 all: build
 
@@ -25,6 +27,7 @@ test: build
 	$(MAKE) test-sanitize
 	$(MAKE) test-tsan
 	$(MAKE) test-nocuda
+	$(MAKE) test-fuzz
 
 # The sanitizer builds are the STOKE_CUDA=EMULATE configuration: the CUDA
 # backend's own code runs against tests/cuda_host (the host CUDA runtime,
@@ -55,6 +58,14 @@ test-nocuda: deps
 	cmake --build $(NOCUDA_BUILD) -j $(JOBS)
 	cd $(NOCUDA_BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# The libFuzzer targets (fuzz/CMakeLists.txt: clang, ASan+UBSan): each replays
+# its regression inputs (tests/fuzz_regress) and fuzzes its committed seed
+# corpus for FUZZ_SECONDS.
+test-fuzz: deps
+	CC=clang cmake -S fuzz -B $(FUZZ_BUILD) -DSTOKE_FUZZ_SECONDS=$(FUZZ_SECONDS)
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	cd $(FUZZ_BUILD) && ctest --output-on-failure -j $(JOBS)
+
 demo: build
 	./scripts/demo.sh $(BUILD)/stoke
 
@@ -62,4 +73,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')
 
 clean:
-	rm -rf $(BUILD) $(SAN_BUILD) $(TSAN_BUILD) $(NOCUDA_BUILD) demo-data
+	rm -rf $(BUILD) $(SAN_BUILD) $(TSAN_BUILD) $(NOCUDA_BUILD) $(FUZZ_BUILD) demo-data

@@ -8,6 +8,7 @@ PKGS="build-essential cmake pkg-config git
 liburing-dev liblmdb-dev lmdb-utils libturbojpeg0-dev libjpeg62-turbo-dev libjpeg-turbo-progs
 check zlib1g-dev libdnnl-dev strace python3 python3-lmdb python3-pil python3-numpy
 python3-torch python3-torchvision
+clang libclang-rt-14-dev
 dataset-fashion-mnist"
 
 missing=""

@@ -267,9 +267,9 @@ stk_status stk_dataset_get(stk_dataset *ds, uint64_t index, stk_record *out, boo
         /* Name the source when the header is sane enough to find it. */
         if (out->name_len > 0 && out->name_len <= STK_RECORD_MAX_NAME &&
             STK_RECORD_HEADER_SIZE + (size_t)out->name_len <= len)
-            return stk_error_prefix(st, "record %" PRIu64 " (%.*s)", index, (int)out->name_len,
-                                    out->name);
-        return stk_error_prefix(st, "record %" PRIu64, index);
+            return stk_error_prefix(st, "%s: record %" PRIu64 " (%.*s)", ds->path, index,
+                                    (int)out->name_len, out->name);
+        return stk_error_prefix(st, "%s: record %" PRIu64, ds->path, index);
     }
     return STK_OK;
 }

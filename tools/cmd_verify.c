@@ -31,6 +31,7 @@ typedef struct job {
     stk_record rec;
     stk_status status;
     char *error;
+    bool decoded; /* the error is the decoder's: the record is not named in it yet */
 } job;
 
 typedef struct decode_ctx {
@@ -55,6 +56,7 @@ static void decode_one(void *p, size_t i, int worker)
     if (st) {
         j->status = st;
         j->error = strdup(stk_last_error());
+        j->decoded = true;
     }
 }
 
@@ -110,17 +112,9 @@ static int run(int argc, char **argv)
         size_t n = m->count - first < CHUNK ? (size_t)(m->count - first) : CHUNK;
         for (size_t i = 0; i < n; i++) {
             job *j = &ctx.jobs[i];
+            /* get() checks the header, CRC, encoding and label against the meta,
+             * and names the file and record in its message. */
             j->status = stk_dataset_get(ds, first + i, &j->rec, true);
-            if (!j->status && j->rec.encoding != m->encoding)
-                j->status = stk_error(
-                    STK_ERR_CORRUPT, "record %" PRIu64 " (%.*s): encoding %s, the dataset is %s",
-                    first + i, (int)j->rec.name_len, j->rec.name,
-                    stk_encoding_name(j->rec.encoding), stk_encoding_name(m->encoding));
-            if (!j->status && (j->rec.label < 0 || (uint32_t)j->rec.label >= m->num_classes))
-                j->status = stk_error(
-                    STK_ERR_CORRUPT,
-                    "record %" PRIu64 " (%.*s): label %d, the dataset has %u classes", first + i,
-                    (int)j->rec.name_len, j->rec.name, j->rec.label, m->num_classes);
             if (j->status)
                 j->error = strdup(stk_last_error());
             else
@@ -131,12 +125,11 @@ static int run(int argc, char **argv)
             job *j = &ctx.jobs[i];
             if (j->status) {
                 if (++bad <= MAX_LISTED) {
-                    /* get() errors already name the record; decode errors do not. */
-                    if (j->error && strncmp(j->error, "record ", 7) == 0)
-                        printf("%s\n", j->error);
+                    if (j->decoded) /* get() succeeded: the name is valid */
+                        printf("%s: record %" PRIu64 " (%.*s): %s\n", path, first + i,
+                               (int)j->rec.name_len, j->rec.name, j->error ? j->error : "bad");
                     else
-                        printf("record %" PRIu64 " (%.*s): %s\n", first + i, (int)j->rec.name_len,
-                               j->rec.name, j->error ? j->error : "bad");
+                        printf("%s\n", j->error ? j->error : "out of memory");
                 }
             }
             free(j->error);
