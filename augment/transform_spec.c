@@ -149,8 +149,8 @@ stk_status stk_transform_parse(const char *spec, stk_transform *t)
         if (strlen(tok) >= sizeof orig)
             return stk_error(STK_ERR_INVALID_ARG,
                              "transform \"%.40s...\": a token of %zu characters", tok, strlen(tok));
-        snprintf(orig, sizeof orig, "%s", tok);
-        snprintf(work, sizeof work, "%s", tok);
+        memcpy(orig, tok, strlen(tok) + 1); /* fits: checked above */
+        memcpy(work, tok, strlen(tok) + 1);
         stk_status st = parse_token(work, orig, t);
         if (st) return st;
         if (!comma) break;

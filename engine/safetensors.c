@@ -347,9 +347,13 @@ static bool parse_meta(parser *ps, stk_safetensors *f)
             free(k);
             return false;
         }
-        char **nk = realloc(f->meta_keys, (size_t)(f->n_meta + 1) * sizeof *nk);
+        /* Geometric growth: one realloc per pair made a hostile header with
+         * a million pairs quadratic. */
+        bool grow = (f->n_meta & (f->n_meta - 1)) == 0; /* at 0, 1, 2, 4, 8, ... */
+        size_t cap = f->n_meta ? 2 * (size_t)f->n_meta : 1;
+        char **nk = grow ? realloc(f->meta_keys, cap * sizeof *nk) : f->meta_keys;
         if (nk) f->meta_keys = nk;
-        char **nv = realloc(f->meta_values, (size_t)(f->n_meta + 1) * sizeof *nv);
+        char **nv = grow ? realloc(f->meta_values, cap * sizeof *nv) : f->meta_values;
         if (nv) f->meta_values = nv;
         if (!nk || !nv) {
             free(k);
@@ -503,7 +507,11 @@ stk_status stk_safetensors_read(const char *path, stk_safetensors **out)
                 free(name);
                 if (!parse_meta(&ps, f)) goto bad;
             } else {
-                stk_st_entry *e = realloc(f->entries, (size_t)(f->n + 1) * sizeof *e);
+                /* Geometric growth (at n = 0, 1, 2, 4, ...): one realloc per
+                 * tensor made 200,000 tensors quadratic. */
+                stk_st_entry *e = f->entries;
+                if ((f->n & (f->n - 1)) == 0)
+                    e = realloc(f->entries, (f->n ? 2 * (size_t)f->n : 1) * sizeof *e);
                 if (!e) {
                     free(name);
                     fail_(&ps, "no memory");
