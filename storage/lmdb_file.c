@@ -23,14 +23,22 @@
 #define MAX_DEPTH    32  /* LMDB's CURSOR_STACK */
 #define MAX_NAMED    8   /* named databases remembered from the main database */
 
-static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t get32(const uint8_t *p)
+/* Little-endian loads (always inlined: the walk does a few per node). */
+#define INLINE static inline __attribute__((always_inline))
+INLINE uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+INLINE uint32_t get32(const uint8_t *p)
 {
     return (uint32_t)get16(p) | (uint32_t)get16(p + 2) << 16;
 }
-static uint64_t get64(const uint8_t *p)
+INLINE uint64_t get64(const uint8_t *p)
 {
     return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+INLINE uint64_t get64be(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = v << 8 | p[i];
+    return v;
 }
 
 static stk_status damaged(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -66,29 +74,17 @@ typedef struct named_list {
     int n;
 } named_list;
 
-/* Internal entry callback: the public one plus the node's flags. */
-typedef stk_status (*node_fn)(void *ctx, const uint8_t *key, uint32_t key_len, uint16_t flags,
-                              uint64_t value_offset, uint64_t value_len);
-
 typedef struct walk {
     stk_lmdb_file *f;
     const stk_lmdb_db *db;
     const char *db_name;
     bool main_db; /* only the main database holds named-database nodes */
-    node_fn fn;
+    stk_lmdb_entry_fn fn;
     void *ctx;
     uint64_t branch, leaf, overflow, entries;
-    uint8_t prev_key[MAX_KEY];
+    const uint8_t *prev_key; /* inside the map, which does not change */
     uint32_t prev_len;
-    bool have_prev;
 } walk;
-
-static bool test_and_set(uint8_t *bits, uint64_t i)
-{
-    bool was = bits[i >> 3] & (1u << (i & 7));
-    bits[i >> 3] |= (uint8_t)(1u << (i & 7));
-    return was;
-}
 
 /* Mark pages [first, first + n) walked; each may be walked once. */
 static stk_status claim_pages(walk *w, uint64_t first, uint64_t n, const char *what)
@@ -98,15 +94,28 @@ static stk_status claim_pages(walk *w, uint64_t first, uint64_t n, const char *w
         return damaged("database \"%s\": %s at page %" PRIu64 " (%" PRIu64
                        " pages) lies outside pages 2..%" PRIu64,
                        w->db_name, what, first, n, f->last_page);
-    for (uint64_t i = 0; i < n; i++)
-        if (test_and_set(f->visited, first + i))
-            return damaged("database \"%s\": page %" PRIu64 " is reached twice (%s)", w->db_name,
-                           first + i, what);
+    /* A word of the bitmap at a time: an overflow run of a large record
+     * spans many pages. */
+    for (uint64_t at = first, end = first + n; at < end;) {
+        uint64_t bit = at & 63, take = 64 - bit < end - at ? 64 - bit : end - at;
+        uint64_t mask = (take == 64 ? ~0ull : ((1ull << take) - 1)) << bit;
+        uint64_t *word = &f->visited[at >> 6];
+        if (*word & mask)
+            return damaged(
+                "database \"%s\": page %" PRIu64 " is reached twice (%s)", w->db_name,
+                (uint64_t)((at & ~(uint64_t)63) + (uint64_t)__builtin_ctzll(*word & mask)), what);
+        *word |= mask;
+        at += take;
+    }
     return STK_OK;
 }
 
-static int key_cmp(const uint8_t *a, uint32_t alen, const uint8_t *b, uint32_t blen)
+INLINE int key_cmp(const uint8_t *a, uint32_t alen, const uint8_t *b, uint32_t blen)
 {
+    if (alen == 8 && blen == 8) { /* Stoke's record keys: big-endian indices */
+        uint64_t x = get64be(a), y = get64be(b);
+        return (x > y) - (x < y);
+    }
     int c = memcmp(a, b, alen < blen ? alen : blen);
     if (c) return c;
     return alen < blen ? -1 : alen > blen;
@@ -122,6 +131,9 @@ static stk_status leaf_node(walk *w, uint64_t pgno, unsigned i, const uint8_t *n
     if (flags & ~allowed)
         return damaged("database \"%s\", page %" PRIu64 ", node %u: flags 0x%x", w->db_name, pgno,
                        i, flags);
+    if (w->main_db && (!(flags & F_SUBDATA) || dsize != DB_RECORD))
+        return stk_error(STK_ERR_FORMAT, "the main database holds \"%.*s\", not a named database",
+                         ksize < 64 ? (int)ksize : 64, (const char *)key);
     if (ksize > MAX_KEY)
         return damaged("database \"%s\", page %" PRIu64 ", node %u: key of %u bytes", w->db_name,
                        pgno, i, ksize);
@@ -129,12 +141,11 @@ static stk_status leaf_node(walk *w, uint64_t pgno, unsigned i, const uint8_t *n
     if ((uint64_t)NODE_HEADER + ksize + inline_data > room)
         return damaged("database \"%s\", page %" PRIu64 ", node %u runs past its page", w->db_name,
                        pgno, i);
-    if (w->have_prev && key_cmp(w->prev_key, w->prev_len, key, ksize) >= 0)
+    if (w->prev_key && key_cmp(w->prev_key, w->prev_len, key, ksize) >= 0)
         return damaged("database \"%s\", page %" PRIu64 ", node %u: keys out of order", w->db_name,
                        pgno, i);
-    memcpy(w->prev_key, key, ksize);
+    w->prev_key = key;
     w->prev_len = ksize;
-    w->have_prev = true;
     uint64_t value_offset;
     const uint8_t *data = key + ksize;
     if (flags & F_BIGDATA) {
@@ -148,7 +159,7 @@ static stk_status leaf_node(walk *w, uint64_t pgno, unsigned i, const uint8_t *n
         value_offset = (uint64_t)(data - f->base);
     }
     w->entries++;
-    return w->fn(w->ctx, key, ksize, flags, value_offset, dsize);
+    return w->fn(w->ctx, key, ksize, value_offset, dsize);
 }
 
 static stk_status walk_page(walk *w, uint64_t pgno, unsigned level)
@@ -170,6 +181,13 @@ static stk_status walk_page(walk *w, uint64_t pgno, unsigned level)
         return damaged("database \"%s\", page %" PRIu64 ": bounds %u..%u in a %u-byte page",
                        w->db_name, pgno, lower, upper, f->page_size);
     unsigned n = (lower - PAGE_HEADER) / 2u;
+    /* The walk is bound by memory latency (a page's nodes lie at its far
+     * end, one cache miss each): ask for every node of a leaf at once, and
+     * for the next child's header while a branch's child is walked.
+     * Prefetches never fault, and the offsets are range-checked below. */
+    if (leaf)
+        for (unsigned i = 0; i < n; i++)
+            __builtin_prefetch(p + (get16(p + PAGE_HEADER + 2 * i) & (f->page_size - 1)));
     for (unsigned i = 0; i < n; i++) {
         uint16_t off = get16(p + PAGE_HEADER + 2 * i);
         if (off < upper || (uint32_t)off + NODE_HEADER > f->page_size)
@@ -185,6 +203,11 @@ static stk_status walk_page(walk *w, uint64_t pgno, unsigned level)
                                w->db_name, pgno, i);
             uint64_t child = (uint64_t)get16(node) | (uint64_t)get16(node + 2) << 16 |
                              (uint64_t)get16(node + 4) << 32;
+            if (i + 1 < n) {
+                const uint8_t *next = p + (get16(p + PAGE_HEADER + 2 * i + 2) & (f->page_size - 8));
+                uint64_t pg = (uint64_t)get16(next) | (uint64_t)get16(next + 2) << 16;
+                if (pg <= f->last_page) __builtin_prefetch(f->base + pg * f->page_size);
+            }
             st = walk_page(w, child, level + 1);
         }
         if (st) return st;
@@ -197,7 +220,7 @@ static stk_status walk_page(walk *w, uint64_t pgno, unsigned level)
 }
 
 static stk_status walk_db(stk_lmdb_file *f, const stk_lmdb_db *db, const char *name, bool main_db,
-                          node_fn fn, void *ctx)
+                          stk_lmdb_entry_fn fn, void *ctx)
 {
     if (db->flags != 0)
         return damaged("database \"%s\": flags 0x%x (Stoke writes 0)", name, db->flags);
@@ -250,14 +273,12 @@ static stk_status read_meta(const uint8_t *base, uint64_t size, uint64_t off, un
     return STK_OK;
 }
 
-static stk_status collect_named(void *ctx, const uint8_t *key, uint32_t key_len, uint16_t flags,
+static stk_status collect_named(void *ctx, const uint8_t *key, uint32_t key_len,
                                 uint64_t value_offset, uint64_t value_len)
 {
+    (void)value_len; /* DB_RECORD: leaf_node checked it */
     stk_lmdb_file *f = ctx;
     named_list *l = f->named;
-    if (!(flags & F_SUBDATA) || value_len != DB_RECORD)
-        return stk_error(STK_ERR_FORMAT, "the main database holds \"%.*s\", not a named database",
-                         (int)key_len, (const char *)key);
     if (l->n == MAX_NAMED)
         return stk_error(STK_ERR_FORMAT, "more than %d named databases", MAX_NAMED);
     named_db *d = &l->item[l->n++];
@@ -296,7 +317,7 @@ stk_status stk_lmdb_file_init(stk_lmdb_file *f, const uint8_t *base, uint64_t si
                          "file is truncated: %" PRIu64 " bytes, but its LMDB meta page says it "
                          "holds %" PRIu64 " pages of %u bytes (re-pack or copy it again)",
                          size, f->last_page + 1, f->page_size);
-    f->visited = calloc(f->last_page / 8 + 1, 1);
+    f->visited = calloc(f->last_page / 64 + 1, sizeof *f->visited);
     f->named = calloc(1, sizeof(named_list));
     if (!f->visited || !f->named) {
         stk_lmdb_file_deinit(f);
@@ -332,23 +353,9 @@ stk_status stk_lmdb_file_find_db(const stk_lmdb_file *f, const char *name, stk_l
     return STK_OK;
 }
 
-typedef struct public_walk {
-    stk_lmdb_entry_fn fn;
-    void *ctx;
-} public_walk;
-
-static stk_status forward_entry(void *ctx, const uint8_t *key, uint32_t key_len, uint16_t flags,
-                                uint64_t value_offset, uint64_t value_len)
-{
-    (void)flags;
-    public_walk *p = ctx;
-    return p->fn(p->ctx, key, key_len, value_offset, value_len);
-}
-
 stk_status stk_lmdb_file_walk(stk_lmdb_file *f, const char *name, stk_lmdb_entry_fn fn, void *ctx)
 {
     const named_db *d = find_named(f, name);
     if (!d) return STK_END;
-    public_walk p = {fn, ctx};
-    return walk_db(f, &d->db, d->name, false, forward_entry, &p);
+    return walk_db(f, &d->db, d->name, false, fn, ctx);
 }

@@ -61,9 +61,9 @@ typedef struct stk_lmdb_file {
     uint32_t page_size; /* from the meta pages */
     uint64_t last_page; /* highest page number in use */
     uint64_t txnid;
-    stk_lmdb_db main; /* the main database: names -> named databases */
-    uint8_t *visited; /* one bit per page, pages already walked */
-    void *named;      /* the named databases read from the main one */
+    stk_lmdb_db main;  /* the main database: names -> named databases */
+    uint64_t *visited; /* one bit per page, pages already walked */
+    void *named;       /* the named databases read from the main one */
 } stk_lmdb_file;
 
 /* Read and check the meta pages of the LMDB file in base[0..size), and the
