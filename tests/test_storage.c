@@ -328,10 +328,12 @@ START_TEST(reader_refuses_truncated_and_foreign_files)
 }
 END_TEST
 
-START_TEST(reader_refuses_unknown_version)
+/* A dataset-shaped LMDB file written with liblmdb directly: the meta pairs
+ * given and `nrec` raw 2x2 gray records of the given record version (labels
+ * 0, 0, 1, ...). For files the writer would not make: other versions. */
+static void write_lmdb_dataset(const char *path, const char *const (*pairs)[2], size_t npairs,
+                               int nrec, uint8_t version)
 {
-    /* An LMDB file shaped like a dataset from a future format version. */
-    const char *path = tpath("future.stoke");
     MDB_env *env;
     MDB_txn *txn;
     MDB_dbi meta, recs;
@@ -339,14 +341,40 @@ START_TEST(reader_refuses_unknown_version)
     mdb_env_set_maxdbs(env, 2);
     ck_assert_int_eq(mdb_env_open(env, path, MDB_NOSUBDIR | MDB_NOLOCK, 0644), 0);
     ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
-    mdb_dbi_open(txn, "meta", MDB_CREATE, &meta);
-    mdb_dbi_open(txn, "records", MDB_CREATE, &recs);
-    MDB_val k = {6, "format"}, v = {13, "stoke-dataset"};
-    mdb_put(txn, meta, &k, &v, 0);
-    MDB_val k2 = {7, "version"}, v2 = {1, "7"};
-    mdb_put(txn, meta, &k2, &v2, 0);
+    ck_assert_int_eq(mdb_dbi_open(txn, "meta", MDB_CREATE, &meta), 0);
+    ck_assert_int_eq(mdb_dbi_open(txn, "records", MDB_CREATE, &recs), 0);
+    for (size_t i = 0; i < npairs; i++) {
+        MDB_val k = {strlen(pairs[i][0]), (void *)pairs[i][0]};
+        MDB_val v = {strlen(pairs[i][1]), (void *)pairs[i][1]};
+        ck_assert_int_eq(mdb_put(txn, meta, &k, &v, 0), 0);
+    }
+    for (int i = 0; i < nrec; i++) {
+        uint8_t px[4] = {(uint8_t)i, 1, 2, 3}, buf[64], key[8];
+        stk_record r = {.version = version,
+                        .encoding = STK_ENCODING_RAW_U8,
+                        .channels = 1,
+                        .width = 2,
+                        .height = 2,
+                        .label = i == 2,
+                        .name = "x",
+                        .name_len = 1,
+                        .payload = px,
+                        .payload_len = 4};
+        stk_record_encode(&r, buf);
+        stk_record_key((uint64_t)i, key);
+        MDB_val k = {8, key}, v = {stk_record_size(&r), buf};
+        ck_assert_int_eq(mdb_put(txn, recs, &k, &v, MDB_APPEND), 0);
+    }
     ck_assert_int_eq(mdb_txn_commit(txn), 0);
     mdb_env_close(env);
+}
+
+START_TEST(reader_refuses_unknown_version)
+{
+    /* An LMDB file shaped like a dataset from a future format version. */
+    const char *path = tpath("future.stoke");
+    static const char *const pairs[][2] = {{"format", "stoke-dataset"}, {"version", "7"}};
+    write_lmdb_dataset(path, pairs, 2, 0, 1);
     stk_dataset *ds;
     ck_assert_int_eq(stk_dataset_open(path, &ds), STK_ERR_FORMAT);
     ck_assert_msg(strstr(stk_last_error(), "version 7 is not supported"), "%s", stk_last_error());
@@ -412,44 +440,12 @@ END_TEST
 START_TEST(version1_files_still_read)
 {
     const char *path = tpath("v1.stoke");
-    MDB_env *env;
-    MDB_txn *txn;
-    MDB_dbi meta, recs;
-    ck_assert_int_eq(mdb_env_create(&env), 0);
-    mdb_env_set_maxdbs(env, 2);
-    ck_assert_int_eq(mdb_env_open(env, path, MDB_NOSUBDIR | MDB_NOLOCK, 0644), 0);
-    ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
-    mdb_dbi_open(txn, "meta", MDB_CREATE, &meta);
-    mdb_dbi_open(txn, "records", MDB_CREATE, &recs);
-    const char *pairs[][2] = {
+    static const char *const pairs[][2] = {
         {"format", "stoke-dataset"}, {"version", "1"},        {"count", "3"},
         {"encoding", "raw_u8"},      {"channels", "1"},       {"num_classes", "2"},
         {"classes", "a\nb"},         {"class_counts", "2 1"}, {"width_range", "2 2"},
         {"height_range", "2 2"}};
-    for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
-        MDB_val k = {strlen(pairs[i][0]), (void *)pairs[i][0]};
-        MDB_val v = {strlen(pairs[i][1]), (void *)pairs[i][1]};
-        ck_assert_int_eq(mdb_put(txn, meta, &k, &v, 0), 0);
-    }
-    for (int i = 0; i < 3; i++) {
-        uint8_t px[4] = {(uint8_t)i, 1, 2, 3}, buf[64], key[8];
-        stk_record r = {.version = 1,
-                        .encoding = STK_ENCODING_RAW_U8,
-                        .channels = 1,
-                        .width = 2,
-                        .height = 2,
-                        .label = i == 2,
-                        .name = "x",
-                        .name_len = 1,
-                        .payload = px,
-                        .payload_len = 4};
-        stk_record_encode(&r, buf);
-        stk_record_key((uint64_t)i, key);
-        MDB_val k = {8, key}, v = {stk_record_size(&r), buf};
-        ck_assert_int_eq(mdb_put(txn, recs, &k, &v, MDB_APPEND), 0);
-    }
-    ck_assert_int_eq(mdb_txn_commit(txn), 0);
-    mdb_env_close(env);
+    write_lmdb_dataset(path, pairs, sizeof pairs / sizeof *pairs, 3, 1);
     stk_dataset *ds;
     ck_assert_int_eq(stk_dataset_open(path, &ds), STK_OK);
     ck_assert_uint_eq(stk_dataset_meta(ds)->version, 1);
