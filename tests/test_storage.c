@@ -491,12 +491,7 @@ START_TEST(reader_reports_corrupt_record_by_index_and_name)
     uint32_t len;
     stk_dataset_span(ds, 12, &off, &len);
     stk_dataset_close(ds);
-    int fd = open(path, O_RDWR);
-    uint8_t b;
-    ck_assert_int_eq(pread(fd, &b, 1, (off_t)(off + len - 1)), 1);
-    b ^= 0x40;
-    ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)(off + len - 1)), 1);
-    close(fd);
+    flip_byte(path, off + len - 1, 0x40);
     ck_assert_int_eq(stk_dataset_open(path, &ds), STK_OK);
     stk_record r;
     ck_assert_int_eq(stk_dataset_get(ds, 11, &r, true), STK_OK);
