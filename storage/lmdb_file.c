@@ -23,22 +23,39 @@
 #define MAX_DEPTH    32  /* LMDB's CURSOR_STACK */
 #define MAX_NAMED    8   /* named databases remembered from the main database */
 
-/* Little-endian loads (always inlined: the walk does a few per node). */
+/* Unaligned little-endian loads and the big-endian record keys, as single
+ * loads (always inlined: the walk does a few per node). */
 #define INLINE static inline __attribute__((always_inline))
-INLINE uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define FROM_LE(bits, v) (v)
+#define FROM_BE(bits, v) __builtin_bswap##bits(v)
+#else
+#define FROM_LE(bits, v) __builtin_bswap##bits(v)
+#define FROM_BE(bits, v) (v)
+#endif
+INLINE uint16_t get16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return FROM_LE(16, v);
+}
 INLINE uint32_t get32(const uint8_t *p)
 {
-    return (uint32_t)get16(p) | (uint32_t)get16(p + 2) << 16;
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return FROM_LE(32, v);
 }
 INLINE uint64_t get64(const uint8_t *p)
 {
-    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return FROM_LE(64, v);
 }
 INLINE uint64_t get64be(const uint8_t *p)
 {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v = v << 8 | p[i];
-    return v;
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return FROM_BE(64, v);
 }
 
 static stk_status damaged(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
