@@ -381,6 +381,30 @@ START_TEST(reader_refuses_unknown_version)
 }
 END_TEST
 
+/* A record count near 2^62 (which wrapped the index allocation, and the
+ * walk then wrote past it) is refused before anything is allocated for it. */
+START_TEST(reader_refuses_a_hostile_record_count)
+{
+    const char *path = tpath("count.stoke");
+    static const char *const pairs[][2] = {{"format", "stoke-dataset"},
+                                           {"version", "1"},
+                                           {"count", "4611686018427387904"},
+                                           {"encoding", "raw_u8"},
+                                           {"channels", "1"},
+                                           {"num_classes", "1"},
+                                           {"classes", "a"},
+                                           {"class_counts", "4611686018427387904"},
+                                           {"width_range", "2 2"},
+                                           {"height_range", "2 2"}};
+    write_lmdb_dataset(path, pairs, sizeof pairs / sizeof *pairs, 3, 1);
+    stk_dataset *ds;
+    ck_assert_int_eq(stk_dataset_open(path, &ds), STK_ERR_CORRUPT);
+    ck_assert_msg(strstr(stk_last_error(), "count.stoke: damaged (meta says 4611686018427387904 "
+                                           "records, the records database 3)"),
+                  "%s", stk_last_error());
+}
+END_TEST
+
 /* Flip one byte of a file at `at`. */
 static void flip_byte(const char *path, uint64_t at, uint8_t mask)
 {
@@ -805,6 +829,7 @@ int main(void)
     tcase_add_test(tc, writer_reader_roundtrip_index_matches_lmdb);
     tcase_add_test(tc, version2_checks_headers_and_meta);
     tcase_add_test(tc, version1_files_still_read);
+    tcase_add_test(tc, reader_refuses_a_hostile_record_count);
     tcase_add_test(tc, reader_refuses_truncated_and_foreign_files);
     tcase_add_test(tc, reader_refuses_unknown_version);
     tcase_add_test(tc, reader_reports_corrupt_record_by_index_and_name);
