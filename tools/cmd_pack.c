@@ -27,6 +27,8 @@ static const char help[] =
     "               train-/t10k-images-idx3-ubyte[.gz] and their labels, or IMAGES LABELS\n"
     "  cifar10      the CIFAR-10 binary batches: a folder with data_batch_*.bin, or one .bin\n"
     "IDX and CIFAR-10 are stored as raw u8 pixels; imagefolder and list as JPEG.\n"
+    "Limits every reader shares: labels 0..999999 (1,000,000 classes), image sides\n"
+    "up to 65535; inputs past them are refused, naming the line or file.\n"
     "\n"
     "JPEG handling: baseline files are stored byte for byte; progressive ones are\n"
     "transcoded losslessly to baseline; CMYK/YCCK are converted to RGB and\n"
