@@ -48,7 +48,7 @@ uint64_t stk_dataset_file_size(const stk_dataset *ds);
 
 /* Record `index` from the map, header and CRC checked (check_crc false skips
  * the CRC). Views point into the map. Errors: STK_ERR_INVALID_ARG (index out
- * of range), STK_ERR_CORRUPT / STK_ERR_FORMAT with "record N (name): reason". */
+ * of range), STK_ERR_CORRUPT / STK_ERR_FORMAT with "PATH: record N (name): reason". */
 stk_status stk_dataset_get(stk_dataset *ds, uint64_t index, stk_record *out, bool check_crc);
 
 /* Decode a record's bytes (however they were read) and check them against
