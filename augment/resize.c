@@ -2,7 +2,7 @@
  * The SIMD kernels are in resize_simd.c. */
 #include "augment/resize.h"
 
-#include "augment/resize_impl.h"
+#include "augment/resize_plan.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -229,9 +229,8 @@ stk_status stk_resize_u8_window(stk_resizer *rz, const stk_view *src, const stk_
     if (st) return st;
     /* The per-pixel horizontal pass costs the most, so it runs on the fewer
      * rows: before the vertical pass when the window is shorter than the
-     * output (upscaling), after it otherwise. Measured per resize to 224x224:
-     * from 300x300, 83 us against 101 us with PIL's horizontal-first order;
-     * from 160x160, 45 us against 51 us vertical-first. */
+     * output (upscaling), after it otherwise (bench/README.md, "Resize: pass
+     * order"). */
     int c = src->channels;
     int x_lo, x_hi, y_lo, y_hi;
     row_span(h, &x_lo, &x_hi);

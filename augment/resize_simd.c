@@ -1,10 +1,7 @@
 /* SIMD kernels of the u8 resize (x86-64: SSE2 always, SSSE3 and AVX2 when
  * the CPU has them, chosen at run time; other CPUs use the scalar loops).
- * Measured on this machine (bench/bench_augment): the train transform
- * rrc:224,flip ran at 0.44x the rate of a plain full decode with the scalar
- * loops, 1.06x with these, 1.14x once the stores below stopped using a
- * variable size (1.21x with the fast decode). */
-#include "augment/resize_impl.h"
+ * Why they exist, measured: bench/README.md, "Resize: SIMD kernels". */
+#include "augment/resize_plan.h"
 
 #include <string.h>
 

@@ -17,9 +17,8 @@
 typedef void (*cblas_sgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha,
                                const float *a, int lda, const float *b, int ldb, float beta,
                                float *c, int ldc);
-typedef int (*dnnl_sgemm_fn)(char ta, char tb, long m, long n, long k, float alpha,
-                             const float *a, long lda, const float *b, long ldb, float beta,
-                             float *c, long ldc);
+typedef int (*dnnl_sgemm_fn)(char ta, char tb, long m, long n, long k, float alpha, const float *a,
+                             long lda, const float *b, long ldb, float beta, float *c, long ldc);
 typedef void (*set_threads_fn)(int);
 
 typedef struct lib {
@@ -45,8 +44,10 @@ static double run(lib *l, int m, int n, int k, const float *a, const float *b, f
     int reps = 0;
     double t0 = now(), t;
     do {
-        if (l->cblas) l->cblas(101 /* row major */, 111, 111, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
-        else l->dnnl('N', 'N', m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+        if (l->cblas)
+            l->cblas(101 /* row major */, 111, 111, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+        else
+            l->dnnl('N', 'N', m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
         reps++;
         t = now() - t0;
     } while (t < seconds || reps < 3);
@@ -61,24 +62,32 @@ int main(int argc, char **argv)
     for (int i = 0; i < 3; i++) {
         libs[i].handle = dlopen(files[i], RTLD_NOW | RTLD_LOCAL);
         if (!libs[i].handle) continue;
-        if (i < 2) libs[i].cblas = (cblas_sgemm_fn)dlsym(libs[i].handle, "cblas_sgemm");
-        else libs[i].dnnl = (dnnl_sgemm_fn)dlsym(libs[i].handle, "dnnl_sgemm");
-        libs[i].set_threads = (set_threads_fn)dlsym(
-            libs[i].handle, i == 0 ? "openblas_set_num_threads"
-                            : i == 1 ? "bli_thread_set_num_threads"
-                                     : "omp_set_num_threads");
-        if (!libs[i].set_threads) libs[i].set_threads = (set_threads_fn)dlsym(RTLD_DEFAULT, "omp_set_num_threads");
+        if (i < 2)
+            libs[i].cblas = (cblas_sgemm_fn)dlsym(libs[i].handle, "cblas_sgemm");
+        else
+            libs[i].dnnl = (dnnl_sgemm_fn)dlsym(libs[i].handle, "dnnl_sgemm");
+        libs[i].set_threads =
+            (set_threads_fn)dlsym(libs[i].handle, i == 0   ? "openblas_set_num_threads"
+                                                  : i == 1 ? "bli_thread_set_num_threads"
+                                                           : "omp_set_num_threads");
+        if (!libs[i].set_threads)
+            libs[i].set_threads = (set_threads_fn)dlsym(RTLD_DEFAULT, "omp_set_num_threads");
     }
-    static const int shapes[][3] = {{1024, 1024, 1024}, {128, 256, 784},  {128, 10, 128},
+    static const int shapes[][3] = {{1024, 1024, 1024}, {128, 256, 784},   {128, 10, 128},
                                     {12544, 64, 576},   {3136, 128, 1152}, {128, 512, 512}};
-    const char *what[] = {"1024^3", "mlp fc1 128x784 -> 256", "mlp fc3 128x128 -> 10",
-                          "conv3x3 as GEMM, 56x56x64 (im2col)", "conv3x3, 28x28x128",
+    const char *what[] = {"1024^3",
+                          "mlp fc1 128x784 -> 256",
+                          "mlp fc3 128x128 -> 10",
+                          "conv3x3 as GEMM, 56x56x64 (im2col)",
+                          "conv3x3, 28x28x128",
                           "resnet fc, 128x512x512"};
     size_t maxe = 12544 * 1152;
     float *a = malloc(maxe * 4), *b = malloc(maxe * 4), *c = malloc(maxe * 4 * 2);
-    for (size_t i = 0; i < maxe; i++) a[i] = (float)(i % 97) * 0.01f, b[i] = (float)(i % 89) * 0.01f;
+    for (size_t i = 0; i < maxe; i++)
+        a[i] = (float)(i % 97) * 0.01f, b[i] = (float)(i % 89) * 0.01f;
     for (int threads = 1; threads <= 2; threads++) {
-        printf("%d thread%s (GFLOP/s):\n%-38s", threads, threads > 1 ? "s" : "", "shape (m x k -> n)");
+        printf("%d thread%s (GFLOP/s):\n%-38s", threads, threads > 1 ? "s" : "",
+               "shape (m x k -> n)");
         for (int i = 0; i < 3; i++)
             if (libs[i].handle) printf(" %14.14s", libs[i].name);
         printf("\n");

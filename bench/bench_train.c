@@ -1,8 +1,8 @@
-/* Training throughput of the engine: images/s of forward + backward + SGD
- * step per model, batch and thread count, on random inputs (the data path
- * is measured by `stoke bench`; this isolates the engine). Also the
- * engine's matmul GFLOP/s at 1024^3 beside oneDNN's sgemm called directly,
- * the fastest GEMM measured on this machine (kernels/README.md).
+/* Training throughput of the engine: images/s of the trainer's step
+ * (train/trainer.h: forward, loss, backward, SGD) per model, batch and thread count, on random
+ * inputs (the data path is measured by `stoke bench`; this isolates the engine). Also the engine's
+ * matmul GFLOP/s at 1024^3 beside oneDNN's sgemm called directly, the fastest GEMM measured on this
+ * machine (kernels/README.md).
  *
  *   bench_train [--models mlp,cnn,resnet8,resnet18] [--batch 128] [--threads 2]
  *               [--size PX] [--seconds 10] [--device cpu|cuda] [--json]
@@ -17,6 +17,8 @@
 #include "engine/ops.h"
 #include "engine/optim.h"
 #include "kernels/backend.h"
+#include "train/device.h"
+#include "train/trainer.h"
 
 #include <dnnl.h>
 #include <stdio.h>
@@ -76,29 +78,37 @@ static int train_bench(const char *name, int batch, double seconds, bool json)
     for (int i = 0; i < batch; i++) lab[i] = i % 10;
     int64_t ys[1] = {batch};
     stk_tensor_from_host(STK_I32, 1, ys, lab, &y);
-    free(lab);
+    int32_t *host_labels = lab; /* for the step's accuracy count */
     if (!x || !(y = on_device(y))) return 1;
+    /* the trainer's step: forward, loss, backward, SGD, the finite checks */
+    stk_trainer_config tc = stk_trainer_defaults();
+    const stk_copy_engine *ce;
+    stk_device_spec spec = {device, 0};
+    stk_trainer *t = NULL;
+    if (stk_device_spec_open(&spec, &ce) != STK_OK ||
+        (tc.device = ce, stk_trainer_create(&tc, m, opt, &t)) != STK_OK) {
+        fprintf(stderr, "bench_train: %s\n", stk_last_error());
+        return 1;
+    }
+    stk_model_train(m, true);
     int steps = 0;
     double t0 = 0, elapsed = 0;
     for (int i = 0;; i++) {
         if (i == 3) t0 = stk_clock_sec(); /* three warm-up steps */
-        stk_scope *s;
-        stk_scope_begin(&s);
-        stk_tensor *logits, *loss;
-        if (stk_model_forward(m, x, &logits) != STK_OK ||
-            stk_cross_entropy(logits, y, 0.f, &loss) != STK_OK ||
-            stk_backward(loss, NULL, false) != STK_OK || stk_optim_step(opt) != STK_OK ||
-            !(stk_tensor_item(loss) == stk_tensor_item(loss))) { /* waits for the step; NaN fails */
+        stk_step_result r;
+        /* the step reads its loss on the host: the timing waits for the queued work */
+        if (stk_trainer_step_tensors(t, x, y, host_labels, &r) != STK_OK) {
             fprintf(stderr, "bench_train: %s: %s\n", name, stk_last_error());
             return 1;
         }
-        stk_scope_end(s);
         if (i >= 3) {
             steps++;
             elapsed = stk_clock_sec() - t0;
             if (elapsed >= seconds && steps >= 3) break;
         }
     }
+    stk_trainer_destroy(t);
+    free(host_labels);
     double ips = steps * batch / elapsed;
     stk_mem_stats ms;
     stk_device_mem_stats(device, &ms);

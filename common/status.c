@@ -10,10 +10,13 @@ const char *stk_last_error(void) { return last_error; }
 
 stk_status stk_error(stk_status st, const char *fmt, ...)
 {
+    /* through a copy: the arguments may include stk_last_error() itself */
+    char text[STK_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
+    memcpy(last_error, text, sizeof last_error);
     return st;
 }
 
@@ -55,6 +58,7 @@ const char *stk_status_name(stk_status st)
     case STK_ERR_CANCELLED: return "cancelled";
     case STK_ERR_LIMIT: return "limit exceeded";
     case STK_ERR_INTERNAL: return "internal error";
+    case STK_ERR_DIVERGED: return "training diverged";
     }
     return "unknown status";
 }

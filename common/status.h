@@ -34,13 +34,15 @@ typedef enum stk_status {
     STK_ERR_CANCELLED = -8, /* stopped by the user (SIGINT) or by the caller */
     STK_ERR_LIMIT = -9,     /* refused by a limit (pixel count, map size, ...) */
     STK_ERR_INTERNAL = -10,
+    STK_ERR_DIVERGED = -11, /* training produced a loss or parameter that is not finite */
 } stk_status;
 
 /* The message of the last error set on this thread ("" when none). */
 const char *stk_last_error(void);
 
 /* Set this thread's message (printf format) and return `st`, so that error
- * paths read `return stk_error(STK_ERR_IO, "%s: %s", path, strerror(errno));`. */
+ * paths read `return stk_error(STK_ERR_IO, "%s: %s", path, strerror(errno));`.
+ * The arguments may include stk_last_error() (to reword or extend it). */
 stk_status stk_error(stk_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Prefix this thread's current message with "prefix: " (keeps the status). */
@@ -55,3 +57,11 @@ const char *stk_status_name(stk_status st);
 
 /* Maximum length of a message, including the terminating NUL. */
 #define STK_ERROR_MAX 1024
+
+/* Status-checking helper for code that chains fallible calls:
+ * TRY(call) returns the call's status from the enclosing function on error. */
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        stk_status try_st_ = (call);                                                               \
+        if (try_st_ != STK_OK) return try_st_;                                                     \
+    } while (0)

@@ -43,7 +43,7 @@ void stk_scope_end(stk_scope *s)
 
 size_t stk_scope_size(const stk_scope *s) { return s ? s->n : 0; }
 
-stk_tensor *tensor_track(stk_tensor *t)
+stk_tensor *eng_tensor_track(stk_tensor *t)
 {
     stk_scope *s = current_scope;
     if (!s || !t) return t;
@@ -61,11 +61,11 @@ stk_tensor *tensor_track(stk_tensor *t)
     return t;
 }
 
-stk_status compose_end(stk_scope *s, stk_status st, stk_tensor *y, stk_tensor **out)
+stk_status eng_compose_end(stk_scope *s, stk_status st, stk_tensor *y, stk_tensor **out)
 {
     if (st == STK_OK) stk_tensor_retain(y);
     stk_scope_end(s);
-    if (st == STK_OK) *out = tensor_track(y);
+    if (st == STK_OK) *out = eng_tensor_track(y);
     return st;
 }
 
@@ -80,8 +80,8 @@ bool stk_grad_enabled(void) { return no_grad_depth == 0; }
 
 /* ---- nodes ------------------------------------------------------------- */
 
-stk_status node_attach(stk_tensor *out, const char *name, stk_backward_fn fn, int n_inputs,
-                       stk_tensor *const *inputs, stk_node **node)
+stk_status eng_node_attach(stk_tensor *out, const char *name, stk_backward_fn fn, int n_inputs,
+                           stk_tensor *const *inputs, stk_node **node)
 {
     *node = NULL;
     if (!stk_grad_enabled()) return STK_OK;
@@ -110,24 +110,24 @@ stk_status node_attach(stk_tensor *out, const char *name, stk_backward_fn fn, in
     return STK_OK;
 }
 
-void node_save(stk_node *n, int slot, stk_tensor *t)
+void eng_node_save(stk_node *n, int slot, stk_tensor *t)
 {
     stk_tensor_retain(t);
     stk_tensor_release(n->saved[slot]);
     n->saved[slot] = t;
 }
 
-stk_status node_save_output(stk_node *n, int slot, stk_tensor *y)
+stk_status eng_node_save_output(stk_node *n, int slot, stk_tensor *y)
 {
     stk_tensor *alias;
-    stk_status st = tensor_alias(y, y->ndim, y->shape, y->strides, y->offset, &alias);
+    stk_status st = eng_tensor_alias(y, y->ndim, y->shape, y->strides, y->offset, &alias);
     if (st != STK_OK) return st;
-    node_save(n, slot, alias);
+    eng_node_save(n, slot, alias);
     stk_tensor_release(alias);
     return STK_OK;
 }
 
-bool node_needs_grad(const stk_node *n, int i)
+bool eng_node_needs_grad(const stk_node *n, int i)
 {
     return n->inputs[i] && n->inputs[i]->requires_grad;
 }
@@ -143,7 +143,7 @@ static void node_free_state(stk_node *n)
     n->freed = true;
 }
 
-void node_release(stk_node *n)
+void eng_node_release(stk_node *n)
 {
     if (!n) return;
     node_free_state(n);
@@ -153,12 +153,12 @@ void node_release(stk_node *n)
     free(n);
 }
 
-const char *node_name(const stk_node *n) { return n ? n->name : "leaf"; }
+const char *eng_node_name(const stk_node *n) { return n ? n->name : "leaf"; }
 
-stk_status node_grad_like(stk_node *n, int i, bool zero, stk_tensor **out)
+stk_status eng_node_grad_like(stk_node *n, int i, bool zero, stk_tensor **out)
 {
     stk_tensor *in = n->inputs[i];
-    return tensor_new(in->storage->device, STK_F32, in->ndim, in->shape, zero, out);
+    return eng_tensor_new(in->storage->device, STK_F32, in->ndim, in->shape, zero, out);
 }
 
 /* ---- backward ---------------------------------------------------------- */
@@ -169,7 +169,7 @@ static stk_status accumulate(stk_tensor **slot, stk_tensor *g, bool leaf)
 {
     stk_status st = STK_OK;
     const stk_backend *be;
-    if ((st = backend_of(g, &be)) != STK_OK) goto out;
+    if ((st = eng_backend_of(g, &be)) != STK_OK) goto out;
     if (!*slot) {
         /* A leaf's gradient outlives the step: give it storage of its own. */
         bool own = stk_tensor_is_contiguous(g) &&
@@ -178,13 +178,13 @@ static stk_status accumulate(stk_tensor **slot, stk_tensor *g, bool leaf)
             *slot = g;
             return STK_OK;
         }
-        if ((st = tensor_new_like(g, false, slot)) == STK_OK) st = stk_tensor_copy(*slot, g);
+        if ((st = eng_tensor_new_like(g, false, slot)) == STK_OK) st = stk_tensor_copy(*slot, g);
         goto out;
     }
     stk_tensor *sum, *a = NULL, *b = NULL;
-    if ((st = tensor_new_like(*slot, false, &sum)) != STK_OK) goto out;
-    if ((st = tensor_contiguous_raw(*slot, &a)) == STK_OK &&
-        (st = tensor_contiguous_raw(g, &b)) == STK_OK) {
+    if ((st = eng_tensor_new_like(*slot, false, &sum)) != STK_OK) goto out;
+    if ((st = eng_tensor_contiguous_raw(*slot, &a)) == STK_OK &&
+        (st = eng_tensor_contiguous_raw(g, &b)) == STK_OK) {
         int64_t zero[STK_MAX_DIMS] = {0}, str[STK_MAX_DIMS];
         (void)zero;
         for (int d = 0; d < sum->ndim; d++) str[d] = sum->strides[d];
@@ -264,6 +264,58 @@ out:
     return st;
 }
 
+/* ---- gradient hooks ---------------------------------------------------- */
+
+static _Thread_local uint64_t hook_pass; /* numbers the backward passes of this thread */
+
+stk_status stk_tensor_set_grad_hook(stk_tensor *leaf, stk_grad_hook fn, void *ctx)
+{
+    if (leaf->grad_fn || !leaf->requires_grad)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "set_grad_hook: the tensor %s is not a leaf that "
+                         "requires grad",
+                         stk_tensor_shape_str(leaf));
+    leaf->grad_hook = fn;
+    leaf->grad_hook_ctx = fn ? ctx : NULL;
+    return STK_OK;
+}
+
+static bool hooked_leaf(const stk_tensor *t)
+{
+    return t && !t->grad_fn && t->requires_grad && t->grad_hook;
+}
+
+/* Count, for each hooked leaf, the edges of this pass's nodes that lead to it. */
+static void count_hook_edges(const node_list *order, uint64_t pass)
+{
+    for (size_t k = 0; k < order->n; k++) {
+        stk_node *n = order->items[k];
+        for (int i = 0; i < n->n_inputs; i++) {
+            stk_tensor *in = n->inputs[i];
+            if (!hooked_leaf(in)) continue;
+            if (in->pending_pass != pass) {
+                in->pending_pass = pass;
+                in->pending = 0;
+            }
+            in->pending++;
+        }
+    }
+}
+
+/* Node n is done (run, or reached by no gradient): its hooked leaf inputs
+ * have one contribution fewer to wait for; run the hooks of those that have
+ * none left. */
+static stk_status finish_hook_edges(stk_node *n, uint64_t pass)
+{
+    stk_status st = STK_OK;
+    for (int i = 0; i < n->n_inputs && st == STK_OK; i++) {
+        stk_tensor *in = n->inputs[i];
+        if (hooked_leaf(in) && in->pending_pass == pass && --in->pending == 0)
+            st = in->grad_hook(in->grad_hook_ctx, in);
+    }
+    return st;
+}
+
 stk_status stk_backward(stk_tensor *out, stk_tensor *grad, bool retain_graph)
 {
     if (!out->requires_grad)
@@ -273,15 +325,15 @@ stk_status stk_backward(stk_tensor *out, stk_tensor *grad, bool retain_graph)
     stk_status st;
     stk_tensor *g0 = NULL;
     if (grad) {
-        if (!shape_equal(grad, out)) {
+        if (!eng_shape_equal(grad, out)) {
             char a[128];
             snprintf(a, sizeof a, "%s", stk_tensor_shape_str(grad));
             return stk_error(STK_ERR_INVALID_ARG,
                              "backward: the gradient's shape %s differs from the output's %s", a,
                              stk_tensor_shape_str(out));
         }
-        if ((st = check_f32("backward", grad, "the gradient")) != STK_OK) return st;
-        if ((st = check_same_device("backward", grad, out)) != STK_OK) return st;
+        if ((st = eng_check_f32("backward", grad, "the gradient")) != STK_OK) return st;
+        if ((st = eng_check_same_device("backward", grad, out)) != STK_OK) return st;
         stk_tensor_retain(grad);
         g0 = grad;
     } else {
@@ -289,15 +341,19 @@ stk_status stk_backward(stk_tensor *out, stk_tensor *grad, bool retain_graph)
             return stk_error(STK_ERR_INVALID_ARG,
                              "backward: a gradient is needed for the non-scalar output %s",
                              stk_tensor_shape_str(out));
-        if ((st = tensor_new_like(out, false, &g0)) != STK_OK) return st;
+        if ((st = eng_tensor_new_like(out, false, &g0)) != STK_OK) return st;
         const stk_backend *be;
-        if ((st = backend_of(out, &be)) != STK_OK) {
+        if ((st = eng_backend_of(out, &be)) != STK_OK) {
             stk_tensor_release(g0);
             return st;
         }
         be->fill(STK_F32, tensor_ptr(g0), 1, 1.0);
     }
-    if (!out->grad_fn) return accumulate(&out->grad, g0, true);
+    if (!out->grad_fn) {
+        if ((st = accumulate(&out->grad, g0, true)) == STK_OK && hooked_leaf(out))
+            st = out->grad_hook(out->grad_hook_ctx, out);
+        return st;
+    }
 
     node_list order = {0};
     if ((st = topo_order(out->grad_fn, &order)) != STK_OK) {
@@ -305,13 +361,18 @@ stk_status stk_backward(stk_tensor *out, stk_tensor *grad, bool retain_graph)
         free(order.items);
         return st;
     }
+    uint64_t pass = ++hook_pass;
+    count_hook_edges(&order, pass);
     stk_node *root = out->grad_fn;
     stk_tensor_release(root->grad);
     root->grad = g0;
     stk_tensor *gin_small[8], **gin = gin_small;
     for (size_t k = order.n; k-- > 0;) {
         stk_node *n = order.items[k];
-        if (!n->grad) continue; /* no gradient reached it */
+        if (!n->grad) { /* no gradient reached it */
+            if ((st = finish_hook_edges(n, pass)) != STK_OK) break;
+            continue;
+        }
         if (n->n_inputs > 8) {
             gin = calloc((size_t)n->n_inputs, sizeof *gin);
             if (!gin) {
@@ -325,7 +386,7 @@ stk_status stk_backward(stk_tensor *out, stk_tensor *grad, bool retain_graph)
         /* Backward functions may assume a contiguous gradient. */
         if (!stk_tensor_is_contiguous(n->grad)) {
             stk_tensor *c;
-            if ((st = tensor_contiguous_raw(n->grad, &c)) != STK_OK) {
+            if ((st = eng_tensor_contiguous_raw(n->grad, &c)) != STK_OK) {
                 if (gin != gin_small) free(gin);
                 break;
             }
@@ -341,7 +402,7 @@ stk_status stk_backward(stk_tensor *out, stk_tensor *grad, bool retain_graph)
                 stk_tensor_release(g);
                 continue;
             }
-            if (!shape_equal(g, in)) {
+            if (!eng_shape_equal(g, in)) {
                 char a[128];
                 snprintf(a, sizeof a, "%s", stk_tensor_shape_str(g));
                 st = stk_error(STK_ERR_INTERNAL,
@@ -359,6 +420,7 @@ stk_status stk_backward(stk_tensor *out, stk_tensor *grad, bool retain_graph)
         stk_tensor_release(n->grad);
         n->grad = NULL;
         if (!retain_graph) node_free_state(n);
+        if (st == STK_OK) st = finish_hook_edges(n, pass);
         if (st != STK_OK) break;
     }
     /* On an error, drop the partial gradients still held by nodes. */

@@ -42,15 +42,19 @@ size_t stk_scope_size(const stk_scope *scope);
  * freed), kernel errors. */
 stk_status stk_backward(stk_tensor *out, stk_tensor *grad, bool retain_graph);
 
+/* Gradient hooks: fn(ctx, leaf) runs during every stk_backward that reaches
+ * `leaf`, as soon as the leaf's gradient is final for that pass (every node
+ * that contributes to it has run), while the rest of backward is still to
+ * come: data-parallel training starts a gradient's all-reduce there.
+ * Leaves are finished in reverse order of use (the last layer first). The
+ * gradient (stk_tensor_grad) may be read, not replaced; the hook must not
+ * run ops that record a graph. An error returned by fn stops backward with
+ * it. fn NULL removes the hook. Errors: INVALID_ARG (not a leaf that
+ * requires grad). */
+typedef stk_status (*stk_grad_hook)(void *ctx, stk_tensor *leaf);
+stk_status stk_tensor_set_grad_hook(stk_tensor *leaf, stk_grad_hook fn, void *ctx);
+
 /* No-grad mode: ops record nothing while it is on (nests like a counter). */
 void stk_no_grad_begin(void);
 void stk_no_grad_end(void);
 bool stk_grad_enabled(void);
-
-/* Status-checking helper for code that chains engine calls:
- * TRY(call) returns the call's status from the enclosing function on error. */
-#define TRY(call)                                                                                  \
-    do {                                                                                           \
-        stk_status try_st_ = (call);                                                               \
-        if (try_st_ != STK_OK) return try_st_;                                                     \
-    } while (0)

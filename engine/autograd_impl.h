@@ -26,17 +26,17 @@ struct stk_node {
 
 /* Record a node for `out` when grad mode is on and any input requires grad;
  * *node is NULL otherwise (then save nothing). Retains the inputs. */
-stk_status node_attach(stk_tensor *out, const char *name, stk_backward_fn fn, int n_inputs,
-                       stk_tensor *const *inputs, stk_node **node);
+stk_status eng_node_attach(stk_tensor *out, const char *name, stk_backward_fn fn, int n_inputs,
+                           stk_tensor *const *inputs, stk_node **node);
 /* Keep t for the backward (retained). */
-void node_save(stk_node *n, int slot, stk_tensor *t);
+void eng_node_save(stk_node *n, int slot, stk_tensor *t);
 /* Keep the node's own output y for the backward: saved as an alias of its
  * storage, since saving y itself would be a reference cycle (y -> node -> y). */
-stk_status node_save_output(stk_node *n, int slot, stk_tensor *y);
+stk_status eng_node_save_output(stk_node *n, int slot, stk_tensor *y);
 /* Whether input i needs a gradient. */
-bool node_needs_grad(const stk_node *n, int i);
-void node_release(stk_node *n);
-const char *node_name(const stk_node *n);
+bool eng_node_needs_grad(const stk_node *n, int i);
+void eng_node_release(stk_node *n);
+const char *eng_node_name(const stk_node *n);
 
 /* gin helpers: a new untracked tensor shaped like input i. */
-stk_status node_grad_like(stk_node *n, int i, bool zero, stk_tensor **out);
+stk_status eng_node_grad_like(stk_node *n, int i, bool zero, stk_tensor **out);

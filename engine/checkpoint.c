@@ -2,7 +2,7 @@
  * optimizer) and the named tensors of a file. */
 #include "engine/checkpoint.h"
 
-#include "engine/safetensors.h"
+#include "storage/safetensors.h"
 #include "engine/tensor_impl.h"
 
 #include <stdarg.h>
@@ -23,7 +23,7 @@ static stk_status host_bytes(stk_tensor *v, stk_tensor **staged, const void **ou
         *out = stk_tensor_data(v);
         return STK_OK;
     }
-    stk_status st = tensor_new(STK_DEVICE_CPU, v->dtype, v->ndim, v->shape, false, staged);
+    stk_status st = eng_tensor_new(STK_DEVICE_CPU, v->dtype, v->ndim, v->shape, false, staged);
     if (st == STK_OK && (st = stk_tensor_copy(*staged, v)) != STK_OK) {
         stk_tensor_release(*staged);
         *staged = NULL;
@@ -271,7 +271,8 @@ stk_status stk_checkpoint_load(const char *path, stk_model *m, stk_optim *opt, b
             for (int d = 0; d < e->ndim && d < STK_MAX_DIMS; d++) shape[d] = e->shape[d];
             stk_tensor *tmp;
             if (e->dtype != STK_ST_F32 || e->ndim > STK_MAX_DIMS ||
-                (st = tensor_new(STK_DEVICE_CPU, STK_F32, e->ndim, shape, false, &tmp)) != STK_OK) {
+                (st = eng_tensor_new(STK_DEVICE_CPU, STK_F32, e->ndim, shape, false, &tmp)) !=
+                    STK_OK) {
                 if (st == STK_OK)
                     st = stk_error(STK_ERR_FORMAT, "%s: optimizer state %s is not F32", path, name);
                 goto out;

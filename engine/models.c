@@ -41,7 +41,7 @@ static void fill_normal(stk_tensor *t, stk_rng *r, double std)
     }
 }
 
-stk_status mod_init(module *m, init_kind conv_init, uint64_t seed, int *counter)
+stk_status eng_mod_init(stk_module *m, eng_init_kind conv_init, uint64_t seed, int *counter)
 {
     stk_rng r;
     if (m->kind == MOD_LINEAR || m->kind == MOD_CONV2D) {
@@ -60,7 +60,7 @@ stk_status mod_init(module *m, init_kind conv_init, uint64_t seed, int *counter)
             fill_uniform(m->bias, &r, 1.0 / sqrt((double)fi));
         }
     }
-    for (int i = 0; i < m->n_kids; i++) TRY(mod_init(m->kids[i], conv_init, seed, counter));
+    for (int i = 0; i < m->n_kids; i++) TRY(eng_mod_init(m->kids[i], conv_init, seed, counter));
     return STK_OK;
 }
 
@@ -68,12 +68,12 @@ stk_status mod_init(module *m, init_kind conv_init, uint64_t seed, int *counter)
 
 #define ADD(parent, child)                                                                         \
     do {                                                                                           \
-        if (!mod_add((parent), (child))) goto nomem;                                               \
+        if (!eng_mod_add((parent), (child))) goto nomem;                                           \
     } while (0)
 
-static module *simple(module_kind kind, const char *name, int k, int s, int p)
+static stk_module *simple(eng_module_kind kind, const char *name, int k, int s, int p)
 {
-    module *m = mod_new(kind, name);
+    stk_module *m = eng_mod_new(kind, name);
     if (m) {
         m->kernel = k;
         m->stride = s;
@@ -82,94 +82,94 @@ static module *simple(module_kind kind, const char *name, int k, int s, int p)
     return m;
 }
 
-static module *build_mlp(const stk_model_config *c)
+static stk_module *build_mlp(const stk_model_config *c)
 {
-    module *root = mod_new(MOD_SEQUENTIAL, "");
+    stk_module *root = eng_mod_new(MOD_SEQUENTIAL, "");
     if (!root) return NULL;
     int64_t in = (int64_t)c->in_channels * c->image_size * c->image_size;
-    ADD(root, mod_new(MOD_FLATTEN, "flatten"));
-    ADD(root, mod_linear("fc1", in, 256, true));
-    ADD(root, mod_new(MOD_RELU, "relu1"));
-    ADD(root, mod_linear("fc2", 256, 128, true));
-    ADD(root, mod_new(MOD_RELU, "relu2"));
-    ADD(root, mod_linear("fc3", 128, c->classes, true));
+    ADD(root, eng_mod_new(MOD_FLATTEN, "flatten"));
+    ADD(root, eng_mod_linear("fc1", in, 256, true));
+    ADD(root, eng_mod_new(MOD_RELU, "relu1"));
+    ADD(root, eng_mod_linear("fc2", 256, 128, true));
+    ADD(root, eng_mod_new(MOD_RELU, "relu2"));
+    ADD(root, eng_mod_linear("fc3", 128, c->classes, true));
     return root;
 nomem:
-    mod_free(root);
+    eng_mod_free(root);
     return NULL;
 }
 
-static module *build_cnn(const stk_model_config *c)
+static stk_module *build_cnn(const stk_model_config *c)
 {
-    module *root = mod_new(MOD_SEQUENTIAL, "");
+    stk_module *root = eng_mod_new(MOD_SEQUENTIAL, "");
     if (!root) return NULL;
-    ADD(root, mod_conv("conv1", c->in_channels, 32, 3, 1, 1, false));
-    ADD(root, mod_bn("bn1", 32));
-    ADD(root, mod_new(MOD_RELU, "relu1"));
-    ADD(root, mod_conv("conv2", 32, 64, 3, 1, 1, false));
-    ADD(root, mod_bn("bn2", 64));
-    ADD(root, mod_new(MOD_RELU, "relu2"));
+    ADD(root, eng_mod_conv("conv1", c->in_channels, 32, 3, 1, 1, false));
+    ADD(root, eng_mod_bn("bn1", 32));
+    ADD(root, eng_mod_new(MOD_RELU, "relu1"));
+    ADD(root, eng_mod_conv("conv2", 32, 64, 3, 1, 1, false));
+    ADD(root, eng_mod_bn("bn2", 64));
+    ADD(root, eng_mod_new(MOD_RELU, "relu2"));
     ADD(root, simple(MOD_MAXPOOL2D, "pool1", 2, 2, 0));
-    ADD(root, mod_conv("conv3", 64, 128, 3, 1, 1, false));
-    ADD(root, mod_bn("bn3", 128));
-    ADD(root, mod_new(MOD_RELU, "relu3"));
+    ADD(root, eng_mod_conv("conv3", 64, 128, 3, 1, 1, false));
+    ADD(root, eng_mod_bn("bn3", 128));
+    ADD(root, eng_mod_new(MOD_RELU, "relu3"));
     ADD(root, simple(MOD_MAXPOOL2D, "pool2", 2, 2, 0));
-    ADD(root, mod_new(MOD_GLOBAL_AVGPOOL, "avgpool"));
-    ADD(root, mod_linear("fc", 128, c->classes, true));
+    ADD(root, eng_mod_new(MOD_GLOBAL_AVGPOOL, "avgpool"));
+    ADD(root, eng_mod_linear("fc", 128, c->classes, true));
     return root;
 nomem:
-    mod_free(root);
+    eng_mod_free(root);
     return NULL;
 }
 
 /* torchvision's BasicBlock: conv1, bn1, conv2, bn2, downsample (0: conv1x1, 1: bn). */
-module *mod_basic_block(const char *name, int64_t in, int64_t out, int stride)
+stk_module *eng_mod_basic_block(const char *name, int64_t in, int64_t out, int stride)
 {
-    module *b = mod_new(MOD_BASIC_BLOCK, name);
+    stk_module *b = eng_mod_new(MOD_BASIC_BLOCK, name);
     if (!b) return NULL;
-    ADD(b, mod_conv("conv1", in, out, 3, stride, 1, false));
-    ADD(b, mod_bn("bn1", out));
-    ADD(b, mod_conv("conv2", out, out, 3, 1, 1, false));
-    ADD(b, mod_bn("bn2", out));
+    ADD(b, eng_mod_conv("conv1", in, out, 3, stride, 1, false));
+    ADD(b, eng_mod_bn("bn1", out));
+    ADD(b, eng_mod_conv("conv2", out, out, 3, 1, 1, false));
+    ADD(b, eng_mod_bn("bn2", out));
     if (stride != 1 || in != out) {
-        module *ds = mod_new(MOD_SEQUENTIAL, "downsample");
+        stk_module *ds = eng_mod_new(MOD_SEQUENTIAL, "downsample");
         ADD(b, ds);
-        ADD(ds, mod_conv("0", in, out, 1, stride, 0, false));
-        ADD(ds, mod_bn("1", out));
+        ADD(ds, eng_mod_conv("0", in, out, 1, stride, 0, false));
+        ADD(ds, eng_mod_bn("1", out));
     }
     return b;
 nomem:
-    mod_free(b);
+    eng_mod_free(b);
     return NULL;
 }
 
-static module *layer(const char *name, int64_t in, int64_t out, int stride, int blocks)
+static stk_module *layer(const char *name, int64_t in, int64_t out, int stride, int blocks)
 {
-    module *l = mod_new(MOD_SEQUENTIAL, name);
+    stk_module *l = eng_mod_new(MOD_SEQUENTIAL, name);
     if (!l) return NULL;
     for (int i = 0; i < blocks; i++) {
         char bn[16];
         snprintf(bn, sizeof bn, "%d", i);
-        ADD(l, mod_basic_block(bn, i ? out : in, out, i ? 1 : stride));
+        ADD(l, eng_mod_basic_block(bn, i ? out : in, out, i ? 1 : stride));
     }
     return l;
 nomem:
-    mod_free(l);
+    eng_mod_free(l);
     return NULL;
 }
 
-static module *build_resnet(const stk_model_config *c, bool resnet18)
+static stk_module *build_resnet(const stk_model_config *c, bool resnet18)
 {
-    module *root = mod_new(MOD_SEQUENTIAL, "");
+    stk_module *root = eng_mod_new(MOD_SEQUENTIAL, "");
     if (!root) return NULL;
     bool imagenet_stem = resnet18 && c->image_size >= 64; /* CIFAR stem below 64 px */
     int64_t w0 = resnet18 ? 64 : 16;
     if (imagenet_stem)
-        ADD(root, mod_conv("conv1", c->in_channels, w0, 7, 2, 3, false));
+        ADD(root, eng_mod_conv("conv1", c->in_channels, w0, 7, 2, 3, false));
     else
-        ADD(root, mod_conv("conv1", c->in_channels, w0, 3, 1, 1, false));
-    ADD(root, mod_bn("bn1", w0));
-    ADD(root, mod_new(MOD_RELU, "relu"));
+        ADD(root, eng_mod_conv("conv1", c->in_channels, w0, 3, 1, 1, false));
+    ADD(root, eng_mod_bn("bn1", w0));
+    ADD(root, eng_mod_new(MOD_RELU, "relu"));
     if (imagenet_stem) ADD(root, simple(MOD_MAXPOOL2D, "maxpool", 3, 2, 1));
     if (resnet18) {
         ADD(root, layer("layer1", 64, 64, 1, 2));
@@ -181,11 +181,11 @@ static module *build_resnet(const stk_model_config *c, bool resnet18)
         ADD(root, layer("layer2", 16, 32, 2, 1));
         ADD(root, layer("layer3", 32, 64, 2, 1));
     }
-    ADD(root, mod_new(MOD_GLOBAL_AVGPOOL, "avgpool"));
-    ADD(root, mod_linear("fc", resnet18 ? 512 : 64, c->classes, true));
+    ADD(root, eng_mod_new(MOD_GLOBAL_AVGPOOL, "avgpool"));
+    ADD(root, eng_mod_linear("fc", resnet18 ? 512 : 64, c->classes, true));
     return root;
 nomem:
-    mod_free(root);
+    eng_mod_free(root);
     return NULL;
 }
 
@@ -227,10 +227,10 @@ stk_status stk_model_create(const stk_model_config *cfg, stk_model **out)
         goto fail;
     }
     int counter = 0;
-    if ((st = mod_init(m->root, which == 3 ? INIT_KAIMING_NORMAL_FAN_OUT : INIT_TORCH_DEFAULT,
-                       cfg->seed, &counter)) != STK_OK)
+    if ((st = eng_mod_init(m->root, which == 3 ? INIT_KAIMING_NORMAL_FAN_OUT : INIT_TORCH_DEFAULT,
+                           cfg->seed, &counter)) != STK_OK)
         goto fail;
-    if ((st = model_collect_params(m)) != STK_OK) goto fail;
+    if ((st = eng_model_collect_params(m)) != STK_OK) goto fail;
     *out = m;
     return STK_OK;
 fail:

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-module *mod_new(module_kind kind, const char *name)
+stk_module *eng_mod_new(eng_module_kind kind, const char *name)
 {
-    module *m = calloc(1, sizeof *m);
+    stk_module *m = calloc(1, sizeof *m);
     if (!m) {
         stk_error(STK_ERR_NOMEM, "no memory for a module");
         return NULL;
@@ -20,10 +20,10 @@ module *mod_new(module_kind kind, const char *name)
     return m;
 }
 
-void mod_free(module *m)
+void eng_mod_free(stk_module *m)
 {
     if (!m) return;
-    for (int i = 0; i < m->n_kids; i++) mod_free(m->kids[i]);
+    for (int i = 0; i < m->n_kids; i++) eng_mod_free(m->kids[i]);
     free(m->kids);
     stk_tensor_release(m->weight);
     stk_tensor_release(m->bias);
@@ -34,12 +34,12 @@ void mod_free(module *m)
     free(m);
 }
 
-bool mod_add(module *parent, module *child)
+bool eng_mod_add(stk_module *parent, stk_module *child)
 {
     if (!child) return false;
-    module **k = realloc(parent->kids, (size_t)(parent->n_kids + 1) * sizeof *k);
+    stk_module **k = realloc(parent->kids, (size_t)(parent->n_kids + 1) * sizeof *k);
     if (!k) {
-        mod_free(child);
+        eng_mod_free(child);
         stk_error(STK_ERR_NOMEM, "no memory for a module");
         return false;
     }
@@ -51,53 +51,54 @@ bool mod_add(module *parent, module *child)
 static stk_tensor *param_new(int ndim, const int64_t *shape, bool trainable)
 {
     stk_tensor *t;
-    if (tensor_new(STK_DEVICE_CPU, STK_F32, ndim, shape, true, &t) != STK_OK) return NULL;
+    if (eng_tensor_new(STK_DEVICE_CPU, STK_F32, ndim, shape, true, &t) != STK_OK) return NULL;
     stk_tensor_set_requires_grad(t, trainable);
     return t;
 }
 
-module *mod_linear(const char *name, int64_t in, int64_t out, bool bias)
+stk_module *eng_mod_linear(const char *name, int64_t in, int64_t out, bool bias)
 {
-    module *m = mod_new(MOD_LINEAR, name);
+    stk_module *m = eng_mod_new(MOD_LINEAR, name);
     if (!m) return NULL;
     int64_t ws[2] = {out, in};
     m->weight = param_new(2, ws, true);
     if (bias) m->bias = param_new(1, &out, true);
     if (!m->weight || (bias && !m->bias)) {
-        mod_free(m);
+        eng_mod_free(m);
         return NULL;
     }
     return m;
 }
 
-module *mod_conv(const char *name, int64_t in, int64_t out, int k, int stride, int pad, bool bias)
+stk_module *eng_mod_conv(const char *name, int64_t in, int64_t out, int k, int stride, int pad,
+                         bool bias)
 {
-    module *m = mod_new(MOD_CONV2D, name);
+    stk_module *m = eng_mod_new(MOD_CONV2D, name);
     if (!m) return NULL;
     int64_t ws[4] = {out, in, k, k};
     m->weight = param_new(4, ws, true);
     if (bias) m->bias = param_new(1, &out, true);
     m->conv = (stk_conv2d_params){{stride, stride}, {pad, pad}, {1, 1}, 1};
     if (!m->weight || (bias && !m->bias)) {
-        mod_free(m);
+        eng_mod_free(m);
         return NULL;
     }
     return m;
 }
 
-module *mod_bn(const char *name, int64_t c)
+stk_module *eng_mod_bn(const char *name, int64_t c)
 {
-    module *m = mod_new(MOD_BATCHNORM2D, name);
+    stk_module *m = eng_mod_new(MOD_BATCHNORM2D, name);
     if (!m) return NULL;
     m->weight = param_new(1, &c, true);
     m->bias = param_new(1, &c, true);
     m->running_mean = param_new(1, &c, false);
     m->running_var = param_new(1, &c, false);
     stk_tensor *nbt = NULL;
-    if (tensor_new(STK_DEVICE_CPU, STK_I32, 0, NULL, true, &nbt) == STK_OK)
+    if (eng_tensor_new(STK_DEVICE_CPU, STK_I32, 0, NULL, true, &nbt) == STK_OK)
         m->num_batches_tracked = nbt;
     if (!m->weight || !m->bias || !m->running_mean || !m->running_var || !nbt) {
-        mod_free(m);
+        eng_mod_free(m);
         return NULL;
     }
     stk_tensor_fill(m->weight, 1.0);
@@ -122,7 +123,7 @@ static stk_status push_param(stk_model *m, const char *prefix, const char *leaf,
     return STK_OK;
 }
 
-static stk_status collect(stk_model *m, module *mod, const char *prefix)
+static stk_status collect(stk_model *m, stk_module *mod, const char *prefix)
 {
     free((char *)mod->path);
     mod->path = strdup(prefix);
@@ -143,14 +144,14 @@ static stk_status collect(stk_model *m, module *mod, const char *prefix)
     return STK_OK;
 }
 
-stk_status model_collect_params(stk_model *m) { return collect(m, m->root, ""); }
+stk_status eng_model_collect_params(stk_model *m) { return collect(m, m->root, ""); }
 
 void stk_model_destroy(stk_model *m)
 {
     if (!m) return;
     for (int i = 0; i < m->n_params; i++) free((char *)m->params[i].name);
     free(m->params);
-    mod_free(m->root);
+    eng_mod_free(m->root);
     free(m);
 }
 
@@ -175,29 +176,22 @@ const stk_param *stk_model_param(const stk_model *m, int i)
 const char *stk_model_name(const stk_model *m) { return m->name; }
 const stk_model_config *stk_model_get_config(const stk_model *m) { return &m->cfg; }
 
-/* One pass over every f32 tensor through the backend's loss-unscaling
- * kernel with a factor of 1 (an exact identity, NaN and inf included), whose
- * flag says whether any value is not finite; the slow search for the name
- * runs only then. */
+/* One pass over every f32 tensor (stk_scale_check_finite with a factor of
+ * 1, an exact identity); the slow search for the name runs only when a value
+ * is not finite. */
 stk_status stk_model_check_finite(const stk_model *m, const char **bad)
 {
     *bad = NULL;
-    stk_tensor *flag = NULL;
-    const stk_backend *be = NULL;
-    stk_status st = STK_OK;
-    for (int i = 0; i < m->n_params && st == STK_OK; i++) {
+    stk_tensor **ts = calloc((size_t)(m->n_params ? m->n_params : 1), sizeof *ts);
+    if (!ts) return stk_error(STK_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < m->n_params; i++) {
         stk_tensor *p = m->params[i].value;
-        if (stk_tensor_dtype(p) != STK_F32 || !stk_tensor_is_contiguous(p)) continue;
-        if (!flag &&
-            ((st = backend_of(p, &be)) != STK_OK ||
-             (st = tensor_new(stk_tensor_device(p), STK_I32, 0, NULL, true, &flag)) != STK_OK))
-            break;
-        be->amp_unscale(stk_tensor_numel(p), tensor_f32(p), 1.0f, (int32_t *)tensor_ptr(flag));
+        if (stk_tensor_dtype(p) == STK_F32 && stk_tensor_is_contiguous(p)) ts[i] = p;
     }
-    int32_t found = 0;
-    if (st == STK_OK && flag) st = stk_tensor_to_host(flag, &found, sizeof found);
-    stk_tensor_release(flag);
-    if (st != STK_OK || !found) return st;
+    bool finite;
+    stk_status st = stk_scale_check_finite(m->n_params, ts, 1.0f, &finite);
+    free(ts);
+    if (st != STK_OK || finite) return st;
     for (int i = 0; i < m->n_params && !*bad; i++) {
         stk_tensor *p = m->params[i].value;
         if (stk_tensor_dtype(p) != STK_F32) continue;
@@ -257,9 +251,9 @@ static uint64_t path_hash(const char *s) /* FNV-1a, 20 bits */
     return h & 0xFFFFF;
 }
 
-static stk_status forward(stk_model *m, module *mod, stk_tensor *x, stk_tensor **out);
+static stk_status forward(stk_model *m, stk_module *mod, stk_tensor *x, stk_tensor **out);
 
-static stk_status forward_kids(stk_model *m, module *mod, stk_tensor *x, stk_tensor **out)
+static stk_status forward_kids(stk_model *m, stk_module *mod, stk_tensor *x, stk_tensor **out)
 {
     stk_tensor *h = x;
     for (int i = 0; i < mod->n_kids; i++) TRY(forward(m, mod->kids[i], h, &h));
@@ -267,7 +261,7 @@ static stk_status forward_kids(stk_model *m, module *mod, stk_tensor *x, stk_ten
     return STK_OK;
 }
 
-static stk_status basic_block(stk_model *m, module *b, stk_tensor *x, stk_tensor **out)
+static stk_status basic_block(stk_model *m, stk_module *b, stk_tensor *x, stk_tensor **out)
 {
     stk_tensor *h, *id = x, *s;
     TRY(forward(m, b->kids[0], x, &h)); /* conv1 */
@@ -280,7 +274,7 @@ static stk_status basic_block(stk_model *m, module *b, stk_tensor *x, stk_tensor
     return stk_relu(s, out);
 }
 
-static stk_status forward_one(stk_model *m, module *mod, stk_tensor *x, stk_tensor **out)
+static stk_status forward_one(stk_model *m, stk_module *mod, stk_tensor *x, stk_tensor **out)
 {
     switch (mod->kind) {
     case MOD_SEQUENTIAL: return forward_kids(m, mod, x, out);
@@ -308,7 +302,7 @@ static stk_status forward_one(stk_model *m, module *mod, stk_tensor *x, stk_tens
     return stk_error(STK_ERR_INTERNAL, "unknown module kind %d", (int)mod->kind);
 }
 
-static stk_status forward(stk_model *m, module *mod, stk_tensor *x, stk_tensor **out)
+static stk_status forward(stk_model *m, stk_module *mod, stk_tensor *x, stk_tensor **out)
 {
     stk_status st = forward_one(m, mod, x, out);
     /* Name the innermost failing layer once (containers pass errors through). */
@@ -331,5 +325,5 @@ stk_status stk_model_forward(stk_model *m, stk_tensor *x, stk_tensor **out)
     TRY(stk_scope_begin(&s));
     stk_tensor *y = NULL;
     stk_status st = forward(m, m->root, x, &y);
-    return compose_end(s, st, y, out);
+    return eng_compose_end(s, st, y, out);
 }

@@ -8,7 +8,7 @@
 
 static stk_status check_name(const char *name)
 {
-    if (!name || strlen(name) >= sizeof(((module *)0)->name) || strchr(name, '.'))
+    if (!name || strlen(name) >= sizeof(((stk_module *)0)->name) || strchr(name, '.'))
         return stk_error(STK_ERR_INVALID_ARG,
                          "module name '%s' must be under 32 bytes, without '.'",
                          name ? name : "(null)");
@@ -17,17 +17,17 @@ static stk_status check_name(const char *name)
 
 #define TRY_NAME(name) TRY(check_name(name))
 
-static stk_status done(module *m, stk_module **out)
+static stk_status done(stk_module *m, stk_module **out)
 {
     *out = m;
     return m ? STK_OK : STK_ERR_NOMEM; /* the builders set the message */
 }
 
-static stk_status simple_module(module_kind kind, const char *name, int k, int s, int p,
+static stk_status simple_module(eng_module_kind kind, const char *name, int k, int s, int p,
                                 stk_module **out)
 {
     TRY_NAME(name);
-    module *m = mod_new(kind, name);
+    stk_module *m = eng_mod_new(kind, name);
     if (m) {
         m->kernel = k;
         m->stride = s ? s : k;
@@ -59,7 +59,7 @@ stk_status stk_module_add(stk_module *parent, stk_module *child)
             stk_module_destroy(child);
             return st;
         }
-    return mod_add(parent, child) ? STK_OK : STK_ERR_NOMEM;
+    return eng_mod_add(parent, child) ? STK_OK : STK_ERR_NOMEM;
 }
 
 static stk_status check_sizes(const char *what, int64_t a, int64_t b)
@@ -74,7 +74,7 @@ stk_status stk_module_linear(const char *name, int64_t in, int64_t out, bool bia
 {
     TRY_NAME(name);
     TRY(check_sizes("linear", in, out));
-    return done(mod_linear(name, in, out, bias), m);
+    return done(eng_mod_linear(name, in, out, bias), m);
 }
 
 stk_status stk_module_conv2d(const char *name, int64_t in, int64_t out, int kernel, int stride,
@@ -85,14 +85,14 @@ stk_status stk_module_conv2d(const char *name, int64_t in, int64_t out, int kern
     if (kernel < 1 || stride < 1 || padding < 0)
         return stk_error(STK_ERR_INVALID_ARG, "conv2d %s: kernel %d, stride %d, padding %d", name,
                          kernel, stride, padding);
-    return done(mod_conv(name, in, out, kernel, stride, padding, bias), m);
+    return done(eng_mod_conv(name, in, out, kernel, stride, padding, bias), m);
 }
 
 stk_status stk_module_batchnorm2d(const char *name, int64_t channels, stk_module **m)
 {
     TRY_NAME(name);
     TRY(check_sizes("batchnorm2d", channels, 1));
-    return done(mod_bn(name, channels), m);
+    return done(eng_mod_bn(name, channels), m);
 }
 
 stk_status stk_module_relu(const char *name, stk_module **m)
@@ -139,17 +139,17 @@ stk_status stk_module_basic_block(const char *name, int64_t in, int64_t out, int
     TRY(check_sizes("basic_block", in, out));
     if (stride < 1)
         return stk_error(STK_ERR_INVALID_ARG, "basic_block %s: stride %d", name, stride);
-    return done(mod_basic_block(name, in, out, stride), m);
+    return done(eng_mod_basic_block(name, in, out, stride), m);
 }
 
-void stk_module_destroy(stk_module *m) { mod_free(m); }
+void stk_module_destroy(stk_module *m) { eng_mod_free(m); }
 
 stk_status stk_model_from_module(stk_module *root, const stk_model_config *cfg, stk_model **out)
 {
     *out = NULL;
     stk_model *m = calloc(1, sizeof *m);
     if (!m) {
-        mod_free(root);
+        eng_mod_free(root);
         return stk_error(STK_ERR_NOMEM, "no memory for a model");
     }
     m->root = root;
@@ -160,8 +160,8 @@ stk_status stk_model_from_module(stk_module *root, const stk_model_config *cfg, 
     if (m->cfg.bn_eps == 0.f) m->cfg.bn_eps = 1e-5f;
     m->training = true;
     int counter = 0;
-    stk_status st = mod_init(root, INIT_TORCH_DEFAULT, cfg->seed, &counter);
-    if (st == STK_OK) st = model_collect_params(m);
+    stk_status st = eng_mod_init(root, INIT_TORCH_DEFAULT, cfg->seed, &counter);
+    if (st == STK_OK) st = eng_model_collect_params(m);
     if (st != STK_OK) {
         stk_model_destroy(m);
         return st;

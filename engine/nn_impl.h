@@ -4,7 +4,7 @@
 #include "engine/nn.h"
 #include "engine/ops.h"
 
-typedef enum module_kind {
+typedef enum eng_module_kind {
     MOD_SEQUENTIAL,
     MOD_LINEAR,
     MOD_CONV2D,
@@ -16,31 +16,29 @@ typedef enum module_kind {
     MOD_FLATTEN,
     MOD_DROPOUT,
     MOD_BASIC_BLOCK, /* children: conv1, bn1, conv2, bn2, [downsample] */
-} module_kind;
+} eng_module_kind;
 
-typedef enum init_kind {
+typedef enum eng_init_kind {
     INIT_TORCH_DEFAULT, /* kaiming-uniform a = sqrt(5): U(+-1/sqrt(fan_in)) */
     INIT_KAIMING_NORMAL_FAN_OUT,
-} init_kind;
-
-typedef struct stk_module module;
+} eng_init_kind;
 
 struct stk_module {
-    module_kind kind;
+    eng_module_kind kind;
     char name[32];    /* local name: "conv1", "0", ... */
     const char *path; /* full dotted name, set when the state dict is built */
     stk_tensor *weight, *bias, *running_mean, *running_var, *num_batches_tracked;
     stk_conv2d_params conv;
     int kernel, stride, padding; /* pooling */
     float p;                     /* dropout */
-    module **kids;
+    stk_module **kids;
     int n_kids;
 };
 
 struct stk_model {
     stk_model_config cfg;
     char name[32];
-    module *root;
+    stk_module *root;
     stk_param *params;
     int n_params;
     bool training;
@@ -48,17 +46,18 @@ struct stk_model {
 };
 
 /* Builders (nn.c): each returns NULL on allocation failure (message set). */
-module *mod_new(module_kind kind, const char *name);
-bool mod_add(module *parent, module *child); /* false: out of memory (child freed) */
-module *mod_linear(const char *name, int64_t in, int64_t out, bool bias);
-module *mod_conv(const char *name, int64_t in, int64_t out, int k, int stride, int pad, bool bias);
-module *mod_bn(const char *name, int64_t c);
-void mod_free(module *m);
+stk_module *eng_mod_new(eng_module_kind kind, const char *name);
+bool eng_mod_add(stk_module *parent, stk_module *child); /* false: out of memory (child freed) */
+stk_module *eng_mod_linear(const char *name, int64_t in, int64_t out, bool bias);
+stk_module *eng_mod_conv(const char *name, int64_t in, int64_t out, int k, int stride, int pad,
+                         bool bias);
+stk_module *eng_mod_bn(const char *name, int64_t c);
+void eng_mod_free(stk_module *m);
 /* torchvision's BasicBlock (models.c). */
-module *mod_basic_block(const char *name, int64_t in, int64_t out, int stride);
+stk_module *eng_mod_basic_block(const char *name, int64_t in, int64_t out, int stride);
 
 /* Fill the weights of the tree (models.c's init scheme) from Philox(seed). */
-stk_status mod_init(module *m, init_kind conv_init, uint64_t seed, int *counter);
+stk_status eng_mod_init(stk_module *m, eng_init_kind conv_init, uint64_t seed, int *counter);
 
 /* Build the state dict of m->root into m->params. */
-stk_status model_collect_params(stk_model *m);
+stk_status eng_model_collect_params(stk_model *m);

@@ -85,3 +85,11 @@ stk_status stk_cat(int n, stk_tensor *const *xs, int dim, stk_tensor **out);
 /* The input op: u8 NHWC [N, H, W, C] pixels -> f32 NCHW, (x/255 - mean[c]) / std[c].
  * Not differentiable (pixels are data). C <= 16. */
 stk_status stk_input_u8_nhwc(stk_tensor *x, const float *mean, const float *std, stk_tensor **out);
+
+/* In place and untracked: multiply each of the n tensors (f32, contiguous,
+ * all on one device; NULL entries skipped) by `factor`, and tell whether
+ * every value was finite (*finite; a factor of 1 is an exact identity, so
+ * this is also the check alone). One kernel pass per tensor and one flag read
+ * back from the device (waits for the queued work). The loss scaler unscales
+ * gradients with it. Errors: INVALID_ARG (dtype, layout, devices differ). */
+stk_status stk_scale_check_finite(int n, stk_tensor *const *ts, float factor, bool *finite);

@@ -34,7 +34,7 @@ enum { CONV_FORWARD, CONV_BACKWARD_DATA, CONV_BACKWARD_WEIGHT };
 static stk_status conv_pass(const stk_backend *be, int pass, const stk_conv2d_desc *d,
                             const stk_tensor *in0, const stk_tensor *in1, stk_tensor *out)
 {
-    if (!amp_f16(be)) {
+    if (!eng_autocast_f16(be)) {
         const float *a = tensor_f32(in0), *b = tensor_f32(in1);
         float *o = tensor_f32(out);
         return pass == CONV_FORWARD         ? be->conv2d_forward(d, a, b, o)
@@ -43,9 +43,9 @@ static stk_status conv_pass(const stk_backend *be, int pass, const stk_conv2d_de
     }
     stk_tensor *a = NULL, *b = NULL, *o = NULL;
     stk_status st;
-    if ((st = amp_half_copy(be, in0, &a)) == STK_OK &&
-        (st = amp_half_copy(be, in1, &b)) == STK_OK &&
-        (st = tensor_new(stk_tensor_device(out), STK_F16, out->ndim, out->shape, false, &o)) ==
+    if ((st = eng_half_copy(be, in0, &a)) == STK_OK &&
+        (st = eng_half_copy(be, in1, &b)) == STK_OK &&
+        (st = eng_tensor_new(stk_tensor_device(out), STK_F16, out->ndim, out->shape, false, &o)) ==
             STK_OK) {
         const uint16_t *ha = tensor_ptr(a), *hb = tensor_ptr(b);
         uint16_t *ho = tensor_ptr(o);
@@ -65,18 +65,18 @@ static stk_status conv_backward(stk_node *n, stk_tensor *g, stk_tensor **gin)
     stk_tensor *x = n->saved[0], *w = n->saved[1];
     stk_conv2d_desc *d = n->ext;
     const stk_backend *be;
-    stk_status st = backend_of(g, &be);
+    stk_status st = eng_backend_of(g, &be);
     if (st != STK_OK) return st;
-    if (node_needs_grad(n, 0)) {
-        if ((st = node_grad_like(n, 0, false, &gin[0])) != STK_OK) return st;
+    if (eng_node_needs_grad(n, 0)) {
+        if ((st = eng_node_grad_like(n, 0, false, &gin[0])) != STK_OK) return st;
         if ((st = conv_pass(be, CONV_BACKWARD_DATA, d, w, g, gin[0])) != STK_OK) return st;
     }
-    if (node_needs_grad(n, 1)) {
-        if ((st = node_grad_like(n, 1, false, &gin[1])) != STK_OK) return st;
+    if (eng_node_needs_grad(n, 1)) {
+        if ((st = eng_node_grad_like(n, 1, false, &gin[1])) != STK_OK) return st;
         if ((st = conv_pass(be, CONV_BACKWARD_WEIGHT, d, x, g, gin[1])) != STK_OK) return st;
     }
-    if (n->n_inputs > 2 && node_needs_grad(n, 2)) { /* sum over N, H, W */
-        if ((st = node_grad_like(n, 2, false, &gin[2])) != STK_OK) return st;
+    if (n->n_inputs > 2 && eng_node_needs_grad(n, 2)) { /* sum over N, H, W */
+        if ((st = eng_node_grad_like(n, 2, false, &gin[2])) != STK_OK) return st;
         int64_t ys[4] = {0, 1, 0, 0};
         be->sum_to(4, g->shape, tensor_f32(g), ys, tensor_f32(gin[2]), d->k);
     }
@@ -88,9 +88,9 @@ stk_status stk_conv2d(stk_tensor *x, stk_tensor *w, stk_tensor *b, const stk_con
 {
     stk_conv2d_params p = pp ? *pp : STK_CONV2D_DEFAULT;
     stk_status st;
-    if ((st = check_f32("conv2d", x, "the input")) != STK_OK) return st;
-    if ((st = check_f32("conv2d", w, "the weight")) != STK_OK) return st;
-    if ((st = check_same_device("conv2d", x, w)) != STK_OK) return st;
+    if ((st = eng_check_f32("conv2d", x, "the input")) != STK_OK) return st;
+    if ((st = eng_check_f32("conv2d", w, "the weight")) != STK_OK) return st;
+    if ((st = eng_check_same_device("conv2d", x, w)) != STK_OK) return st;
     char xs[128];
     snprintf(xs, sizeof xs, "%s", stk_tensor_shape_str(x));
     if (x->ndim != 4 || w->ndim != 4)
@@ -121,11 +121,12 @@ stk_status stk_conv2d(stk_tensor *x, stk_tensor *w, stk_tensor *b, const stk_con
     }
     const stk_backend *be;
     stk_tensor *xc = NULL, *wc = NULL, *y = NULL;
-    if ((st = backend_of(x, &be)) != STK_OK) goto fail;
-    if ((st = tensor_contiguous_raw(x, &xc)) != STK_OK) goto fail;
-    if ((st = tensor_contiguous_raw(w, &wc)) != STK_OK) goto fail;
+    if ((st = eng_backend_of(x, &be)) != STK_OK) goto fail;
+    if ((st = eng_tensor_contiguous_raw(x, &xc)) != STK_OK) goto fail;
+    if ((st = eng_tensor_contiguous_raw(w, &wc)) != STK_OK) goto fail;
     int64_t shape[4] = {d->n, d->k, d->oh, d->ow};
-    if ((st = tensor_new(x->storage->device, STK_F32, 4, shape, false, &y)) != STK_OK) goto fail;
+    if ((st = eng_tensor_new(x->storage->device, STK_F32, 4, shape, false, &y)) != STK_OK)
+        goto fail;
     if ((st = conv_pass(be, CONV_FORWARD, d, xc, wc, y)) != STK_OK) goto fail;
     if (b) {
         int64_t ys[4] = {d->k * d->oh * d->ow, d->oh * d->ow, d->ow, 1},
@@ -134,17 +135,17 @@ stk_status stk_conv2d(stk_tensor *x, stk_tensor *w, stk_tensor *b, const stk_con
     }
     stk_tensor *in[3] = {x, w, b};
     stk_node *n;
-    if ((st = node_attach(y, "conv2d", conv_backward, b ? 3 : 2, in, &n)) != STK_OK) goto fail;
+    if ((st = eng_node_attach(y, "conv2d", conv_backward, b ? 3 : 2, in, &n)) != STK_OK) goto fail;
     if (n) {
-        node_save(n, 0, xc);
-        node_save(n, 1, wc);
+        eng_node_save(n, 0, xc);
+        eng_node_save(n, 1, wc);
         n->ext = d;
         d = NULL;
     }
     free(d);
     stk_tensor_release(xc);
     stk_tensor_release(wc);
-    *out = tensor_track(y);
+    *out = eng_tensor_track(y);
     return STK_OK;
 fail:
     free(d);

@@ -5,32 +5,32 @@
 #include "engine/autograd.h"
 #include "engine/autograd_impl.h"
 
-stk_status reshape_raw(stk_tensor *t, int ndim, const int64_t *shape, stk_tensor **out);
-stk_status permute_raw(stk_tensor *t, const int *dims, stk_tensor **out);
-stk_status narrow_raw(stk_tensor *t, int d, int64_t start, int64_t length, stk_tensor **out);
-stk_status expand_raw(stk_tensor *t, int ndim, const int64_t *shape, stk_tensor **out);
+stk_status eng_reshape_raw(stk_tensor *t, int ndim, const int64_t *shape, stk_tensor **out);
+stk_status eng_permute_raw(stk_tensor *t, const int *dims, stk_tensor **out);
+stk_status eng_narrow_raw(stk_tensor *t, int d, int64_t start, int64_t length, stk_tensor **out);
+stk_status eng_expand_raw(stk_tensor *t, int ndim, const int64_t *shape, stk_tensor **out);
 /* g summed over the dimensions along which `like` was broadcast to g's shape. */
-stk_status sum_to_like(stk_tensor *g, const stk_tensor *like, stk_tensor **out);
+stk_status eng_sum_to_like(stk_tensor *g, const stk_tensor *like, stk_tensor **out);
 /* out = a (op) b with broadcasting, untracked. */
-stk_status binary_raw(stk_binary_op op, stk_tensor *a, stk_tensor *b, stk_tensor **out);
+stk_status eng_binary_raw(stk_binary_op op, stk_tensor *a, stk_tensor *b, stk_tensor **out);
 /* out = f(x) element-wise, untracked. */
-stk_status unary_raw(stk_unary_op op, stk_tensor *x, float alpha, stk_tensor **out);
+stk_status eng_unary_raw(stk_unary_op op, stk_tensor *x, float alpha, stk_tensor **out);
 /* Broadcast shape of a and b (NumPy rules); error names `op`. */
-stk_status broadcast_shape(const char *op, const stk_tensor *a, const stk_tensor *b, int *ndim,
-                           int64_t *shape);
+stk_status eng_broadcast_shape(const char *op, const stk_tensor *a, const stk_tensor *b, int *ndim,
+                               int64_t *shape);
 /* Row-major matmul of contiguous operands, untracked (see ops_matmul.c). */
-stk_status matmul_raw(stk_tensor *a, bool ta, stk_tensor *b, bool tb, stk_tensor **out);
+stk_status eng_matmul_raw(stk_tensor *a, bool ta, stk_tensor *b, bool tb, stk_tensor **out);
 
 /* Ops built from other ops run them inside a scope of their own, which owns
  * the intermediates (the graph keeps what backward needs):
  *     stk_scope *s; TRY(stk_scope_begin(&s));
  *     st = ...ops..., leaving the result in y;
- *     return compose_end(s, st, y, out);
- * compose_end hands y to the caller (or the caller's scope) on success. */
-stk_status compose_end(stk_scope *s, stk_status st, stk_tensor *y, stk_tensor **out);
+ *     return eng_compose_end(s, st, y, out);
+ * eng_compose_end hands y to the caller (or the caller's scope) on success. */
+stk_status eng_compose_end(stk_scope *s, stk_status st, stk_tensor *y, stk_tensor **out);
 
-/* Autocast (amp.c): true inside stk_amp_begin/end on a backend with f16
- * kernels; then matmul and conv2d compute from f16 copies of their f32
- * operands (amp_half_copy: a contiguous f16 copy of contiguous t). */
-bool amp_f16(const stk_backend *be);
-stk_status amp_half_copy(const stk_backend *be, const stk_tensor *t, stk_tensor **out);
+/* Autocast (autocast.c): true inside stk_autocast_begin/end on a backend
+ * with f16 kernels; then matmul and conv2d compute from f16 copies of their
+ * f32 operands (eng_half_copy: a contiguous f16 copy of contiguous t). */
+bool eng_autocast_f16(const stk_backend *be);
+stk_status eng_half_copy(const stk_backend *be, const stk_tensor *t, stk_tensor **out);

@@ -20,10 +20,10 @@ static stk_status bn_backward(stk_node *n, stk_tensor *g, stk_tensor **gin)
     int64_t N, C, HW;
     bn_dims(x, &N, &C, &HW);
     const stk_backend *be;
-    stk_status st = backend_of(g, &be);
+    stk_status st = eng_backend_of(g, &be);
     if (st != STK_OK) return st;
     for (int i = 0; i < 3; i++)
-        if (node_needs_grad(n, i) && (st = node_grad_like(n, i, false, &gin[i])) != STK_OK)
+        if (eng_node_needs_grad(n, i) && (st = eng_node_grad_like(n, i, false, &gin[i])) != STK_OK)
             return st;
     float *gx = gin[0] ? tensor_f32(gin[0]) : NULL;
     float *gg = gin[1] ? tensor_f32(gin[1]) : NULL, *gb = gin[2] ? tensor_f32(gin[2]) : NULL;
@@ -53,7 +53,7 @@ stk_status stk_batch_norm(stk_tensor *x, stk_tensor *gamma, stk_tensor *beta,
                           float momentum, float eps, stk_tensor **out)
 {
     stk_status st;
-    if ((st = check_f32("batch_norm", x, "the input")) != STK_OK) return st;
+    if ((st = eng_check_f32("batch_norm", x, "the input")) != STK_OK) return st;
     if (x->ndim != 4 && x->ndim != 2)
         return stk_error(STK_ERR_INVALID_ARG, "batch_norm: input %s must be [N, C, H, W] or [N, C]",
                          stk_tensor_shape_str(x));
@@ -74,14 +74,14 @@ stk_status stk_batch_norm(stk_tensor *x, stk_tensor *gamma, stk_tensor *beta,
                          "batch_norm: training needs more than one value per channel, got input %s",
                          stk_tensor_shape_str(x));
     const stk_backend *be;
-    if ((st = backend_of(x, &be)) != STK_OK) return st;
+    if ((st = eng_backend_of(x, &be)) != STK_OK) return st;
     stk_tensor *xc = NULL, *y = NULL, *mean = NULL, *invstd = NULL;
-    if ((st = tensor_contiguous_raw(x, &xc)) != STK_OK) goto fail;
-    if ((st = tensor_new_like(x, false, &y)) != STK_OK) goto fail;
+    if ((st = eng_tensor_contiguous_raw(x, &xc)) != STK_OK) goto fail;
+    if ((st = eng_tensor_new_like(x, false, &y)) != STK_OK) goto fail;
     const float *gm = gamma ? tensor_f32(gamma) : NULL, *bt = beta ? tensor_f32(beta) : NULL;
     if (training) {
-        if ((st = tensor_new(x->storage->device, STK_F32, 1, &C, false, &mean)) != STK_OK ||
-            (st = tensor_new(x->storage->device, STK_F32, 1, &C, false, &invstd)) != STK_OK)
+        if ((st = eng_tensor_new(x->storage->device, STK_F32, 1, &C, false, &mean)) != STK_OK ||
+            (st = eng_tensor_new(x->storage->device, STK_F32, 1, &C, false, &invstd)) != STK_OK)
             goto fail;
         be->batch_norm_train(N, C, HW, tensor_f32(xc), gm, bt, tensor_f32(y), tensor_f32(mean),
                              tensor_f32(invstd), running_mean ? tensor_f32(running_mean) : NULL,
@@ -92,26 +92,26 @@ stk_status stk_batch_norm(stk_tensor *x, stk_tensor *gamma, stk_tensor *beta,
     }
     stk_tensor *in[3] = {x, gamma, beta};
     stk_node *n;
-    if ((st = node_attach(y, "batch_norm", bn_backward, 3, in, &n)) != STK_OK) goto fail;
+    if ((st = eng_node_attach(y, "batch_norm", bn_backward, 3, in, &n)) != STK_OK) goto fail;
     if (n) {
         n->iv[0] = training;
         n->fv[0] = eps;
-        node_save(n, 0, xc);
+        eng_node_save(n, 0, xc);
         if (training) {
-            node_save(n, 1, mean);
-            node_save(n, 2, invstd);
+            eng_node_save(n, 1, mean);
+            eng_node_save(n, 2, invstd);
         } else { /* a copy: the running statistics change after this step */
             stk_tensor *rm = NULL, *rv = NULL;
-            if ((st = tensor_new_like(running_mean, false, &rm)) != STK_OK ||
+            if ((st = eng_tensor_new_like(running_mean, false, &rm)) != STK_OK ||
                 (st = stk_tensor_copy(rm, running_mean)) != STK_OK ||
-                (st = tensor_new_like(running_var, false, &rv)) != STK_OK ||
+                (st = eng_tensor_new_like(running_var, false, &rv)) != STK_OK ||
                 (st = stk_tensor_copy(rv, running_var)) != STK_OK) {
                 stk_tensor_release(rm);
                 stk_tensor_release(rv);
                 goto fail;
             }
-            node_save(n, 1, rm);
-            node_save(n, 2, rv);
+            eng_node_save(n, 1, rm);
+            eng_node_save(n, 2, rv);
             stk_tensor_release(rm);
             stk_tensor_release(rv);
         }
@@ -119,7 +119,7 @@ stk_status stk_batch_norm(stk_tensor *x, stk_tensor *gamma, stk_tensor *beta,
     stk_tensor_release(xc);
     stk_tensor_release(mean);
     stk_tensor_release(invstd);
-    *out = tensor_track(y);
+    *out = eng_tensor_track(y);
     return STK_OK;
 fail:
     stk_tensor_release(xc);
@@ -135,9 +135,9 @@ static stk_status pool_backward(stk_node *n, stk_tensor *g, stk_tensor **gin)
 {
     stk_pool2d_desc *d = n->ext;
     const stk_backend *be;
-    stk_status st = backend_of(g, &be);
+    stk_status st = eng_backend_of(g, &be);
     if (st != STK_OK) return st;
-    if ((st = node_grad_like(n, 0, false, &gin[0])) != STK_OK) return st;
+    if ((st = eng_node_grad_like(n, 0, false, &gin[0])) != STK_OK) return st;
     if (n->iv[0])
         be->max_pool2d_backward(d, tensor_f32(g), (const int32_t *)tensor_ptr(n->saved[0]),
                                 tensor_f32(gin[0]));
@@ -150,7 +150,7 @@ static stk_status pool_op(const char *name, bool is_max, stk_tensor *x, int kern
                           int padding, bool count_include_pad, stk_tensor **out)
 {
     stk_status st;
-    if ((st = check_f32(name, x, "the input")) != STK_OK) return st;
+    if ((st = eng_check_f32(name, x, "the input")) != STK_OK) return st;
     if (stride == 0) stride = kernel;
     if (x->ndim != 4 || kernel < 1 || stride < 1 || padding < 0 || padding * 2 > kernel)
         return stk_error(STK_ERR_INVALID_ARG,
@@ -179,29 +179,30 @@ static stk_status pool_op(const char *name, bool is_max, stk_tensor *x, int kern
                        kernel, stk_tensor_shape_str(x));
         goto fail;
     }
-    if ((st = backend_of(x, &be)) != STK_OK) goto fail;
-    if ((st = tensor_contiguous_raw(x, &xc)) != STK_OK) goto fail;
+    if ((st = eng_backend_of(x, &be)) != STK_OK) goto fail;
+    if ((st = eng_tensor_contiguous_raw(x, &xc)) != STK_OK) goto fail;
     int64_t shape[4] = {d->n, d->c, d->oh, d->ow};
-    if ((st = tensor_new(x->storage->device, STK_F32, 4, shape, false, &y)) != STK_OK) goto fail;
+    if ((st = eng_tensor_new(x->storage->device, STK_F32, 4, shape, false, &y)) != STK_OK)
+        goto fail;
     if (is_max) {
-        if ((st = tensor_new(x->storage->device, STK_I32, 4, shape, false, &am)) != STK_OK)
+        if ((st = eng_tensor_new(x->storage->device, STK_I32, 4, shape, false, &am)) != STK_OK)
             goto fail;
         be->max_pool2d_forward(d, tensor_f32(xc), tensor_f32(y), (int32_t *)tensor_ptr(am));
     } else {
         be->avg_pool2d_forward(d, tensor_f32(xc), tensor_f32(y));
     }
     stk_node *n;
-    if ((st = node_attach(y, name, pool_backward, 1, &x, &n)) != STK_OK) goto fail;
+    if ((st = eng_node_attach(y, name, pool_backward, 1, &x, &n)) != STK_OK) goto fail;
     if (n) {
         n->iv[0] = is_max;
         n->ext = d;
         d = NULL;
-        if (am) node_save(n, 0, am);
+        if (am) eng_node_save(n, 0, am);
     }
     free(d);
     stk_tensor_release(xc);
     stk_tensor_release(am);
-    *out = tensor_track(y);
+    *out = eng_tensor_track(y);
     return STK_OK;
 fail:
     free(d);
@@ -236,7 +237,7 @@ stk_status stk_adaptive_avg_pool2d(stk_tensor *x, int oh, int ow, stk_tensor **o
         stk_tensor *m = NULL;
         int dims[2] = {2, 3};
         stk_status st = stk_mean(x, 2, dims, true, &m);
-        return compose_end(s, st, m, out);
+        return eng_compose_end(s, st, m, out);
     }
     int k = (int)(x->shape[2] / oh);
     return pool_op("adaptive_avg_pool2d", false, x, k, k, 0, true, out);

@@ -13,12 +13,13 @@ static stk_status reduce_backward(stk_node *n, stk_tensor *gout, stk_tensor **gi
     int64_t keep[STK_MAX_DIMS];
     for (int d = 0; d < x->ndim; d++) keep[d] = (n->iv[0] >> d) & 1 ? 1 : x->shape[d];
     stk_tensor *g = NULL, *e = NULL;
-    stk_status st = reshape_raw(gout, x->ndim, keep, &g);
-    if (st == STK_OK && (st = expand_raw(g, x->ndim, x->shape, &e)) == STK_OK) {
-        if ((st = node_grad_like(n, 0, false, &gin[0])) == STK_OK) st = stk_tensor_copy(gin[0], e);
+    stk_status st = eng_reshape_raw(gout, x->ndim, keep, &g);
+    if (st == STK_OK && (st = eng_expand_raw(g, x->ndim, x->shape, &e)) == STK_OK) {
+        if ((st = eng_node_grad_like(n, 0, false, &gin[0])) == STK_OK)
+            st = stk_tensor_copy(gin[0], e);
         if (st == STK_OK && n->fv[0] != 1.0) {
             const stk_backend *be;
-            if ((st = backend_of(x, &be)) == STK_OK)
+            if ((st = eng_backend_of(x, &be)) == STK_OK)
                 be->unary(STK_UNARY_MUL_SCALAR, stk_tensor_numel(x), tensor_f32(gin[0]),
                           tensor_f32(gin[0]), (float)n->fv[0]);
         }
@@ -32,11 +33,11 @@ static stk_status reduce_op(const char *name, stk_tensor *x, int ndims, const in
                             bool keepdim, bool mean, stk_tensor **out)
 {
     stk_status st;
-    if ((st = check_f32(name, x, "the input")) != STK_OK) return st;
+    if ((st = eng_check_f32(name, x, "the input")) != STK_OK) return st;
     int64_t mask = 0;
     if (ndims == 0) mask = (1 << x->ndim) - 1;
     for (int i = 0; i < ndims; i++) {
-        int d = dim_index(dims[i], x->ndim);
+        int d = eng_dim_index(dims[i], x->ndim);
         if (d < 0)
             return stk_error(STK_ERR_INVALID_ARG, "%s: dim %d is invalid for %s", name, dims[i],
                              stk_tensor_shape_str(x));
@@ -51,10 +52,10 @@ static stk_status reduce_op(const char *name, stk_tensor *x, int ndims, const in
         if (!r || keepdim) shape[k++] = keep[d];
     }
     const stk_backend *be;
-    if ((st = backend_of(x, &be)) != STK_OK) return st;
+    if ((st = eng_backend_of(x, &be)) != STK_OK) return st;
     stk_tensor *xc = NULL, *y = NULL;
-    if ((st = tensor_contiguous_raw(x, &xc)) != STK_OK) return st;
-    if ((st = tensor_new(x->storage->device, STK_F32, k, shape, false, &y)) != STK_OK) {
+    if ((st = eng_tensor_contiguous_raw(x, &xc)) != STK_OK) return st;
+    if ((st = eng_tensor_new(x->storage->device, STK_F32, k, shape, false, &y)) != STK_OK) {
         stk_tensor_release(xc);
         return st;
     }
@@ -69,7 +70,7 @@ static stk_status reduce_op(const char *name, stk_tensor *x, int ndims, const in
         be->unary(STK_UNARY_MUL_SCALAR, stk_tensor_numel(y), tensor_f32(y), tensor_f32(y), scale);
     stk_tensor_release(xc);
     stk_node *n;
-    if ((st = node_attach(y, name, reduce_backward, 1, &x, &n)) != STK_OK) {
+    if ((st = eng_node_attach(y, name, reduce_backward, 1, &x, &n)) != STK_OK) {
         stk_tensor_release(y);
         return st;
     }
@@ -77,7 +78,7 @@ static stk_status reduce_op(const char *name, stk_tensor *x, int ndims, const in
         n->iv[0] = mask;
         n->fv[0] = scale;
     }
-    *out = tensor_track(y);
+    *out = eng_tensor_track(y);
     return STK_OK;
 }
 

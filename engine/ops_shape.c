@@ -11,11 +11,11 @@ static stk_status cat_backward(stk_node *n, stk_tensor *g, stk_tensor **gin)
     int64_t start = 0;
     for (int i = 0; i < n->n_inputs; i++) {
         int64_t len = n->inputs[i]->shape[d];
-        if (node_needs_grad(n, i)) {
+        if (eng_node_needs_grad(n, i)) {
             stk_tensor *slice;
-            stk_status st = narrow_raw(g, d, start, len, &slice);
+            stk_status st = eng_narrow_raw(g, d, start, len, &slice);
             if (st != STK_OK) return st;
-            st = tensor_contiguous_raw(slice, &gin[i]);
+            st = eng_tensor_contiguous_raw(slice, &gin[i]);
             stk_tensor_release(slice);
             if (st != STK_OK) return st;
         }
@@ -28,7 +28,7 @@ stk_status stk_cat(int n, stk_tensor *const *xs, int dim, stk_tensor **out)
 {
     if (n < 1) return stk_error(STK_ERR_INVALID_ARG, "cat: no tensors");
     stk_tensor *x0 = xs[0];
-    int d = dim_index(dim, x0->ndim);
+    int d = eng_dim_index(dim, x0->ndim);
     if (d < 0)
         return stk_error(STK_ERR_INVALID_ARG, "cat: dim %d is invalid for %s", dim,
                          stk_tensor_shape_str(x0));
@@ -38,8 +38,8 @@ stk_status stk_cat(int n, stk_tensor *const *xs, int dim, stk_tensor **out)
     stk_status st;
     for (int i = 0; i < n; i++) {
         stk_tensor *x = xs[i];
-        if ((st = check_f32("cat", x, "every input")) != STK_OK) return st;
-        if ((st = check_same_device("cat", x0, x)) != STK_OK) return st;
+        if ((st = eng_check_f32("cat", x, "every input")) != STK_OK) return st;
+        if ((st = eng_check_same_device("cat", x0, x)) != STK_OK) return st;
         bool ok = x->ndim == x0->ndim;
         for (int k = 0; ok && k < x->ndim; k++)
             if (k != d && x->shape[k] != x0->shape[k]) ok = false;
@@ -53,21 +53,21 @@ stk_status stk_cat(int n, stk_tensor *const *xs, int dim, stk_tensor **out)
         shape[d] += x->shape[d];
     }
     stk_tensor *y;
-    if ((st = tensor_new(x0->storage->device, STK_F32, x0->ndim, shape, false, &y)) != STK_OK)
+    if ((st = eng_tensor_new(x0->storage->device, STK_F32, x0->ndim, shape, false, &y)) != STK_OK)
         return st;
     int64_t start = 0;
     for (int i = 0; i < n; i++) {
         stk_tensor *slice;
-        if ((st = narrow_raw(y, d, start, xs[i]->shape[d], &slice)) != STK_OK) goto fail;
+        if ((st = eng_narrow_raw(y, d, start, xs[i]->shape[d], &slice)) != STK_OK) goto fail;
         st = stk_tensor_copy(slice, xs[i]);
         stk_tensor_release(slice);
         if (st != STK_OK) goto fail;
         start += xs[i]->shape[d];
     }
     stk_node *node;
-    if ((st = node_attach(y, "cat", cat_backward, n, xs, &node)) != STK_OK) goto fail;
+    if ((st = eng_node_attach(y, "cat", cat_backward, n, xs, &node)) != STK_OK) goto fail;
     if (node) node->iv[0] = d;
-    *out = tensor_track(y);
+    *out = eng_tensor_track(y);
     return STK_OK;
 fail:
     stk_tensor_release(y);
@@ -85,15 +85,15 @@ stk_status stk_input_u8_nhwc(stk_tensor *x, const float *mean, const float *std,
             return stk_error(STK_ERR_INVALID_ARG, "input: std of channel %lld is %g (must be > 0)",
                              (long long)c, (double)std[c]);
     const stk_backend *be;
-    stk_status st = backend_of(x, &be);
+    stk_status st = eng_backend_of(x, &be);
     if (st != STK_OK) return st;
     stk_tensor *xc = NULL, *y = NULL;
-    if ((st = tensor_contiguous_raw(x, &xc)) != STK_OK) return st;
+    if ((st = eng_tensor_contiguous_raw(x, &xc)) != STK_OK) return st;
     int64_t shape[4] = {x->shape[0], x->shape[3], x->shape[1], x->shape[2]};
-    if ((st = tensor_new(x->storage->device, STK_F32, 4, shape, false, &y)) == STK_OK) {
+    if ((st = eng_tensor_new(x->storage->device, STK_F32, 4, shape, false, &y)) == STK_OK) {
         be->input_u8_nhwc(x->shape[0], x->shape[1], x->shape[2], x->shape[3],
                           (const uint8_t *)tensor_ptr(xc), mean, std, tensor_f32(y));
-        *out = tensor_track(y);
+        *out = eng_tensor_track(y);
     }
     stk_tensor_release(xc);
     return st;

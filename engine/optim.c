@@ -82,8 +82,8 @@ void stk_optim_destroy(stk_optim *o)
 static stk_status ensure_state(stk_tensor **t, const stk_tensor *like)
 {
     if (*t) return STK_OK;
-    return tensor_new(stk_tensor_device(like), STK_F32, stk_tensor_ndim(like), like->shape, true,
-                      t);
+    return eng_tensor_new(stk_tensor_device(like), STK_F32, stk_tensor_ndim(like), like->shape,
+                          true, t);
 }
 
 stk_status stk_optim_step(stk_optim *o)
@@ -96,7 +96,7 @@ stk_status stk_optim_step(stk_optim *o)
         stk_tensor *p = s->param->value, *g = stk_tensor_grad(p);
         if (!g || !stk_tensor_requires_grad(p)) continue;
         const stk_backend *be;
-        stk_status st = backend_of(p, &be);
+        stk_status st = eng_backend_of(p, &be);
         if (st != STK_OK) return st;
         if (!stk_tensor_is_contiguous(p) || !stk_tensor_is_contiguous(g))
             return stk_error(STK_ERR_INTERNAL, "optimizer: parameter %s is not contiguous",

@@ -14,14 +14,14 @@ const char *stk_dtype_name(stk_dtype dt)
     return (unsigned)dt < 5 ? name[dt] : "unknown";
 }
 
-int64_t shape_numel(int ndim, const int64_t *shape)
+int64_t eng_shape_numel(int ndim, const int64_t *shape)
 {
     int64_t n = 1;
     for (int d = 0; d < ndim; d++) n *= shape[d];
     return n;
 }
 
-bool shape_equal(const stk_tensor *a, const stk_tensor *b)
+bool eng_shape_equal(const stk_tensor *a, const stk_tensor *b)
 {
     if (a->ndim != b->ndim) return false;
     for (int d = 0; d < a->ndim; d++)
@@ -29,13 +29,13 @@ bool shape_equal(const stk_tensor *a, const stk_tensor *b)
     return true;
 }
 
-int dim_index(int d, int ndim)
+int eng_dim_index(int d, int ndim)
 {
     if (d < 0) d += ndim;
     return d >= 0 && d < ndim ? d : -1;
 }
 
-stk_status check_f32(const char *op, const stk_tensor *t, const char *what)
+stk_status eng_check_f32(const char *op, const stk_tensor *t, const char *what)
 {
     if (t->dtype != STK_F32)
         return stk_error(STK_ERR_INVALID_ARG, "%s: %s must be f32, got %s", op, what,
@@ -43,7 +43,7 @@ stk_status check_f32(const char *op, const stk_tensor *t, const char *what)
     return STK_OK;
 }
 
-stk_status check_same_device(const char *op, const stk_tensor *a, const stk_tensor *b)
+stk_status eng_check_same_device(const char *op, const stk_tensor *a, const stk_tensor *b)
 {
     if (a->storage->device != b->storage->device)
         return stk_error(STK_ERR_INVALID_ARG, "%s: tensors on different devices (%s and %s)", op,
@@ -51,7 +51,7 @@ stk_status check_same_device(const char *op, const stk_tensor *a, const stk_tens
     return STK_OK;
 }
 
-stk_status backend_of(const stk_tensor *t, const stk_backend **be)
+stk_status eng_backend_of(const stk_tensor *t, const stk_backend **be)
 {
     return stk_backend_get(t->storage->device, be);
 }
@@ -69,7 +69,7 @@ static stk_status check_shape(int ndim, const int64_t *shape)
 }
 
 /* A contiguous tensor and its storage record (data not yet set): what
- * tensor_new and stk_tensor_wrap share. */
+ * eng_tensor_new and stk_tensor_wrap share. */
 static stk_status tensor_shell(stk_device dev, stk_dtype dt, int ndim, const int64_t *shape,
                                stk_tensor **out)
 {
@@ -83,7 +83,7 @@ static stk_status tensor_shell(stk_device dev, stk_dtype dt, int ndim, const int
         free(s);
         return stk_error(STK_ERR_NOMEM, "no memory for a tensor");
     }
-    s->bytes = (size_t)shape_numel(ndim, shape) * stk_dtype_size(dt);
+    s->bytes = (size_t)eng_shape_numel(ndim, shape) * stk_dtype_size(dt);
     s->device = dev;
     s->refs = 1;
     t->refs = 1;
@@ -100,8 +100,8 @@ static stk_status tensor_shell(stk_device dev, stk_dtype dt, int ndim, const int
     return STK_OK;
 }
 
-stk_status tensor_new(stk_device dev, stk_dtype dt, int ndim, const int64_t *shape, bool zero,
-                      stk_tensor **out)
+stk_status eng_tensor_new(stk_device dev, stk_dtype dt, int ndim, const int64_t *shape, bool zero,
+                          stk_tensor **out)
 {
     stk_tensor *t;
     stk_status st = tensor_shell(dev, dt, ndim, shape, &t);
@@ -118,19 +118,19 @@ stk_status tensor_new(stk_device dev, stk_dtype dt, int ndim, const int64_t *sha
             stk_tensor_release(t);
             return st;
         }
-        be->fill(dt, s->data, shape_numel(ndim, shape), 0.0);
+        be->fill(dt, s->data, eng_shape_numel(ndim, shape), 0.0);
     }
     *out = t;
     return STK_OK;
 }
 
-stk_status tensor_new_like(const stk_tensor *t, bool zero, stk_tensor **out)
+stk_status eng_tensor_new_like(const stk_tensor *t, bool zero, stk_tensor **out)
 {
-    return tensor_new(t->storage->device, t->dtype, t->ndim, t->shape, zero, out);
+    return eng_tensor_new(t->storage->device, t->dtype, t->ndim, t->shape, zero, out);
 }
 
-stk_status tensor_alias(const stk_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
-                        int64_t offset, stk_tensor **out)
+stk_status eng_tensor_alias(const stk_tensor *t, int ndim, const int64_t *shape,
+                            const int64_t *strides, int64_t offset, stk_tensor **out)
 {
     *out = NULL;
     stk_tensor *v = calloc(1, sizeof *v);
@@ -149,14 +149,14 @@ stk_status tensor_alias(const stk_tensor *t, int ndim, const int64_t *shape, con
     return STK_OK;
 }
 
-stk_status tensor_contiguous_raw(stk_tensor *t, stk_tensor **out)
+stk_status eng_tensor_contiguous_raw(stk_tensor *t, stk_tensor **out)
 {
     if (stk_tensor_is_contiguous(t)) {
         stk_tensor_retain(t);
         *out = t;
         return STK_OK;
     }
-    stk_status st = tensor_new_like(t, false, out);
+    stk_status st = eng_tensor_new_like(t, false, out);
     if (st != STK_OK) return st;
     return stk_tensor_copy(*out, t);
 }
@@ -164,8 +164,8 @@ stk_status tensor_contiguous_raw(stk_tensor *t, stk_tensor **out)
 stk_status stk_tensor_zeros_on(stk_device dev, stk_dtype dt, int ndim, const int64_t *shape,
                                stk_tensor **out)
 {
-    stk_status st = tensor_new(dev, dt, ndim, shape, true, out);
-    if (st == STK_OK) tensor_track(*out);
+    stk_status st = eng_tensor_new(dev, dt, ndim, shape, true, out);
+    if (st == STK_OK) eng_tensor_track(*out);
     return st;
 }
 
@@ -177,10 +177,10 @@ stk_status stk_tensor_zeros(stk_dtype dt, int ndim, const int64_t *shape, stk_te
 stk_status stk_tensor_from_host(stk_dtype dt, int ndim, const int64_t *shape, const void *data,
                                 stk_tensor **out)
 {
-    stk_status st = tensor_new(STK_DEVICE_CPU, dt, ndim, shape, false, out);
+    stk_status st = eng_tensor_new(STK_DEVICE_CPU, dt, ndim, shape, false, out);
     if (st != STK_OK) return st;
     memcpy((*out)->storage->data, data, (*out)->storage->bytes);
-    tensor_track(*out);
+    eng_tensor_track(*out);
     return STK_OK;
 }
 
@@ -191,7 +191,7 @@ stk_status stk_tensor_wrap(stk_device dev, stk_dtype dt, int ndim, const int64_t
     if (st != STK_OK) return st;
     (*out)->storage->data = data;
     (*out)->storage->borrowed = true;
-    tensor_track(*out);
+    eng_tensor_track(*out);
     return STK_OK;
 }
 
@@ -223,8 +223,8 @@ stk_status stk_tensor_to_host(const stk_tensor *t, void *dst, size_t bytes)
         const stk_backend *be;
         stk_tensor *c;
         stk_status st;
-        if ((st = backend_of(t, &be)) != STK_OK ||
-            (st = tensor_contiguous_raw((stk_tensor *)t, &c)) != STK_OK)
+        if ((st = eng_backend_of(t, &be)) != STK_OK ||
+            (st = eng_tensor_contiguous_raw((stk_tensor *)t, &c)) != STK_OK)
             return st;
         st = be->to_host(dst, tensor_ptr(c), need);
         stk_tensor_release(c);
@@ -233,7 +233,7 @@ stk_status stk_tensor_to_host(const stk_tensor *t, void *dst, size_t bytes)
     int64_t strides[STK_MAX_DIMS];
     row_major_strides(t, strides);
     const stk_backend *be;
-    stk_status st = backend_of(t, &be);
+    stk_status st = eng_backend_of(t, &be);
     if (st != STK_OK) return st;
     be->copy_strided(stk_dtype_size(t->dtype), t->ndim, t->shape, dst, strides, tensor_ptr(t),
                      t->strides);
@@ -250,13 +250,14 @@ stk_status stk_tensor_copy_from_host(stk_tensor *t, const void *src, size_t byte
     int64_t strides[STK_MAX_DIMS];
     row_major_strides(t, strides);
     const stk_backend *be;
-    stk_status st = backend_of(t, &be);
+    stk_status st = eng_backend_of(t, &be);
     if (st != STK_OK) return st;
     if (t->storage->device != STK_DEVICE_CPU && stk_tensor_is_contiguous(t))
         return be->from_host(tensor_ptr(t), src, need);
     if (t->storage->device != STK_DEVICE_CPU) { /* strided: through a host tensor */
         stk_tensor *host;
-        if ((st = tensor_new(STK_DEVICE_CPU, t->dtype, t->ndim, t->shape, false, &host)) != STK_OK)
+        if ((st = eng_tensor_new(STK_DEVICE_CPU, t->dtype, t->ndim, t->shape, false, &host)) !=
+            STK_OK)
             return st;
         memcpy(tensor_ptr(host), src, need);
         st = copy_across_devices(t, host);
@@ -271,14 +272,14 @@ stk_status stk_tensor_copy_from_host(stk_tensor *t, const void *src, size_t byte
 stk_status stk_tensor_fill(stk_tensor *t, double value)
 {
     const stk_backend *be;
-    stk_status st = backend_of(t, &be);
+    stk_status st = eng_backend_of(t, &be);
     if (st != STK_OK) return st;
     if (stk_tensor_is_contiguous(t)) {
         be->fill(t->dtype, tensor_ptr(t), stk_tensor_numel(t), value);
         return STK_OK;
     }
     stk_tensor *tmp;
-    if ((st = tensor_new_like(t, false, &tmp)) != STK_OK) return st;
+    if ((st = eng_tensor_new_like(t, false, &tmp)) != STK_OK) return st;
     be->fill(t->dtype, tensor_ptr(tmp), stk_tensor_numel(t), value);
     st = stk_tensor_copy(t, tmp);
     stk_tensor_release(tmp);
@@ -294,17 +295,18 @@ static stk_status copy_across_devices(stk_tensor *dst, const stk_tensor *src)
 {
     const stk_backend *bs, *bd;
     stk_status st;
-    if ((st = backend_of(src, &bs)) != STK_OK || (st = backend_of(dst, &bd)) != STK_OK) return st;
+    if ((st = eng_backend_of(src, &bs)) != STK_OK || (st = eng_backend_of(dst, &bd)) != STK_OK)
+        return st;
     stk_tensor *c = NULL, *landing = NULL;
     void *bounce = NULL;
-    st = src->dtype == dst->dtype ? tensor_contiguous_raw((stk_tensor *)src, &c)
+    st = src->dtype == dst->dtype ? eng_tensor_contiguous_raw((stk_tensor *)src, &c)
                                   : to_dtype_raw(src, dst->dtype, &c);
     if (st != STK_OK) return st;
     if (stk_tensor_is_contiguous(dst)) {
         landing = dst;
         stk_tensor_retain(dst);
-    } else if ((st = tensor_new(dst->storage->device, dst->dtype, dst->ndim, dst->shape, false,
-                                &landing)) != STK_OK) {
+    } else if ((st = eng_tensor_new(dst->storage->device, dst->dtype, dst->ndim, dst->shape, false,
+                                    &landing)) != STK_OK) {
         goto out;
     }
     size_t bytes = (size_t)stk_tensor_numel(dst) * stk_dtype_size(dst->dtype);
@@ -329,7 +331,7 @@ out:
 
 stk_status stk_tensor_copy(stk_tensor *dst, const stk_tensor *src)
 {
-    if (!shape_equal(dst, src)) {
+    if (!eng_shape_equal(dst, src)) {
         char a[128];
         snprintf(a, sizeof a, "%s", stk_tensor_shape_str(dst));
         return stk_error(STK_ERR_INVALID_ARG, "copy: shapes differ (%s and %s)", a,
@@ -338,7 +340,7 @@ stk_status stk_tensor_copy(stk_tensor *dst, const stk_tensor *src)
     stk_status st;
     if (dst->storage->device != src->storage->device) return copy_across_devices(dst, src);
     const stk_backend *be;
-    if ((st = backend_of(dst, &be)) != STK_OK) return st;
+    if ((st = eng_backend_of(dst, &be)) != STK_OK) return st;
     if (dst->dtype == src->dtype) {
         be->copy_strided(stk_dtype_size(dst->dtype), dst->ndim, dst->shape, tensor_ptr(dst),
                          dst->strides, tensor_ptr(src), src->strides);
@@ -346,9 +348,9 @@ stk_status stk_tensor_copy(stk_tensor *dst, const stk_tensor *src)
     }
     /* Different dtypes: convert a contiguous copy of src, then copy into dst. */
     stk_tensor *c = NULL, *conv = NULL;
-    if ((st = tensor_contiguous_raw((stk_tensor *)src, &c)) != STK_OK) return st;
-    if ((st = tensor_new(dst->storage->device, dst->dtype, dst->ndim, dst->shape, false, &conv)) ==
-        STK_OK) {
+    if ((st = eng_tensor_contiguous_raw((stk_tensor *)src, &c)) != STK_OK) return st;
+    if ((st = eng_tensor_new(dst->storage->device, dst->dtype, dst->ndim, dst->shape, false,
+                             &conv)) == STK_OK) {
         be->convert(dst->dtype, tensor_ptr(conv), src->dtype, tensor_ptr(c), stk_tensor_numel(src));
         be->copy_strided(stk_dtype_size(dst->dtype), dst->ndim, dst->shape, tensor_ptr(dst),
                          dst->strides, tensor_ptr(conv), conv->strides);
@@ -366,7 +368,7 @@ void stk_tensor_retain(stk_tensor *t)
 void stk_tensor_release(stk_tensor *t)
 {
     if (!t || --t->refs > 0) return;
-    node_release(t->grad_fn);
+    eng_node_release(t->grad_fn);
     stk_tensor_release(t->grad);
     stk_storage *s = t->storage;
     if (s && --s->refs == 0) {
@@ -380,17 +382,17 @@ int stk_tensor_ndim(const stk_tensor *t) { return t->ndim; }
 
 int64_t stk_tensor_dim(const stk_tensor *t, int d)
 {
-    d = dim_index(d, t->ndim);
+    d = eng_dim_index(d, t->ndim);
     return d < 0 ? 0 : t->shape[d];
 }
 
 int64_t stk_tensor_stride(const stk_tensor *t, int d)
 {
-    d = dim_index(d, t->ndim);
+    d = eng_dim_index(d, t->ndim);
     return d < 0 ? 0 : t->strides[d];
 }
 
-int64_t stk_tensor_numel(const stk_tensor *t) { return shape_numel(t->ndim, t->shape); }
+int64_t stk_tensor_numel(const stk_tensor *t) { return eng_shape_numel(t->ndim, t->shape); }
 stk_dtype stk_tensor_dtype(const stk_tensor *t) { return t->dtype; }
 stk_device stk_tensor_device(const stk_tensor *t) { return t->storage->device; }
 
@@ -431,14 +433,14 @@ float stk_tensor_item(const stk_tensor *t)
 
 stk_status stk_tensor_to_device(const stk_tensor *t, stk_device dev, stk_tensor **out)
 {
-    stk_status st = tensor_new(dev, t->dtype, t->ndim, t->shape, false, out);
+    stk_status st = eng_tensor_new(dev, t->dtype, t->ndim, t->shape, false, out);
     if (st != STK_OK) return st;
     if ((st = stk_tensor_copy(*out, t)) != STK_OK) {
         stk_tensor_release(*out);
         *out = NULL;
         return st;
     }
-    tensor_track(*out);
+    eng_tensor_track(*out);
     return STK_OK;
 }
 
@@ -452,7 +454,7 @@ stk_status stk_tensor_move_to(stk_tensor *t, stk_device dev)
                          "(this %s one is a view or shared)",
                          stk_device_name(dev), stk_tensor_shape_str(t));
     stk_tensor *moved;
-    stk_status st = tensor_new(dev, t->dtype, t->ndim, t->shape, false, &moved);
+    stk_status st = eng_tensor_new(dev, t->dtype, t->ndim, t->shape, false, &moved);
     if (st != STK_OK) return st;
     if ((st = stk_tensor_copy(moved, t)) != STK_OK) {
         stk_tensor_release(moved);
@@ -482,7 +484,7 @@ void stk_tensor_print(const stk_tensor *t, FILE *f)
     fprintf(f, "tensor %s %s on %s%s%s", stk_tensor_shape_str(t), stk_dtype_name(t->dtype),
             stk_device_name(t->storage->device), t->requires_grad ? ", requires_grad" : "",
             t->grad_fn ? ", from " : "");
-    if (t->grad_fn) fprintf(f, "%s", node_name(t->grad_fn));
+    if (t->grad_fn) fprintf(f, "%s", eng_node_name(t->grad_fn));
     int64_t n = stk_tensor_numel(t);
     if (t->storage->device != STK_DEVICE_CPU || n == 0) {
         fprintf(f, "\n");
@@ -502,7 +504,7 @@ void stk_tensor_print(const stk_tensor *t, FILE *f)
 
 static stk_status to_dtype_raw(const stk_tensor *t, stk_dtype dt, stk_tensor **out)
 {
-    stk_status st = tensor_new(t->storage->device, dt, t->ndim, t->shape, false, out);
+    stk_status st = eng_tensor_new(t->storage->device, dt, t->ndim, t->shape, false, out);
     if (st != STK_OK) return st;
     if ((st = stk_tensor_copy(*out, t)) != STK_OK) {
         stk_tensor_release(*out);
@@ -515,6 +517,6 @@ static stk_status to_dtype_raw(const stk_tensor *t, stk_dtype dt, stk_tensor **o
 stk_status stk_tensor_to_dtype(const stk_tensor *t, stk_dtype dt, stk_tensor **out)
 {
     stk_status st = to_dtype_raw(t, dt, out);
-    if (st == STK_OK) tensor_track(*out);
+    if (st == STK_OK) eng_tensor_track(*out);
     return st;
 }

@@ -2,6 +2,7 @@
  * Included by the engine sources and by tests; not part of the public API. */
 #pragma once
 
+#include "engine/autograd.h"
 #include "engine/tensor.h"
 #include "kernels/backend.h"
 
@@ -26,24 +27,30 @@ struct stk_tensor {
     bool requires_grad; /* leaves: set by the user; results: set when grad_fn is */
     stk_tensor *grad;   /* leaves only: accumulated gradient (untracked, owned) */
     stk_node *grad_fn;  /* the node that made this tensor (owned), NULL for leaves */
+    /* leaves: stk_tensor_set_grad_hook's callback, and the backward pass's
+     * count of gradient contributions still to come (valid in pass `pending_pass`) */
+    stk_grad_hook grad_hook;
+    void *grad_hook_ctx;
+    int pending;
+    uint64_t pending_pass;
 };
 
 /* A new untracked contiguous tensor (the caller owns its one reference);
  * zero-filled when `zero`. */
-stk_status tensor_new(stk_device dev, stk_dtype dt, int ndim, const int64_t *shape, bool zero,
-                      stk_tensor **out);
+stk_status eng_tensor_new(stk_device dev, stk_dtype dt, int ndim, const int64_t *shape, bool zero,
+                          stk_tensor **out);
 /* A new untracked tensor with t's shape, dtype and device. */
-stk_status tensor_new_like(const stk_tensor *t, bool zero, stk_tensor **out);
+stk_status eng_tensor_new_like(const stk_tensor *t, bool zero, stk_tensor **out);
 /* An untracked view of t's storage (no autograd). */
-stk_status tensor_alias(const stk_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
-                        int64_t offset, stk_tensor **out);
+stk_status eng_tensor_alias(const stk_tensor *t, int ndim, const int64_t *shape,
+                            const int64_t *strides, int64_t offset, stk_tensor **out);
 /* A contiguous untracked tensor with t's values: t itself retained when it is
  * already contiguous, else a copy. Not recorded by autograd. */
-stk_status tensor_contiguous_raw(stk_tensor *t, stk_tensor **out);
+stk_status eng_tensor_contiguous_raw(stk_tensor *t, stk_tensor **out);
 
 /* Hand a new tensor to the innermost step scope when one is active (the
  * scope then owns the reference); returns t. */
-stk_tensor *tensor_track(stk_tensor *t);
+stk_tensor *eng_tensor_track(stk_tensor *t);
 
 /* f32 data pointer (device memory for other devices). */
 static inline float *tensor_f32(const stk_tensor *t)
@@ -55,12 +62,12 @@ static inline void *tensor_ptr(const stk_tensor *t)
     return (char *)t->storage->data + (size_t)t->offset * stk_dtype_size(t->dtype);
 }
 
-int64_t shape_numel(int ndim, const int64_t *shape);
-bool shape_equal(const stk_tensor *a, const stk_tensor *b);
+int64_t eng_shape_numel(int ndim, const int64_t *shape);
+bool eng_shape_equal(const stk_tensor *a, const stk_tensor *b);
 /* Normalise a possibly negative dimension index; -1 when out of range. */
-int dim_index(int d, int ndim);
+int eng_dim_index(int d, int ndim);
 
 /* Checks shared by the ops; each returns STK_OK or sets a message naming `op`. */
-stk_status check_f32(const char *op, const stk_tensor *t, const char *what);
-stk_status check_same_device(const char *op, const stk_tensor *a, const stk_tensor *b);
-stk_status backend_of(const stk_tensor *t, const stk_backend **be);
+stk_status eng_check_f32(const char *op, const stk_tensor *t, const char *what);
+stk_status eng_check_same_device(const char *op, const stk_tensor *a, const stk_tensor *b);
+stk_status eng_backend_of(const stk_tensor *t, const stk_backend **be);

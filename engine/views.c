@@ -80,23 +80,23 @@ static stk_status infer_shape(const char *op, const stk_tensor *t, int ndim, con
 /* Gradient of any reshaping view: gout reshaped to the input's shape. */
 static stk_status reshape_backward(stk_node *n, stk_tensor *gout, stk_tensor **gin)
 {
-    return reshape_raw(gout, n->inputs[0]->ndim, n->inputs[0]->shape, &gin[0]);
+    return eng_reshape_raw(gout, n->inputs[0]->ndim, n->inputs[0]->shape, &gin[0]);
 }
 
-stk_status reshape_raw(stk_tensor *t, int ndim, const int64_t *shape, stk_tensor **out)
+stk_status eng_reshape_raw(stk_tensor *t, int ndim, const int64_t *shape, stk_tensor **out)
 {
     int64_t strides[STK_MAX_DIMS];
     if (view_strides(t, ndim, shape, strides))
-        return tensor_alias(t, ndim, shape, strides, t->offset, out);
+        return eng_tensor_alias(t, ndim, shape, strides, t->offset, out);
     stk_tensor *c;
-    stk_status st = tensor_contiguous_raw(t, &c);
+    stk_status st = eng_tensor_contiguous_raw(t, &c);
     if (st != STK_OK) return st;
     int64_t s = 1;
     for (int d = ndim - 1; d >= 0; d--) {
         strides[d] = s;
         s *= shape[d];
     }
-    st = tensor_alias(c, ndim, shape, strides, c->offset, out);
+    st = eng_tensor_alias(c, ndim, shape, strides, c->offset, out);
     stk_tensor_release(c);
     return st;
 }
@@ -106,13 +106,13 @@ static stk_status finish(stk_tensor *in, stk_tensor *v, const char *name, stk_ba
                          stk_node **node, stk_tensor **out)
 {
     stk_node *n;
-    stk_status st = node_attach(v, name, fn, 1, &in, &n);
+    stk_status st = eng_node_attach(v, name, fn, 1, &in, &n);
     if (st != STK_OK) {
         stk_tensor_release(v);
         return st;
     }
     if (node) *node = n;
-    *out = tensor_track(v);
+    *out = eng_tensor_track(v);
     return STK_OK;
 }
 
@@ -127,7 +127,7 @@ stk_status stk_view(stk_tensor *t, int ndim, const int64_t *shape_in, stk_tensor
                          "not contiguous there); use reshape, which copies",
                          stk_tensor_shape_str(t));
     stk_tensor *v;
-    if ((st = tensor_alias(t, ndim, shape, strides, t->offset, &v)) != STK_OK) return st;
+    if ((st = eng_tensor_alias(t, ndim, shape, strides, t->offset, &v)) != STK_OK) return st;
     return finish(t, v, "view", reshape_backward, NULL, out);
 }
 
@@ -137,14 +137,14 @@ stk_status stk_reshape(stk_tensor *t, int ndim, const int64_t *shape_in, stk_ten
     stk_status st = infer_shape("reshape", t, ndim, shape_in, shape);
     if (st != STK_OK) return st;
     stk_tensor *v;
-    if ((st = reshape_raw(t, ndim, shape, &v)) != STK_OK) return st;
+    if ((st = eng_reshape_raw(t, ndim, shape, &v)) != STK_OK) return st;
     return finish(t, v, "reshape", reshape_backward, NULL, out);
 }
 
 stk_status stk_flatten(stk_tensor *t, int start, int end, stk_tensor **out)
 {
     int nd = t->ndim ? t->ndim : 1;
-    int s = dim_index(start, nd), e = dim_index(end, nd);
+    int s = eng_dim_index(start, nd), e = eng_dim_index(end, nd);
     if (s < 0 || e < 0 || s > e)
         return stk_error(STK_ERR_INVALID_ARG, "flatten: dims %d..%d are invalid for %s", start, end,
                          stk_tensor_shape_str(t));
@@ -166,17 +166,17 @@ static stk_status permute_backward(stk_node *n, stk_tensor *gout, stk_tensor **g
 {
     int inv[STK_MAX_DIMS];
     for (int d = 0; d < gout->ndim; d++) inv[n->iv[d]] = d;
-    return permute_raw(gout, inv, &gin[0]);
+    return eng_permute_raw(gout, inv, &gin[0]);
 }
 
-stk_status permute_raw(stk_tensor *t, const int *dims, stk_tensor **out)
+stk_status eng_permute_raw(stk_tensor *t, const int *dims, stk_tensor **out)
 {
     int64_t shape[STK_MAX_DIMS], strides[STK_MAX_DIMS];
     for (int d = 0; d < t->ndim; d++) {
         shape[d] = t->shape[dims[d]];
         strides[d] = t->strides[dims[d]];
     }
-    return tensor_alias(t, t->ndim, shape, strides, t->offset, out);
+    return eng_tensor_alias(t, t->ndim, shape, strides, t->offset, out);
 }
 
 stk_status stk_permute(stk_tensor *t, const int *dims_in, stk_tensor **out)
@@ -184,7 +184,7 @@ stk_status stk_permute(stk_tensor *t, const int *dims_in, stk_tensor **out)
     int dims[STK_MAX_DIMS];
     bool seen[STK_MAX_DIMS] = {false};
     for (int d = 0; d < t->ndim; d++) {
-        int k = dim_index(dims_in[d], t->ndim);
+        int k = eng_dim_index(dims_in[d], t->ndim);
         if (k < 0 || seen[k])
             return stk_error(STK_ERR_INVALID_ARG, "permute: dims are not a permutation of 0..%d",
                              t->ndim - 1);
@@ -192,7 +192,7 @@ stk_status stk_permute(stk_tensor *t, const int *dims_in, stk_tensor **out)
         dims[d] = k;
     }
     stk_tensor *v;
-    stk_status st = permute_raw(t, dims, &v);
+    stk_status st = eng_permute_raw(t, dims, &v);
     if (st != STK_OK) return st;
     stk_node *n = NULL;
     if ((st = finish(t, v, "permute", permute_backward, &n, out)) != STK_OK) return st;
@@ -203,7 +203,7 @@ stk_status stk_permute(stk_tensor *t, const int *dims_in, stk_tensor **out)
 
 stk_status stk_transpose(stk_tensor *t, int d0, int d1, stk_tensor **out)
 {
-    int a = dim_index(d0, t->ndim), b = dim_index(d1, t->ndim);
+    int a = eng_dim_index(d0, t->ndim), b = eng_dim_index(d1, t->ndim);
     if (a < 0 || b < 0)
         return stk_error(STK_ERR_INVALID_ARG, "transpose: dims %d, %d are invalid for %s", d0, d1,
                          stk_tensor_shape_str(t));
@@ -216,7 +216,7 @@ stk_status stk_transpose(stk_tensor *t, int d0, int d1, stk_tensor **out)
 
 stk_status stk_squeeze(stk_tensor *t, int dim, stk_tensor **out)
 {
-    int d = dim_index(dim, t->ndim);
+    int d = eng_dim_index(dim, t->ndim);
     if (d < 0)
         return stk_error(STK_ERR_INVALID_ARG, "squeeze: dim %d is invalid for %s", dim,
                          stk_tensor_shape_str(t));
@@ -229,7 +229,7 @@ stk_status stk_squeeze(stk_tensor *t, int dim, stk_tensor **out)
 
 stk_status stk_unsqueeze(stk_tensor *t, int dim, stk_tensor **out)
 {
-    int d = dim_index(dim, t->ndim + 1);
+    int d = eng_dim_index(dim, t->ndim + 1);
     if (d < 0 || t->ndim >= STK_MAX_DIMS)
         return stk_error(STK_ERR_INVALID_ARG, "unsqueeze: dim %d is invalid for %s", dim,
                          stk_tensor_shape_str(t));
@@ -244,27 +244,27 @@ stk_status stk_unsqueeze(stk_tensor *t, int dim, stk_tensor **out)
 
 static stk_status narrow_backward(stk_node *n, stk_tensor *gout, stk_tensor **gin)
 {
-    stk_status st = node_grad_like(n, 0, true, &gin[0]);
+    stk_status st = eng_node_grad_like(n, 0, true, &gin[0]);
     if (st != STK_OK) return st;
     stk_tensor *slice;
     int d = (int)n->iv[0];
-    if ((st = narrow_raw(gin[0], d, n->iv[1], n->iv[2], &slice)) != STK_OK) return st;
+    if ((st = eng_narrow_raw(gin[0], d, n->iv[1], n->iv[2], &slice)) != STK_OK) return st;
     st = stk_tensor_copy(slice, gout);
     stk_tensor_release(slice);
     return st;
 }
 
-stk_status narrow_raw(stk_tensor *t, int d, int64_t start, int64_t length, stk_tensor **out)
+stk_status eng_narrow_raw(stk_tensor *t, int d, int64_t start, int64_t length, stk_tensor **out)
 {
     int64_t shape[STK_MAX_DIMS];
     memcpy(shape, t->shape, sizeof shape);
     shape[d] = length;
-    return tensor_alias(t, t->ndim, shape, t->strides, t->offset + start * t->strides[d], out);
+    return eng_tensor_alias(t, t->ndim, shape, t->strides, t->offset + start * t->strides[d], out);
 }
 
 stk_status stk_narrow(stk_tensor *t, int dim, int64_t start, int64_t length, stk_tensor **out)
 {
-    int d = dim_index(dim, t->ndim);
+    int d = eng_dim_index(dim, t->ndim);
     if (d < 0)
         return stk_error(STK_ERR_INVALID_ARG, "narrow: dim %d is invalid for %s", dim,
                          stk_tensor_shape_str(t));
@@ -273,7 +273,7 @@ stk_status stk_narrow(stk_tensor *t, int dim, int64_t start, int64_t length, stk
         return stk_error(STK_ERR_INVALID_ARG, "narrow: [%lld, %lld) is outside dim %d of %s",
                          (long long)start, (long long)(start + length), d, stk_tensor_shape_str(t));
     stk_tensor *v;
-    stk_status st = narrow_raw(t, d, start, length, &v);
+    stk_status st = eng_narrow_raw(t, d, start, length, &v);
     if (st != STK_OK) return st;
     stk_node *n = NULL;
     if ((st = finish(t, v, "narrow", narrow_backward, &n, out)) != STK_OK) return st;
@@ -287,10 +287,10 @@ stk_status stk_narrow(stk_tensor *t, int dim, int64_t start, int64_t length, stk
 
 static stk_status expand_backward(stk_node *n, stk_tensor *gout, stk_tensor **gin)
 {
-    return sum_to_like(gout, n->inputs[0], &gin[0]);
+    return eng_sum_to_like(gout, n->inputs[0], &gin[0]);
 }
 
-stk_status expand_raw(stk_tensor *t, int ndim, const int64_t *shape, stk_tensor **out)
+stk_status eng_expand_raw(stk_tensor *t, int ndim, const int64_t *shape, stk_tensor **out)
 {
     int64_t strides[STK_MAX_DIMS];
     int lead = ndim - t->ndim;
@@ -303,7 +303,7 @@ stk_status expand_raw(stk_tensor *t, int ndim, const int64_t *shape, stk_tensor 
         else
             strides[d] = 0; /* size 1 stretched */
     }
-    return tensor_alias(t, ndim, shape, strides, t->offset, out);
+    return eng_tensor_alias(t, ndim, shape, strides, t->offset, out);
 }
 
 stk_status stk_expand(stk_tensor *t, int ndim, const int64_t *shape_in, stk_tensor **out)
@@ -328,7 +328,7 @@ stk_status stk_expand(stk_tensor *t, int ndim, const int64_t *shape_in, stk_tens
         shape[d] = want;
     }
     stk_tensor *v;
-    stk_status st = expand_raw(t, ndim, shape, &v);
+    stk_status st = eng_expand_raw(t, ndim, shape, &v);
     if (st != STK_OK) return st;
     return finish(t, v, "expand", expand_backward, NULL, out);
 }
@@ -346,7 +346,7 @@ stk_status stk_contiguous(stk_tensor *t, stk_tensor **out)
     if (stk_tensor_is_contiguous(t)) {
         /* t itself: inside a scope the scope takes a reference of its own. */
         stk_tensor_retain(t);
-        *out = tensor_track(t);
+        *out = eng_tensor_track(t);
         return STK_OK;
     }
     return stk_clone(t, out);
@@ -355,7 +355,7 @@ stk_status stk_contiguous(stk_tensor *t, stk_tensor **out)
 stk_status stk_clone(stk_tensor *t, stk_tensor **out)
 {
     stk_tensor *c;
-    stk_status st = tensor_new_like(t, false, &c);
+    stk_status st = eng_tensor_new_like(t, false, &c);
     if (st != STK_OK) return st;
     if ((st = stk_tensor_copy(c, t)) != STK_OK) {
         stk_tensor_release(c);
@@ -367,8 +367,8 @@ stk_status stk_clone(stk_tensor *t, stk_tensor **out)
 stk_status stk_detach(stk_tensor *t, stk_tensor **out)
 {
     stk_tensor *v;
-    stk_status st = tensor_alias(t, t->ndim, t->shape, t->strides, t->offset, &v);
+    stk_status st = eng_tensor_alias(t, t->ndim, t->shape, t->strides, t->offset, &v);
     if (st != STK_OK) return st;
-    *out = tensor_track(v);
+    *out = eng_tensor_track(v);
     return STK_OK;
 }

@@ -1,5 +1,5 @@
 /* Checkpoint (safetensors) read: header length, JSON, shapes, byte ranges. */
-#include "engine/safetensors.h"
+#include "storage/safetensors.h"
 #include "fuzz_input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -21,6 +21,7 @@
 #pragma once
 
 #include "common/status.h"
+#include "kernels/device.h"
 #include "kernels/device_alloc.h"
 
 #include <stdbool.h>
@@ -32,6 +33,9 @@ typedef struct stk_copy_engine {
     stk_device device;
     /* true: the device reads host memory directly (the CPU): no copies, no buffers */
     bool in_place;
+    /* Host memory to copy from: what the loader's batch ring should be made
+     * of (CUDA: cudaHostAlloc, without which copies are not asynchronous). */
+    const stk_host_allocator *host_memory;
     /* Device buffers for the stage. */
     stk_status (*alloc)(void *ctx, size_t bytes, void **out);
     void (*free)(void *ctx, void *ptr, size_t bytes);
@@ -43,3 +47,11 @@ typedef struct stk_copy_engine {
 
 /* The CPU device: in place (the engine computes on the pinned host batch). */
 const stk_copy_engine *stk_copy_engine_cpu(void);
+
+/* Make device `dev` ready (for CUDA: GPU `index`, its context, streams and
+ * libraries) and give its copy engine. Call it before opening the loader
+ * that feeds the device, and pass the engine's host_memory in the loader's
+ * options. Errors: STK_ERR_UNSUPPORTED (no usable GPU, or a build without
+ * the CUDA backend: the message says why), STK_ERR_INVALID_ARG (index out
+ * of range, or another GPU already in use), STK_ERR_CUDA. */
+stk_status stk_copy_engine_open(stk_device dev, int index, const stk_copy_engine **out);

@@ -2,14 +2,12 @@
  * CPU convolution runs too), with im2col + GEMM (cpu_conv.c) as the fallback
  * for any shape oneDNN refuses.
  *
- * Why: measured on this machine's 2 AVX-512 cores, im2col + GEMM spent
- * about 40% of a resnet8 training step in im2col/col2im loops; oneDNN's
- * JIT direct convolutions work on blocked layouts (nChw16c) with no column
- * buffer. Tensors stay NCHW in the engine, so each call reorders its
+ * Why: im2col + GEMM spent much of a training step in its column loops;
+ * oneDNN's JIT direct convolutions work on blocked layouts (nChw16c) with no
+ * column buffer. Tensors stay NCHW in the engine, so each call reorders its
  * operands into the layouts the primitive chose and the result back, as
- * PyTorch does for NCHW tensors. (Asking oneDNN for plain NCHW activations
- * instead, to skip the reorders, measured slower: resnet8 training 1810
- * against 2250 images/s.)
+ * PyTorch does for NCHW tensors; plain NCHW activations (no reorders) were
+ * slower. The measurements: kernels/README.md, "Convolution".
  *
  * A plan per distinct convolution (shape, stride, padding, dilation,
  * groups) holds its primitives and reorders, made on first use and kept

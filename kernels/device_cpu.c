@@ -1,8 +1,5 @@
 #include "kernels/device.h"
 #include "kernels/copy_engine.h"
-#ifdef STOKE_CUDA_BACKEND
-#include "kernels/cuda/cuda_device.h"
-#endif
 
 #include "common/log.h"
 
@@ -15,16 +12,11 @@
 
 static int warned; /* once per process */
 
-stk_status stk_host_alloc_pinned(size_t bytes, void **out, bool *locked)
+static stk_status locked_alloc(void *ctx, size_t bytes, void **out, bool *locked)
 {
+    (void)ctx;
     *out = NULL;
     *locked = false;
-#ifdef STOKE_CUDA_BACKEND
-    if (stk_cuda_host_alloc(bytes, out)) { /* page-locked by the driver, copies run async */
-        *locked = true;
-        return STK_OK;
-    }
-#endif
     long page = sysconf(_SC_PAGESIZE);
     size_t size = (bytes + (size_t)page - 1) / (size_t)page * (size_t)page;
     void *p = mmap(NULL, size ? size : (size_t)page, PROT_READ | PROT_WRITE,
@@ -45,19 +37,22 @@ stk_status stk_host_alloc_pinned(size_t bytes, void **out, bool *locked)
     return STK_OK;
 }
 
-void stk_host_free_pinned(void *ptr, size_t bytes)
+static void locked_free(void *ctx, void *ptr, size_t bytes)
 {
+    (void)ctx;
     if (!ptr) return;
-#ifdef STOKE_CUDA_BACKEND
-    if (stk_cuda_host_free(ptr)) return;
-#endif
     long page = sysconf(_SC_PAGESIZE);
     size_t size = (bytes + (size_t)page - 1) / (size_t)page * (size_t)page;
     munlock(ptr, size ? size : (size_t)page);
     munmap(ptr, size ? size : (size_t)page);
 }
 
+static const stk_host_allocator locked_allocator = {.alloc = locked_alloc, .free = locked_free};
+
+const stk_host_allocator *stk_host_allocator_locked(void) { return &locked_allocator; }
+
 /* The CPU's copy engine: nothing to copy, the host batch is the device batch. */
-static const stk_copy_engine cpu_copy_engine = {.device = STK_DEVICE_CPU, .in_place = true};
+static const stk_copy_engine cpu_copy_engine = {
+    .device = STK_DEVICE_CPU, .in_place = true, .host_memory = &locked_allocator};
 
 const stk_copy_engine *stk_copy_engine_cpu(void) { return &cpu_copy_engine; }

@@ -60,6 +60,7 @@ struct stk_loader {
     void *ring;
     size_t ring_bytes;
     bool ring_locked;
+    const stk_host_allocator *ring_memory; /* who allocated the ring (frees it) */
     stk_io_backend io_used;
     int chunk_size;
     slot slots[MAX_SLOTS];
@@ -326,9 +327,8 @@ static slot *pick(stk_loader *l, int *chunk)
 }
 
 /* A worker keeps two chunks going: while it decodes one, the reads of the
- * next are in flight (io_uring), so a cold cache costs the decode no wait.
- * (On the cold read path alone, this machine's virtual disk varies too much
- * from run to run to show a difference: 0.71-0.95x fio either way.) */
+ * next are in flight (io_uring), so a cold cache costs the decode no wait
+ * (bench/README.md, "Two chunks per worker", for what was measured). */
 static void *worker_main(void *p)
 {
     worker *w = p;
@@ -459,7 +459,10 @@ stk_status stk_loader_open(const char *path, const stk_loader_options *opts, stk
     /* The ring: prefetch batches of pinned memory. */
     l->nslots = o->prefetch;
     l->ring_bytes = (size_t)l->nslots * (size_t)o->batch_size * l->sample_bytes;
-    if ((st = stk_host_alloc_pinned(l->ring_bytes, &l->ring, &l->ring_locked))) goto fail;
+    l->ring_memory = o->host_memory ? o->host_memory : stk_host_allocator_locked();
+    if ((st = l->ring_memory->alloc(l->ring_memory->ctx, l->ring_bytes, &l->ring,
+                                    &l->ring_locked)) != STK_OK)
+        goto fail;
     for (int i = 0; i < l->nslots; i++) {
         stk_batch *b = &l->slots[i].b;
         b->data = (uint8_t *)l->ring + (size_t)i * (size_t)o->batch_size * l->sample_bytes;
@@ -524,7 +527,7 @@ void stk_loader_close(stk_loader *l)
         free(l->slots[i].b.indices);
         free(l->slots[i].b.checksums);
     }
-    stk_host_free_pinned(l->ring, l->ring_bytes);
+    if (l->ring_memory) l->ring_memory->free(l->ring_memory->ctx, l->ring, l->ring_bytes);
     stk_sampler_deinit(&l->samplers[0]);
     stk_sampler_deinit(&l->samplers[1]);
     stk_dataset_close(l->ds);

@@ -9,7 +9,7 @@
 #include "engine/autograd.h"
 #include "engine/checkpoint.h"
 #include "engine/ops.h"
-#include "engine/safetensors.h"
+#include "storage/safetensors.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,9 +3,10 @@
  * files, atomic writes under kill -9. */
 #include "check_main.h"
 #include "engine/checkpoint.h"
-#include "engine/safetensors.h"
+#include "storage/safetensors.h"
 #include "engine_testlib.h"
 #include "test_tmpdir.h"
+#include "train/trainer.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -29,22 +30,25 @@ static stk_model *make(const char *name, int classes, uint64_t seed)
     return m;
 }
 
+/* `steps` of the trainer's step on random batches (batch s from seed s). */
 static void train(stk_model *m, stk_optim *opt, int first_step, int steps)
 {
     int ch = stk_model_get_config(m)->in_channels;
+    stk_trainer *t;
+    stk_trainer_config tc = stk_trainer_defaults();
+    ck_assert_int_eq(stk_trainer_create(&tc, m, opt, &t), STK_OK);
     for (int s = first_step; s < first_step + steps; s++) {
         stk_scope *sc;
         ck_assert_int_eq(stk_scope_begin(&sc), STK_OK);
         int64_t xs[4] = {4, ch, 8, 8}, ys[1] = {4};
-        stk_tensor *x = rand_tensor((uint64_t)s, 4, xs, -1, 1), *y, *logits, *loss;
+        stk_tensor *x = rand_tensor((uint64_t)s, 4, xs, -1, 1), *y;
         int32_t lab[4] = {s % 3, 1, 2, 0};
         ck_assert_int_eq(stk_tensor_from_host(STK_I32, 1, ys, lab, &y), STK_OK);
-        ck_assert_int_eq(stk_model_forward(m, x, &logits), STK_OK);
-        ck_assert_int_eq(stk_cross_entropy(logits, y, 0.f, &loss), STK_OK);
-        ck_assert_int_eq(stk_backward(loss, NULL, false), STK_OK);
-        ck_assert_int_eq(stk_optim_step(opt), STK_OK);
+        stk_step_result r;
+        ck_assert_int_eq(stk_trainer_step_tensors(t, x, y, lab, &r), STK_OK);
         stk_scope_end(sc);
     }
+    stk_trainer_destroy(t);
 }
 
 static bool same_weights(const stk_model *a, const stk_model *b)

@@ -32,6 +32,10 @@ START_TEST(status_message_is_per_thread)
     ck_assert_str_eq(stk_last_error(), "file.jpg: 7");
     stk_error_prefix(STK_ERR_IO, "record %d", 3);
     ck_assert_str_eq(stk_last_error(), "record 3: file.jpg: 7");
+    /* a message extended from itself (train: "...; lower --lr") */
+    stk_error(STK_ERR_DIVERGED, "%s; then %s", stk_last_error(), "more");
+    ck_assert_str_eq(stk_last_error(), "record 3: file.jpg: 7; then more");
+    ck_assert_str_eq(stk_status_name(STK_ERR_DIVERGED), "training diverged");
     int empty = 0;
     pthread_t t;
     pthread_create(&t, NULL, read_error_in_thread, &empty);

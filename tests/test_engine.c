@@ -375,6 +375,92 @@ END_TEST
 
 /* ---- autograd behaviour --------------------------------------------------- */
 
+/* The per-leaf gradient hook: once per backward, when every contribution
+ * has arrived, in reverse order of use; an error from it stops backward. */
+typedef struct leaf_log {
+    stk_tensor *order[8];
+    float first[8]; /* the gradient's first value when the hook ran */
+    int n;
+    stk_status fail;
+} leaf_log;
+
+static stk_status on_leaf(void *ctx, stk_tensor *leaf)
+{
+    leaf_log *g = ctx;
+    ck_assert_int_lt(g->n, 8);
+    g->order[g->n] = leaf;
+    float v[8];
+    ck_assert_int_eq(stk_tensor_to_host(stk_tensor_grad(leaf), v,
+                                        (size_t)stk_tensor_numel(leaf) * sizeof(float)),
+                     STK_OK);
+    g->first[g->n++] = v[0];
+    return g->fail == STK_OK ? STK_OK : stk_error(g->fail, "hook refused");
+}
+
+START_TEST(test_grad_hook_fires_once_when_final)
+{
+    int64_t s[1] = {3};
+    float v[3] = {1, 2, 3}, wv[3] = {0.5f, 1, 2};
+    stk_tensor *x = from(1, s, v), *w = from(1, s, wv), *unused = from(1, s, v);
+    stk_tensor_set_requires_grad(x, true);
+    stk_tensor_set_requires_grad(w, true);
+    stk_tensor_set_requires_grad(unused, true);
+    leaf_log g = {0};
+    ck_assert_int_eq(stk_tensor_set_grad_hook(x, on_leaf, &g), STK_OK);
+    ck_assert_int_eq(stk_tensor_set_grad_hook(w, on_leaf, &g), STK_OK);
+    ck_assert_int_eq(stk_tensor_set_grad_hook(unused, on_leaf, &g), STK_OK);
+    /* l = sum((x * x + x) * w): x is used three times, w once and last.
+     * dl/dx = (2x + 1) w, dl/dw = x^2 + x */
+    stk_scope *sc;
+    ck_assert_int_eq(stk_scope_begin(&sc), STK_OK);
+    stk_tensor *a, *b, *c, *l;
+    ck_assert_int_eq(stk_mul(x, x, &a), STK_OK);
+    ck_assert_int_eq(stk_add(a, x, &b), STK_OK);
+    ck_assert_int_eq(stk_mul(b, w, &c), STK_OK);
+    ck_assert_int_eq(stk_sum(c, 0, NULL, false, &l), STK_OK);
+    ck_assert_int_eq(stk_backward(l, NULL, true), STK_OK);
+    ck_assert_int_eq(g.n, 2); /* `unused` is in no node of the graph */
+    ck_assert_ptr_eq(g.order[0], w);
+    ck_assert_ptr_eq(g.order[1], x);
+    ck_assert_float_eq(g.first[0], 2.f);  /* 1 + 1 */
+    ck_assert_float_eq(g.first[1], 1.5f); /* (2 + 1) * 0.5: all three contributions */
+    /* a second pass through the retained graph fires again, with the sums */
+    g.n = 0;
+    ck_assert_int_eq(stk_backward(l, NULL, true), STK_OK);
+    ck_assert_int_eq(g.n, 2);
+    ck_assert_float_eq(g.first[1], 3.f);
+    /* an error from the hook stops backward with it */
+    g.n = 0;
+    g.fail = STK_ERR_CANCELLED;
+    ck_assert_int_eq(stk_backward(l, NULL, false), STK_ERR_CANCELLED);
+    ck_assert_str_eq(stk_last_error(), "hook refused");
+    ck_assert_int_eq(g.n, 1);
+    stk_scope_end(sc);
+    /* a leaf as the output of backward; hooks only on leaves that require grad */
+    g = (leaf_log){0};
+    stk_tensor_zero_grad(w);
+    stk_tensor *one;
+    int64_t s1[1] = {1};
+    float ov[1] = {2};
+    one = from(1, s1, ov);
+    stk_tensor_set_requires_grad(one, true);
+    ck_assert_int_eq(stk_tensor_set_grad_hook(one, on_leaf, &g), STK_OK);
+    ck_assert_int_eq(stk_backward(one, NULL, false), STK_OK);
+    ck_assert_int_eq(g.n, 1);
+    stk_tensor *plain = from(1, s, v);
+    ck_assert_int_eq(stk_tensor_set_grad_hook(plain, on_leaf, &g), STK_ERR_INVALID_ARG);
+    stk_tensor_release(plain);
+    /* removed: no call */
+    ck_assert_int_eq(stk_tensor_set_grad_hook(one, NULL, NULL), STK_OK);
+    ck_assert_int_eq(stk_backward(one, NULL, false), STK_OK);
+    ck_assert_int_eq(g.n, 1);
+    stk_tensor_release(one);
+    stk_tensor_release(x);
+    stk_tensor_release(w);
+    stk_tensor_release(unused);
+}
+END_TEST
+
 START_TEST(test_autograd_accumulates_and_errors)
 {
     int64_t s[1] = {3};
@@ -583,6 +669,7 @@ static Suite *engine_suite(void)
     tcase_add_test(t, test_grad_views);
     tcase_add_test(t, test_print_and_grad_errors);
     tcase_add_test(t, test_autograd_accumulates_and_errors);
+    tcase_add_test(t, test_grad_hook_fires_once_when_final);
     tcase_add_test(t, test_scope_memory_is_flat);
     tcase_add_test(t, test_allocator_bins);
     suite_add_tcase(s, t);

@@ -290,7 +290,7 @@ static double optim_run(const stk_optim_config *oc, const double *grads, int ste
         stk_tensor *g;
         float gv = (float)grads[s];
         int64_t one = 1;
-        ck_assert_int_eq(tensor_new(STK_DEVICE_CPU, STK_F32, 1, &one, false, &g), STK_OK);
+        ck_assert_int_eq(eng_tensor_new(STK_DEVICE_CPU, STK_F32, 1, &one, false, &g), STK_OK);
         *(float *)stk_tensor_data(g) = gv;
         p->grad = g;
         ck_assert_int_eq(stk_optim_step(opt), STK_OK);

@@ -4,7 +4,7 @@
  * (engine_testlib.h explains the tolerances). */
 #include "check_main.h"
 #include "engine/tensor_impl.h"
-#include "engine/safetensors.h"
+#include "storage/safetensors.h"
 #include "engine_testlib.h"
 
 #include <stdio.h>
@@ -443,7 +443,7 @@ static stk_tensor *ref_tensor(const char *name, bool grad)
     for (int d = 0; d < e->ndim; d++) shape[d] = e->shape[d];
     stk_dtype dt = e->dtype == STK_ST_F32 ? STK_F32 : e->dtype == STK_ST_I32 ? STK_I32 : STK_U8;
     stk_tensor *t;
-    ck_assert_int_eq(tensor_new(STK_DEVICE_CPU, dt, e->ndim, shape, false, &t), STK_OK);
+    ck_assert_int_eq(eng_tensor_new(STK_DEVICE_CPU, dt, e->ndim, shape, false, &t), STK_OK);
     memcpy(stk_tensor_data(t), stk_safetensors_data(ref, e), e->end - e->begin);
     stk_tensor_set_requires_grad(t, grad);
     return t;

@@ -34,9 +34,6 @@ bool stk_cli_int(const char *cmd, const char *flag, const char *text, int64_t mi
 bool stk_cli_double(const char *cmd, const char *flag, const char *text, double min, double max,
                     double *out);
 
-/* Write s as a JSON string literal (quoted, escaped). */
-void stk_json_string(FILE *f, const char *s);
-
 /* Set by SIGINT/SIGTERM once stk_cli_catch_interrupt() ran. */
 extern volatile sig_atomic_t stk_cli_interrupted;
 void stk_cli_catch_interrupt(void);

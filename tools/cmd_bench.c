@@ -4,6 +4,7 @@
 #include "common/progress.h"
 #include "common/thread_pool.h"
 #include "loader/loader.h"
+#include "common/json.h"
 #include "tools/cli.h"
 
 #include <fcntl.h>
@@ -295,7 +296,7 @@ static int run(int argc, char **argv)
             tot.bad_records, sum, 100.0 * cpu / secs, o.workers, o.batch_size, o.prefetch,
             stk_io_backend_name(info.io), o.direct ? "true" : "false", cold ? "true" : "false",
             o.read_only ? "false" : "true", compute_ms);
-        stk_json_string(stdout, tbuf);
+        stk_json_write_string(stdout, tbuf);
         printf(", \"ring_locked\": %s, \"per_worker\": [", info.ring_locked ? "true" : "false");
         for (int i = 0; i < o.workers && i < STK_LOADER_STATS_WORKERS; i++)
             printf("%s{\"read_s\": %.3f, \"decode_s\": %.3f, \"augment_s\": %.3f}", i ? ", " : "",

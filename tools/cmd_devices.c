@@ -1,6 +1,7 @@
 /* stoke devices: the compute devices this build and machine offer. */
 #include "kernels/backend.h"
 #include "kernels/device_query.h"
+#include "common/json.h"
 #include "tools/cli.h"
 
 #include <inttypes.h>
@@ -37,12 +38,12 @@ static int run(int argc, char **argv)
     stk_cuda_query(&r);
     if (json) {
         printf("{\"cpu\": ");
-        stk_json_string(stdout, cpu);
+        stk_json_write_string(stdout, cpu);
         printf(", \"cuda_built\": %s, \"cuda_runtime\": %d, \"cuda_driver\": %d, \"gpus\": [",
                r.built ? "true" : "false", r.runtime_version, r.driver_version);
         for (int i = 0; i < r.count; i++) {
             printf("%s{\"name\": ", i ? ", " : "");
-            stk_json_string(stdout, r.gpus[i].name);
+            stk_json_write_string(stdout, r.gpus[i].name);
             printf(", \"memory_bytes\": %" PRIu64 ", \"compute_capability\": \"%d.%d\", "
                    "\"multiprocessors\": %d}",
                    r.gpus[i].memory_bytes, r.gpus[i].cc_major, r.gpus[i].cc_minor,
@@ -51,7 +52,7 @@ static int run(int argc, char **argv)
         printf("]");
         if (!r.count) {
             printf(", \"cuda_reason\": ");
-            stk_json_string(stdout, r.reason);
+            stk_json_write_string(stdout, r.reason);
         }
         printf("}\n");
         return STK_EXIT_OK;

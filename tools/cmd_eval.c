@@ -3,10 +3,13 @@
 #include "storage/record.h"
 #include "common/thread_pool.h"
 #include "engine/checkpoint.h"
-#include "engine/safetensors.h"
+#include "storage/safetensors.h"
 #include "kernels/backend.h"
 #include "tools/cli.h"
-#include "tools/train_common.h"
+#include "train/batch.h"
+#include "train/device.h"
+#include "train/inputs.h"
+#include "train/trainer.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -47,7 +50,7 @@ static int run(int argc, char **argv)
     const char *data = NULL, *ckpt = NULL, *transform = NULL;
     int64_t batch = 128, workers = stk_cpu_count(), threads = stk_cpu_count();
     bool json = false;
-    stk_device device = STK_DEVICE_CPU;
+    stk_device_spec device = {STK_DEVICE_CPU, 0};
     int opt;
     optind = 1;
     opterr = 0;
@@ -58,8 +61,8 @@ static int run(int argc, char **argv)
         case O_TF: transform = optarg; break;
         case O_JSON: json = true; break;
         case O_DEVICE:
-            if (train_parse_device(optarg, &device) != STK_OK)
-                return stk_cli_usage("eval", "%s", stk_last_error());
+            if (stk_device_spec_parse(optarg, &device) != STK_OK)
+                return stk_cli_usage("eval", "--device %s", stk_last_error());
             break;
         case O_BATCH:
             if (!stk_cli_int("eval", "--batch", optarg, 1, 65536, &batch)) return STK_EXIT_USAGE;
@@ -80,7 +83,7 @@ static int run(int argc, char **argv)
     if (!data || !ckpt) return stk_cli_usage("eval", "--data and --checkpoint are required");
     stk_cpu_set_threads((int)threads);
     const stk_copy_engine *ce; /* the device before any loader (pinned batch memory) */
-    if (train_device_open(device, &ce) != STK_OK) return stk_cli_fail();
+    if (stk_device_spec_open(&device, &ce) != STK_OK) return stk_cli_fail();
 
     /* the model as the checkpoint describes it */
     stk_safetensors *f;
@@ -94,9 +97,9 @@ static int run(int argc, char **argv)
         stk_safetensors_free(f);
         return STK_EXIT_ERROR;
     }
-    if (train_meta_int(f, "in_channels", 1, 3, &ch) != STK_OK ||
-        train_meta_int(f, "classes", 1, STK_MAX_CLASSES, &cl) != STK_OK ||
-        train_meta_int(f, "image_size", 1, STK_MAX_SIDE, &sz) != STK_OK) {
+    if (stk_safetensors_meta_int(f, "in_channels", 1, 3, &ch) != STK_OK ||
+        stk_safetensors_meta_int(f, "classes", 1, STK_MAX_CLASSES, &cl) != STK_OK ||
+        stk_safetensors_meta_int(f, "image_size", 1, STK_MAX_SIDE, &sz) != STK_OK) {
         stk_safetensors_free(f);
         return stk_cli_fail();
     }
@@ -116,16 +119,18 @@ static int run(int argc, char **argv)
 
     int rc = STK_EXIT_ERROR;
     stk_model *model = NULL;
+    stk_trainer *trainer = NULL;
     stk_dataset *ds;
     if (stk_dataset_open(data, &ds) != STK_OK) goto out;
     const stk_meta *m = stk_dataset_meta(ds);
-    float mean[3], std[3];
-    train_input_stats(m, data, mean, std);
+    stk_trainer_config tc = stk_trainer_defaults();
+    tc.device = ce;
+    stk_batch_norm_stats(m, data, tc.mean, tc.std);
     int size = 0;
     stk_status st = STK_OK;
     if (!tf[0]) {
         char deflt[64];
-        train_default_eval_transform(m, cfg.image_size, deflt, sizeof deflt);
+        stk_train_default_eval_transform(m, cfg.image_size, deflt, sizeof deflt);
         free(tf);
         tf = strdup(deflt);
     }
@@ -135,7 +140,7 @@ static int run(int argc, char **argv)
         st = stk_error(STK_ERR_INVALID_ARG,
                        "%s has %u classes and %d channels; the checkpoint's %s expects %d and %d",
                        data, m->num_classes, m->channels, cfg.name, cfg.classes, cfg.in_channels);
-    else if ((st = train_check_transform(m, tf_from, tf, &size)) == STK_OK &&
+    else if ((st = stk_train_check_transform(m, tf_from, tf, &size)) == STK_OK &&
              size != cfg.image_size)
         st = stk_error(STK_ERR_INVALID_ARG,
                        "%s %s gives %d px images; the model was trained on %d px", tf_from, tf,
@@ -144,12 +149,18 @@ static int run(int argc, char **argv)
     if (st != STK_OK) goto fail;
 
     stk_load_report rep;
-    eval_result r;
+    stk_eval_result r;
     if ((st = stk_model_create(&cfg, &model)) != STK_OK) goto fail;
     if ((st = stk_checkpoint_load(ckpt, model, NULL, true, &rep)) == STK_OK &&
-        (st = stk_model_to(model, device)) == STK_OK)
-        st = train_evaluate(model, ce, data, tf, (int)batch, (int)workers, mean, std,
-                            json ? NULL : "eval", &r);
+        (st = stk_model_to(model, device.kind)) == STK_OK &&
+        (st = stk_trainer_create(&tc, model, NULL, &trainer)) == STK_OK) {
+        stk_loader_options o = stk_trainer_eval_options(trainer, tf, (int)batch, (int)workers);
+        stk_loader *l;
+        if ((st = stk_loader_open(data, &o, &l)) == STK_OK) {
+            st = stk_trainer_evaluate(trainer, l, json ? NULL : "eval", &r);
+            stk_loader_close(l);
+        }
+    }
     if (st != STK_OK) goto fail;
     if (json)
         printf("{\"val_loss\": %.6f, \"val_top1\": %.4f, \"val_top5\": %.4f, \"images\": %" PRIu64
@@ -164,6 +175,7 @@ static int run(int argc, char **argv)
 fail:
     rc = stk_cli_fail();
 out:
+    stk_trainer_destroy(trainer);
     stk_model_destroy(model);
     free(model_name);
     free(tf);

@@ -1,6 +1,7 @@
 /* stoke info: what a dataset file holds. */
 #include "common/fs.h"
 #include "storage/dataset.h"
+#include "common/json.h"
 #include "tools/cli.h"
 
 #include <getopt.h>
@@ -26,7 +27,7 @@ static const char help[] =
 static void print_json(const char *path, const stk_meta *m, uint64_t file_bytes)
 {
     printf("{\"path\": ");
-    stk_json_string(stdout, path);
+    stk_json_write_string(stdout, path);
     printf(", \"version\": %u, \"records\": %llu, \"encoding\": \"%s\", \"channels\": %d, "
            "\"file_bytes\": %llu, \"width\": {\"min\": %u, \"max\": %u}, "
            "\"height\": {\"min\": %u, \"max\": %u}, \"classes\": [",
@@ -35,7 +36,7 @@ static void print_json(const char *path, const stk_meta *m, uint64_t file_bytes)
            m->max_height);
     for (uint32_t i = 0; i < m->num_classes; i++) {
         printf("%s{\"name\": ", i ? ", " : "");
-        stk_json_string(stdout, m->class_names[i]);
+        stk_json_write_string(stdout, m->class_names[i]);
         printf(", \"count\": %llu}", (unsigned long long)m->class_counts[i]);
     }
     printf("]");
@@ -47,9 +48,9 @@ static void print_json(const char *path, const stk_meta *m, uint64_t file_bytes)
         printf("]");
     }
     printf(", \"source\": ");
-    stk_json_string(stdout, m->source);
+    stk_json_write_string(stdout, m->source);
     printf(", \"packed_with\": ");
-    stk_json_string(stdout, m->packed_with);
+    stk_json_write_string(stdout, m->packed_with);
     printf("}\n");
 }
 

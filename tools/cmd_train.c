@@ -5,15 +5,14 @@
 #include "common/log.h"
 #include "common/progress.h"
 #include "common/thread_pool.h"
-#include "engine/autograd.h"
-#include "engine/amp.h"
 #include "engine/checkpoint.h"
-#include "engine/ops.h"
-#include "engine/safetensors.h"
+#include "storage/safetensors.h"
 #include "kernels/backend.h"
-#include "kernels/device_query.h"
 #include "tools/cli.h"
-#include "tools/train_common.h"
+#include "train/batch.h"
+#include "train/device.h"
+#include "train/inputs.h"
+#include "train/trainer.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -103,7 +102,7 @@ typedef struct train_args {
     stk_optim_kind optimizer;
     stk_schedule_kind schedule;
     char *out_buf; /* the default --out, run-MODEL (owned) */
-    stk_device device;
+    stk_device_spec device;
 } train_args;
 
 /* Parse the flags; returns -1 to go on, or the exit code. */
@@ -257,8 +256,8 @@ static int parse(int argc, char **argv, train_args *a)
             break;
         case O_AMP: a->amp = true; break;
         case O_DEVICE:
-            if (train_parse_device(optarg, &a->device) != STK_OK)
-                return stk_cli_usage("train", "%s", stk_last_error());
+            if (stk_device_spec_parse(optarg, &a->device) != STK_OK)
+                return stk_cli_usage("train", "--device %s", stk_last_error());
             break;
         case O_FREEZE:
             if (a->n_freeze == 32) return stk_cli_usage("train", "at most 32 --freeze prefixes");
@@ -281,7 +280,7 @@ static int parse(int argc, char **argv, train_args *a)
                              a->model);
     if (a->nesterov && (a->optimizer != STK_OPTIM_SGD || a->momentum <= 0))
         return stk_cli_usage("train", "--nesterov needs --optimizer sgd with a --momentum above 0");
-    if (a->amp && a->device != STK_DEVICE_CUDA)
+    if (a->amp && a->device.kind != STK_DEVICE_CUDA)
         return stk_cli_usage("train", "--amp: mixed precision runs on the GPU (add --device cuda); "
                                       "the CPU backend computes in f32");
     if (!a->lr_set) a->lr = a->optimizer == STK_OPTIM_SGD ? 0.05 : 0.001;
@@ -298,34 +297,25 @@ static int parse(int argc, char **argv, train_args *a)
 typedef struct run_state {
     train_args a;
     stk_loader *loader;
-    const stk_copy_engine *ce; /* the device's copy engine (train_device_open) */
-    stk_amp_scaler scaler;     /* --amp */
+    const stk_copy_engine *ce; /* the device's copy engine */
     stk_h2d *h2d;
     stk_model *model;
     stk_optim *opt;
+    stk_trainer *trainer;
+    stk_trainer_config tc;
     char *metrics; /* metrics.csv's whole text, rewritten atomically after each epoch */
-    float mean[3], std[3];
     char *transform, *val_transform; /* the specs in use (owned): never cut to a buffer */
     int size;
-    int64_t step, start_epoch;
-    double best_top1;
     char *path_last, *path_best, *path_metrics; /* under --out (owned) */
+    stk_progress bar;                           /* the epoch's */
 } run_state;
 
-static stk_status save_checkpoint(run_state *r, const char *path, int64_t epochs_done, double best)
+/* The run's own metadata beside the trainer's position. */
+static stk_status save_checkpoint(run_state *r, const char *path)
 {
-    char e[24], s[24], seed[24], b[32], pos[64];
-    snprintf(e, sizeof e, "%" PRId64, epochs_done);
-    snprintf(s, sizeof s, "%" PRId64, r->step);
-    snprintf(seed, sizeof seed, "%" PRId64, r->a.seed);
-    snprintf(b, sizeof b, "%.6f", best);
-    /* the loader position to continue from: the start of the next epoch */
-    snprintf(pos, sizeof pos, "seed=%" PRId64 ",epoch=%" PRId64 ",cursor=0", r->a.seed,
-             epochs_done);
-    const char *keys[] = {"epoch",           "step",      "seed",          "best_val_top1",
-                          "loader_position", "transform", "val_transform", "data"};
-    const char *vals[] = {e, s, seed, b, pos, r->transform, r->val_transform, r->a.data};
-    return stk_checkpoint_save(path, r->model, r->opt, 8, keys, vals);
+    const char *keys[] = {"transform", "val_transform", "data"};
+    const char *vals[] = {r->transform, r->val_transform, r->a.data};
+    return stk_trainer_save(r->trainer, path, 3, keys, vals);
 }
 
 static double peak_rss_mb(void)
@@ -335,279 +325,216 @@ static double peak_rss_mb(void)
     return ru.ru_maxrss / 1024.0;
 }
 
-/* Read the resume point from RUNDIR/last.safetensors. */
+/* Continue RUNDIR's run from last.safetensors. */
 static stk_status resume_from(run_state *r)
 {
-    stk_safetensors *f;
-    stk_status st = stk_safetensors_read(r->path_last, &f);
-    if (st != STK_OK)
+    stk_train_position p;
+    stk_status st = stk_train_position_read(r->path_last, &p);
+    if (st == STK_ERR_IO)
         return stk_error_prefix(st, "--resume: no checkpoint to continue from in %s", r->a.out);
-    /* Values from the file, checked like any input before they steer the run. */
-    int64_t epoch = 0, step = 0, seed = 0;
-    if ((st = train_meta_int(f, "epoch", 0, INT32_MAX, &epoch)) != STK_OK ||
-        (st = train_meta_int(f, "step", 0, INT64_MAX / 2, &step)) != STK_OK ||
-        (st = train_meta_int(f, "seed", INT64_MIN, INT64_MAX, &seed)) != STK_OK) {
-        stk_safetensors_free(f);
-        return st;
-    }
-    if (seed != r->a.seed) {
-        stk_status err = stk_error(STK_ERR_INVALID_ARG,
-                                   "--resume: %s was trained with --seed %" PRId64 ", not %" PRId64,
-                                   r->path_last, seed, r->a.seed);
-        stk_safetensors_free(f);
-        return err;
-    }
-    const char *b = stk_safetensors_meta(f, "best_val_top1");
-    char *end = NULL;
-    double best = b ? strtod(b, &end) : -1;
-    if (b && (end == b || *end || !(best >= -1 && best <= 100))) {
-        st = stk_error(STK_ERR_CORRUPT,
-                       "%s: damaged checkpoint metadata: \"best_val_top1\" is \"%.40s\"",
-                       r->path_last, b);
-        stk_safetensors_free(f);
-        return st;
-    }
-    r->start_epoch = epoch;
-    r->step = step;
-    r->best_top1 = best;
-    stk_safetensors_free(f);
-    stk_load_report rep;
-    return stk_checkpoint_load(r->path_last, r->model, r->opt, true, &rep);
+    if (st != STK_OK) return st;
+    if (p.seed != r->a.seed)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--resume: %s was trained with --seed %" PRId64 ", not %" PRId64,
+                         r->path_last, p.seed, r->a.seed);
+    return stk_trainer_resume(r->trainer, r->path_last);
 }
 
-static stk_status setup(run_state *r)
+/* The model as the flags describe it: created, --init, --freeze, on the device. */
+static stk_status make_model(run_state *r, const stk_meta *m)
 {
     train_args *a = &r->a;
-    stk_status st;
-    /* the device first: with CUDA, batch memory is then pinned by cudaHostAlloc */
-    if ((st = train_device_open(a->device, &r->ce)) != STK_OK) return st;
-    stk_amp_scaler_init(&r->scaler);
-    /* the training set: its meta decides the model's input and the defaults */
-    stk_loader_options o = stk_loader_defaults();
-    o.batch_size = (int)a->batch;
-    o.workers = (int)a->workers;
-    o.seed = (uint64_t)a->seed;
-    o.drop_last = true; /* every step sees a full batch (batch norm, the schedule) */
-    stk_dataset *ds;
-    if ((st = stk_dataset_open(a->data, &ds)) != STK_OK) return st;
-    const stk_meta *m = stk_dataset_meta(ds);
-    char deflt[64];
-    stk_loader_default_transform(m, deflt, sizeof deflt);
-    if (!(r->transform = strdup(a->transform ? a->transform : deflt))) {
-        st = stk_error(STK_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    if ((st = train_check_transform(m, "--transform", r->transform, &r->size)) != STK_OK) goto out;
-    train_default_eval_transform(m, r->size, deflt, sizeof deflt);
-    if (!(r->val_transform = strdup(a->val_transform ? a->val_transform : deflt))) {
-        st = stk_error(STK_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    train_input_stats(m, a->data, r->mean, r->std);
     stk_model_config cfg = {.name = a->model,
                             .in_channels = m->channels,
                             .classes = (int)m->num_classes,
                             .image_size = r->size,
                             .seed = (uint64_t)a->seed};
-    if (a->val) { /* the validation set must speak the same classes */
-        stk_dataset *vd;
-        if ((st = stk_dataset_open(a->val, &vd)) != STK_OK) goto out;
-        const stk_meta *vm = stk_dataset_meta(vd);
-        int vsize;
-        if (vm->num_classes != m->num_classes || vm->channels != m->channels)
-            st = stk_error(STK_ERR_INVALID_ARG,
-                           "--val %s has %u classes and %d channels, --data %s has %u and %d",
-                           a->val, vm->num_classes, vm->channels, a->data, m->num_classes,
-                           m->channels);
-        else if ((st = train_check_transform(vm, "--val-transform", r->val_transform, &vsize)) ==
-                     STK_OK &&
-                 vsize != r->size)
-            st = stk_error(STK_ERR_INVALID_ARG,
-                           "--val-transform %s gives %d px images, training uses %d px",
-                           r->val_transform, vsize, r->size);
-        stk_dataset_close(vd);
-        if (st != STK_OK) goto out;
-    }
-    if ((st = stk_model_create(&cfg, &r->model)) != STK_OK) goto out;
+    TRY(stk_model_create(&cfg, &r->model));
     if (a->init) {
         stk_load_report rep;
         stk_safetensors *f;
-        if ((st = stk_safetensors_read(a->init, &f)) != STK_OK) goto out;
+        TRY(stk_safetensors_read(a->init, &f));
         const char *mm = stk_safetensors_meta(f, "model");
+        stk_status st = STK_OK;
         if (mm && strcmp(mm, a->model))
             st = stk_error(STK_ERR_INVALID_ARG, "--init %s holds a %s model, not %s", a->init, mm,
                            a->model);
         stk_safetensors_free(f);
-        if (st != STK_OK) goto out;
-        if ((st = stk_checkpoint_load(a->init, r->model, NULL, false, &rep)) != STK_OK) goto out;
-        if (rep.loaded == 0) {
-            st = stk_error(STK_ERR_INVALID_ARG, "--init %s: no tensor matches a %s model", a->init,
-                           a->model);
-            goto out;
-        }
+        TRY(st);
+        TRY(stk_checkpoint_load(a->init, r->model, NULL, false, &rep));
+        if (rep.loaded == 0)
+            return stk_error(STK_ERR_INVALID_ARG, "--init %s: no tensor matches a %s model",
+                             a->init, a->model);
         stk_log_info("%s", rep.text);
     }
     for (int i = 0; i < a->n_freeze; i++)
-        if (stk_model_set_requires_grad(r->model, a->freeze[i], false) == 0) {
-            st = stk_error(STK_ERR_INVALID_ARG,
-                           "--freeze %s matches no parameter of %s (names "
-                           "like conv1, layer1.0, fc)",
-                           a->freeze[i], a->model);
-            goto out;
-        }
-    if ((st = stk_model_to(r->model, a->device)) != STK_OK) goto out;
+        if (stk_model_set_requires_grad(r->model, a->freeze[i], false) == 0)
+            return stk_error(STK_ERR_INVALID_ARG,
+                             "--freeze %s matches no parameter of %s (names "
+                             "like conv1, layer1.0, fc)",
+                             a->freeze[i], a->model);
+    TRY(stk_model_to(r->model, a->device.kind));
     stk_optim_config oc = {.kind = a->optimizer,
                            .lr = (float)a->lr,
                            .weight_decay = (float)a->wd,
                            .momentum = a->optimizer == STK_OPTIM_SGD ? (float)a->momentum : 0.f,
                            .nesterov = a->nesterov};
-    if ((st = stk_optim_create(&oc, r->model, &r->opt)) != STK_OK) goto out;
+    return stk_optim_create(&oc, r->model, &r->opt);
+}
+
+/* --val must speak --data's classes, at the training image size. */
+static stk_status check_val(run_state *r, const stk_meta *m)
+{
+    train_args *a = &r->a;
+    stk_dataset *vd;
+    TRY(stk_dataset_open(a->val, &vd));
+    const stk_meta *vm = stk_dataset_meta(vd);
+    int vsize;
+    stk_status st;
+    if (vm->num_classes != m->num_classes || vm->channels != m->channels)
+        st = stk_error(STK_ERR_INVALID_ARG,
+                       "--val %s has %u classes and %d channels, --data %s has %u and %d", a->val,
+                       vm->num_classes, vm->channels, a->data, m->num_classes, m->channels);
+    else if ((st = stk_train_check_transform(vm, "--val-transform", r->val_transform, &vsize)) ==
+                 STK_OK &&
+             vsize != r->size)
+        st = stk_error(STK_ERR_INVALID_ARG,
+                       "--val-transform %s gives %d px images, training uses %d px",
+                       r->val_transform, vsize, r->size);
+    stk_dataset_close(vd);
+    return st;
+}
+
+static stk_status setup_run(run_state *r, stk_dataset *ds)
+{
+    train_args *a = &r->a;
+    const stk_meta *m = stk_dataset_meta(ds);
+    char deflt[64];
+    stk_loader_default_transform(m, deflt, sizeof deflt);
+    if (!(r->transform = strdup(a->transform ? a->transform : deflt)))
+        return stk_error(STK_ERR_NOMEM, "out of memory");
+    TRY(stk_train_check_transform(m, "--transform", r->transform, &r->size));
+    stk_train_default_eval_transform(m, r->size, deflt, sizeof deflt);
+    if (!(r->val_transform = strdup(a->val_transform ? a->val_transform : deflt)))
+        return stk_error(STK_ERR_NOMEM, "out of memory");
+    r->tc = stk_trainer_defaults();
+    r->tc.device = r->ce;
+    r->tc.amp = a->amp;
+    r->tc.label_smoothing = (float)a->smoothing;
+    r->tc.seed = a->seed;
+    stk_batch_norm_stats(m, a->data, r->tc.mean, r->tc.std);
+    if (a->val) TRY(check_val(r, m));
+    TRY(make_model(r, m));
+    stk_loader_options o = stk_loader_defaults();
+    o.batch_size = (int)a->batch;
+    o.workers = (int)a->workers;
+    o.seed = (uint64_t)a->seed;
+    o.drop_last = true; /* every step sees a full batch (batch norm, the schedule) */
     o.transform = r->transform;
-    if ((st = stk_loader_open(a->data, &o, &r->loader)) != STK_OK) goto out;
-    if (stk_loader_batches(r->loader) == 0) {
-        st = stk_error(STK_ERR_INVALID_ARG, "%s: fewer images than one batch of %" PRId64, a->data,
-                       a->batch);
-        goto out;
-    }
-    if ((st = stk_h2d_open(r->loader, r->ce, &r->h2d)) != STK_OK) goto out;
-    if (mkdir(a->out, 0755) != 0 && errno != EEXIST) {
-        st = stk_error(STK_ERR_IO, "--out %s: %s", a->out, strerror(errno));
-        goto out;
-    }
+    o.host_memory = r->ce->host_memory;
+    TRY(stk_loader_open(a->data, &o, &r->loader));
+    int64_t per_epoch = (int64_t)stk_loader_batches(r->loader);
+    if (per_epoch == 0)
+        return stk_error(STK_ERR_INVALID_ARG, "%s: fewer images than one batch of %" PRId64,
+                         a->data, a->batch);
+    r->tc.schedule =
+        (stk_schedule){.kind = a->schedule,
+                       .base_lr = (float)a->lr,
+                       .total_steps = per_epoch * a->epochs,
+                       .warmup_steps = (int64_t)llround(a->warmup_epochs * (double)per_epoch),
+                       .step_size = a->step_epochs * per_epoch,
+                       .gamma = 0.1f};
+    TRY(stk_trainer_create(&r->tc, r->model, r->opt, &r->trainer));
+    TRY(stk_h2d_open(r->loader, r->ce, &r->h2d));
+    if (mkdir(a->out, 0755) != 0 && errno != EEXIST)
+        return stk_error(STK_ERR_IO, "--out %s: %s", a->out, strerror(errno));
     if (!(r->path_last = stk_text_printf("%s/last.safetensors", a->out)) ||
         !(r->path_best = stk_text_printf("%s/best.safetensors", a->out)) ||
-        !(r->path_metrics = stk_text_printf("%s/metrics.csv", a->out))) {
-        st = stk_error(STK_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    r->best_top1 = -1;
-    if (a->resume && (st = resume_from(r)) != STK_OK) goto out;
-    if (r->start_epoch > 0) { /* continue the resumed run's rows */
+        !(r->path_metrics = stk_text_printf("%s/metrics.csv", a->out)))
+        return stk_error(STK_ERR_NOMEM, "out of memory");
+    if (a->resume) TRY(resume_from(r));
+    if (stk_trainer_position(r->trainer)->epoch > 0) { /* continue the resumed run's rows */
         uint8_t *text;
         size_t len;
-        if ((st = stk_file_read_all(r->path_metrics, (uint64_t)1 << 30, &text, &len)) != STK_OK) {
-            stk_error_prefix(st, "%s", r->path_metrics);
-            goto out;
-        }
+        stk_status st = stk_file_read_all(r->path_metrics, (uint64_t)1 << 30, &text, &len);
+        if (st != STK_OK) return stk_error_prefix(st, "%s", r->path_metrics);
         r->metrics = stk_text_printf("%.*s", (int)len, (const char *)text);
         free(text);
     } else {
         r->metrics = strdup("epoch,step,lr,train_loss,train_acc,val_loss,val_top1,val_top5,"
                             "images_per_sec,stall_pct,seconds\n");
     }
-    if (!r->metrics) st = stk_error(STK_ERR_NOMEM, "out of memory");
-out:
+    return r->metrics ? STK_OK : stk_error(STK_ERR_NOMEM, "out of memory");
+}
+
+static stk_status setup(run_state *r)
+{
+    train_args *a = &r->a;
+    /* the device first: its copy engine says what the loader's batch memory is */
+    stk_status st = stk_device_spec_open(&a->device, &r->ce);
+    if (st != STK_OK) return st;
+    /* the training set: its meta decides the model's input and the defaults */
+    stk_dataset *ds;
+    TRY(stk_dataset_open(a->data, &ds));
+    st = setup_run(r, ds);
     stk_dataset_close(ds);
     return st;
 }
 
-typedef struct epoch_stats {
-    double loss, acc, ips, stall, seconds;
-    eval_result val;
-} epoch_stats;
+static stk_status show_progress(void *ctx, const stk_epoch_stats *es)
+{
+    run_state *r = ctx;
+    char extra[96];
+    snprintf(extra, sizeof extra, "loss %.4f  %.0f img/s  stall %.1f%%", es->loss,
+             es->images_per_sec, es->stall_pct);
+    stk_progress_set_extra(&r->bar, extra);
+    stk_progress_update(&r->bar, es->steps);
+    return stk_cli_interrupted ? stk_error(STK_ERR_CANCELLED, "interrupted") : STK_OK;
+}
 
-static stk_status train_epoch(run_state *r, const stk_schedule *sched, int64_t epoch,
-                              epoch_stats *es)
+static stk_status evaluate(run_state *r, stk_eval_result *val)
+{
+    memset(val, 0, sizeof *val);
+    if (!r->a.val) return STK_OK;
+    stk_loader_options o =
+        stk_trainer_eval_options(r->trainer, r->val_transform, (int)r->a.batch, (int)r->a.workers);
+    stk_loader *l;
+    TRY(stk_loader_open(r->a.val, &o, &l));
+    stk_status st = stk_trainer_evaluate(r->trainer, l, "eval", val);
+    stk_loader_close(l);
+    return st;
+}
+
+static stk_status train_epoch(run_state *r, int64_t epoch, stk_epoch_stats *es,
+                              stk_eval_result *val)
 {
     train_args *a = &r->a;
-    stk_status st;
-    if ((st = stk_h2d_drain(r->h2d)) != STK_OK) return st;
-    if ((st = stk_loader_start_epoch(r->loader, (uint64_t)epoch)) != STK_OK) return st;
     char label[32];
     snprintf(label, sizeof label, "epoch %" PRId64 "/%" PRId64, epoch + 1, a->epochs);
-    stk_progress p;
-    stk_progress_init(&p, label, stk_loader_batches(r->loader), stderr);
-    double t0 = stk_clock_sec(), waited = 0, loss_sum = 0;
-    uint64_t images = 0, correct = 0, done = 0;
-    stk_model_train(r->model, true);
-    for (;;) {
-        double w0 = stk_clock_sec();
-        stk_device_batch *b;
-        st = stk_h2d_next(r->h2d, &b);
-        waited += stk_clock_sec() - w0;
-        if (st == STK_END) break;
-        if (st != STK_OK) return st;
-        stk_scope *s;
-        if ((st = stk_scope_begin(&s)) != STK_OK) return st;
-        stk_tensor *x, *y, *logits, *loss;
-        float lv = 0;
-        bool autocast = a->amp; /* forward and backward: f16 matmuls and convolutions */
-        if (autocast) stk_amp_begin();
-        if ((st = train_batch_tensors(b, r->mean, r->std, &x, &y)) == STK_OK &&
-            (st = stk_model_forward(r->model, x, &logits)) == STK_OK &&
-            (st = stk_cross_entropy(logits, y, (float)a->smoothing, &loss)) == STK_OK) {
-            lv = stk_tensor_item(loss);
-            if (!isfinite(lv))
-                st = stk_error(STK_ERR_INVALID_ARG,
-                               "the loss is %s at step %" PRId64 " (epoch %" PRId64
-                               "): training diverged; lower --lr (now %g) or add "
-                               "--warmup-epochs; the last good checkpoint is kept in %s",
-                               isnan(lv) ? "NaN" : "infinite", r->step + 1, epoch + 1, a->lr,
-                               r->a.out);
-        }
-        int t1, t5;
-        if (st == STK_OK &&
-            (st = train_count_correct(logits, b->host_labels, b->count, &t1, &t5)) == STK_OK) {
-            correct += (uint64_t)t1;
-            stk_optim_set_lr(r->opt, stk_schedule_lr(sched, r->step));
-            if (!a->amp) {
-                if ((st = stk_backward(loss, NULL, false)) == STK_OK) st = stk_optim_step(r->opt);
-            } else {
-                stk_tensor *scaled;
-                bool stepped;
-                if ((st = stk_amp_scale_loss(&r->scaler, loss, &scaled)) == STK_OK)
-                    st = stk_backward(scaled, NULL, false);
-                stk_amp_end(); /* the optimizer step is f32 */
-                autocast = false;
-                if (st == STK_OK) st = stk_amp_step(&r->scaler, r->model, r->opt, &stepped);
-            }
-        }
-        if (autocast) stk_amp_end();
-        const char *bad = NULL;
-        if (st == STK_OK && (st = stk_model_check_finite(r->model, &bad)) == STK_OK && bad)
-            st = stk_error(STK_ERR_INVALID_ARG,
-                           "%s is not finite after step %" PRId64 " (epoch %" PRId64
-                           "): training diverged; lower --lr (now %g) or add "
-                           "--warmup-epochs; the last good checkpoint is kept in %s",
-                           bad, r->step + 1, epoch + 1, a->lr, r->a.out);
-        stk_scope_end(s);
-        stk_h2d_release(r->h2d, b);
-        if (st != STK_OK) return st;
-        r->step++;
-        loss_sum += (double)lv * b->count;
-        images += (uint64_t)b->count;
-        done++;
-        double el = stk_clock_sec() - t0;
-        char extra[96];
-        snprintf(extra, sizeof extra, "loss %.4f  %.0f img/s  stall %.1f%%", loss_sum / images,
-                 images / el, 100 * waited / el);
-        stk_progress_set_extra(&p, extra);
-        stk_progress_update(&p, done);
-        if (stk_cli_interrupted) return stk_error(STK_ERR_CANCELLED, "interrupted");
-    }
-    stk_progress_finish(&p);
-    es->seconds = stk_clock_sec() - t0;
-    es->loss = images ? loss_sum / images : 0;
-    es->acc = images ? 100.0 * correct / images : 0;
-    es->ips = images / es->seconds;
-    es->stall = 100 * waited / es->seconds;
-    memset(&es->val, 0, sizeof es->val);
-    if (a->val)
-        return train_evaluate(r->model, r->ce, a->val, r->val_transform, (int)a->batch,
-                              (int)a->workers, r->mean, r->std, "eval", &es->val);
-    return STK_OK;
+    stk_progress_init(&r->bar, label, stk_loader_batches(r->loader), stderr);
+    stk_status st =
+        stk_trainer_train_epoch(r->trainer, r->loader, r->h2d, epoch, show_progress, r, es);
+    if (st == STK_ERR_DIVERGED)
+        return stk_error(st,
+                         "%s; lower --lr (now %g) or add --warmup-epochs; the last good "
+                         "checkpoint is kept in %s",
+                         stk_last_error(), a->lr, a->out);
+    if (st != STK_OK) return st;
+    stk_progress_finish(&r->bar);
+    return evaluate(r, val);
 }
 
 /* One row of metrics.csv; the file is rewritten whole (complete or absent,
  * even on a full disk). */
-static stk_status append_metrics(run_state *r, int64_t e, double lr, const epoch_stats *es)
+static stk_status append_metrics(run_state *r, int64_t e, double lr, const stk_epoch_stats *es,
+                                 const stk_eval_result *v)
 {
     char val[96] = ",,,";
-    if (r->a.val)
-        snprintf(val, sizeof val, "%.5f,%.3f,%.3f,", es->val.loss, es->val.top1, es->val.top5);
-    char *text = stk_text_printf("%s%" PRId64 ",%" PRId64 ",%.6g,%.5f,%.3f,%s%.1f,%.2f,%.2f\n",
-                                 r->metrics, e + 1, r->step, lr, es->loss, es->acc, val, es->ips,
-                                 es->stall, es->seconds);
+    if (r->a.val) snprintf(val, sizeof val, "%.5f,%.3f,%.3f,", v->loss, v->top1, v->top5);
+    char *text =
+        stk_text_printf("%s%" PRId64 ",%" PRId64 ",%.6g,%.5f,%.3f,%s%.1f,%.2f,%.2f\n", r->metrics,
+                        e + 1, stk_trainer_position(r->trainer)->step, lr, es->loss, es->accuracy,
+                        val, es->images_per_sec, es->stall_pct, es->seconds);
     if (!text) return stk_error(STK_ERR_NOMEM, "out of memory");
     free(r->metrics);
     r->metrics = text;
@@ -619,6 +546,7 @@ static void close_run(run_state *r)
 {
     stk_h2d_close(r->h2d);
     stk_loader_close(r->loader);
+    stk_trainer_destroy(r->trainer);
     stk_optim_destroy(r->opt);
     stk_model_destroy(r->model);
     free(r->metrics);
@@ -644,46 +572,43 @@ static int run(int argc, char **argv)
         return stk_cli_fail();
     }
     FILE *lines = a->json ? stderr : stdout;
-    int64_t per_epoch = (int64_t)stk_loader_batches(r.loader);
-    stk_schedule sched = {.kind = a->schedule,
-                          .base_lr = (float)a->lr,
-                          .total_steps = per_epoch * a->epochs,
-                          .warmup_steps = (int64_t)llround(a->warmup_epochs * (double)per_epoch),
-                          .step_size = a->step_epochs * per_epoch,
-                          .gamma = 0.1f};
-    if (r.start_epoch >= a->epochs)
-        fprintf(lines, "%s: already trained for %" PRId64 " epochs\n", r.path_last, r.start_epoch);
+    stk_train_position *pos = stk_trainer_position(r.trainer);
+    int64_t start_epoch = pos->epoch;
+    if (start_epoch >= a->epochs)
+        fprintf(lines, "%s: already trained for %" PRId64 " epochs\n", r.path_last, start_epoch);
     else
         fprintf(lines,
                 "train %s on %s: %" PRId64 " epochs of %" PRId64 " steps, batch %" PRId64
                 ", %s lr %g, transform %s%s\n",
-                a->model, a->data, a->epochs - r.start_epoch, per_epoch, a->batch,
-                stk_optim_kind_name(a->optimizer), a->lr, r.transform,
-                r.start_epoch ? " (resumed)" : "");
+                a->model, a->data, a->epochs - start_epoch, (int64_t)stk_loader_batches(r.loader),
+                a->batch, stk_optim_kind_name(a->optimizer), a->lr, r.transform,
+                start_epoch ? " (resumed)" : "");
     double t_all = stk_clock_sec(), ips_sum = 0, stall_sum = 0;
     int epochs_run = 0;
-    epoch_stats es = {0};
+    stk_epoch_stats es = {0};
+    stk_eval_result val = {0};
     stk_status st = STK_OK;
     int64_t end = a->epochs;
-    if (a->stop_after && r.start_epoch + a->stop_after < end) end = r.start_epoch + a->stop_after;
-    for (int64_t e = r.start_epoch; e < end; e++) {
-        if ((st = train_epoch(&r, &sched, e, &es)) != STK_OK) break;
+    if (a->stop_after && start_epoch + a->stop_after < end) end = start_epoch + a->stop_after;
+    for (int64_t e = start_epoch; e < end; e++) {
+        if ((st = train_epoch(&r, e, &es, &val)) != STK_OK) break;
         epochs_run++;
-        ips_sum += es.ips;
-        stall_sum += es.stall;
+        ips_sum += es.images_per_sec;
+        stall_sum += es.stall_pct;
         double lr = stk_optim_lr(r.opt);
-        if ((st = append_metrics(&r, e, lr, &es)) != STK_OK) break;
+        if ((st = append_metrics(&r, e, lr, &es, &val)) != STK_OK) break;
         fprintf(lines, "epoch %" PRId64 "/%" PRId64 ": loss %.4f, train acc %.2f%%", e + 1,
-                a->epochs, es.loss, es.acc);
+                a->epochs, es.loss, es.accuracy);
         if (a->val)
-            fprintf(lines, ", val loss %.4f, top-1 %.2f%%, top-5 %.2f%%", es.val.loss, es.val.top1,
-                    es.val.top5);
-        fprintf(lines, ", %.0f images/s, stall %.1f%%, %.1f s\n", es.ips, es.stall, es.seconds);
-        double score = a->val ? es.val.top1 : es.acc;
-        bool best = score > r.best_top1;
-        if (best) r.best_top1 = score;
-        if ((st = save_checkpoint(&r, r.path_last, e + 1, r.best_top1)) != STK_OK) break;
-        if (best && (st = save_checkpoint(&r, r.path_best, e + 1, r.best_top1)) != STK_OK) break;
+            fprintf(lines, ", val loss %.4f, top-1 %.2f%%, top-5 %.2f%%", val.loss, val.top1,
+                    val.top5);
+        fprintf(lines, ", %.0f images/s, stall %.1f%%, %.1f s\n", es.images_per_sec, es.stall_pct,
+                es.seconds);
+        double score = a->val ? val.top1 : es.accuracy;
+        bool best = score > pos->best_metric;
+        if (best) pos->best_metric = score;
+        if ((st = save_checkpoint(&r, r.path_last)) != STK_OK) break;
+        if (best && (st = save_checkpoint(&r, r.path_best)) != STK_OK) break;
     }
     double seconds = stk_clock_sec() - t_all;
     if (st != STK_OK) {
@@ -695,7 +620,7 @@ static int run(int argc, char **argv)
         printf("{\"epochs\": %" PRId64 ", \"val_top1\": %.4f, \"val_top5\": %.4f, "
                "\"val_loss\": %.6f, \"train_images_per_sec\": %.1f, \"stall_pct\": %.2f, "
                "\"seconds\": %.2f, \"peak_rss_mb\": %.1f}\n",
-               r.start_epoch + epochs_run, es.val.top1, es.val.top5, es.val.loss,
+               start_epoch + epochs_run, val.top1, val.top5, val.loss,
                epochs_run ? ips_sum / epochs_run : 0, epochs_run ? stall_sum / epochs_run : 0,
                seconds, peak_rss_mb());
     } else if (epochs_run) {
@@ -707,7 +632,8 @@ static int run(int argc, char **argv)
         fprintf(stderr,
                 "amp: %" PRId64 " of %" PRId64
                 " steps skipped for inf/NaN gradients, loss scale now %g\n",
-                r.scaler.skipped, r.step, (double)r.scaler.scale);
+                stk_trainer_skipped_steps(r.trainer), pos->step,
+                (double)stk_trainer_loss_scale(r.trainer));
     close_run(&r);
     return STK_EXIT_OK;
 }

@@ -45,12 +45,10 @@ void stk_cuda_note(stk_status st)
 
 stk_status stk_cuda_select(int device)
 {
-    if (device < 0)
-        return stk_error(STK_ERR_INVALID_ARG, "--device cuda:%d: not a device number", device);
+    if (device < 0) return stk_error(STK_ERR_INVALID_ARG, "GPU %d: not a device number", device);
     if (stk_cuda_started() && device != ctx.device)
-        return stk_error(STK_ERR_INVALID_ARG,
-                         "--device cuda:%d: the CUDA context already uses device %d", device,
-                         ctx.device);
+        return stk_error(STK_ERR_INVALID_ARG, "GPU %d: the CUDA context already uses GPU %d",
+                         device, ctx.device);
     chosen_device = device;
     return STK_OK;
 }

@@ -87,6 +87,7 @@ static void init_once(void)
     table = (stk_copy_engine){.ctx = &engine,
                               .device = STK_DEVICE_CUDA,
                               .in_place = false,
+                              .host_memory = stk_cuda_host_allocator(),
                               .alloc = ce_alloc,
                               .free = ce_free,
                               .copy_async = ce_copy_async,

@@ -6,6 +6,7 @@
 
 #include "common/status.h"
 #include "kernels/copy_engine.h"
+#include "kernels/device.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -18,11 +19,9 @@ stk_status stk_cuda_select(int device);
  * Errors: STK_ERR_CUDA (no usable device: the message says why). */
 stk_status stk_copy_engine_cuda(const stk_copy_engine **out);
 
-/* Host memory the GPU can copy from asynchronously (cudaHostAlloc), used by
- * stk_host_alloc_pinned once the CUDA context exists; false when not used. */
-bool stk_cuda_host_alloc(size_t bytes, void **out);
-/* true when `ptr` came from stk_cuda_host_alloc (and is now freed). */
-bool stk_cuda_host_free(void *ptr);
+/* Host memory the GPU can copy from asynchronously (cudaHostAlloc, through
+ * the context): the CUDA copy engine's host_memory. */
+const stk_host_allocator *stk_cuda_host_allocator(void);
 
 /* Copies between host memory and device memory on the compute stream,
  * waiting for completion (used by the engine's host copies, item() and

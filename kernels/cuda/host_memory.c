@@ -3,44 +3,33 @@
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/cuda_device.h"
 
-#include <pthread.h>
-
-/* The pinned blocks handed out, so that stk_host_free_pinned knows which
- * free to call (the loader's ring has a handful). */
-#define MAX_PINNED 256
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static void *pinned[MAX_PINNED];
-
-bool stk_cuda_host_alloc(size_t bytes, void **out)
+static stk_status pinned_alloc(void *ctx, size_t bytes, void **out, bool *locked)
 {
-    if (!stk_cuda_started()) return false;
-    pthread_mutex_lock(&lock);
-    int slot = -1;
-    for (int i = 0; i < MAX_PINNED && slot < 0; i++)
-        if (!pinned[i]) slot = i;
-    void *p = NULL;
-    if (slot >= 0 && cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault) == cudaSuccess)
-        pinned[slot] = p;
-    else
-        cudaGetLastError(); /* fall back to locked pages */
-    pthread_mutex_unlock(&lock);
-    *out = p;
-    return p != NULL;
+    (void)ctx;
+    *out = NULL;
+    *locked = false;
+    stk_cuda_ctx *cx;
+    stk_status st = stk_cuda_context(&cx);
+    if (st != STK_OK) return st;
+    if ((st = stk_cuda_check(cudaHostAlloc(out, bytes ? bytes : 1, cudaHostAllocDefault),
+                             "allocating pinned host memory")) != STK_OK) {
+        *out = NULL;
+        return stk_error(STK_ERR_NOMEM, "%s", stk_last_error());
+    }
+    *locked = true; /* page-locked by the driver */
+    return STK_OK;
 }
 
-bool stk_cuda_host_free(void *ptr)
+static void pinned_free(void *ctx, void *ptr, size_t bytes)
 {
-    bool found = false;
-    pthread_mutex_lock(&lock);
-    for (int i = 0; i < MAX_PINNED && !found; i++)
-        if (pinned[i] == ptr) {
-            pinned[i] = NULL;
-            found = true;
-        }
-    pthread_mutex_unlock(&lock);
-    if (found) cudaFreeHost(ptr);
-    return found;
+    (void)ctx;
+    (void)bytes;
+    if (ptr) cudaFreeHost(ptr);
 }
+
+static const stk_host_allocator pinned_allocator = {.alloc = pinned_alloc, .free = pinned_free};
+
+const stk_host_allocator *stk_cuda_host_allocator(void) { return &pinned_allocator; }
 
 static stk_status copy_sync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
                             const char *what)

@@ -86,5 +86,5 @@ run 2 "$STOKE" train $T --model mlp --device cuda:x --out r
 expect err.txt "N must be a GPU number"
 n=$("$STOKE" devices | grep -c '^gpu [0-9]')
 run 1 "$STOKE" train $T --model mlp --device cuda:$n --out r
-expect err.txt "CUDA device $n does not exist ($n found)"
+expect err.txt "GPU $n: this machine has $n ("
 finish

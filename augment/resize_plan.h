@@ -1,4 +1,6 @@
-/* Private to augment/resize*.c: filter taps of one axis and the SIMD kernels. */
+/* The resize plan: the filter taps of one axis (weights in fixed point and
+ * float), shared by resize.c, which builds and caches plans, and
+ * resize_simd.c, whose SIMD kernels apply them. Private to augment/. */
 #pragma once
 
 #include <stdbool.h>

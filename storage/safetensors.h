@@ -87,3 +87,9 @@ const stk_st_entry *stk_safetensors_find(const stk_safetensors *f, const char *n
 const void *stk_safetensors_data(const stk_safetensors *f, const stk_st_entry *e);
 /* Metadata value, or NULL. */
 const char *stk_safetensors_meta(const stk_safetensors *f, const char *key);
+
+/* Integer metadata `key` within [min, max]. Errors name the file, the key
+ * and the value found (a checkpoint is input like any file): STK_ERR_FORMAT
+ * when absent, STK_ERR_CORRUPT when not a decimal integer in range. */
+stk_status stk_safetensors_meta_int(const stk_safetensors *f, const char *key, int64_t min,
+                                    int64_t max, int64_t *out);

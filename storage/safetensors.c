@@ -1,7 +1,8 @@
 /* safetensors reading (with a small JSON parser for its header) and atomic writing. */
-#include "engine/safetensors.h"
+#include "storage/safetensors.h"
 
 #include "common/fs.h"
+#include "common/json.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -51,17 +52,11 @@ static void put_json_string(buf *b, const char *s)
     puts_(b, "\"");
     for (; *s; s++) {
         char esc[8];
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)c;
-            put(b, esc, 2);
-        } else if (c < 0x20) {
-            snprintf(esc, sizeof esc, "\\u%04x", c);
-            puts_(b, esc);
-        } else {
-            put(b, (const char *)&c, 1);
-        }
+        const char *e = stk_json_escape((unsigned char)*s, esc);
+        if (e)
+            puts_(b, e);
+        else
+            put(b, s, 1);
     }
     puts_(b, "\"");
 }
@@ -577,4 +572,25 @@ const char *stk_safetensors_meta(const stk_safetensors *f, const char *key)
     for (int i = 0; i < f->n_meta; i++)
         if (!strcmp(f->meta_keys[i], key)) return f->meta_values[i];
     return NULL;
+}
+
+stk_status stk_safetensors_meta_int(const stk_safetensors *f, const char *key, int64_t min,
+                                    int64_t max, int64_t *out)
+{
+    const char *v = stk_safetensors_meta(f, key);
+    if (!v)
+        return stk_error(STK_ERR_FORMAT,
+                         "%s: not a Stoke training checkpoint (no \"%s\" in its "
+                         "metadata)",
+                         f->path, key);
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end || errno || x < min || x > max)
+        return stk_error(STK_ERR_CORRUPT,
+                         "%s: damaged checkpoint metadata: \"%s\" is \"%.40s\", not an integer "
+                         "in %lld..%lld",
+                         f->path, key, v, (long long)min, (long long)max);
+    *out = x;
+    return STK_OK;
 }

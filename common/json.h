@@ -1,0 +1,18 @@
+/* JSON string escaping, shared by every writer of JSON (safetensors headers,
+ * the CLI's --json output).
+ *
+ *     char esc[8];
+ *     const char *e = stk_json_escape(c, esc);   // NULL: c stands for itself
+ *     stk_json_write_string(stdout, name);        // "name", quoted and escaped
+ */
+#pragma once
+
+#include <stdio.h>
+
+/* The escape sequence of byte c inside a JSON string (backslash-quote,
+ * backslash-n, backslash-u0001, ...), possibly written into esc, or NULL
+ * when c needs none. Bytes from 0x80 up pass through: UTF-8 stays as is. */
+const char *stk_json_escape(unsigned char c, char esc[8]);
+
+/* Write s to f as a JSON string literal (quoted, escaped). */
+void stk_json_write_string(FILE *f, const char *s);

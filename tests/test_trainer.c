@@ -1,0 +1,470 @@
+/* The trainer (train/): its step against the same step written out by
+ * hand, the hooks and their order, errors from hooks and divergence, the
+ * position through save and resume, the loss scaler, device names. */
+#include "check_main.h"
+#include "engine/checkpoint.h"
+#include "engine_testlib.h"
+#include "test_tmpdir.h"
+#include "train/batch.h"
+#include "train/device.h"
+#include "train/loss_scaler.h"
+#include "train/trainer.h"
+
+#include <stdio.h>
+
+static char path_buf[700];
+static const char *tmp_path(const char *name)
+{
+    snprintf(path_buf, sizeof path_buf, "%s/%s", test_tmp, name);
+    return path_buf;
+}
+
+static stk_model *make(const char *name, uint64_t seed)
+{
+    stk_model_config c = {
+        .name = name, .in_channels = 1, .classes = 3, .image_size = 8, .seed = seed};
+    stk_model *m;
+    ck_assert_int_eq(stk_model_create(&c, &m), STK_OK);
+    return m;
+}
+
+static stk_optim *sgd(stk_model *m)
+{
+    stk_optim_config oc = {.kind = STK_OPTIM_SGD,
+                           .lr = 0.05f,
+                           .momentum = 0.9f,
+                           .weight_decay = 5e-4f,
+                           .nesterov = true};
+    stk_optim *o;
+    ck_assert_int_eq(stk_optim_create(&oc, m, &o), STK_OK);
+    return o;
+}
+
+static const stk_schedule schedule = {
+    .kind = STK_SCHEDULE_COSINE, .base_lr = 0.05f, .total_steps = 8, .warmup_steps = 2};
+
+/* A CPU batch of 4 random 8x8 u8 images (seed s) and its labels. */
+typedef struct batch_buf {
+    uint8_t px[4 * 8 * 8];
+    int32_t labels[4];
+    stk_device_batch b;
+} batch_buf;
+
+static void make_batch(batch_buf *bb, int s)
+{
+    stk_rng r;
+    stk_rng_init(&r, (uint64_t)s, 5, 0);
+    for (int i = 0; i < 4 * 8 * 8; i++) bb->px[i] = (uint8_t)(stk_rng_uniform(&r) * 256);
+    for (int i = 0; i < 4; i++) bb->labels[i] = (s + i) % 3;
+    bb->b = (stk_device_batch){.data = bb->px,
+                               .labels = bb->labels,
+                               .host_labels = bb->labels,
+                               .sample_bytes = 64,
+                               .count = 4,
+                               .width = 8,
+                               .height = 8,
+                               .channels = 1,
+                               .device = STK_DEVICE_CPU};
+}
+
+static const float mean[3] = {0.4f, 0.4f, 0.4f}, stdev[3] = {0.3f, 0.3f, 0.3f};
+
+static stk_trainer *make_trainer(stk_model *m, stk_optim *o)
+{
+    stk_trainer_config c = stk_trainer_defaults();
+    c.label_smoothing = 0.1f;
+    c.schedule = schedule;
+    memcpy(c.mean, mean, sizeof mean);
+    memcpy(c.std, stdev, sizeof stdev);
+    c.seed = 7;
+    stk_trainer *t;
+    ck_assert_int_eq(stk_trainer_create(&c, m, o, &t), STK_OK);
+    return t;
+}
+
+static bool same_weights(const stk_model *a, const stk_model *b)
+{
+    for (int i = 0; i < stk_model_param_count(a); i++) {
+        stk_tensor *x = stk_model_param(a, i)->value, *y = stk_model_param(b, i)->value;
+        size_t bytes = (size_t)stk_tensor_numel(x) * stk_dtype_size(stk_tensor_dtype(x));
+        if (memcmp(stk_tensor_data(x), stk_tensor_data(y), bytes)) return false;
+    }
+    return true;
+}
+
+/* The step as stoke train wrote it before the trainer existed. */
+static float manual_step(stk_model *m, stk_optim *o, const stk_device_batch *b, int64_t step,
+                         int *top1)
+{
+    stk_scope *s;
+    ck_assert_int_eq(stk_scope_begin(&s), STK_OK);
+    stk_tensor *x, *y, *logits, *loss;
+    ck_assert_int_eq(stk_batch_tensors(b, mean, stdev, &x, &y), STK_OK);
+    ck_assert_int_eq(stk_model_forward(m, x, &logits), STK_OK);
+    ck_assert_int_eq(stk_cross_entropy(logits, y, 0.1f, &loss), STK_OK);
+    float l = stk_tensor_item(loss);
+    int t5;
+    ck_assert_int_eq(stk_batch_count_correct(logits, b->host_labels, b->count, top1, &t5), STK_OK);
+    stk_optim_set_lr(o, stk_schedule_lr(&schedule, step));
+    ck_assert_int_eq(stk_backward(loss, NULL, false), STK_OK);
+    ck_assert_int_eq(stk_optim_step(o), STK_OK);
+    stk_scope_end(s);
+    return l;
+}
+
+START_TEST(test_step_matches_the_written_out_step)
+{
+    stk_model *a = make("resnet8", 1), *b = make("resnet8", 1);
+    stk_optim *oa = sgd(a), *ob = sgd(b);
+    stk_model_train(a, true);
+    stk_model_train(b, true);
+    stk_trainer *t = make_trainer(b, ob);
+    for (int s = 0; s < 4; s++) {
+        batch_buf bb;
+        make_batch(&bb, s);
+        int top1;
+        float want = manual_step(a, oa, &bb.b, s, &top1);
+        stk_step_result r;
+        stk_status st = stk_trainer_step(t, &bb.b, &r);
+        ck_assert_msg(st == STK_OK, "%s", stk_last_error());
+        ck_assert_float_eq(r.loss, want); /* bit-identical, not close */
+        ck_assert_int_eq(r.top1, top1);
+        ck_assert_int_eq(r.count, 4);
+        ck_assert(r.stepped);
+        ck_assert_msg(same_weights(a, b), "weights differ after step %d", s);
+        ck_assert_float_eq(stk_optim_lr(ob), stk_optim_lr(oa));
+    }
+    ck_assert_int_eq(stk_trainer_position(t)->step, 4);
+    stk_trainer_destroy(t);
+    stk_optim_destroy(oa);
+    stk_optim_destroy(ob);
+    stk_model_destroy(a);
+    stk_model_destroy(b);
+}
+END_TEST
+
+/* ---- hooks ----------------------------------------------------------------- */
+
+typedef struct hook_log {
+    stk_step_event events[64];
+    int params[64];
+    int n;
+    float *seen[64];  /* GRAD_READY: a copy of the gradient as the hook saw it */
+    bool grads_final; /* AFTER_BACKWARD: every copy equals the final gradient */
+    stk_status fail_at_forward;
+} hook_log;
+
+static stk_status record(void *ctx, const stk_step_info *info)
+{
+    hook_log *h = ctx;
+    ck_assert_int_lt(h->n, 64);
+    h->events[h->n] = info->event;
+    h->params[h->n] = info->param;
+    if (info->event == STK_STEP_GRAD_READY) {
+        ck_assert_ptr_nonnull(info->grad);
+        h->seen[h->n] = host_f32(info->grad);
+    }
+    if (info->event == STK_STEP_AFTER_BACKWARD) {
+        h->grads_final = true;
+        for (int i = 0; i < h->n; i++) {
+            if (h->events[i] != STK_STEP_GRAD_READY) continue;
+            stk_tensor *g = stk_tensor_grad(stk_model_param(info->model, h->params[i])->value);
+            float *now = host_f32(g);
+            if (memcmp(now, h->seen[i], (size_t)stk_tensor_numel(g) * sizeof(float)))
+                h->grads_final = false;
+            free(now);
+        }
+    }
+    if (info->event == STK_STEP_AFTER_FORWARD) {
+        ck_assert_ptr_nonnull(info->logits);
+        ck_assert_ptr_nonnull(info->loss);
+        if (h->fail_at_forward != STK_OK)
+            return stk_error(h->fail_at_forward, "the test's hook says no");
+    }
+    h->n++;
+    return STK_OK;
+}
+
+START_TEST(test_hooks_run_in_order_and_gradients_are_final)
+{
+    stk_model *m = make("mlp", 1);
+    /* frozen parameters get no hook: they have no gradient */
+    int frozen = stk_model_set_requires_grad(m, "fc1", false);
+    ck_assert_int_gt(frozen, 0);
+    stk_optim *o = sgd(m);
+    stk_trainer *t = make_trainer(m, o);
+    hook_log h = {0};
+    for (int e = 0; e < STK_STEP_EVENTS; e++)
+        ck_assert_int_eq(stk_trainer_add_hook(t, (stk_step_event)e, record, &h), STK_OK);
+    batch_buf bb;
+    make_batch(&bb, 1);
+    stk_step_result r;
+    ck_assert_int_eq(stk_trainer_step(t, &bb.b, &r), STK_OK);
+    int np = stk_model_param_count(m), trainable = 0;
+    for (int i = 0; i < np; i++)
+        trainable += stk_tensor_requires_grad(stk_model_param(m, i)->value);
+    ck_assert_int_eq(h.n, 4 + trainable);
+    ck_assert_int_eq(h.events[0], STK_STEP_BEFORE_FORWARD);
+    ck_assert_int_eq(h.events[1], STK_STEP_AFTER_FORWARD);
+    bool fired[64] = {0};
+    for (int i = 2; i < 2 + trainable; i++) {
+        ck_assert_int_eq(h.events[i], STK_STEP_GRAD_READY);
+        int p = h.params[i];
+        ck_assert(stk_tensor_requires_grad(stk_model_param(m, p)->value));
+        ck_assert(!fired[p]); /* once per parameter */
+        fired[p] = true;
+        free(h.seen[i]);
+    }
+    /* the last layer's gradient is final first */
+    ck_assert_int_ge(h.params[2], np - 2);
+    ck_assert_int_eq(h.events[2 + trainable], STK_STEP_AFTER_BACKWARD);
+    ck_assert_int_eq(h.events[3 + trainable], STK_STEP_AFTER_OPTIMIZER);
+    ck_assert(h.grads_final);
+    stk_trainer_destroy(t);
+    /* the trainer took its gradient hooks back: a plain backward runs none */
+    stk_scope *s;
+    ck_assert_int_eq(stk_scope_begin(&s), STK_OK);
+    stk_tensor *x, *y, *logits, *loss;
+    ck_assert_int_eq(stk_batch_tensors(&bb.b, mean, stdev, &x, &y), STK_OK);
+    ck_assert_int_eq(stk_model_forward(m, x, &logits), STK_OK);
+    ck_assert_int_eq(stk_cross_entropy(logits, y, 0.f, &loss), STK_OK);
+    ck_assert_int_eq(stk_backward(loss, NULL, false), STK_OK);
+    stk_scope_end(s);
+    stk_optim_destroy(o);
+    stk_model_destroy(m);
+}
+END_TEST
+
+START_TEST(test_hook_error_stops_the_step)
+{
+    stk_model *m = make("mlp", 1), *ref = make("mlp", 1);
+    stk_optim *o = sgd(m);
+    stk_trainer *t = make_trainer(m, o);
+    hook_log h = {.fail_at_forward = STK_ERR_CANCELLED};
+    ck_assert_int_eq(stk_trainer_add_hook(t, STK_STEP_AFTER_FORWARD, record, &h), STK_OK);
+    ck_assert_int_eq(stk_trainer_add_hook(t, STK_STEP_EVENTS, record, &h), STK_ERR_INVALID_ARG);
+    batch_buf bb;
+    make_batch(&bb, 1);
+    stk_step_result r;
+    ck_assert_int_eq(stk_trainer_step(t, &bb.b, &r), STK_ERR_CANCELLED);
+    ck_assert_str_eq(stk_last_error(), "the test's hook says no");
+    ck_assert_int_eq(stk_trainer_position(t)->step, 0);
+    ck_assert(same_weights(m, ref)); /* nothing was updated */
+    stk_trainer_destroy(t);
+    stk_optim_destroy(o);
+    stk_model_destroy(m);
+    stk_model_destroy(ref);
+}
+END_TEST
+
+START_TEST(test_divergence_is_reported)
+{
+    stk_model *m = make("mlp", 1);
+    stk_optim *o = sgd(m);
+    stk_trainer *t = make_trainer(m, o);
+    int64_t xs[4] = {4, 1, 8, 8}, ys[1] = {4};
+    stk_scope *s;
+    ck_assert_int_eq(stk_scope_begin(&s), STK_OK);
+    stk_tensor *x = rand_tensor(3, 4, xs, -1, 1), *y;
+    int32_t lab[4] = {0, 1, 2, 0};
+    ck_assert_int_eq(stk_tensor_from_host(STK_I32, 1, ys, lab, &y), STK_OK);
+    ((float *)stk_tensor_data(x))[5] = NAN;
+    stk_step_result r;
+    /* the ReLU swallows the NaN, its gradient does not */
+    ck_assert_int_eq(stk_trainer_step_tensors(t, x, y, lab, &r), STK_ERR_DIVERGED);
+    ck_assert_str_eq(stk_last_error(), "fc1.weight is not finite after step 1: training diverged");
+    ck_assert_int_eq(stk_trainer_position(t)->step, 0);
+    /* a NaN in the last layer: the loss itself */
+    ((float *)stk_tensor_data(x))[5] = 0.f;
+    stk_tensor *last = stk_model_param(m, stk_model_param_count(m) - 1)->value;
+    ((float *)stk_tensor_data(last))[0] = NAN;
+    ck_assert_int_eq(stk_trainer_step_tensors(t, x, y, lab, &r), STK_ERR_DIVERGED);
+    ck_assert_str_eq(stk_last_error(), "the loss is NaN at step 1: training diverged");
+    stk_scope_end(s);
+    stk_trainer_destroy(t);
+    /* without an optimizer the trainer evaluates only */
+    ck_assert_int_eq(stk_trainer_create(&(stk_trainer_config){.std = {1, 1, 1}}, m, NULL, &t),
+                     STK_OK);
+    ck_assert_int_eq(stk_scope_begin(&s), STK_OK);
+    x = rand_tensor(3, 4, xs, -1, 1);
+    ck_assert_int_eq(stk_tensor_from_host(STK_I32, 1, ys, lab, &y), STK_OK);
+    ck_assert_int_eq(stk_trainer_step_tensors(t, x, y, lab, &r), STK_ERR_INVALID_ARG);
+    stk_scope_end(s);
+    stk_trainer_destroy(t);
+    /* amp needs a GPU */
+    stk_trainer_config c = stk_trainer_defaults();
+    c.amp = true;
+    ck_assert_int_eq(stk_trainer_create(&c, m, o, &t), STK_ERR_INVALID_ARG);
+    stk_optim_destroy(o);
+    stk_model_destroy(m);
+}
+END_TEST
+
+/* ---- position --------------------------------------------------------------- */
+
+START_TEST(test_save_and_resume_continue_bit_identically)
+{
+    test_tmpdir_create("trainer");
+    stk_model *a = make("resnet8", 1), *b = make("resnet8", 1), *c = make("resnet8", 99);
+    stk_optim *oa = sgd(a), *ob = sgd(b), *oc = sgd(c);
+    stk_trainer *ta = make_trainer(a, oa), *tb = make_trainer(b, ob), *tc = make_trainer(c, oc);
+    batch_buf bb[4];
+    stk_step_result r;
+    for (int s = 0; s < 4; s++) {
+        make_batch(&bb[s], s);
+        ck_assert_int_eq(stk_trainer_step(ta, &bb[s].b, &r), STK_OK);
+        if (s < 2) ck_assert_int_eq(stk_trainer_step(tb, &bb[s].b, &r), STK_OK);
+    }
+    stk_train_position *pb = stk_trainer_position(tb);
+    pb->epoch = 1;
+    pb->best_metric = 42.5;
+    pb->loader = (stk_loader_position){.seed = 7, .epoch = 1, .cursor = 0};
+    const char *k[1] = {"data"}, *v[1] = {"train.stoke"};
+    ck_assert_int_eq(stk_trainer_save(tb, tmp_path("last.safetensors"), 1, k, v), STK_OK);
+    stk_status st = stk_trainer_resume(tc, tmp_path("last.safetensors"));
+    ck_assert_msg(st == STK_OK, "%s", stk_last_error());
+    stk_train_position *pc = stk_trainer_position(tc);
+    ck_assert_int_eq(pc->step, 2);
+    ck_assert_int_eq(pc->epoch, 1);
+    ck_assert_int_eq(pc->seed, 7);
+    ck_assert_double_eq(pc->best_metric, 42.5);
+    ck_assert_int_eq(pc->loader.epoch, 1);
+    for (int s = 2; s < 4; s++) ck_assert_int_eq(stk_trainer_step(tc, &bb[s].b, &r), STK_OK);
+    ck_assert_msg(same_weights(a, c), "the resumed run differs");
+    /* the position alone, and damaged positions */
+    stk_train_position p;
+    ck_assert_int_eq(stk_train_position_read(tmp_path("last.safetensors"), &p), STK_OK);
+    ck_assert_int_eq(p.step, 2);
+    const char *keys[5] = {"epoch", "step", "seed", "best_val_top1", "loader_position"};
+    const char *bad[][5] = {{"1", "2", "7", "42.5", "seed=7,epoch=x,cursor=0"},
+                            {"1", "2", "7", "142.5", "seed=7,epoch=1,cursor=0"},
+                            {"1", "-2", "7", "42.5", "seed=7,epoch=1,cursor=0"},
+                            {"1", "2", "7", "42.5", "seed=7,epoch=1,cursor=0 "}};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(stk_checkpoint_save(tmp_path("bad.safetensors"), b, ob, 5, keys, bad[i]),
+                         STK_OK);
+        ck_assert_int_eq(stk_train_position_read(tmp_path("bad.safetensors"), &p), STK_ERR_CORRUPT);
+        ck_assert_ptr_nonnull(strstr(stk_last_error(), "bad.safetensors: damaged checkpoint"));
+        ck_assert_int_eq(stk_trainer_resume(tc, tmp_path("bad.safetensors")), STK_ERR_CORRUPT);
+    }
+    /* a model checkpoint without a position is no training checkpoint */
+    ck_assert_int_eq(stk_checkpoint_save(tmp_path("plain.safetensors"), b, NULL, 0, NULL, NULL),
+                     STK_OK);
+    ck_assert_int_eq(stk_trainer_resume(tc, tmp_path("plain.safetensors")), STK_ERR_FORMAT);
+    ck_assert_int_eq(pc->step, 4); /* a refused resume changes nothing */
+    stk_trainer_destroy(ta);
+    stk_trainer_destroy(tb);
+    stk_trainer_destroy(tc);
+    stk_optim_destroy(oa);
+    stk_optim_destroy(ob);
+    stk_optim_destroy(oc);
+    stk_model_destroy(a);
+    stk_model_destroy(b);
+    stk_model_destroy(c);
+    test_tmpdir_remove();
+}
+END_TEST
+
+/* ---- loss scaler ------------------------------------------------------------- */
+
+/* forward + backward of a fixed batch, the loss multiplied by `scale`. */
+static void grads(stk_model *m, float scale)
+{
+    batch_buf bb;
+    make_batch(&bb, 2);
+    stk_scope *s;
+    ck_assert_int_eq(stk_scope_begin(&s), STK_OK);
+    stk_tensor *x, *y, *logits, *loss, *scaled;
+    ck_assert_int_eq(stk_batch_tensors(&bb.b, mean, stdev, &x, &y), STK_OK);
+    ck_assert_int_eq(stk_model_forward(m, x, &logits), STK_OK);
+    ck_assert_int_eq(stk_cross_entropy(logits, y, 0.f, &loss), STK_OK);
+    ck_assert_int_eq(stk_mul_scalar(loss, scale, &scaled), STK_OK);
+    ck_assert_int_eq(stk_backward(scaled, NULL, false), STK_OK);
+    stk_scope_end(s);
+}
+
+START_TEST(test_loss_scaler_unscales_and_skips_overflow)
+{
+    stk_model *a = make("mlp", 1), *b = make("mlp", 1);
+    stk_optim *oa = sgd(a), *ob = sgd(b);
+    stk_loss_scaler sc;
+    stk_loss_scaler_init(&sc);
+    sc.growth_interval = 2;
+    /* a power-of-two scale is exact: the scaled step equals the plain one */
+    grads(a, 1.f);
+    ck_assert_int_eq(stk_optim_step(oa), STK_OK);
+    grads(b, sc.scale);
+    bool stepped;
+    ck_assert_int_eq(stk_loss_scaler_step(&sc, b, ob, &stepped), STK_OK);
+    ck_assert(stepped);
+    ck_assert(same_weights(a, b));
+    ck_assert_float_eq(sc.scale, 65536.f);
+    /* an inf gradient: no update, the gradients dropped, the scale halved */
+    grads(b, sc.scale);
+    stk_tensor *g = stk_tensor_grad(stk_model_param(b, 0)->value);
+    ((float *)stk_tensor_data(g))[3] = INFINITY;
+    ck_assert_int_eq(stk_loss_scaler_step(&sc, b, ob, &stepped), STK_OK);
+    ck_assert(!stepped);
+    ck_assert(same_weights(a, b));
+    ck_assert_ptr_null(stk_tensor_grad(stk_model_param(b, 0)->value));
+    ck_assert_float_eq(sc.scale, 32768.f);
+    ck_assert_int_eq(sc.skipped, 1);
+    /* growth_interval good steps in a row double it */
+    for (int i = 0; i < 2; i++) {
+        grads(b, sc.scale);
+        ck_assert_int_eq(stk_loss_scaler_step(&sc, b, ob, &stepped), STK_OK);
+        ck_assert(stepped);
+    }
+    ck_assert_float_eq(sc.scale, 65536.f);
+    stk_optim_destroy(oa);
+    stk_optim_destroy(ob);
+    stk_model_destroy(a);
+    stk_model_destroy(b);
+}
+END_TEST
+
+/* ---- devices ------------------------------------------------------------------ */
+
+START_TEST(test_device_names)
+{
+    stk_device_spec d;
+    char name[32];
+    ck_assert_int_eq(stk_device_spec_parse("cpu", &d), STK_OK);
+    ck_assert_int_eq(d.kind, STK_DEVICE_CPU);
+    ck_assert_int_eq(stk_device_spec_parse("cuda", &d), STK_OK);
+    ck_assert_int_eq(d.kind, STK_DEVICE_CUDA);
+    ck_assert_int_eq(d.index, 0);
+    ck_assert_int_eq(stk_device_spec_parse("cuda:3", &d), STK_OK);
+    ck_assert_int_eq(d.index, 3);
+    stk_device_spec_name(&d, name, sizeof name);
+    ck_assert_str_eq(name, "cuda:3");
+    const char *bad[] = {"gpu", "cuda:", "cuda:-1", "cuda:99", "cuda:1x", "cudax", "CPU", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ck_assert_int_eq(stk_device_spec_parse(bad[i], &d), STK_ERR_INVALID_ARG);
+        ck_assert_ptr_nonnull(strstr(stk_last_error(), bad[i]));
+    }
+    const stk_copy_engine *ce;
+    stk_device_spec cpu = {STK_DEVICE_CPU, 0};
+    ck_assert_int_eq(stk_device_spec_open(&cpu, &ce), STK_OK);
+    ck_assert(ce->in_place);
+    ck_assert_ptr_nonnull(ce->host_memory);
+}
+END_TEST
+
+static Suite *trainer_suite(void)
+{
+    Suite *s = suite_create("trainer");
+    TCase *t = tcase_create("trainer");
+    tcase_set_timeout(t, 300);
+    tcase_add_test(t, test_step_matches_the_written_out_step);
+    tcase_add_test(t, test_hooks_run_in_order_and_gradients_are_final);
+    tcase_add_test(t, test_hook_error_stops_the_step);
+    tcase_add_test(t, test_divergence_is_reported);
+    tcase_add_test(t, test_save_and_resume_continue_bit_identically);
+    tcase_add_test(t, test_loss_scaler_unscales_and_skips_overflow);
+    tcase_add_test(t, test_device_names);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void) { return stk_check_run(trainer_suite()); }

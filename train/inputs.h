@@ -1,0 +1,27 @@
+/* What a dataset's description decides about the transforms a model is
+ * trained and evaluated with.
+ *
+ *     int size;
+ *     TRY(stk_train_check_transform(meta, "--transform", "pad:4,crop:28,flip", &size));
+ *     char val[64];
+ *     stk_train_default_eval_transform(meta, size, val, sizeof val);   // "center:28"
+ */
+#pragma once
+
+#include "common/status.h"
+#include "storage/meta.h"
+
+#include <stddef.h>
+
+/* The evaluation transform that matches a training image size: JPEG ->
+ * resize:round(S*256/224),center:S (resize:256,center:224 for S = 224); raw
+ * -> center:S. */
+void stk_train_default_eval_transform(const stk_meta *m, int size, char *buf, size_t n);
+
+/* Check that `spec` suits the dataset and give its output size. Errors:
+ * STK_ERR_INVALID_ARG naming `what` (the flag or file the spec came from):
+ * a transform without a fixed output size, a norm token (training
+ * normalises on the device), a raw dataset asked to grow its images, as a
+ * JPEG transform would. */
+stk_status stk_train_check_transform(const stk_meta *m, const char *what, const char *spec,
+                                     int *size);

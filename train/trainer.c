@@ -1,0 +1,374 @@
+/* The trainer (trainer.h): the step with its hooks, the epoch loop, the
+ * evaluation pass, and saving and resuming the position. */
+#include "train/trainer.h"
+
+#include "common/clock.h"
+#include "common/progress.h"
+#include "engine/autocast.h"
+#include "engine/autograd.h"
+#include "engine/checkpoint.h"
+#include "engine/ops.h"
+#include "kernels/backend.h"
+#include "train/batch.h"
+#include "train/loss_scaler.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_HOOKS 8
+
+typedef struct hook {
+    stk_step_hook fn;
+    void *ctx;
+} hook;
+
+/* The context of one parameter's gradient hook (autograd's per-leaf hook). */
+typedef struct grad_slot {
+    stk_trainer *t;
+    int param;
+} grad_slot;
+
+struct stk_trainer {
+    stk_trainer_config cfg;
+    stk_model *model;
+    stk_optim *opt;
+    stk_loss_scaler scaler;
+    stk_train_position pos;
+    hook hooks[STK_STEP_EVENTS][MAX_HOOKS];
+    int n_hooks[STK_STEP_EVENTS];
+    grad_slot *grad_slots; /* one per parameter, once a GRAD_READY hook is added */
+    stk_step_info *info;   /* the step in progress (for the gradient hooks) */
+};
+
+stk_trainer_config stk_trainer_defaults(void) { return (stk_trainer_config){.std = {1, 1, 1}}; }
+
+stk_status stk_trainer_create(const stk_trainer_config *c, stk_model *model, stk_optim *opt,
+                              stk_trainer **out)
+{
+    *out = NULL;
+    const stk_copy_engine *dev = c->device ? c->device : stk_copy_engine_cpu();
+    if (c->amp && dev->device != STK_DEVICE_CUDA)
+        return stk_error(STK_ERR_INVALID_ARG, "mixed precision (amp) runs on a GPU; the CPU "
+                                              "backend computes in f32");
+    if (!(c->label_smoothing >= 0 && c->label_smoothing < 1))
+        return stk_error(STK_ERR_INVALID_ARG, "label smoothing %g is not in [0, 1)",
+                         (double)c->label_smoothing);
+    stk_trainer *t = calloc(1, sizeof *t);
+    if (!t) return stk_error(STK_ERR_NOMEM, "no memory for a trainer");
+    t->cfg = *c;
+    t->cfg.device = dev;
+    t->model = model;
+    t->opt = opt;
+    stk_loss_scaler_init(&t->scaler);
+    t->pos = stk_train_position_start(c->seed);
+    *out = t;
+    return STK_OK;
+}
+
+void stk_trainer_destroy(stk_trainer *t)
+{
+    if (!t) return;
+    if (t->grad_slots) /* the model outlives the trainer: take the hooks back */
+        for (int i = 0; i < stk_model_param_count(t->model); i++) {
+            stk_tensor *p = stk_model_param(t->model, i)->value;
+            if (stk_tensor_requires_grad(p)) stk_tensor_set_grad_hook(p, NULL, NULL);
+        }
+    free(t->grad_slots);
+    free(t);
+}
+
+static stk_status on_grad_ready(void *ctx, stk_tensor *leaf)
+{
+    grad_slot *g = ctx;
+    stk_trainer *t = g->t;
+    if (!t->info) return STK_OK; /* a backward outside the trainer's step */
+    stk_step_info info = *t->info;
+    info.event = STK_STEP_GRAD_READY;
+    info.param = g->param;
+    info.grad = stk_tensor_grad(leaf);
+    for (int i = 0; i < t->n_hooks[STK_STEP_GRAD_READY]; i++) {
+        const hook *h = &t->hooks[STK_STEP_GRAD_READY][i];
+        stk_status st = h->fn(h->ctx, &info);
+        if (st != STK_OK) return st;
+    }
+    return STK_OK;
+}
+
+/* Hook every trainable parameter's gradient (the first GRAD_READY hook). */
+static stk_status hook_gradients(stk_trainer *t)
+{
+    int np = stk_model_param_count(t->model);
+    if (!(t->grad_slots = calloc((size_t)(np ? np : 1), sizeof *t->grad_slots)))
+        return stk_error(STK_ERR_NOMEM, "no memory for gradient hooks");
+    for (int i = 0; i < np; i++) {
+        stk_tensor *p = stk_model_param(t->model, i)->value;
+        t->grad_slots[i] = (grad_slot){t, i};
+        if (stk_tensor_requires_grad(p)) {
+            stk_status st = stk_tensor_set_grad_hook(p, on_grad_ready, &t->grad_slots[i]);
+            if (st != STK_OK) return st;
+        }
+    }
+    return STK_OK;
+}
+
+stk_status stk_trainer_add_hook(stk_trainer *t, stk_step_event event, stk_step_hook fn, void *ctx)
+{
+    if ((int)event < 0 || event >= STK_STEP_EVENTS || !fn)
+        return stk_error(STK_ERR_INVALID_ARG, "add_hook: no such event (%d) or no function",
+                         (int)event);
+    if (t->n_hooks[event] == MAX_HOOKS)
+        return stk_error(STK_ERR_INVALID_ARG, "add_hook: at most %d hooks per event", MAX_HOOKS);
+    if (event == STK_STEP_GRAD_READY && !t->grad_slots) TRY(hook_gradients(t));
+    t->hooks[event][t->n_hooks[event]++] = (hook){fn, ctx};
+    return STK_OK;
+}
+
+static stk_status run_hooks(stk_trainer *t, stk_step_info *info, stk_step_event event)
+{
+    info->event = event;
+    for (int i = 0; i < t->n_hooks[event]; i++) {
+        const hook *h = &t->hooks[event][i];
+        stk_status st = h->fn(h->ctx, info);
+        if (st != STK_OK) return st;
+    }
+    return STK_OK;
+}
+
+/* forward .. optimizer, inside the caller's scope and autocast region. */
+static stk_status step_body(stk_trainer *t, stk_step_info *info, const int32_t *host_labels,
+                            int64_t epoch, stk_step_result *r)
+{
+    const char *where_epoch = epoch >= 0 ? " (epoch " : "";
+    char ep[32] = "";
+    if (epoch >= 0) snprintf(ep, sizeof ep, "%" PRId64 ")", epoch + 1);
+    TRY(run_hooks(t, info, STK_STEP_BEFORE_FORWARD));
+    TRY(stk_model_forward(t->model, info->input, &info->logits));
+    TRY(stk_cross_entropy(info->logits, info->labels, t->cfg.label_smoothing, &info->loss));
+    r->loss = stk_tensor_item(info->loss);
+    if (!isfinite(r->loss))
+        return stk_error(STK_ERR_DIVERGED,
+                         "the loss is %s at step %" PRId64 "%s%s: training diverged",
+                         isnan(r->loss) ? "NaN" : "infinite", info->step + 1, where_epoch, ep);
+    if (host_labels)
+        TRY(stk_batch_count_correct(info->logits, host_labels, info->count, &r->top1, &r->top5));
+    TRY(run_hooks(t, info, STK_STEP_AFTER_FORWARD));
+    if (t->cfg.schedule.base_lr > 0)
+        stk_optim_set_lr(t->opt, stk_schedule_lr(&t->cfg.schedule, info->step));
+    if (!t->cfg.amp) {
+        t->info = info;
+        stk_status st = stk_backward(info->loss, NULL, false);
+        t->info = NULL;
+        TRY(st);
+        TRY(run_hooks(t, info, STK_STEP_AFTER_BACKWARD));
+        TRY(stk_optim_step(t->opt));
+        r->stepped = true;
+    } else {
+        stk_tensor *scaled;
+        info->loss_scale = t->scaler.scale;
+        TRY(stk_loss_scaler_scale(&t->scaler, info->loss, &scaled));
+        t->info = info;
+        stk_status st = stk_backward(scaled, NULL, false);
+        t->info = NULL;
+        TRY(st);
+        TRY(run_hooks(t, info, STK_STEP_AFTER_BACKWARD));
+        stk_autocast_end(); /* the optimizer step is f32 */
+        st = stk_loss_scaler_step(&t->scaler, t->model, t->opt, &r->stepped);
+        stk_autocast_begin(); /* balanced by the caller's end */
+        TRY(st);
+    }
+    const char *bad = NULL;
+    TRY(stk_model_check_finite(t->model, &bad));
+    if (bad)
+        return stk_error(STK_ERR_DIVERGED,
+                         "%s is not finite after step %" PRId64 "%s%s: training diverged", bad,
+                         info->step + 1, where_epoch, ep);
+    info->stepped = r->stepped;
+    return run_hooks(t, info, STK_STEP_AFTER_OPTIMIZER);
+}
+
+/* One step on tensors made inside `scope`'s lifetime; epoch < 0 when unknown. */
+static stk_status step(stk_trainer *t, stk_tensor *x, stk_tensor *y, const int32_t *host_labels,
+                       int count, int64_t epoch, stk_step_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->count = count;
+    if (!t->opt)
+        return stk_error(STK_ERR_INVALID_ARG, "step: the trainer was made without an optimizer");
+    stk_step_info info = {.step = t->pos.step,
+                          .model = t->model,
+                          .input = x,
+                          .labels = y,
+                          .count = count,
+                          .loss_scale = 1.f,
+                          .param = -1};
+    if (t->cfg.amp) stk_autocast_begin();
+    stk_status st = step_body(t, &info, host_labels, epoch, r);
+    if (t->cfg.amp) stk_autocast_end();
+    if (st == STK_OK) t->pos.step++;
+    return st;
+}
+
+stk_status stk_trainer_step(stk_trainer *t, const stk_device_batch *b, stk_step_result *r)
+{
+    stk_scope *s;
+    TRY(stk_scope_begin(&s));
+    stk_tensor *x, *y;
+    stk_status st = stk_batch_tensors(b, t->cfg.mean, t->cfg.std, &x, &y);
+    if (st == STK_OK) st = step(t, x, y, b->host_labels, b->count, (int64_t)b->epoch, r);
+    stk_scope_end(s);
+    return st;
+}
+
+stk_status stk_trainer_step_tensors(stk_trainer *t, stk_tensor *x, stk_tensor *y,
+                                    const int32_t *host_labels, stk_step_result *r)
+{
+    stk_scope *s;
+    TRY(stk_scope_begin(&s));
+    stk_status st = step(t, x, y, host_labels, (int)stk_tensor_dim(x, 0), -1, r);
+    stk_scope_end(s);
+    return st;
+}
+
+stk_status stk_trainer_train_epoch(stk_trainer *t, stk_loader *l, stk_h2d *h, int64_t epoch,
+                                   stk_epoch_progress progress, void *ctx, stk_epoch_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    TRY(stk_h2d_drain(h));
+    TRY(stk_loader_start_epoch(l, (uint64_t)epoch));
+    double t0 = stk_clock_sec(), waited = 0, loss_sum = 0;
+    uint64_t correct = 0;
+    stk_model_train(t->model, true);
+    stk_status st;
+    for (;;) {
+        double w0 = stk_clock_sec();
+        stk_device_batch *b;
+        st = stk_h2d_next(h, &b);
+        waited += stk_clock_sec() - w0;
+        if (st == STK_END) break;
+        if (st != STK_OK) return st;
+        stk_step_result r;
+        st = stk_trainer_step(t, b, &r);
+        stk_h2d_release(h, b);
+        if (st != STK_OK) return st;
+        loss_sum += (double)r.loss * r.count;
+        correct += (uint64_t)r.top1;
+        out->images += (uint64_t)r.count;
+        out->steps++;
+        out->seconds = stk_clock_sec() - t0;
+        out->loss = loss_sum / (double)out->images;
+        out->accuracy = 100.0 * (double)correct / (double)out->images;
+        out->images_per_sec = (double)out->images / out->seconds;
+        out->stall_pct = 100 * waited / out->seconds;
+        if (progress && (st = progress(ctx, out)) != STK_OK) return st;
+    }
+    out->seconds = stk_clock_sec() - t0;
+    if (out->images) {
+        out->loss = loss_sum / (double)out->images;
+        out->accuracy = 100.0 * (double)correct / (double)out->images;
+    }
+    out->images_per_sec = (double)out->images / out->seconds;
+    out->stall_pct = 100 * waited / out->seconds;
+    t->pos.epoch = epoch + 1;
+    t->pos.loader = (stk_loader_position){
+        .seed = (uint64_t)t->pos.seed, .epoch = (uint64_t)epoch + 1, .cursor = 0};
+    return STK_OK;
+}
+
+stk_loader_options stk_trainer_eval_options(const stk_trainer *t, const char *transform, int batch,
+                                            int workers)
+{
+    stk_loader_options o = stk_loader_defaults();
+    o.batch_size = batch;
+    o.workers = workers;
+    o.transform = transform;
+    o.shuffle = false;
+    o.fast_decode = false; /* evaluation decodes accurately */
+    o.host_memory = t->cfg.device->host_memory;
+    return o;
+}
+
+stk_status stk_trainer_evaluate(stk_trainer *t, stk_loader *l, const char *progress_label,
+                                stk_eval_result *r)
+{
+    memset(r, 0, sizeof *r);
+    stk_h2d *h = NULL;
+    bool was_training = stk_model_is_training(t->model);
+    stk_model_train(t->model, false);
+    stk_no_grad_begin();
+    double t0 = stk_clock_sec(), loss_sum = 0;
+    uint64_t c1 = 0, c5 = 0, done = 0;
+    stk_progress p;
+    stk_progress_init(&p, progress_label ? progress_label : "eval", stk_loader_batches(l),
+                      progress_label ? stderr : NULL);
+    stk_status st;
+    if ((st = stk_h2d_open(l, t->cfg.device, &h)) != STK_OK) goto out;
+    if ((st = stk_loader_start_epoch(l, 0)) != STK_OK) goto out;
+    stk_device_batch *b;
+    while ((st = stk_h2d_next(h, &b)) == STK_OK) {
+        stk_scope *s;
+        if ((st = stk_scope_begin(&s)) != STK_OK) break;
+        stk_tensor *x, *y, *logits, *loss;
+        int t1, t5;
+        if ((st = stk_batch_tensors(b, t->cfg.mean, t->cfg.std, &x, &y)) == STK_OK &&
+            (st = stk_model_forward(t->model, x, &logits)) == STK_OK &&
+            (st = stk_cross_entropy(logits, y, 0.f, &loss)) == STK_OK &&
+            (st = stk_batch_count_correct(logits, b->host_labels, b->count, &t1, &t5)) == STK_OK) {
+            c1 += (uint64_t)t1;
+            c5 += (uint64_t)t5;
+            loss_sum += (double)stk_tensor_item(loss) * b->count;
+            r->images += (uint64_t)b->count;
+        }
+        stk_scope_end(s);
+        stk_h2d_release(h, b);
+        if (st != STK_OK) break;
+        stk_progress_update(&p, ++done);
+    }
+    if (st == STK_END) st = STK_OK;
+    stk_progress_finish(&p);
+out:
+    stk_no_grad_end();
+    stk_model_train(t->model, was_training);
+    stk_h2d_close(h);
+    if (st == STK_OK && r->images) {
+        r->loss = loss_sum / (double)r->images;
+        r->top1 = 100.0 * (double)c1 / (double)r->images;
+        r->top5 = 100.0 * (double)c5 / (double)r->images;
+    }
+    r->seconds = stk_clock_sec() - t0;
+    return st;
+}
+
+stk_train_position *stk_trainer_position(stk_trainer *t) { return &t->pos; }
+
+float stk_trainer_loss_scale(const stk_trainer *t) { return t->scaler.scale; }
+
+int64_t stk_trainer_skipped_steps(const stk_trainer *t) { return t->scaler.skipped; }
+
+stk_status stk_trainer_save(const stk_trainer *t, const char *path, int n_extra,
+                            const char *const *keys, const char *const *values)
+{
+    enum { MAX_META = 32 };
+    if (n_extra < 0 || n_extra > MAX_META - STK_TRAIN_POSITION_KEYS)
+        return stk_error(STK_ERR_INVALID_ARG, "save: at most %d extra metadata pairs",
+                         MAX_META - STK_TRAIN_POSITION_KEYS);
+    const char *k[MAX_META], *v[MAX_META];
+    stk_train_position_text text;
+    stk_train_position_to_meta(&t->pos, k, v, &text);
+    for (int i = 0; i < n_extra; i++) {
+        k[STK_TRAIN_POSITION_KEYS + i] = keys[i];
+        v[STK_TRAIN_POSITION_KEYS + i] = values[i];
+    }
+    return stk_checkpoint_save(path, t->model, t->opt, STK_TRAIN_POSITION_KEYS + n_extra, k, v);
+}
+
+stk_status stk_trainer_resume(stk_trainer *t, const char *path)
+{
+    stk_train_position p;
+    TRY(stk_train_position_read(path, &p));
+    stk_load_report rep;
+    TRY(stk_checkpoint_load(path, t->model, t->opt, true, &rep));
+    t->pos = p;
+    return STK_OK;
+}

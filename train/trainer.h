@@ -1,0 +1,180 @@
+/* The training loop as a library: one object that runs a step (forward,
+ * loss, backward, optimizer) on a device batch, an epoch over a loader, an
+ * evaluation pass, and saves and resumes its position. `stoke train`,
+ * `stoke eval`, bench_train and the tests drive it; so can any program.
+ *
+ *     stk_trainer_config c = stk_trainer_defaults();
+ *     c.device = ce;                                // stk_device_spec_open
+ *     c.schedule = (stk_schedule){STK_SCHEDULE_COSINE, 0.05f, steps_total};
+ *     stk_batch_norm_stats(meta, path, c.mean, c.std);
+ *     stk_trainer *t;
+ *     TRY(stk_trainer_create(&c, model, opt, &t));  // borrows model and opt
+ *     TRY(stk_trainer_add_hook(t, STK_STEP_GRAD_READY, allreduce_grad, comm));
+ *     for (int64_t e = 0; e < epochs; e++) {
+ *         stk_epoch_stats es;
+ *         TRY(stk_trainer_train_epoch(t, loader, h2d, e, NULL, NULL, &es));
+ *         TRY(stk_trainer_save(t, "run/last.safetensors", 0, NULL, NULL));
+ *     }
+ *     stk_trainer_destroy(t);
+ *
+ * A step, in order, with its extension points (hooks run in the order they
+ * were added; an error from one stops the step with it):
+ *   STK_STEP_BEFORE_FORWARD    the batch is a tensor, nothing has run
+ *   forward, cross-entropy (label smoothing), loss read back and checked finite
+ *   STK_STEP_AFTER_FORWARD     logits and loss exist
+ *   backward (under --amp: of the scaled loss)
+ *   STK_STEP_GRAD_READY        once per parameter, *during* backward, as soon
+ *                              as its gradient is final (the last layer first):
+ *                              where a gradient all-reduce starts
+ *   STK_STEP_AFTER_BACKWARD    every gradient is final
+ *   optimizer step (learning rate from the schedule at position.step; under
+ *   --amp the loss scaler unscales and may skip it), parameters checked finite
+ *   STK_STEP_AFTER_OPTIMIZER   the step is done; info.stepped tells
+ * Under --amp the gradients a hook sees are still multiplied by
+ * info.loss_scale (all-reducing them is still right: the scale is linear).
+ *
+ * A step's tensors belong to a step scope (engine/autograd.h) that ends with
+ * the step: hooks may read them, not keep them. One thread drives a trainer.
+ */
+#pragma once
+
+#include "engine/nn.h"
+#include "engine/optim.h"
+#include "kernels/copy_engine.h"
+#include "loader/h2d.h"
+#include "loader/loader.h"
+#include "train/position.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct stk_trainer stk_trainer;
+
+typedef struct stk_trainer_config {
+    const stk_copy_engine *device; /* the device the model lives on; NULL: the CPU */
+    bool amp;              /* autocast (f16 matmuls/convolutions) and dynamic loss scaling */
+    float label_smoothing; /* in [0, 1) */
+    /* Learning rate per step; base_lr 0 leaves the optimizer's own lr alone. */
+    stk_schedule schedule;
+    float mean[3], std[3]; /* input normalisation (stk_batch_norm_stats) */
+    int64_t seed;          /* the position's seed */
+} stk_trainer_config;
+
+/* No amp, no smoothing, no schedule, mean 0 and std 1, the CPU. */
+stk_trainer_config stk_trainer_defaults(void);
+
+/* A trainer for `model` (already on the config's device) and `opt` (NULL:
+ * evaluation only; step then fails). Both are borrowed: they must outlive
+ * the trainer. Errors: INVALID_ARG (amp without f16 kernels on the device:
+ * the CPU), NOMEM. */
+stk_status stk_trainer_create(const stk_trainer_config *c, stk_model *model, stk_optim *opt,
+                              stk_trainer **out);
+void stk_trainer_destroy(stk_trainer *t);
+
+typedef enum stk_step_event {
+    STK_STEP_BEFORE_FORWARD,
+    STK_STEP_AFTER_FORWARD,
+    STK_STEP_GRAD_READY,
+    STK_STEP_AFTER_BACKWARD,
+    STK_STEP_AFTER_OPTIMIZER,
+    STK_STEP_EVENTS
+} stk_step_event;
+
+/* What a hook sees (valid during the call). */
+typedef struct stk_step_info {
+    stk_step_event event;
+    int64_t step; /* this step's number in the run (position.step before it) */
+    stk_model *model;
+    stk_tensor *input;         /* normalised f32 NCHW */
+    stk_tensor *labels;        /* i32 [N] on the device */
+    int count;                 /* samples in the batch */
+    stk_tensor *logits, *loss; /* from AFTER_FORWARD on */
+    int param;                 /* GRAD_READY: stk_model_param(model, param) */
+    stk_tensor *grad;          /* GRAD_READY: that parameter's gradient */
+    float loss_scale;          /* 1, or the loss scaler's scale under amp */
+    bool stepped;              /* AFTER_OPTIMIZER: the optimizer updated the parameters */
+} stk_step_info;
+
+typedef stk_status (*stk_step_hook)(void *ctx, const stk_step_info *info);
+
+/* Run fn(ctx, info) at `event` of every step. At most 8 hooks per event.
+ * Errors: INVALID_ARG (bad event, too many hooks). */
+stk_status stk_trainer_add_hook(stk_trainer *t, stk_step_event event, stk_step_hook fn, void *ctx);
+
+typedef struct stk_step_result {
+    float loss;     /* mean over the batch (unscaled) */
+    int count;      /* samples */
+    int top1, top5; /* correct predictions */
+    bool stepped;   /* false when the loss scaler skipped the update */
+} stk_step_result;
+
+/* One training step on a device batch (u8 NHWC, stk_h2d_next); the model
+ * stays in the mode it is in (train_epoch sets training mode). Advances
+ * position.step. Errors: STK_ERR_DIVERGED (the loss or a parameter is not
+ * finite: the message names it, the step and the epoch; the parameters may
+ * hold the bad values), the engine's and the hooks' errors. */
+stk_status stk_trainer_step(stk_trainer *t, const stk_device_batch *b, stk_step_result *r);
+
+/* The same step on tensors the caller made: x f32 NCHW, y i32 [N], both on
+ * the trainer's device, and the labels on the host for the accuracy (NULL:
+ * top1/top5 are not counted). */
+stk_status stk_trainer_step_tensors(stk_trainer *t, stk_tensor *x, stk_tensor *y,
+                                    const int32_t *host_labels, stk_step_result *r);
+
+typedef struct stk_epoch_stats {
+    uint64_t steps, images;
+    double loss;     /* mean training loss */
+    double accuracy; /* top-1 in percent, on the augmented training batches */
+    double images_per_sec;
+    double stall_pct; /* share of the time the step waited for data */
+    double seconds;
+} stk_epoch_stats;
+
+/* Called after each step of an epoch with the epoch's figures so far; an
+ * error (STK_ERR_CANCELLED for Ctrl-C) ends the epoch with it. */
+typedef stk_status (*stk_epoch_progress)(void *ctx, const stk_epoch_stats *so_far);
+
+/* Train one epoch: drain h2d, start the loader's `epoch`, switch the model to
+ * training mode, step over every batch. On success position.epoch becomes
+ * epoch + 1 and position.loader the start of the next epoch. `progress` may
+ * be NULL. Errors: as step, the loader's. */
+stk_status stk_trainer_train_epoch(stk_trainer *t, stk_loader *l, stk_h2d *h, int64_t epoch,
+                                   stk_epoch_progress progress, void *ctx, stk_epoch_stats *out);
+
+typedef struct stk_eval_result {
+    double loss, top1, top5; /* mean loss; accuracies in percent */
+    uint64_t images;
+    double seconds;
+} stk_eval_result;
+
+/* Loader options for evaluating with `transform`: in order, accurate
+ * decoding, every image (no drop_last), batch memory for the trainer's
+ * device. */
+stk_loader_options stk_trainer_eval_options(const stk_trainer *t, const char *transform, int batch,
+                                            int workers);
+
+/* Evaluate over one pass of loader `l` (opened with stk_trainer_eval_options):
+ * eval mode and no grad (the model's mode is restored), mean loss without
+ * label smoothing, top-1, top-5. `progress_label` NULL: no progress bar, else
+ * one on stderr. Errors: the loader's and the engine's. */
+stk_status stk_trainer_evaluate(stk_trainer *t, stk_loader *l, const char *progress_label,
+                                stk_eval_result *r);
+
+/* The position the trainer advances (read and write: set it before the first
+ * epoch of a resumed run, or update best_metric). */
+stk_train_position *stk_trainer_position(stk_trainer *t);
+
+/* The loss scaler's state (amp): scale and skipped steps. */
+float stk_trainer_loss_scale(const stk_trainer *t);
+int64_t stk_trainer_skipped_steps(const stk_trainer *t);
+
+/* Save model, optimizer and position atomically, with n_extra more
+ * metadata pairs (the run's transforms, data path, ...). Errors: as
+ * stk_checkpoint_save. */
+stk_status stk_trainer_save(const stk_trainer *t, const char *path, int n_extra,
+                            const char *const *keys, const char *const *values);
+
+/* Continue from a checkpoint saved by stk_trainer_save: model, optimizer
+ * and position, all checked before anything changes. Errors: as
+ * stk_train_position_read and stk_checkpoint_load (strict). */
+stk_status stk_trainer_resume(stk_trainer *t, const char *path);
