@@ -26,35 +26,6 @@ int stk_cli_fail(void)
     return STK_EXIT_ERROR;
 }
 
-bool stk_cli_int(const char *cmd, const char *flag, const char *text, int64_t min, int64_t max,
-                 int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(text, &end, 10);
-    if (errno || end == text || *end || v < min || v > max) {
-        stk_cli_usage(cmd, "%s %s: expected an integer in %lld..%lld", flag, text, (long long)min,
-                      (long long)max);
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
-bool stk_cli_double(const char *cmd, const char *flag, const char *text, double min, double max,
-                    double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (errno || end == text || *end || !(v >= min && v <= max)) {
-        stk_cli_usage(cmd, "%s %s: expected a number in %g..%g", flag, text, min, max);
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
 static void on_interrupt(int sig)
 {
     (void)sig;

@@ -1,7 +1,9 @@
 /* Shared plumbing of the `stoke` commands: the command table, error and usage
  * reporting with the exit codes (0 ok, 1 bad input or runtime error, 2 bad
- * usage), flag value parsing, JSON output, and the SIGINT flag. */
+ * usage) and the SIGINT flag. Flags: tools/flags.h. */
 #pragma once
+
+#include "tools/flags.h"
 
 #include <signal.h>
 #include <stdbool.h>
@@ -13,7 +15,7 @@ enum { STK_EXIT_OK = 0, STK_EXIT_ERROR = 1, STK_EXIT_USAGE = 2 };
 typedef struct stk_command {
     const char *name;
     const char *summary; /* one line for `stoke help` */
-    const char *help;    /* full text for `stoke help CMD` / `stoke CMD --help` */
+    const stk_cli *cli;  /* its flags and help text (`stoke help CMD`, `stoke CMD --help`) */
     int (*run)(int argc, char **argv);
 } stk_command;
 
@@ -25,14 +27,6 @@ int stk_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(p
 
 /* Print "stoke: <stk_last_error()>" to stderr; return STK_EXIT_ERROR. */
 int stk_cli_fail(void);
-
-/* Parse an integer flag value in [min, max]; on failure print a usage error. */
-bool stk_cli_int(const char *cmd, const char *flag, const char *text, int64_t min, int64_t max,
-                 int64_t *out);
-
-/* Parse a number flag value in [min, max]; on failure print a usage error. */
-bool stk_cli_double(const char *cmd, const char *flag, const char *text, double min, double max,
-                    double *out);
 
 /* Set by SIGINT/SIGTERM once stk_cli_catch_interrupt() ran. */
 extern volatile sig_atomic_t stk_cli_interrupted;

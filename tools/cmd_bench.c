@@ -8,7 +8,6 @@
 #include "tools/cli.h"
 
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -17,43 +16,70 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char help[] =
-    "usage: stoke bench [OPTIONS] DATA.stoke\n"
-    "\n"
-    "Measure the loader: read, decode and augment the dataset into batches as a\n"
-    "training run would, and report images/s, MB/s, time per stage, CPU use, peak\n"
-    "memory and the data-stall share.\n"
-    "\n"
-    "options:\n"
-    "  --batch N          batch size (default 256)\n"
-    "  --workers N        decode/augment threads (default: number of cores)\n"
-    "  --prefetch N       batches in the ring (default 3)\n"
-    "  --io BACKEND       uring (default), pread or mmap\n"
-    "  --direct           OPT_DIRECT reads (bypass the page cache)\n"
-    "  --transform SPEC   default: the training transform of the dataset\n"
-    "                     (rrc:224,flip for JPEG, pad:4,crop:SIZE,flip for raw)\n"
-    "  --output FMT       u8 (HWC, default) or f32 (CHW, normalised if the spec says norm)\n"
-    "  --accurate-decode  accurate IDCT and upsampling instead of the fast ones\n"
-    "  --images N         measure N images (default: one epoch)\n"
-    "  --epochs E         measure E whole epochs\n"
-    "  --warmup N         batches delivered before the clock starts (default 2); the\n"
-    "                     measured epochs then start from their beginning\n"
-    "  --cold             evict the file from the page cache first (posix_fadvise\n"
-    "                     DONTNEED), so the reads go to the disk\n"
-    "  --no-decode        read records only: the I/O path alone\n"
-    "  --compute-ms X     the consumer spends X ms per batch (a simulated training\n"
-    "                     step); the stall share is the time it waited for data\n"
-    "  --seed S           shuffle and augmentation seed (default 0)\n"
-    "  --no-checksum      skip hashing the pixels (the workers' CRC of every sample\n"
-    "                     costs about 2%; a training run does not pay it)\n"
-    "  --json             one JSON object on stdout (keys: images, seconds,\n"
-    "                     images_per_sec, mb_per_sec, stall_pct, peak_rss_mb, read_s,\n"
-    "                     decode_s, augment_s, wait_s, bad_records, checksum, and the\n"
-    "                     settings, per_worker [{read_s, decode_s, augment_s}])\n"
-    "  -h, --help         this text\n"
-    "\n"
-    "checksum: a 64-bit hash of every delivered pixel, label and index in order:\n"
-    "the same for any --workers and --io.\n";
+typedef struct bench_args {
+    int64_t batch, workers, prefetch, images, epochs, warmup, seed, io_depth;
+    int io, output;
+    const char *transform;
+    bool direct, accurate, cold, no_decode, no_checksum, json;
+    double compute_ms;
+} bench_args;
+
+static const char *const io_names[] = {"uring", "pread", "mmap", NULL}; /* = stk_io_backend */
+static const char *const output_names[] = {"u8", "f32", NULL};
+
+#define T bench_args
+static const stk_flag flags[] = {
+    STK_FLAG_SECTION("options"),
+    STK_FLAG_INT(T, batch, "batch", "N", 1, 1 << 20, "batch size (default 256)"),
+    STK_FLAG_WORKERS(T, workers, "decode/augment threads (default: number of cores)"),
+    STK_FLAG_INT(T, prefetch, "prefetch", "N", 1, 64, "batches in the ring (default 3)"),
+    STK_FLAG_CHOICE(T, io, "io", "BACKEND", io_names, "uring (default), pread or mmap"),
+    STK_FLAG_INT(T, io_depth, "io-depth", "N", 1, 4096,
+                 "reads in flight per worker with uring (default 32)"),
+    STK_FLAG_BOOL(T, direct, "direct", "O_DIRECT reads (bypass the page cache)"),
+    STK_FLAG_TEXT(T, transform, "transform", "SPEC",
+                  "default: the training transform of the dataset\n"
+                  "(rrc:224,flip for JPEG, pad:4,crop:SIZE,flip for raw)"),
+    STK_FLAG_CHOICE(T, output, "output", "FMT", output_names,
+                    "u8 (HWC, default) or f32 (CHW, normalised if the spec says norm)"),
+    STK_FLAG_BOOL(T, accurate, "accurate-decode",
+                  "accurate IDCT and upsampling instead of the fast ones"),
+    STK_FLAG_INT(T, images, "images", "N", 1, INT64_MAX, "measure N images (default: one epoch)"),
+    STK_FLAG_INT(T, epochs, "epochs", "E", 1, 1000000, "measure E whole epochs"),
+    STK_FLAG_INT(T, warmup, "warmup", "N", 0, 1000000,
+                 "batches delivered before the clock starts (default 2); the\n"
+                 "measured epochs then start from their beginning"),
+    STK_FLAG_BOOL(T, cold, "cold",
+                  "evict the file from the page cache first (posix_fadvise\n"
+                  "DONTNEED), so the reads go to the disk"),
+    STK_FLAG_BOOL(T, no_decode, "no-decode", "read records only: the I/O path alone"),
+    STK_FLAG_NUMBER(T, compute_ms, "compute-ms", "X", 0, 1e6,
+                    "the consumer spends X ms per batch (a simulated training\n"
+                    "step); the stall share is the time it waited for data"),
+    STK_FLAG_SEED(T, seed, "shuffle and augmentation seed (default 0)"),
+    STK_FLAG_BOOL(T, no_checksum, "no-checksum",
+                  "skip hashing the pixels (the workers' CRC of every sample\n"
+                  "costs a little; a training run does not pay it)"),
+    STK_FLAG_JSON(T, json,
+                  "one JSON object on stdout (keys: images, seconds,\n"
+                  "images_per_sec, mb_per_sec, stall_pct, peak_rss_mb, read_s,\n"
+                  "decode_s, augment_s, wait_s, bad_records, checksum, and the\n"
+                  "settings, per_worker [{read_s, decode_s, augment_s}])"),
+    STK_FLAG_END};
+#undef T
+
+static const stk_cli cli = {
+    .cmd = "bench",
+    .usage = "stoke bench [OPTIONS] DATA.stoke",
+    .about = "Measure the loader: read, decode and augment the dataset into batches as a\n"
+             "training run would, and report images/s, MB/s, time per stage, CPU use, peak\n"
+             "memory and the data-stall share.\n",
+    .flags = flags,
+    .notes = "checksum: a 64-bit hash of every delivered pixel, label and index in order:\n"
+             "the same for any --workers and --io.\n",
+    .min_args = 1,
+    .max_args = 1,
+    .args_error = "expected one DATA.stoke"};
 
 /* Add what the loader did since `since` (this epoch's stats) to *tot. */
 static void add_stats(stk_loader_stats *tot, const stk_loader *l, const stk_loader_stats *since)
@@ -75,118 +101,33 @@ static void add_stats(stk_loader_stats *tot, const stk_loader *l, const stk_load
 
 static int run(int argc, char **argv)
 {
-    enum {
-        OPT_BATCH = 256,
-        OPT_WORKERS,
-        OPT_PREFETCH,
-        OPT_IO,
-        OPT_DIRECT,
-        OPT_TRANSFORM,
-        OPT_OUTPUT,
-        OPT_ACCURATE,
-        OPT_IMAGES,
-        OPT_EPOCHS,
-        OPT_WARMUP,
-        OPT_COLD,
-        OPT_NODECODE,
-        OPT_COMPUTE,
-        OPT_SEED,
-        OPT_DEPTH,
-        OPT_NOCHECKSUM,
-        OPT_JSON
-    };
-    static const struct option longopts[] = {{"batch", required_argument, 0, OPT_BATCH},
-                                             {"workers", required_argument, 0, OPT_WORKERS},
-                                             {"prefetch", required_argument, 0, OPT_PREFETCH},
-                                             {"io", required_argument, 0, OPT_IO},
-                                             {"direct", no_argument, 0, OPT_DIRECT},
-                                             {"transform", required_argument, 0, OPT_TRANSFORM},
-                                             {"output", required_argument, 0, OPT_OUTPUT},
-                                             {"accurate-decode", no_argument, 0, OPT_ACCURATE},
-                                             {"images", required_argument, 0, OPT_IMAGES},
-                                             {"epochs", required_argument, 0, OPT_EPOCHS},
-                                             {"warmup", required_argument, 0, OPT_WARMUP},
-                                             {"cold", no_argument, 0, OPT_COLD},
-                                             {"no-decode", no_argument, 0, OPT_NODECODE},
-                                             {"compute-ms", required_argument, 0, OPT_COMPUTE},
-                                             {"seed", required_argument, 0, OPT_SEED},
-                                             {"json", no_argument, 0, OPT_JSON},
-                                             {"io-depth", required_argument, 0, OPT_DEPTH},
-                                             {"no-checksum", no_argument, 0, OPT_NOCHECKSUM},
-                                             {0, 0, 0, 0}};
     stk_loader_options o = stk_loader_defaults();
-    int64_t v, images = 0, epochs = 0, warmup = 2;
-    double compute_ms = 0;
-    bool cold = false, json = false, no_checksum = false;
-    int opt;
-    optind = 1;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (opt) {
-        case OPT_BATCH:
-            if (!stk_cli_int("bench", "--batch", optarg, 1, 1 << 20, &v)) return STK_EXIT_USAGE;
-            o.batch_size = (int)v;
-            break;
-        case OPT_WORKERS:
-            if (!stk_cli_int("bench", "--workers", optarg, 1, 1024, &v)) return STK_EXIT_USAGE;
-            o.workers = (int)v;
-            break;
-        case OPT_PREFETCH:
-            if (!stk_cli_int("bench", "--prefetch", optarg, 1, 64, &v)) return STK_EXIT_USAGE;
-            o.prefetch = (int)v;
-            break;
-        case OPT_IO: {
-            int io = stk_io_backend_parse(optarg);
-            if (io < 0)
-                return stk_cli_usage("bench", "--io %s: expected uring, pread or mmap", optarg);
-            o.io = (stk_io_backend)io;
-            break;
-        }
-        case OPT_DIRECT: o.direct = true; break;
-        case OPT_TRANSFORM: o.transform = optarg; break;
-        case OPT_OUTPUT:
-            if (!strcmp(optarg, "u8"))
-                o.format = STK_PIXELS_U8_HWC;
-            else if (!strcmp(optarg, "f32"))
-                o.format = STK_PIXELS_F32_CHW;
-            else
-                return stk_cli_usage("bench", "--output %s: expected u8 or f32", optarg);
-            break;
-        case OPT_ACCURATE: o.fast_decode = false; break;
-        case OPT_IMAGES:
-            if (!stk_cli_int("bench", "--images", optarg, 1, INT64_MAX, &images))
-                return STK_EXIT_USAGE;
-            break;
-        case OPT_EPOCHS:
-            if (!stk_cli_int("bench", "--epochs", optarg, 1, 1000000, &epochs))
-                return STK_EXIT_USAGE;
-            break;
-        case OPT_WARMUP:
-            if (!stk_cli_int("bench", "--warmup", optarg, 0, 1000000, &warmup))
-                return STK_EXIT_USAGE;
-            break;
-        case OPT_COLD: cold = true; break;
-        case OPT_NODECODE: o.read_only = true; break;
-        case OPT_COMPUTE: /* NaN and inf are refused with the rest */
-            if (!stk_cli_double("bench", "--compute-ms", optarg, 0, 1e6, &compute_ms))
-                return STK_EXIT_USAGE;
-            break;
-        case OPT_SEED:
-            if (!stk_cli_int("bench", "--seed", optarg, 0, INT64_MAX, &v)) return STK_EXIT_USAGE;
-            o.seed = (uint64_t)v;
-            break;
-        case OPT_JSON: json = true; break;
-        case OPT_NOCHECKSUM: no_checksum = true; break;
-        case OPT_DEPTH:
-            if (!stk_cli_int("bench", "--io-depth", optarg, 1, 4096, &v)) return STK_EXIT_USAGE;
-            o.io_depth = (int)v;
-            break;
-        default: return stk_cli_usage("bench", "unknown option '%s'", argv[optind - 1]);
-        }
-    }
-    if (argc - optind != 1) return stk_cli_usage("bench", "expected one DATA.stoke");
+    bench_args a = {.batch = o.batch_size,
+                    .workers = o.workers,
+                    .prefetch = o.prefetch,
+                    .io_depth = o.io_depth,
+                    .io = (int)o.io,
+                    .warmup = 2};
+    char **pos;
+    int n_pos;
+    int parsed = stk_cli_parse(&cli, &a, argc, argv, &pos, &n_pos);
+    if (parsed >= 0) return parsed;
+    o.batch_size = (int)a.batch;
+    o.workers = (int)a.workers;
+    o.prefetch = (int)a.prefetch;
+    o.io = (stk_io_backend)a.io;
+    o.io_depth = (int)a.io_depth;
+    o.direct = a.direct;
+    o.transform = a.transform;
+    o.format = a.output == 1 ? STK_PIXELS_F32_CHW : STK_PIXELS_U8_HWC;
+    o.fast_decode = !a.accurate;
+    o.read_only = a.no_decode;
+    o.seed = (uint64_t)a.seed;
+    int64_t images = a.images, epochs = a.epochs, warmup = a.warmup;
+    double compute_ms = a.compute_ms;
+    bool cold = a.cold, json = a.json, no_checksum = a.no_checksum;
     if (images && epochs) return stk_cli_usage("bench", "--images and --epochs do not go together");
-    const char *path = argv[optind];
+    const char *path = pos[0];
     o.checksum = !no_checksum;
     stk_cli_catch_interrupt(); /* early: a Ctrl-C during the warmup is an interrupt too */
     stk_loader *l;
@@ -330,5 +271,5 @@ out:
     return rc;
 }
 
-const stk_command stk_cmd_bench = {"bench", "measure how fast the loader delivers batches", help,
+const stk_command stk_cmd_bench = {"bench", "measure how fast the loader delivers batches", &cli,
                                    run};

@@ -7,31 +7,36 @@
 #include <inttypes.h>
 #include <string.h>
 
-static const char help[] =
-    "usage: stoke devices [--json]\n"
-    "\n"
-    "List the devices stoke train can use: the CPU backend (cores, oneDNN and the\n"
-    "instruction set it runs) and every CUDA GPU (name, memory, compute capability,\n"
-    "driver and runtime versions). Says plainly why no GPU is usable when there is\n"
-    "none (no CUDA backend in this build, no NVIDIA driver, no device).\n"
-    "\n"
-    "  --json      one JSON object: cpu (text), cuda_built, cuda_runtime, cuda_driver,\n"
-    "              gpus [{name, memory_bytes, compute_capability, multiprocessors}],\n"
-    "              cuda_reason (when there is no GPU)\n"
-    "  -h, --help  this text\n";
+typedef struct devices_args {
+    bool json;
+} devices_args;
+
+static const stk_flag flags[] = {
+    STK_FLAG_SECTION("options"),
+    STK_FLAG_JSON(devices_args, json,
+                  "one JSON object: cpu (text), cuda_built, cuda_runtime, cuda_driver,\n"
+                  "gpus [{name, memory_bytes, compute_capability, multiprocessors}],\n"
+                  "cuda_reason (when there is no GPU)"),
+    STK_FLAG_END};
+
+static const stk_cli cli = {
+    .cmd = "devices",
+    .usage = "stoke devices [--json]",
+    .about = "List the devices stoke train can use: the CPU backend (cores, oneDNN and the\n"
+             "instruction set it runs) and every CUDA GPU (name, memory, compute capability,\n"
+             "driver and runtime versions). Says plainly why no GPU is usable when there is\n"
+             "none (no CUDA backend in this build, no NVIDIA driver, no device).\n",
+    .flags = flags,
+    .max_args = 0};
 
 static int run(int argc, char **argv)
 {
-    bool json = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json"))
-            json = true;
-        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            fputs(help, stdout);
-            return STK_EXIT_OK;
-        } else
-            return stk_cli_usage("devices", "unexpected argument '%s'", argv[i]);
-    }
+    devices_args a = {0};
+    char **pos;
+    int n_pos;
+    int parsed = stk_cli_parse(&cli, &a, argc, argv, &pos, &n_pos);
+    if (parsed >= 0) return parsed;
+    bool json = a.json;
     char cpu[256];
     stk_cpu_describe(cpu, sizeof cpu);
     stk_cuda_report r;
@@ -74,4 +79,4 @@ static int run(int argc, char **argv)
 }
 
 const stk_command stk_cmd_devices = {"devices", "list the CPU and the CUDA GPUs training can use",
-                                     help, run};
+                                     &cli, run};

@@ -11,75 +11,55 @@
 #include "train/inputs.h"
 #include "train/trainer.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char help[] =
-    "usage: stoke eval --data VAL.stoke --checkpoint FILE [OPTIONS]\n"
-    "\n"
-    "Evaluate a checkpoint written by stoke train (eval mode, no augmentation):\n"
-    "mean cross-entropy loss, top-1 and top-5 accuracy.\n"
-    "\n"
-    "options:\n"
-    "  --data PATH          the dataset (same classes as the training set)\n"
-    "  --checkpoint FILE    a .safetensors checkpoint (last.safetensors, best.safetensors)\n"
-    "  --transform SPEC     default: the checkpoint's evaluation transform\n"
-    "  --batch B            default 128 (as stoke train: the same batches give the same numbers)\n"
-    "  --workers N          loader threads, default: number of cores\n"
-    "  --threads N          compute threads, default: number of cores\n"
-    "  --device cpu|cuda[:N] default cpu; cuda: GPU 0, cuda:N another (stoke devices)\n"
-    "  --json               one JSON object on stdout (keys: val_loss, val_top1, val_top5,\n"
-    "                       images, seconds)\n"
-    "  -h, --help           this text\n";
+typedef struct eval_args {
+    const char *data, *ckpt, *transform;
+    int64_t batch, workers, threads;
+    bool json;
+    stk_device_spec device;
+} eval_args;
+
+#define T eval_args
+static const stk_flag flags[] = {
+    STK_FLAG_SECTION("options"),
+    STK_FLAG_TEXT(T, data, "data", "PATH", "the dataset (same classes as the training set)"),
+    STK_FLAG_TEXT(T, ckpt, "checkpoint", "FILE",
+                  "a .safetensors checkpoint (last.safetensors, best.safetensors)"),
+    STK_FLAG_TEXT(T, transform, "transform", "SPEC",
+                  "default: the checkpoint's evaluation transform"),
+    STK_FLAG_INT(T, batch, "batch", "B", 1, 65536,
+                 "default 128 (as stoke train: the same batches give the same numbers)"),
+    STK_FLAG_WORKERS(T, workers, "loader threads, default: number of cores"),
+    STK_FLAG_THREADS(T, threads),
+    STK_FLAG_DEVICE(T, device),
+    STK_FLAG_JSON(T, json,
+                  "one JSON object on stdout (keys: val_loss, val_top1, val_top5,\n"
+                  "images, seconds)"),
+    STK_FLAG_END};
+#undef T
+
+static const stk_cli cli = {
+    .cmd = "eval",
+    .usage = "stoke eval --data VAL.stoke --checkpoint FILE [OPTIONS]",
+    .about = "Evaluate a checkpoint written by stoke train (eval mode, no augmentation):\n"
+             "mean cross-entropy loss, top-1 and top-5 accuracy.\n",
+    .flags = flags,
+    .max_args = 0};
 
 static int run(int argc, char **argv)
 {
-    enum { O_DATA = 256, O_CKPT, O_TF, O_BATCH, O_WORKERS, O_THREADS, O_JSON, O_DEVICE, O_HELP };
-    static const struct option longopts[] = {{"data", required_argument, 0, O_DATA},
-                                             {"checkpoint", required_argument, 0, O_CKPT},
-                                             {"transform", required_argument, 0, O_TF},
-                                             {"batch", required_argument, 0, O_BATCH},
-                                             {"workers", required_argument, 0, O_WORKERS},
-                                             {"threads", required_argument, 0, O_THREADS},
-                                             {"json", no_argument, 0, O_JSON},
-                                             {"device", required_argument, 0, O_DEVICE},
-                                             {"help", no_argument, 0, O_HELP},
-                                             {0, 0, 0, 0}};
-    const char *data = NULL, *ckpt = NULL, *transform = NULL;
-    int64_t batch = 128, workers = stk_cpu_count(), threads = stk_cpu_count();
-    bool json = false;
-    stk_device_spec device = {STK_DEVICE_CPU, 0};
-    int opt;
-    optind = 1;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (opt) {
-        case O_DATA: data = optarg; break;
-        case O_CKPT: ckpt = optarg; break;
-        case O_TF: transform = optarg; break;
-        case O_JSON: json = true; break;
-        case O_DEVICE:
-            if (stk_device_spec_parse(optarg, &device) != STK_OK)
-                return stk_cli_usage("eval", "--device %s", stk_last_error());
-            break;
-        case O_BATCH:
-            if (!stk_cli_int("eval", "--batch", optarg, 1, 65536, &batch)) return STK_EXIT_USAGE;
-            break;
-        case O_WORKERS:
-            if (!stk_cli_int("eval", "--workers", optarg, 1, 1024, &workers)) return STK_EXIT_USAGE;
-            break;
-        case O_THREADS:
-            if (!stk_cli_int("eval", "--threads", optarg, 1, 1024, &threads)) return STK_EXIT_USAGE;
-            break;
-        case O_HELP:
-        case 'h': fputs(help, stdout); return STK_EXIT_OK;
-        default:
-            return stk_cli_usage("eval", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc) return stk_cli_usage("eval", "unexpected argument '%s'", argv[optind]);
+    eval_args a = {.batch = 128, .workers = stk_cpu_count(), .threads = stk_cpu_count()};
+    char **pos;
+    int n_pos;
+    int parsed = stk_cli_parse(&cli, &a, argc, argv, &pos, &n_pos);
+    if (parsed >= 0) return parsed;
+    const char *data = a.data, *ckpt = a.ckpt, *transform = a.transform;
+    int64_t batch = a.batch, workers = a.workers, threads = a.threads;
+    bool json = a.json;
+    stk_device_spec device = a.device;
     if (!data || !ckpt) return stk_cli_usage("eval", "--data and --checkpoint are required");
     stk_cpu_set_threads((int)threads);
     const stk_copy_engine *ce; /* the device before any loader (pinned batch memory) */
@@ -183,4 +163,4 @@ out:
     return rc;
 }
 
-const stk_command stk_cmd_eval = {"eval", "evaluate a checkpoint on a dataset", help, run};
+const stk_command stk_cmd_eval = {"eval", "evaluate a checkpoint on a dataset", &cli, run};

@@ -4,25 +4,34 @@
 #include "common/json.h"
 #include "tools/cli.h"
 
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char help[] =
-    "usage: stoke info [--json] DATA.stoke\n"
-    "\n"
-    "Show what a dataset holds: format version, records, classes with their counts,\n"
-    "encoding, image size range, per-channel mean/std, file size, and how it was packed.\n"
-    "Opening checks the whole LMDB structure, the meta's values and its checksum\n"
-    "(format 2); a damaged file is refused with \"FILE: damaged (what, where)\" and\n"
-    "exit 1. `stoke verify` checks every record. Control bytes in names from the\n"
-    "file are shown as \\xNN.\n"
-    "\n"
-    "options:\n"
-    "  --json      one JSON object on stdout (keys: path, version, records, encoding,\n"
-    "              channels, file_bytes, width, height, classes [{name, count}], mean,\n"
-    "              std, source, packed_with)\n"
-    "  -h, --help  this text\n";
+typedef struct info_args {
+    bool json;
+} info_args;
+
+static const stk_flag flags[] = {
+    STK_FLAG_SECTION("options"),
+    STK_FLAG_JSON(info_args, json,
+                  "one JSON object on stdout (keys: path, version, records, encoding,\n"
+                  "channels, file_bytes, width, height, classes [{name, count}], mean,\n"
+                  "std, source, packed_with)"),
+    STK_FLAG_END};
+
+static const stk_cli cli = {
+    .cmd = "info",
+    .usage = "stoke info [--json] DATA.stoke",
+    .about = "Show what a dataset holds: format version, records, classes with their counts,\n"
+             "encoding, image size range, per-channel mean/std, file size, and how it was packed.\n"
+             "Opening checks the whole LMDB structure, the meta's values and its checksum\n"
+             "(format 2); a damaged file is refused with \"FILE: damaged (what, where)\" and\n"
+             "exit 1. `stoke verify` checks every record. Control bytes in names from the\n"
+             "file are shown as \\xNN.\n",
+    .flags = flags,
+    .min_args = 1,
+    .max_args = 1,
+    .args_error = "expected one DATA.stoke"};
 
 static void print_json(const char *path, const stk_meta *m, uint64_t file_bytes)
 {
@@ -102,26 +111,20 @@ static void print_text(const char *path, const stk_meta *m, uint64_t file_bytes)
 
 static int run(int argc, char **argv)
 {
-    static const struct option longopts[] = {{"json", no_argument, 0, 'j'}, {0, 0, 0, 0}};
-    bool json = false;
-    int opt;
-    optind = 1;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        if (opt == 'j')
-            json = true;
-        else
-            return stk_cli_usage("info", "unknown option '%s'", argv[optind - 1]);
-    }
-    if (argc - optind != 1) return stk_cli_usage("info", "expected one DATA.stoke");
+    info_args a = {0};
+    char **pos;
+    int n_pos;
+    int parsed = stk_cli_parse(&cli, &a, argc, argv, &pos, &n_pos);
+    if (parsed >= 0) return parsed;
+    bool json = a.json;
     stk_dataset *ds;
-    if (stk_dataset_open(argv[optind], &ds) != STK_OK) return stk_cli_fail();
+    if (stk_dataset_open(pos[0], &ds) != STK_OK) return stk_cli_fail();
     if (json)
-        print_json(argv[optind], stk_dataset_meta(ds), stk_dataset_file_size(ds));
+        print_json(pos[0], stk_dataset_meta(ds), stk_dataset_file_size(ds));
     else
-        print_text(argv[optind], stk_dataset_meta(ds), stk_dataset_file_size(ds));
+        print_text(pos[0], stk_dataset_meta(ds), stk_dataset_file_size(ds));
     stk_dataset_close(ds);
     return STK_EXIT_OK;
 }
 
-const stk_command stk_cmd_info = {"info", "show what a .stoke dataset holds", help, run};
+const stk_command stk_cmd_info = {"info", "show what a .stoke dataset holds", &cli, run};

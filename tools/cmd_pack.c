@@ -6,57 +6,79 @@
 #include "storage/pack.h"
 #include "tools/cli.h"
 
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-static const char help[] =
-    "usage: stoke pack [OPTIONS] SRC OUT.stoke\n"
-    "       stoke pack --from idx IMAGES LABELS OUT.stoke\n"
-    "\n"
-    "Pack an image dataset into one Stoke dataset file (LMDB). The file is written\n"
-    "to a temporary next to OUT and renamed into place at the end: OUT is complete\n"
-    "or absent, whatever happens (bad input, full disk, Ctrl-C, kill -9).\n"
-    "\n"
-    "sources (--from; guessed from SRC when omitted):\n"
-    "  imagefolder  SRC/<class>/**/*.jpg; classes = sorted folder names (default for a folder)\n"
-    "  list         a text file of \"path label\" lines, paths relative to it (default for a "
-    "file)\n"
-    "  idx          MNIST/Fashion-MNIST IDX files, gzipped or not: a folder holding\n"
-    "               train-/t10k-images-idx3-ubyte[.gz] and their labels, or IMAGES LABELS\n"
-    "  cifar10      the CIFAR-10 binary batches: a folder with data_batch_*.bin, or one .bin\n"
-    "IDX and CIFAR-10 are stored as raw u8 pixels; imagefolder and list as JPEG.\n"
-    "Limits every reader shares: labels 0..999999 (1,000,000 classes), image sides\n"
-    "up to 65535; inputs past them are refused, naming the line or file.\n"
-    "\n"
-    "JPEG handling: baseline files are stored byte for byte; progressive ones are\n"
-    "transcoded losslessly to baseline; CMYK/YCCK are converted to RGB and\n"
-    "re-encoded. Every JPEG is decoded once completely so damaged files are found now,\n"
-    "not in the middle of training.\n"
-    "\n"
-    "options:\n"
-    "  --from KIND        imagefolder | list | idx | cifar10\n"
-    "  --split S          train | test: which IDX / CIFAR-10 files (default train)\n"
-    "  --classes FILE     class names, one per line (list, idx, cifar10)\n"
-    "  --workers N        threads decoding and transcoding (default: number of cores)\n"
-    "  --shuffle          store records in a shuffled order (labels stay right)\n"
-    "  --seed S           seed for --shuffle (default 0)\n"
-    "  --skip-bad         skip bad inputs, list them in OUT.skipped.txt (default: stop at\n"
-    "                     the first with its file name and reason, and write nothing)\n"
-    "  --no-validate      do not decode every JPEG (faster; no mean/std in the meta)\n"
-    "  --max-pixels N     refuse images over N pixels, e.g. decompression bombs (default "
-    "64000000)\n"
-    "  --max-side N       re-encode images whose longer side exceeds N to fit N\n"
-    "  --quality Q        JPEG quality for re-encoded images, 1..100 (default 90)\n"
-    "  --json             print the summary as one JSON object on stdout\n"
-    "  -h, --help         this text\n"
-    "\n"
-    "The output is byte-identical for the same inputs and flags, whatever --workers is.\n"
-    "\n"
-    "examples:\n"
-    "  stoke pack --from idx --split train /usr/share/datasets/fashion-mnist fmnist-train.stoke\n"
-    "  stoke pack --workers 8 --max-side 512 photos/ photos.stoke\n";
+typedef struct pack_args {
+    int from, split; /* indexes in from_names, split_names; -1: not given */
+    const char *classes;
+    int64_t workers, seed, max_pixels, max_side, quality;
+    bool shuffle, skip_bad, no_validate, json;
+} pack_args;
+
+static const char *const from_names[] = {"imagefolder", "list", "idx", "cifar10", NULL};
+static const char *const split_names[] = {"train", "test", NULL};
+
+#define T pack_args
+static const stk_flag flags[] = {
+    STK_FLAG_SECTION("options"),
+    STK_FLAG_CHOICE(T, from, "from", "KIND", from_names, "imagefolder | list | idx | cifar10"),
+    STK_FLAG_CHOICE(T, split, "split", "S", split_names,
+                    "train | test: which IDX / CIFAR-10 files (default train)"),
+    STK_FLAG_TEXT(T, classes, "classes", "FILE", "class names, one per line (list, idx, cifar10)"),
+    STK_FLAG_WORKERS(T, workers, "threads decoding and transcoding (default: number of cores)"),
+    STK_FLAG_BOOL(T, shuffle, "shuffle", "store records in a shuffled order (labels stay right)"),
+    STK_FLAG_SEED(T, seed, "seed for --shuffle (default 0)"),
+    STK_FLAG_BOOL(T, skip_bad, "skip-bad",
+                  "skip bad inputs, list them in OUT.skipped.txt (default: stop at\n"
+                  "the first with its file name and reason, and write nothing)"),
+    STK_FLAG_BOOL(T, no_validate, "no-validate",
+                  "do not decode every JPEG (faster; no mean/std in the meta)"),
+    STK_FLAG_INT(T, max_pixels, "max-pixels", "N", 1, INT64_MAX,
+                 "refuse images over N pixels, e.g. decompression bombs (default 64000000)"),
+    STK_FLAG_INT(T, max_side, "max-side", "N", 1, 65500,
+                 "re-encode images whose longer side exceeds N to fit N"),
+    STK_FLAG_INT(T, quality, "quality", "Q", 1, 100,
+                 "JPEG quality for re-encoded images, 1..100 (default 90)"),
+    STK_FLAG_JSON(T, json, "print the summary as one JSON object on stdout"),
+    STK_FLAG_END};
+#undef T
+
+static const stk_cli cli = {
+    .cmd = "pack",
+    .usage = "stoke pack [OPTIONS] SRC OUT.stoke\nstoke pack --from idx IMAGES LABELS OUT.stoke",
+    .about =
+        "Pack an image dataset into one Stoke dataset file (LMDB). The file is written\n"
+        "to a temporary next to OUT and renamed into place at the end: OUT is complete\n"
+        "or absent, whatever happens (bad input, full disk, Ctrl-C, kill -9).\n"
+        "\n"
+        "sources (--from; guessed from SRC when omitted):\n"
+        "  imagefolder  SRC/<class>/**/*.jpg; classes = sorted folder names (default for a "
+        "folder)\n"
+        "  list         a text file of \"path label\" lines, paths relative to it (default for a "
+        "file)\n"
+        "  idx          MNIST/Fashion-MNIST IDX files, gzipped or not: a folder holding\n"
+        "               train-/t10k-images-idx3-ubyte[.gz] and their labels, or IMAGES LABELS\n"
+        "  cifar10      the CIFAR-10 binary batches: a folder with data_batch_*.bin, or one .bin\n"
+        "IDX and CIFAR-10 are stored as raw u8 pixels; imagefolder and list as JPEG.\n"
+        "Limits every reader shares: labels 0..999999 (1,000,000 classes), image sides\n"
+        "up to 65535; inputs past them are refused, naming the line or file.\n"
+        "\n"
+        "JPEG handling: baseline files are stored byte for byte; progressive ones are\n"
+        "transcoded losslessly to baseline; CMYK/YCCK are converted to RGB and\n"
+        "re-encoded. Every JPEG is decoded once completely so damaged files are found now,\n"
+        "not in the middle of training.\n",
+    .flags = flags,
+    .notes = "The output is byte-identical for the same inputs and flags, whatever --workers is.\n"
+             "\n"
+             "examples:\n"
+             "  stoke pack --from idx --split train /usr/share/datasets/fashion-mnist "
+             "fmnist-train.stoke\n"
+             "  stoke pack --workers 8 --max-side 512 photos/ photos.stoke\n",
+    .min_args = 2,
+    .max_args = 3,
+    .args_error = "expected SRC OUT.stoke (or IMAGES LABELS OUT.stoke for idx)"};
 
 static const char *action_names[STK_PACK_ACTIONS] = {"stored", "transcoded", "converted",
                                                      "resized"};
@@ -116,78 +138,22 @@ static const char *guess_kind(const char *src, int npos)
 
 static int run(int argc, char **argv)
 {
-    enum {
-        O_FROM = 256,
-        O_SPLIT,
-        O_CLASSES,
-        O_WORKERS,
-        O_SHUFFLE,
-        O_SEED,
-        O_SKIP,
-        O_NOVAL,
-        O_MAXPIX,
-        O_MAXSIDE,
-        O_QUALITY,
-        O_JSON
-    };
-    static const struct option longopts[] = {{"from", required_argument, 0, O_FROM},
-                                             {"split", required_argument, 0, O_SPLIT},
-                                             {"classes", required_argument, 0, O_CLASSES},
-                                             {"workers", required_argument, 0, O_WORKERS},
-                                             {"shuffle", no_argument, 0, O_SHUFFLE},
-                                             {"seed", required_argument, 0, O_SEED},
-                                             {"skip-bad", no_argument, 0, O_SKIP},
-                                             {"no-validate", no_argument, 0, O_NOVAL},
-                                             {"max-pixels", required_argument, 0, O_MAXPIX},
-                                             {"max-side", required_argument, 0, O_MAXSIDE},
-                                             {"quality", required_argument, 0, O_QUALITY},
-                                             {"json", no_argument, 0, O_JSON},
-                                             {0, 0, 0, 0}};
-    const char *from = NULL, *split = NULL, *classes = NULL;
-    int64_t workers = stk_cpu_count(), seed = 0, max_pixels = 64000000, max_side = 0, quality = 90;
-    bool shuffle = false, skip_bad = false, validate = true, json = false;
-    int opt;
-    optind = 1;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (opt) {
-        case O_FROM: from = optarg; break;
-        case O_SPLIT: split = optarg; break;
-        case O_CLASSES: classes = optarg; break;
-        case O_WORKERS:
-            if (!stk_cli_int("pack", "--workers", optarg, 1, 1024, &workers)) return STK_EXIT_USAGE;
-            break;
-        case O_SHUFFLE: shuffle = true; break;
-        case O_SEED:
-            if (!stk_cli_int("pack", "--seed", optarg, 0, INT64_MAX, &seed)) return STK_EXIT_USAGE;
-            break;
-        case O_SKIP: skip_bad = true; break;
-        case O_NOVAL: validate = false; break;
-        case O_MAXPIX:
-            if (!stk_cli_int("pack", "--max-pixels", optarg, 1, INT64_MAX, &max_pixels))
-                return STK_EXIT_USAGE;
-            break;
-        case O_MAXSIDE:
-            if (!stk_cli_int("pack", "--max-side", optarg, 1, 65500, &max_side))
-                return STK_EXIT_USAGE;
-            break;
-        case O_QUALITY:
-            if (!stk_cli_int("pack", "--quality", optarg, 1, 100, &quality)) return STK_EXIT_USAGE;
-            break;
-        case O_JSON: json = true; break;
-        default: return stk_cli_usage("pack", "unknown option '%s'", argv[optind - 1]);
-        }
-    }
-    int npos = argc - optind;
-    if (npos < 2 || npos > 3)
-        return stk_cli_usage("pack", "expected SRC OUT.stoke (or IMAGES LABELS OUT.stoke for idx)");
-    const char *src_path = argv[optind], *out_path = argv[argc - 1];
-    const char *labels = npos == 3 ? argv[optind + 1] : NULL;
+    pack_args a = {
+        .from = -1, .split = -1, .workers = stk_cpu_count(), .max_pixels = 64000000, .quality = 90};
+    char **pos;
+    int npos;
+    int parsed = stk_cli_parse(&cli, &a, argc, argv, &pos, &npos);
+    if (parsed >= 0) return parsed;
+    const char *from = a.from >= 0 ? from_names[a.from] : NULL;
+    const char *split = a.split >= 0 ? split_names[a.split] : NULL, *classes = a.classes;
+    int64_t workers = a.workers, seed = a.seed, max_pixels = a.max_pixels, max_side = a.max_side,
+            quality = a.quality;
+    bool shuffle = a.shuffle, skip_bad = a.skip_bad, validate = !a.no_validate, json = a.json;
+    const char *src_path = pos[0], *out_path = pos[npos - 1];
+    const char *labels = npos == 3 ? pos[1] : NULL;
     if (!from) from = guess_kind(src_path, npos);
     if (npos == 3 && strcmp(from, "idx") != 0)
         return stk_cli_usage("pack", "three paths are only for --from idx (IMAGES LABELS OUT)");
-    if (split && strcmp(split, "train") != 0 && strcmp(split, "test") != 0)
-        return stk_cli_usage("pack", "--split %s: expected train or test", split);
     if (is_dir(out_path))
         return stk_cli_usage("pack", "%s: OUT is a folder; give a file name", out_path);
 
@@ -308,4 +274,4 @@ out:
     return rc;
 }
 
-const stk_command stk_cmd_pack = {"pack", "pack an image dataset into one .stoke file", help, run};
+const stk_command stk_cmd_pack = {"pack", "pack an image dataset into one .stoke file", &cli, run};

@@ -5,84 +5,68 @@
 #include "tools/cli.h"
 #include "tools/image_write.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char help[] =
-    "usage: stoke peek [OPTIONS] DATA.stoke\n"
-    "\n"
-    "Write transformed samples as one grid image, to see what a model is fed; the\n"
-    "labels are printed on stdout (index, label, class, source name).\n"
-    "\n"
-    "options:\n"
-    "  --transform SPEC  the transform (default: the training default for the dataset:\n"
-    "                    rrc:224,flip for JPEG, pad:4,crop:SIZE,flip for raw images);\n"
-    "                    none = the stored image as decoded. Spec tokens:\n"
-    "                      rrc:SIZE[:SMIN:SMAX]  RandomResizedCrop (scale 0.08..1, ratio "
-    "3/4..4/3)\n"
-    "                      resize:N              shorter side to N\n"
-    "                      center:N              CenterCrop\n"
-    "                      pad:P,crop:N          RandomCrop with zero padding\n"
-    "                      flip[:P]              RandomHorizontalFlip (p 0.5)\n"
-    "                      norm[:imagenet|:MEAN/STD]  (float outputs only; ignored here)\n"
-    "  --index I         only sample I, at its exact size, no border (compare pixel for\n"
-    "                    pixel with other tools)\n"
-    "  --count N         samples 0..N-1 in a grid (default 16)\n"
-    "  --seed S          augmentation seed (default 0)\n"
-    "  --epoch E         epoch (default 0): another epoch gives other random crops\n"
-    "  --out FILE        .ppm/.pgm (lossless) or .jpg (default peek.ppm)\n"
-    "  -h, --help        this text\n";
+typedef struct peek_args {
+    const char *transform, *out;
+    int64_t index, count, seed, epoch;
+} peek_args;
+
+#define T peek_args
+static const stk_flag flags[] = {
+    STK_FLAG_SECTION("options"),
+    STK_FLAG_TEXT(T, transform, "transform", "SPEC",
+                  "the transform (default: the training default for the dataset:\n"
+                  "rrc:224,flip for JPEG, pad:4,crop:SIZE,flip for raw images);\n"
+                  "none = the stored image as decoded. Spec tokens:\n"
+                  "  rrc:SIZE[:SMIN:SMAX]  RandomResizedCrop (scale 0.08..1, ratio 3/4..4/3)\n"
+                  "  resize:N              shorter side to N\n"
+                  "  center:N              CenterCrop\n"
+                  "  pad:P,crop:N          RandomCrop with zero padding\n"
+                  "  flip[:P]              RandomHorizontalFlip (p 0.5)\n"
+                  "  norm[:imagenet|:MEAN/STD]  (float outputs only; ignored here)"),
+    STK_FLAG_INT(T, index, "index", "I", 0, INT64_MAX,
+                 "only sample I, at its exact size, no border (compare pixel for\n"
+                 "pixel with other tools)"),
+    STK_FLAG_INT(T, count, "count", "N", 1, 4096, "samples 0..N-1 in a grid (default 16)"),
+    STK_FLAG_SEED(T, seed, "augmentation seed (default 0)"),
+    STK_FLAG_INT(T, epoch, "epoch", "E", 0, INT64_MAX,
+                 "epoch (default 0): another epoch gives other random crops"),
+    STK_FLAG_TEXT(T, out, "out", "FILE", ".ppm/.pgm (lossless) or .jpg (default peek.ppm)"),
+    STK_FLAG_END};
+#undef T
+
+static const stk_cli cli = {
+    .cmd = "peek",
+    .usage = "stoke peek [OPTIONS] DATA.stoke",
+    .about = "Write transformed samples as one grid image, to see what a model is fed; the\n"
+             "labels are printed on stdout (index, label, class, source name).\n",
+    .flags = flags,
+    .min_args = 1,
+    .max_args = 1,
+    .args_error = "expected one DATA.stoke"};
 
 #define BORDER 2
 
 static int run(int argc, char **argv)
 {
-    enum { O_TRANSFORM = 256, O_INDEX, O_COUNT, O_SEED, O_EPOCH, O_OUT };
-    static const struct option longopts[] = {{"transform", required_argument, 0, O_TRANSFORM},
-                                             {"index", required_argument, 0, O_INDEX},
-                                             {"count", required_argument, 0, O_COUNT},
-                                             {"seed", required_argument, 0, O_SEED},
-                                             {"epoch", required_argument, 0, O_EPOCH},
-                                             {"out", required_argument, 0, O_OUT},
-                                             {0, 0, 0, 0}};
-    const char *spec = NULL, *out_path = "peek.ppm";
-    int64_t index = -1, count = 16, seed = 0, epoch = 0;
-    bool have_count = false;
-    int opt;
-    optind = 1;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (opt) {
-        case O_TRANSFORM: spec = optarg; break;
-        case O_INDEX:
-            if (!stk_cli_int("peek", "--index", optarg, 0, INT64_MAX, &index))
-                return STK_EXIT_USAGE;
-            break;
-        case O_COUNT:
-            if (!stk_cli_int("peek", "--count", optarg, 1, 4096, &count)) return STK_EXIT_USAGE;
-            have_count = true;
-            break;
-        case O_SEED:
-            if (!stk_cli_int("peek", "--seed", optarg, 0, INT64_MAX, &seed)) return STK_EXIT_USAGE;
-            break;
-        case O_EPOCH:
-            if (!stk_cli_int("peek", "--epoch", optarg, 0, INT64_MAX, &epoch))
-                return STK_EXIT_USAGE;
-            break;
-        case O_OUT: out_path = optarg; break;
-        default: return stk_cli_usage("peek", "unknown option '%s'", argv[optind - 1]);
-        }
-    }
-    if (argc - optind != 1) return stk_cli_usage("peek", "expected one DATA.stoke");
+    peek_args pa = {.out = "peek.ppm", .index = -1};
+    char **pos;
+    int n_pos;
+    int parsed = stk_cli_parse(&cli, &pa, argc, argv, &pos, &n_pos);
+    if (parsed >= 0) return parsed;
+    const char *spec = pa.transform, *out_path = pa.out;
+    int64_t index = pa.index, count = pa.count ? pa.count : 16, seed = pa.seed, epoch = pa.epoch;
+    bool have_count = pa.count != 0;
     if (index >= 0 && have_count)
         return stk_cli_usage("peek", "--index and --count do not go together");
     if (!stk_image_path_supported(out_path))
         return stk_cli_usage("peek", "--out %s: write .ppm/.pgm (lossless) or .jpg", out_path);
     stk_dataset *ds;
-    if (stk_dataset_open(argv[optind], &ds) != STK_OK) return stk_cli_fail();
+    if (stk_dataset_open(pos[0], &ds) != STK_OK) return stk_cli_fail();
     const stk_meta *m = stk_dataset_meta(ds);
     char spec_buf[128];
     if (!spec) {
@@ -107,7 +91,7 @@ static int run(int argc, char **argv)
     uint64_t n = index >= 0 ? 1 : (uint64_t)count;
     if (first >= m->count) {
         stk_error(STK_ERR_INVALID_ARG, "%s: --index %" PRIu64 " is past its %" PRIu64 " records",
-                  argv[optind], first, m->count);
+                  pos[0], first, m->count);
         rc = stk_cli_fail();
         goto out;
     }
@@ -193,4 +177,4 @@ out:
 }
 
 const stk_command stk_cmd_peek = {"peek", "write transformed samples as an image, to look at them",
-                                  help, run};
+                                  &cli, run};

@@ -15,7 +15,6 @@
 #include "train/trainer.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -23,253 +22,126 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
-static const char help[] =
-    "usage: stoke train --data TRAIN.stoke --model MODEL [OPTIONS]\n"
-    "\n"
-    "Train a model: the loader reads, decodes and augments batches, the\n"
-    "host-to-device stage hands them to the engine, each step runs forward,\n"
-    "cross-entropy, backward and the optimizer. After each epoch the model is\n"
-    "evaluated on --val (eval mode, no augmentation) and checkpointed.\n"
-    "\n"
-    "model and data:\n"
-    "  --data PATH            training set (a .stoke file)\n"
-    "  --val PATH             validation set, evaluated after each epoch (top-1,\n"
-    "                         top-5, loss); same classes as --data\n"
-    "  --model NAME           mlp, cnn, resnet8 or resnet18\n"
-    "  --transform SPEC       training transform; default pad:4,crop:SIDE,flip for raw\n"
-    "                         images (Fashion-MNIST: pad:4,crop:28,flip), rrc:224,flip\n"
-    "                         for JPEG; 'center:28' or 'crop:28' for no augmentation\n"
-    "  --val-transform SPEC   evaluation transform; default center:SIDE for raw images,\n"
-    "                         resize:256,center:224 for JPEG (scaled to the training size)\n"
-    "  --init CHECKPOINT      start from a checkpoint of the same model; tensors whose\n"
-    "                         shape differs (another number of classes) are skipped and\n"
-    "                         reported (transfer learning)\n"
-    "  --freeze PREFIX        do not train parameters whose name starts with PREFIX\n"
-    "                         (repeatable; e.g. --freeze conv1 --freeze layer1)\n"
-    "\n"
-    "optimisation:\n"
-    "  --epochs E             default 10\n"
-    "  --batch B              default 128\n"
-    "  --optimizer NAME       sgd (default), adam or adamw\n"
-    "  --lr LR                peak learning rate; default 0.05 (sgd), 0.001 (adam/adamw)\n"
-    "  --momentum M           sgd momentum, default 0.9\n"
-    "  --nesterov             Nesterov momentum\n"
-    "  --wd W                 weight decay, default 5e-4 (sgd, adam: L2; adamw: decoupled)\n"
-    "  --schedule NAME        cosine (default, per step to 0), step (x0.1 every\n"
-    "                         --step-epochs), onecycle, or constant\n"
-    "  --step-epochs N        epochs between step decays, default 30\n"
-    "  --warmup-epochs W      linear warm-up at the start (cosine; onecycle: its rise),\n"
-    "                         default 0 (onecycle: 30% of the run)\n"
-    "  --label-smoothing S    default 0\n"
-    "  --seed S               shuffling, augmentation and initialisation, default 0\n"
-    "\n"
-    "machine:\n"
-    "  --workers N            loader threads, default: number of cores\n"
-    "  --threads N            compute threads, default: number of cores\n"
-    "  --device cpu|cuda[:N]  default cpu; cuda: GPU 0, cuda:N another (stoke devices)\n"
-    "  --amp                  mixed precision on the GPU: matmuls and convolutions in f16\n"
-    "                         with f32 accumulation, f32 master weights, dynamic loss\n"
-    "                         scaling (skips a step whose gradients overflow)\n"
-    "\n"
-    "output:\n"
-    "  --out RUNDIR           default run-MODEL; holds metrics.csv, last.safetensors,\n"
-    "                         best.safetensors (best validation top-1)\n"
-    "  --stop-after N         end this invocation after N epochs (checkpointed), to split\n"
-    "                         a run across time slots; continue it with --resume\n"
-    "  --resume               continue RUNDIR's run from last.safetensors (the epoch\n"
-    "                         after the last completed one); the result is bit-identical\n"
-    "                         to an uninterrupted run with the same flags\n"
-    "  --json                 one JSON object on stdout at the end (epochs, val_top1,\n"
-    "                         val_top5, val_loss, train_images_per_sec, stall_pct,\n"
-    "                         seconds, peak_rss_mb); epoch lines go to stderr\n"
-    "  -h, --help             this text\n"
-    "\n"
-    "Each epoch prints one line (loss, accuracy, validation, images/s, stall %:\n"
-    "the share of the epoch the step waited for data). metrics.csv columns: epoch,\n"
-    "step, lr, train_loss, train_acc, val_loss, val_top1, val_top5, images_per_sec,\n"
-    "stall_pct, seconds. A NaN or infinite loss, or a parameter that is no longer\n"
-    "finite after a step, stops the run at that step; the last\n"
-    "good checkpoint stays. Ctrl-C stops after the current step, keeping the last\n"
-    "completed epoch's checkpoint.\n";
-
 typedef struct train_args {
     const char *data, *val, *model, *transform, *val_transform, *init, *out;
     const char *freeze[32];
     int n_freeze;
     int64_t epochs, batch, workers, threads, step_epochs, seed, stop_after;
-    double lr, momentum, wd, warmup_epochs, smoothing;
-    bool nesterov, resume, json, lr_set, amp;
-    stk_optim_kind optimizer;
-    stk_schedule_kind schedule;
+    double lr, momentum, wd, warmup_epochs, smoothing; /* lr < 0: the optimizer's default */
+    bool nesterov, resume, json, amp;
+    int optimizer; /* index in optimizers[] (= stk_optim_kind) */
+    int schedule;  /* index in schedules[] */
     char *out_buf; /* the default --out, run-MODEL (owned) */
     stk_device_spec device;
 } train_args;
 
+static const char *const optimizers[] = {"sgd", "adam", "adamw", NULL};
+static const char *const schedules[] = {"cosine", "step", "onecycle", "constant", NULL};
+static const stk_schedule_kind schedule_kinds[] = {STK_SCHEDULE_COSINE, STK_SCHEDULE_STEP,
+                                                   STK_SCHEDULE_ONECYCLE, STK_SCHEDULE_CONSTANT};
+
+#define T train_args
+static const stk_flag flags[] = {
+    STK_FLAG_SECTION("model and data"),
+    STK_FLAG_TEXT(T, data, "data", "PATH", "training set (a .stoke file)"),
+    STK_FLAG_TEXT(T, val, "val", "PATH",
+                  "validation set, evaluated after each epoch (top-1,\n"
+                  "top-5, loss); same classes as --data"),
+    STK_FLAG_TEXT(T, model, "model", "NAME", "mlp, cnn, resnet8 or resnet18"),
+    STK_FLAG_TEXT(T, transform, "transform", "SPEC",
+                  "training transform; default pad:4,crop:SIDE,flip for raw\n"
+                  "images (Fashion-MNIST: pad:4,crop:28,flip), rrc:224,flip\n"
+                  "for JPEG; 'center:28' or 'crop:28' for no augmentation"),
+    STK_FLAG_TEXT(T, val_transform, "val-transform", "SPEC",
+                  "evaluation transform; default center:SIDE for raw images,\n"
+                  "resize:256,center:224 for JPEG (scaled to the training size)"),
+    STK_FLAG_TEXT(T, init, "init", "CHECKPOINT",
+                  "start from a checkpoint of the same model; tensors whose\n"
+                  "shape differs (another number of classes) are skipped and\n"
+                  "reported (transfer learning)"),
+    STK_FLAG_LIST(T, freeze, n_freeze, "freeze", "PREFIX",
+                  "do not train parameters whose name starts with PREFIX\n"
+                  "(repeatable; e.g. --freeze conv1 --freeze layer1)"),
+    STK_FLAG_SECTION("optimisation"),
+    STK_FLAG_INT(T, epochs, "epochs", "E", 1, 100000, "default 10"),
+    STK_FLAG_INT(T, batch, "batch", "B", 1, 65536, "default 128"),
+    STK_FLAG_CHOICE(T, optimizer, "optimizer", "NAME", optimizers, "sgd (default), adam or adamw"),
+    STK_FLAG_NUMBER(T, lr, "lr", "LR", 0, 100,
+                    "peak learning rate; default 0.05 (sgd), 0.001 (adam/adamw)"),
+    STK_FLAG_NUMBER(T, momentum, "momentum", "M", 0, 0.999999, "sgd momentum, default 0.9"),
+    STK_FLAG_BOOL(T, nesterov, "nesterov", "Nesterov momentum"),
+    STK_FLAG_NUMBER(T, wd, "wd", "W", 0, 10,
+                    "weight decay, default 5e-4 (sgd, adam: L2; adamw: decoupled)"),
+    STK_FLAG_CHOICE(T, schedule, "schedule", "NAME", schedules,
+                    "cosine (default, per step to 0), step (x0.1 every\n"
+                    "--step-epochs), onecycle, or constant"),
+    STK_FLAG_INT(T, step_epochs, "step-epochs", "N", 1, 100000,
+                 "epochs between step decays, default 30"),
+    STK_FLAG_NUMBER(T, warmup_epochs, "warmup-epochs", "W", 0, 100000,
+                    "linear warm-up at the start (cosine; onecycle: its rise),\n"
+                    "default 0 (onecycle: 30% of the run)"),
+    STK_FLAG_NUMBER(T, smoothing, "label-smoothing", "S", 0, 0.999, "default 0"),
+    STK_FLAG_SEED(T, seed, "shuffling, augmentation and initialisation, default 0"),
+    STK_FLAG_SECTION("machine"),
+    STK_FLAG_WORKERS(T, workers, "loader threads, default: number of cores"),
+    STK_FLAG_THREADS(T, threads),
+    STK_FLAG_DEVICE(T, device),
+    STK_FLAG_BOOL(T, amp, "amp",
+                  "mixed precision on the GPU: matmuls and convolutions in f16\n"
+                  "with f32 accumulation, f32 master weights, dynamic loss\n"
+                  "scaling (skips a step whose gradients overflow)"),
+    STK_FLAG_SECTION("output"),
+    STK_FLAG_TEXT(T, out, "out", "RUNDIR",
+                  "default run-MODEL; holds metrics.csv, last.safetensors,\n"
+                  "best.safetensors (best validation top-1)"),
+    STK_FLAG_INT(T, stop_after, "stop-after", "N", 1, 100000,
+                 "end this invocation after N epochs (checkpointed), to split\n"
+                 "a run across time slots; continue it with --resume"),
+    STK_FLAG_BOOL(T, resume, "resume",
+                  "continue RUNDIR's run from last.safetensors (the epoch\n"
+                  "after the last completed one); the result is bit-identical\n"
+                  "to an uninterrupted run with the same flags"),
+    STK_FLAG_JSON(T, json,
+                  "one JSON object on stdout at the end (epochs, val_top1,\n"
+                  "val_top5, val_loss, train_images_per_sec, stall_pct,\n"
+                  "seconds, peak_rss_mb); epoch lines go to stderr"),
+    STK_FLAG_END};
+#undef T
+
+static const stk_cli cli = {
+    .cmd = "train",
+    .usage = "stoke train --data TRAIN.stoke --model MODEL [OPTIONS]",
+    .about = "Train a model: the loader reads, decodes and augments batches, the\n"
+             "host-to-device stage hands them to the engine, each step runs forward,\n"
+             "cross-entropy, backward and the optimizer (train/trainer.h). After each\n"
+             "epoch the model is evaluated on --val (eval mode, no augmentation) and\n"
+             "checkpointed.\n",
+    .flags = flags,
+    .notes = "Each epoch prints one line (loss, accuracy, validation, images/s, stall %:\n"
+             "the share of the epoch the step waited for data). metrics.csv columns: epoch,\n"
+             "step, lr, train_loss, train_acc, val_loss, val_top1, val_top5, images_per_sec,\n"
+             "stall_pct, seconds. A NaN or infinite loss, or a parameter that is no longer\n"
+             "finite after a step, stops the run at that step; the last\n"
+             "good checkpoint stays. Ctrl-C stops after the current step, keeping the last\n"
+             "completed epoch's checkpoint.\n",
+    .max_args = 0};
+
 /* Parse the flags; returns -1 to go on, or the exit code. */
 static int parse(int argc, char **argv, train_args *a)
 {
-    enum {
-        O_DATA = 256,
-        O_VAL,
-        O_MODEL,
-        O_EPOCHS,
-        O_BATCH,
-        O_LR,
-        O_OPT,
-        O_MOM,
-        O_NEST,
-        O_WD,
-        O_SCHED,
-        O_STEP,
-        O_WARM,
-        O_LS,
-        O_TF,
-        O_VTF,
-        O_WORKERS,
-        O_THREADS,
-        O_DEVICE,
-        O_AMP,
-        O_SEED,
-        O_OUT,
-        O_RESUME,
-        O_INIT,
-        O_FREEZE,
-        O_JSON,
-        O_HELP,
-        O_STOP
-    };
-    static const struct option longopts[] = {{"data", required_argument, 0, O_DATA},
-                                             {"val", required_argument, 0, O_VAL},
-                                             {"model", required_argument, 0, O_MODEL},
-                                             {"epochs", required_argument, 0, O_EPOCHS},
-                                             {"batch", required_argument, 0, O_BATCH},
-                                             {"lr", required_argument, 0, O_LR},
-                                             {"optimizer", required_argument, 0, O_OPT},
-                                             {"momentum", required_argument, 0, O_MOM},
-                                             {"nesterov", no_argument, 0, O_NEST},
-                                             {"wd", required_argument, 0, O_WD},
-                                             {"schedule", required_argument, 0, O_SCHED},
-                                             {"step-epochs", required_argument, 0, O_STEP},
-                                             {"warmup-epochs", required_argument, 0, O_WARM},
-                                             {"label-smoothing", required_argument, 0, O_LS},
-                                             {"transform", required_argument, 0, O_TF},
-                                             {"val-transform", required_argument, 0, O_VTF},
-                                             {"workers", required_argument, 0, O_WORKERS},
-                                             {"threads", required_argument, 0, O_THREADS},
-                                             {"device", required_argument, 0, O_DEVICE},
-                                             {"amp", no_argument, 0, O_AMP},
-                                             {"seed", required_argument, 0, O_SEED},
-                                             {"out", required_argument, 0, O_OUT},
-                                             {"resume", no_argument, 0, O_RESUME},
-                                             {"init", required_argument, 0, O_INIT},
-                                             {"freeze", required_argument, 0, O_FREEZE},
-                                             {"json", no_argument, 0, O_JSON},
-                                             {"help", no_argument, 0, O_HELP},
-                                             {"stop-after", required_argument, 0, O_STOP},
-                                             {0, 0, 0, 0}};
     *a = (train_args){.epochs = 10,
                       .batch = 128,
+                      .lr = -1,
                       .momentum = 0.9,
                       .wd = 5e-4,
                       .step_epochs = 30,
                       .optimizer = STK_OPTIM_SGD,
-                      .schedule = STK_SCHEDULE_COSINE};
+                      .schedule = 0};
     a->workers = a->threads = stk_cpu_count();
-    int opt;
-    optind = 1;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (opt) {
-        case O_DATA: a->data = optarg; break;
-        case O_VAL: a->val = optarg; break;
-        case O_MODEL: a->model = optarg; break;
-        case O_TF: a->transform = optarg; break;
-        case O_VTF: a->val_transform = optarg; break;
-        case O_INIT: a->init = optarg; break;
-        case O_OUT: a->out = optarg; break;
-        case O_NEST: a->nesterov = true; break;
-        case O_RESUME: a->resume = true; break;
-        case O_JSON: a->json = true; break;
-        case O_EPOCHS:
-            if (!stk_cli_int("train", "--epochs", optarg, 1, 100000, &a->epochs)) return 2;
-            break;
-        case O_BATCH:
-            if (!stk_cli_int("train", "--batch", optarg, 1, 65536, &a->batch)) return 2;
-            break;
-        case O_WORKERS:
-            if (!stk_cli_int("train", "--workers", optarg, 1, 1024, &a->workers)) return 2;
-            break;
-        case O_THREADS:
-            if (!stk_cli_int("train", "--threads", optarg, 1, 1024, &a->threads)) return 2;
-            break;
-        case O_STEP:
-            if (!stk_cli_int("train", "--step-epochs", optarg, 1, 100000, &a->step_epochs))
-                return 2;
-            break;
-        case O_STOP:
-            if (!stk_cli_int("train", "--stop-after", optarg, 1, 100000, &a->stop_after)) return 2;
-            break;
-        case O_SEED:
-            if (!stk_cli_int("train", "--seed", optarg, 0, INT64_MAX, &a->seed)) return 2;
-            break;
-        case O_LR:
-            if (!stk_cli_double("train", "--lr", optarg, 0, 100, &a->lr)) return 2;
-            a->lr_set = true;
-            break;
-        case O_MOM:
-            if (!stk_cli_double("train", "--momentum", optarg, 0, 0.999999, &a->momentum)) return 2;
-            break;
-        case O_WD:
-            if (!stk_cli_double("train", "--wd", optarg, 0, 10, &a->wd)) return 2;
-            break;
-        case O_WARM:
-            if (!stk_cli_double("train", "--warmup-epochs", optarg, 0, 100000, &a->warmup_epochs))
-                return 2;
-            break;
-        case O_LS:
-            if (!stk_cli_double("train", "--label-smoothing", optarg, 0, 0.999, &a->smoothing))
-                return 2;
-            break;
-        case O_OPT:
-            if (!strcmp(optarg, "sgd"))
-                a->optimizer = STK_OPTIM_SGD;
-            else if (!strcmp(optarg, "adam"))
-                a->optimizer = STK_OPTIM_ADAM;
-            else if (!strcmp(optarg, "adamw"))
-                a->optimizer = STK_OPTIM_ADAMW;
-            else
-                return stk_cli_usage("train", "--optimizer %s: expected sgd, adam or adamw",
-                                     optarg);
-            break;
-        case O_SCHED:
-            if (!strcmp(optarg, "cosine"))
-                a->schedule = STK_SCHEDULE_COSINE;
-            else if (!strcmp(optarg, "step"))
-                a->schedule = STK_SCHEDULE_STEP;
-            else if (!strcmp(optarg, "onecycle"))
-                a->schedule = STK_SCHEDULE_ONECYCLE;
-            else if (!strcmp(optarg, "constant"))
-                a->schedule = STK_SCHEDULE_CONSTANT;
-            else
-                return stk_cli_usage(
-                    "train", "--schedule %s: expected cosine, step, onecycle or constant", optarg);
-            break;
-        case O_AMP: a->amp = true; break;
-        case O_DEVICE:
-            if (stk_device_spec_parse(optarg, &a->device) != STK_OK)
-                return stk_cli_usage("train", "--device %s", stk_last_error());
-            break;
-        case O_FREEZE:
-            if (a->n_freeze == 32) return stk_cli_usage("train", "at most 32 --freeze prefixes");
-            a->freeze[a->n_freeze++] = optarg;
-            break;
-        case O_HELP:
-        case 'h': fputs(help, stdout); return 0;
-        default:
-            return stk_cli_usage("train", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc) return stk_cli_usage("train", "unexpected argument '%s'", argv[optind]);
+    char **pos;
+    int n_pos;
+    int rc = stk_cli_parse(&cli, a, argc, argv, &pos, &n_pos);
+    if (rc >= 0) return rc;
     if (!a->data) return stk_cli_usage("train", "--data TRAIN.stoke is required");
     if (!a->model)
         return stk_cli_usage("train", "--model is required (mlp, cnn, resnet8, resnet18)");
@@ -283,7 +155,7 @@ static int parse(int argc, char **argv, train_args *a)
     if (a->amp && a->device.kind != STK_DEVICE_CUDA)
         return stk_cli_usage("train", "--amp: mixed precision runs on the GPU (add --device cuda); "
                                       "the CPU backend computes in f32");
-    if (!a->lr_set) a->lr = a->optimizer == STK_OPTIM_SGD ? 0.05 : 0.001;
+    if (a->lr < 0) a->lr = a->optimizer == STK_OPTIM_SGD ? 0.05 : 0.001;
     if (!a->out) {
         if (!(a->out_buf = stk_text_printf("run-%s", a->model))) {
             fprintf(stderr, "stoke: out of memory\n");
@@ -374,7 +246,7 @@ static stk_status make_model(run_state *r, const stk_meta *m)
                              "like conv1, layer1.0, fc)",
                              a->freeze[i], a->model);
     TRY(stk_model_to(r->model, a->device.kind));
-    stk_optim_config oc = {.kind = a->optimizer,
+    stk_optim_config oc = {.kind = (stk_optim_kind)a->optimizer,
                            .lr = (float)a->lr,
                            .weight_decay = (float)a->wd,
                            .momentum = a->optimizer == STK_OPTIM_SGD ? (float)a->momentum : 0.f,
@@ -438,7 +310,7 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
         return stk_error(STK_ERR_INVALID_ARG, "%s: fewer images than one batch of %" PRId64,
                          a->data, a->batch);
     r->tc.schedule =
-        (stk_schedule){.kind = a->schedule,
+        (stk_schedule){.kind = schedule_kinds[a->schedule],
                        .base_lr = (float)a->lr,
                        .total_steps = per_epoch * a->epochs,
                        .warmup_steps = (int64_t)llround(a->warmup_epochs * (double)per_epoch),
@@ -581,7 +453,7 @@ static int run(int argc, char **argv)
                 "train %s on %s: %" PRId64 " epochs of %" PRId64 " steps, batch %" PRId64
                 ", %s lr %g, transform %s%s\n",
                 a->model, a->data, a->epochs - start_epoch, (int64_t)stk_loader_batches(r.loader),
-                a->batch, stk_optim_kind_name(a->optimizer), a->lr, r.transform,
+                a->batch, stk_optim_kind_name((stk_optim_kind)a->optimizer), a->lr, r.transform,
                 start_epoch ? " (resumed)" : "");
     double t_all = stk_clock_sec(), ips_sum = 0, stall_sum = 0;
     int epochs_run = 0;
@@ -638,4 +510,4 @@ static int run(int argc, char **argv)
     return STK_EXIT_OK;
 }
 
-const stk_command stk_cmd_train = {"train", "train a model on a packed dataset", help, run};
+const stk_command stk_cmd_train = {"train", "train a model on a packed dataset", &cli, run};

@@ -5,25 +5,35 @@
 #include "storage/dataset.h"
 #include "tools/cli.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char help[] =
-    "usage: stoke verify [--decode] [--workers N] DATA.stoke\n"
-    "\n"
-    "Check every record: its header, its CRC-32C (format 2: over header, name and\n"
-    "payload; format 1: name and payload), its label, encoding and size against the\n"
-    "meta, and the per-class counts against the meta. With --decode, also decode\n"
-    "every JPEG completely and check its size against the header.\n"
-    "Exit status 0 when every record is good; 1 with one line per bad record\n"
-    "(\"FILE: record INDEX (SOURCE NAME): reason\") otherwise.\n"
-    "\n"
-    "options:\n"
-    "  --decode     decode every JPEG record completely\n"
-    "  --workers N  threads decoding with --decode (default: number of cores)\n"
-    "  -h, --help   this text\n";
+typedef struct verify_args {
+    bool decode;
+    int64_t workers;
+} verify_args;
+
+static const stk_flag flags[] = {
+    STK_FLAG_SECTION("options"),
+    STK_FLAG_BOOL(verify_args, decode, "decode", "decode every JPEG record completely"),
+    STK_FLAG_WORKERS(verify_args, workers,
+                     "threads decoding with --decode (default: number of cores)"),
+    STK_FLAG_END};
+
+static const stk_cli cli = {
+    .cmd = "verify",
+    .usage = "stoke verify [--decode] [--workers N] DATA.stoke",
+    .about = "Check every record: its header, its CRC-32C (format 2: over header, name and\n"
+             "payload; format 1: name and payload), its label, encoding and size against the\n"
+             "meta, and the per-class counts against the meta. With --decode, also decode\n"
+             "every JPEG completely and check its size against the header.\n"
+             "Exit status 0 when every record is good; 1 with one line per bad record\n"
+             "(\"FILE: record INDEX (SOURCE NAME): reason\") otherwise.\n",
+    .flags = flags,
+    .min_args = 1,
+    .max_args = 1,
+    .args_error = "expected one DATA.stoke"};
 
 #define CHUNK      1024
 #define MAX_LISTED 100
@@ -63,26 +73,14 @@ static void decode_one(void *p, size_t i, int worker)
 
 static int run(int argc, char **argv)
 {
-    enum { O_DECODE = 256, O_WORKERS };
-    static const struct option longopts[] = {{"decode", no_argument, 0, O_DECODE},
-                                             {"workers", required_argument, 0, O_WORKERS},
-                                             {0, 0, 0, 0}};
-    bool decode = false;
-    int64_t workers = stk_cpu_count();
-    int opt;
-    optind = 1;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        if (opt == O_DECODE)
-            decode = true;
-        else if (opt == O_WORKERS) {
-            if (!stk_cli_int("verify", "--workers", optarg, 1, 1024, &workers))
-                return STK_EXIT_USAGE;
-        } else
-            return stk_cli_usage("verify", "unknown option '%s'", argv[optind - 1]);
-    }
-    if (argc - optind != 1) return stk_cli_usage("verify", "expected one DATA.stoke");
-    const char *path = argv[optind];
+    verify_args a = {.workers = stk_cpu_count()};
+    char **pos;
+    int n_pos;
+    int parsed = stk_cli_parse(&cli, &a, argc, argv, &pos, &n_pos);
+    if (parsed >= 0) return parsed;
+    bool decode = a.decode;
+    int64_t workers = a.workers;
+    const char *path = pos[0];
     stk_dataset *ds;
     if (stk_dataset_open(path, &ds) != STK_OK) return stk_cli_fail();
     const stk_meta *m = stk_dataset_meta(ds);
@@ -170,4 +168,4 @@ out:
     return rc;
 }
 
-const stk_command stk_cmd_verify = {"verify", "check every record of a .stoke dataset", help, run};
+const stk_command stk_cmd_verify = {"verify", "check every record of a .stoke dataset", &cli, run};

@@ -55,7 +55,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "stoke: no command '%s'; try 'stoke help'\n", argv[2]);
             return STK_EXIT_USAGE;
         }
-        fputs(c->help, stdout);
+        stk_cli_help(c->cli, stdout);
         return STK_EXIT_OK;
     }
     const stk_command *c = find(cmd);
@@ -66,7 +66,7 @@ int main(int argc, char **argv)
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--") == 0) break;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(c->help, stdout);
+            stk_cli_help(c->cli, stdout);
             return STK_EXIT_OK;
         }
     }

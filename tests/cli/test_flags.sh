@@ -1,0 +1,59 @@
+#!/bin/sh
+# The flag tables (tools/flags.h): one parser for every command, its syntax,
+# its messages and exit codes, and the help text it generates.
+. "$STOKE_TESTS/cli/lib.sh"
+
+# every command answers --help and `stoke help CMD` with the same text, exit 0
+for c in pack info verify peek bench train eval devices; do
+    run 0 "$STOKE" "$c" --help
+    cp out.txt help1.txt
+    run 0 "$STOKE" help "$c"
+    cmp -s out.txt help1.txt || fail "$c: --help and 'stoke help $c' differ"
+    expect out.txt "usage: stoke $c"
+    run 2 "$STOKE" "$c" --frobnicate
+    expect err.txt "stoke $c: unknown option '--frobnicate'"
+    expect err.txt "Try 'stoke help $c'."
+done
+
+# shared flags: one range and one message everywhere
+for c in pack verify bench train eval; do
+    run 2 "$STOKE" "$c" --workers 0 a b
+    expect err.txt "--workers 0: expected an integer in 1..1024"
+done
+run 2 "$STOKE" train --data a --model mlp --threads 2000
+expect err.txt "--threads 2000: expected an integer in 1..1024"
+run 2 "$STOKE" eval --data a --checkpoint b --threads x
+expect err.txt "--threads x: expected an integer in 1..1024"
+run 2 "$STOKE" eval --data a --checkpoint b --device tpu
+expect err.txt "--device tpu: expected cpu, cuda or cuda:N"
+
+# syntax: --flag=value, a missing value, a switch given a value, "--"
+run 2 "$STOKE" bench --batch=0 x.stoke
+expect err.txt "--batch 0: expected an integer in 1..1048576"
+run 2 "$STOKE" train --data a --model mlp --batch
+expect err.txt "--batch needs a value (B)"
+run 2 "$STOKE" info --json=yes x.stoke
+expect err.txt "--json takes no value"
+run 2 "$STOKE" info -x x.stoke
+expect err.txt "unknown option '-x'"
+run 1 "$STOKE" info -- --json
+expect err.txt "--json"   # after "--" a path, not a flag: opening it fails
+run 2 "$STOKE" train --data a --model mlp --lr nan
+expect err.txt "--lr nan: expected a number in 0..100"
+run 2 "$STOKE" train --data a --model mlp --optimizer lbfgs
+expect err.txt "--optimizer lbfgs: expected sgd, adam or adamw"
+run 2 "$STOKE" pack --from zip a b
+expect err.txt "--from zip: expected imagefolder, list, idx or cifar10"
+i=0 f=""
+while [ $i -lt 33 ]; do f="$f --freeze p$i"; i=$((i + 1)); done
+run 2 "$STOKE" train --data a --model mlp $f
+expect err.txt "at most 32 --freeze values"
+
+# positional arguments: counted, named
+run 2 "$STOKE" info
+expect err.txt "expected one DATA.stoke"
+run 2 "$STOKE" devices extra
+expect err.txt "unexpected argument 'extra'"
+run 2 "$STOKE" pack a
+expect err.txt "expected SRC OUT.stoke"
+finish

@@ -1,0 +1,165 @@
+/* Table-driven flag parsing and help text (flags.h). */
+#include "tools/flags.h"
+
+#include "tools/cli.h"
+#include "train/device.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const stk_flag *find(const stk_cli *c, const char *name, size_t len)
+{
+    for (const stk_flag *f = c->flags; f->kind != STK_FLAG_KIND_END; f++)
+        if (f->kind != STK_FLAG_KIND_SECTION && strlen(f->name) == len &&
+            !strncmp(f->name, name, len))
+            return f;
+    return NULL;
+}
+
+/* "a, b or c" */
+static void list_choices(const char *const *choices, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; choices[i] && used < n; i++) {
+        const char *sep = i == 0 ? "" : choices[i + 1] ? ", " : " or ";
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", sep, choices[i]);
+    }
+}
+
+/* Store `value` of flag f into the struct; returns -1 or a usage exit code. */
+static int store(const stk_cli *c, const stk_flag *f, const char *value, char *base)
+{
+    void *field = base + f->offset;
+    switch (f->kind) {
+    case STK_FLAG_KIND_BOOL: *(bool *)field = true; return -1;
+    case STK_FLAG_KIND_TEXT: *(const char **)field = value; return -1;
+    case STK_FLAG_KIND_INT: {
+        char *end;
+        errno = 0;
+        long long v = strtoll(value, &end, 10);
+        if (errno || end == value || *end || v < f->lo || v > f->hi)
+            return stk_cli_usage(c->cmd, "--%s %s: expected an integer in %lld..%lld", f->name,
+                                 value, (long long)f->lo, (long long)f->hi);
+        *(int64_t *)field = v;
+        return -1;
+    }
+    case STK_FLAG_KIND_NUMBER: {
+        char *end;
+        errno = 0;
+        double v = strtod(value, &end);
+        if (errno || end == value || *end || !(v >= f->min && v <= f->max))
+            return stk_cli_usage(c->cmd, "--%s %s: expected a number in %g..%g", f->name, value,
+                                 f->min, f->max);
+        *(double *)field = v;
+        return -1;
+    }
+    case STK_FLAG_KIND_CHOICE:
+        for (int i = 0; f->choices[i]; i++)
+            if (!strcmp(f->choices[i], value)) {
+                *(int *)field = i;
+                return -1;
+            }
+        char names[256];
+        list_choices(f->choices, names, sizeof names);
+        return stk_cli_usage(c->cmd, "--%s %s: expected %s", f->name, value, names);
+    case STK_FLAG_KIND_LIST: {
+        int *count = (int *)(base + f->count_offset);
+        if (*count == f->max_count)
+            return stk_cli_usage(c->cmd, "at most %d --%s values", f->max_count, f->name);
+        ((const char **)field)[(*count)++] = value;
+        return -1;
+    }
+    case STK_FLAG_KIND_DEVICE:
+        if (stk_device_spec_parse(value, (stk_device_spec *)field) != STK_OK)
+            return stk_cli_usage(c->cmd, "--%s %s", f->name, stk_last_error());
+        return -1;
+    default: return stk_cli_usage(c->cmd, "--%s: a flag of no known kind", f->name);
+    }
+}
+
+int stk_cli_parse(const stk_cli *c, void *args, int argc, char **argv, char ***pos, int *n_pos)
+{
+    /* positional arguments are gathered to the front of argv[1..] in order */
+    int n = 0;
+    bool flags_done = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (flags_done || a[0] != '-' || !a[1]) {
+            argv[1 + n++] = argv[i];
+            continue;
+        }
+        if (!strcmp(a, "--")) {
+            flags_done = true;
+            continue;
+        }
+        if (a[1] != '-') return stk_cli_usage(c->cmd, "unknown option '%s'", a);
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const stk_flag *f = find(c, name, len);
+        if (!f) return stk_cli_usage(c->cmd, "unknown option '%.*s'", (int)(len + 2), a);
+        const char *value = NULL;
+        if (f->kind == STK_FLAG_KIND_BOOL) {
+            if (eq) return stk_cli_usage(c->cmd, "--%s takes no value", f->name);
+        } else if (eq) {
+            value = eq + 1;
+        } else if (i + 1 < argc) {
+            value = argv[++i];
+        } else {
+            return stk_cli_usage(c->cmd, "--%s needs a value (%s)", f->name, f->arg);
+        }
+        int rc = store(c, f, value, args);
+        if (rc >= 0) return rc;
+    }
+    if (n < c->min_args || n > c->max_args) {
+        if (c->max_args == 0) return stk_cli_usage(c->cmd, "unexpected argument '%s'", argv[1]);
+        return stk_cli_usage(c->cmd, "%s", c->args_error ? c->args_error : "wrong arguments");
+    }
+    *pos = argv + 1;
+    *n_pos = n;
+    return -1;
+}
+
+/* "  --name ARG" */
+static int label(const stk_flag *f, char *buf, size_t n)
+{
+    return snprintf(buf, n, "  --%s%s%s", f->name, f->arg ? " " : "", f->arg ? f->arg : "");
+}
+
+void stk_cli_help(const stk_cli *c, FILE *out)
+{
+    const char *u = c->usage;
+    fputs("usage: ", out);
+    for (const char *nl; (nl = strchr(u, '\n')); u = nl + 1)
+        fprintf(out, "%.*s\n       ", (int)(nl - u), u);
+    fprintf(out, "%s\n", u);
+    if (c->about) fprintf(out, "\n%s", c->about);
+    /* one column for every help text, unless a label is too long for it */
+    int col = 0;
+    char buf[128];
+    for (const stk_flag *f = c->flags; f->kind != STK_FLAG_KIND_END; f++)
+        if (f->kind != STK_FLAG_KIND_SECTION) {
+            int w = label(f, buf, sizeof buf);
+            if (w > col && w <= 24) col = w;
+        }
+    col += 2;
+    for (const stk_flag *f = c->flags; f->kind != STK_FLAG_KIND_END; f++) {
+        if (f->kind == STK_FLAG_KIND_SECTION) {
+            fprintf(out, "\n%s:\n", f->name);
+            continue;
+        }
+        int w = label(f, buf, sizeof buf);
+        fputs(buf, out);
+        const char *h = f->help ? f->help : "";
+        if (w + 1 > col) /* too long: the help starts on its own line */
+            fprintf(out, "\n%*s", col, "");
+        else
+            fprintf(out, "%*s", col - w, "");
+        for (const char *nl; (nl = strchr(h, '\n')); h = nl + 1)
+            fprintf(out, "%.*s\n%*s", (int)(nl - h), h, col, "");
+        fprintf(out, "%s\n", h);
+    }
+    if (c->notes) fprintf(out, "\n%s", c->notes);
+}

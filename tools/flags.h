@@ -1,0 +1,137 @@
+/* One table per command drives its flag parsing, range checks, usage
+ * messages and --help text. Tables are static: each entry names a field of
+ * the command's own argument struct (offsetof, type-checked at compile time).
+ *
+ *     typedef struct eval_args { const char *data; int64_t batch; bool json; } eval_args;
+ *     static const stk_flag eval_flags[] = {
+ *         STK_FLAG_SECTION("options"),
+ *         STK_FLAG_TEXT(eval_args, data, "data", "PATH", "the dataset"),
+ *         STK_FLAG_INT(eval_args, batch, "batch", "B", 1, 65536, "default 128"),
+ *         STK_FLAG_BOOL(eval_args, json, "json", "one JSON object on stdout"),
+ *         STK_FLAG_END};
+ *     static const stk_cli eval_cli = {.cmd = "eval", .usage = "stoke eval --data ...",
+ *                                      .flags = eval_flags, .max_args = 0};
+ *     eval_args a = {.batch = 128};             // defaults first
+ *     int rc = stk_cli_parse(&eval_cli, &a, argc, argv, &args, &n);
+ *     if (rc >= 0) return rc;                   // a usage error was printed
+ *
+ * Syntax: --name VALUE or --name=VALUE, flags and arguments in any order,
+ * "--" ends the flags. -h/--help is answered by main.c before a command runs.
+ * Messages (exit 2): "stoke CMD: --flag VALUE: expected ..." and a hint.
+ * Help text: usage, about, then each section's flags with their help lines
+ * aligned in one column, then notes.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum stk_flag_kind {
+    STK_FLAG_KIND_END = 0,
+    STK_FLAG_KIND_SECTION, /* a heading in the help text */
+    STK_FLAG_KIND_BOOL,    /* bool: true when present */
+    STK_FLAG_KIND_INT,     /* int64_t in [min, max] */
+    STK_FLAG_KIND_NUMBER,  /* double in [min, max] (NaN refused) */
+    STK_FLAG_KIND_TEXT,    /* const char *: the argument itself */
+    STK_FLAG_KIND_CHOICE,  /* int: the index of the value in `choices` */
+    STK_FLAG_KIND_LIST,    /* const char *[max]: repeatable, count in an int field */
+    STK_FLAG_KIND_DEVICE,  /* stk_device_spec: cpu, cuda, cuda:N (train/device.h) */
+} stk_flag_kind;
+
+typedef struct stk_flag {
+    stk_flag_kind kind;
+    const char *name;           /* without "--"; SECTION: the heading */
+    const char *arg;            /* the value's name in the help ("N", "PATH"); NULL for BOOL */
+    const char *help;           /* lines separated by '\n' */
+    size_t offset;              /* of the field in the argument struct */
+    double min, max;            /* NUMBER */
+    int64_t lo, hi;             /* INT */
+    const char *const *choices; /* CHOICE: NULL-terminated */
+    size_t count_offset;        /* LIST: the int field counting the values */
+    int max_count;              /* LIST */
+} stk_flag;
+
+typedef struct stk_cli {
+    const char *cmd;   /* "train" */
+    const char *usage; /* after "usage: "; '\n' separates alternatives */
+    const char *about; /* paragraphs after the usage line */
+    const stk_flag *flags;
+    const char *notes;      /* text after the flags */
+    int min_args, max_args; /* positional arguments */
+    const char *args_error; /* the message when their number is wrong */
+} stk_cli;
+
+/* Parse argv[1..argc-1] into the struct at `args` (defaults already in it).
+ * Positional arguments are left in argv order in *pos (pointing into argv,
+ * *n_pos of them). Returns -1 to go on, or the exit code of a usage error
+ * (already printed). */
+int stk_cli_parse(const stk_cli *c, void *args, int argc, char **argv, char ***pos, int *n_pos);
+
+/* The command's --help text. */
+void stk_cli_help(const stk_cli *c, FILE *f);
+
+/* ---- table entries ---------------------------------------------------------- */
+
+/* 0, and a compile error unless field f of T has type `type`. */
+#define STK_FLAG_TYPE_(T, f, type)                                                                 \
+    (0 * sizeof(struct {                                                                           \
+         _Static_assert(__builtin_types_compatible_p(__typeof__(((T *)0)->f), type),               \
+                        "flag " #f ": the field's type does not suit the flag kind");              \
+         int x_;                                                                                   \
+     }))
+#define STK_FLAG_AT_(T, f, type) (offsetof(T, f) + STK_FLAG_TYPE_(T, f, type))
+
+#define STK_FLAG_END                                                                               \
+    {                                                                                              \
+        .kind = STK_FLAG_KIND_END                                                                  \
+    }
+#define STK_FLAG_SECTION(heading)                                                                  \
+    {                                                                                              \
+        .kind = STK_FLAG_KIND_SECTION, .name = (heading)                                           \
+    }
+#define STK_FLAG_BOOL(T, f, nm, hlp)                                                               \
+    {                                                                                              \
+        .kind = STK_FLAG_KIND_BOOL, .name = (nm), .help = (hlp),                                   \
+        .offset = STK_FLAG_AT_(T, f, bool)                                                         \
+    }
+#define STK_FLAG_INT(T, f, nm, a, lo_, hi_, hlp)                                                   \
+    {                                                                                              \
+        .kind = STK_FLAG_KIND_INT, .name = (nm), .arg = (a), .help = (hlp),                        \
+        .offset = STK_FLAG_AT_(T, f, int64_t), .lo = (lo_), .hi = (hi_)                            \
+    }
+#define STK_FLAG_NUMBER(T, f, nm, a, lo, hi, hlp)                                                  \
+    {                                                                                              \
+        .kind = STK_FLAG_KIND_NUMBER, .name = (nm), .arg = (a), .help = (hlp),                     \
+        .offset = STK_FLAG_AT_(T, f, double), .min = (lo), .max = (hi)                             \
+    }
+#define STK_FLAG_TEXT(T, f, nm, a, hlp)                                                            \
+    {                                                                                              \
+        .kind = STK_FLAG_KIND_TEXT, .name = (nm), .arg = (a), .help = (hlp),                       \
+        .offset = STK_FLAG_AT_(T, f, const char *)                                                 \
+    }
+#define STK_FLAG_CHOICE(T, f, nm, a, ch, hlp)                                                      \
+    {                                                                                              \
+        .kind = STK_FLAG_KIND_CHOICE, .name = (nm), .arg = (a), .help = (hlp),                     \
+        .offset = STK_FLAG_AT_(T, f, int), .choices = (ch)                                         \
+    }
+#define STK_FLAG_LIST(T, f, n, nm, a, hlp)                                                         \
+    {                                                                                              \
+        .kind = STK_FLAG_KIND_LIST, .name = (nm), .arg = (a), .help = (hlp),                       \
+        .offset = STK_FLAG_AT_(T, f[0], const char *), .count_offset = STK_FLAG_AT_(T, n, int),    \
+        .max_count = (int)(sizeof(((T *)0)->f) / sizeof(((T *)0)->f[0]))                           \
+    }
+#define STK_FLAG_DEVICE(T, f)                                                                      \
+    {                                                                                              \
+        .kind = STK_FLAG_KIND_DEVICE, .name = "device", .arg = "cpu|cuda[:N]",                     \
+        .help = "default cpu; cuda: GPU 0, cuda:N another (stoke devices)",                        \
+        .offset = STK_FLAG_AT_(T, f, stk_device_spec)                                              \
+    }
+
+/* The flags several commands share, with one range and one text each. */
+#define STK_FLAG_WORKERS(T, f, hlp) STK_FLAG_INT(T, f, "workers", "N", 1, 1024, hlp)
+#define STK_FLAG_THREADS(T, f)                                                                     \
+    STK_FLAG_INT(T, f, "threads", "N", 1, 1024, "compute threads, default: number of cores")
+#define STK_FLAG_SEED(T, f, hlp) STK_FLAG_INT(T, f, "seed", "S", 0, INT64_MAX, hlp)
+#define STK_FLAG_JSON(T, f, hlp) STK_FLAG_BOOL(T, f, "json", hlp)
