@@ -2,7 +2,7 @@
 #include "engine/autograd.h"
 
 #include "common/log.h"
-#include "engine/ops_impl.h"
+#include "engine/autograd_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

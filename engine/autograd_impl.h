@@ -40,3 +40,11 @@ const char *eng_node_name(const stk_node *n);
 
 /* gin helpers: a new untracked tensor shaped like input i. */
 stk_status eng_node_grad_like(stk_node *n, int i, bool zero, stk_tensor **out);
+
+/* Ops built from other ops run them inside a scope of their own, which owns
+ * the intermediates (the graph keeps what backward needs):
+ *     stk_scope *s; TRY(stk_scope_begin(&s));
+ *     st = ...ops..., leaving the result in y;
+ *     return eng_compose_end(s, st, y, out);
+ * eng_compose_end hands y to the caller (or the caller's scope) on success. */
+stk_status eng_compose_end(stk_scope *s, stk_status st, stk_tensor *y, stk_tensor **out);

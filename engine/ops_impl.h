@@ -21,14 +21,6 @@ stk_status eng_broadcast_shape(const char *op, const stk_tensor *a, const stk_te
 /* Row-major matmul of contiguous operands, untracked (see ops_matmul.c). */
 stk_status eng_matmul_raw(stk_tensor *a, bool ta, stk_tensor *b, bool tb, stk_tensor **out);
 
-/* Ops built from other ops run them inside a scope of their own, which owns
- * the intermediates (the graph keeps what backward needs):
- *     stk_scope *s; TRY(stk_scope_begin(&s));
- *     st = ...ops..., leaving the result in y;
- *     return eng_compose_end(s, st, y, out);
- * eng_compose_end hands y to the caller (or the caller's scope) on success. */
-stk_status eng_compose_end(stk_scope *s, stk_status st, stk_tensor *y, stk_tensor **out);
-
 /* Autocast (autocast.c): true inside stk_autocast_begin/end on a backend
  * with f16 kernels; then matmul and conv2d compute from f16 copies of their
  * f32 operands (eng_half_copy: a contiguous f16 copy of contiguous t). */

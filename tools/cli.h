@@ -3,8 +3,6 @@
  * usage) and the SIGINT flag. Flags: tools/flags.h. */
 #pragma once
 
-#include "tools/flags.h"
-
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -14,8 +12,8 @@ enum { STK_EXIT_OK = 0, STK_EXIT_ERROR = 1, STK_EXIT_USAGE = 2 };
 
 typedef struct stk_command {
     const char *name;
-    const char *summary; /* one line for `stoke help` */
-    const stk_cli *cli;  /* its flags and help text (`stoke help CMD`, `stoke CMD --help`) */
+    const char *summary;       /* one line for `stoke help` */
+    const struct stk_cli *cli; /* flags and help text (tools/flags.h) */
     int (*run)(int argc, char **argv);
 } stk_command;
 

@@ -6,6 +6,7 @@
 #include "loader/loader.h"
 #include "common/json.h"
 #include "tools/cli.h"
+#include "tools/flags.h"
 
 #include <fcntl.h>
 #include <inttypes.h>

@@ -3,6 +3,7 @@
 #include "kernels/device_query.h"
 #include "common/json.h"
 #include "tools/cli.h"
+#include "tools/flags.h"
 
 #include <inttypes.h>
 #include <string.h>

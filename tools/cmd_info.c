@@ -3,6 +3,7 @@
 #include "storage/dataset.h"
 #include "common/json.h"
 #include "tools/cli.h"
+#include "tools/flags.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,6 +5,7 @@
 #include "common/thread_pool.h"
 #include "storage/pack.h"
 #include "tools/cli.h"
+#include "tools/flags.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,6 +3,7 @@
 #include "loader/loader.h"
 #include "storage/dataset.h"
 #include "tools/cli.h"
+#include "tools/flags.h"
 #include "tools/image_write.h"
 
 #include <inttypes.h>

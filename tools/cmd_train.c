@@ -9,6 +9,7 @@
 #include "storage/safetensors.h"
 #include "kernels/backend.h"
 #include "tools/cli.h"
+#include "tools/flags.h"
 #include "train/batch.h"
 #include "train/device.h"
 #include "train/inputs.h"

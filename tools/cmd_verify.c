@@ -4,6 +4,7 @@
 #include "common/thread_pool.h"
 #include "storage/dataset.h"
 #include "tools/cli.h"
+#include "tools/flags.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

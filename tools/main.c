@@ -1,5 +1,6 @@
 /* stoke: pack, inspect, verify and benchmark datasets; train and evaluate models. */
 #include "tools/cli.h"
+#include "tools/flags.h"
 
 #include <stdio.h>
 #include <string.h>
