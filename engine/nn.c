@@ -182,15 +182,17 @@ const stk_model_config *stk_model_get_config(const stk_model *m) { return &m->cf
 stk_status stk_model_check_finite(const stk_model *m, const char **bad)
 {
     *bad = NULL;
-    stk_tensor **ts = calloc((size_t)(m->n_params ? m->n_params : 1), sizeof *ts);
-    if (!ts) return stk_error(STK_ERR_NOMEM, "out of memory");
+    /* once per step: no heap allocation for models up to 256 tensors (resnet18: 122) */
+    stk_tensor *small[256] = {0}, **ts = small;
+    if (m->n_params > 256 && !(ts = calloc((size_t)m->n_params, sizeof *ts)))
+        return stk_error(STK_ERR_NOMEM, "out of memory");
     for (int i = 0; i < m->n_params; i++) {
         stk_tensor *p = m->params[i].value;
-        if (stk_tensor_dtype(p) == STK_F32 && stk_tensor_is_contiguous(p)) ts[i] = p;
+        ts[i] = stk_tensor_dtype(p) == STK_F32 && stk_tensor_is_contiguous(p) ? p : NULL;
     }
     bool finite;
     stk_status st = stk_scale_check_finite(m->n_params, ts, 1.0f, &finite);
-    free(ts);
+    if (ts != small) free(ts);
     if (st != STK_OK || finite) return st;
     for (int i = 0; i < m->n_params && !*bad; i++) {
         stk_tensor *p = m->params[i].value;

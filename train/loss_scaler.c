@@ -19,12 +19,14 @@ stk_status stk_loss_scaler_step(stk_loss_scaler *s, stk_model *m, stk_optim *opt
 {
     *stepped = false;
     int np = stk_model_param_count(m);
-    stk_tensor **grads = calloc((size_t)(np ? np : 1), sizeof *grads);
-    if (!grads) return stk_error(STK_ERR_NOMEM, "out of memory");
+    /* once per step: no heap allocation for models up to 256 tensors (resnet18: 122) */
+    stk_tensor *small[256] = {0}, **grads = small;
+    if (np > 256 && !(grads = calloc((size_t)np, sizeof *grads)))
+        return stk_error(STK_ERR_NOMEM, "out of memory");
     for (int i = 0; i < np; i++) grads[i] = stk_tensor_grad(stk_model_param(m, i)->value);
     bool finite;
     stk_status st = stk_scale_check_finite(np, grads, 1.f / s->scale, &finite);
-    free(grads);
+    if (grads != small) free(grads);
     if (st != STK_OK) return st;
     if (!finite) { /* overflow: drop this step's gradients, lower the scale */
         for (int i = 0; i < np; i++) stk_tensor_zero_grad(stk_model_param(m, i)->value);

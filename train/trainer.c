@@ -8,7 +8,6 @@
 #include "engine/autograd.h"
 #include "engine/checkpoint.h"
 #include "engine/ops.h"
-#include "kernels/backend.h"
 #include "train/batch.h"
 #include "train/loss_scaler.h"
 
