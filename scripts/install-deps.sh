@@ -9,6 +9,7 @@ liburing-dev liblmdb-dev lmdb-utils libturbojpeg0-dev libjpeg62-turbo-dev libjpe
 check zlib1g-dev libdnnl-dev strace python3 python3-lmdb python3-pil python3-numpy
 python3-torch python3-torchvision
 clang libclang-rt-14-dev
+openmpi-bin libopenmpi-dev
 dataset-fashion-mnist"
 
 missing=""

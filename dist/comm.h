@@ -1,0 +1,60 @@
+/* The processes of a data-parallel job and the collectives between them:
+ * MPI underneath (Open MPI or MPICH, whichever the build found), joined
+ * from the launcher's environment (mpirun, mpiexec, srun).
+ *
+ *     stk_comm *c;
+ *     TRY(stk_comm_open(&c));                 // world 1 without a launcher: no MPI at all
+ *     if (stk_comm_world(c) > 1) {
+ *         TRY(stk_comm_broadcast(c, weights, bytes, 0));
+ *         TRY(stk_comm_allreduce_sum(c, grads, n));
+ *     }
+ *     stk_comm_close(c);
+ *
+ * A process started without a launcher is a world of one: every collective
+ * is a no-op and MPI is never initialised (no cost, no MPI library needed at
+ * run time). A build without MPI refuses a launch of several ranks, saying
+ * how to get one. Collectives are called in the same order on every rank.
+ *
+ * Threading: MPI is initialised for serialized use: one thread at a time
+ * calls into a communicator (data-parallel training's communication thread
+ * while backward runs, the main thread otherwise).
+ */
+#pragma once
+
+#include "common/status.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct stk_comm stk_comm;
+
+/* How many ranks the launcher started, this one's rank and its rank among
+ * the ranks on this machine (the GPU to use), from the environment of
+ * Open MPI, MPICH/Hydra, PMIx or Slurm; 1, 0, 0 without a launcher. */
+typedef struct stk_launch {
+    int world, rank, local_rank;
+    const char *launcher; /* "mpirun (Open MPI)", "srun", ...; NULL without one */
+} stk_launch;
+stk_launch stk_launch_detect(void);
+
+/* Join the job (MPI_Init_thread when world > 1). Errors: UNSUPPORTED (several
+ * ranks and a build without MPI), STK_ERR_IO (MPI failed to start, with its
+ * message), NOMEM. */
+stk_status stk_comm_open(stk_comm **out);
+/* Leave the job (MPI_Finalize). NULL is a no-op. */
+void stk_comm_close(stk_comm *c);
+
+int stk_comm_rank(const stk_comm *c);
+int stk_comm_world(const stk_comm *c);
+int stk_comm_local_rank(const stk_comm *c);
+/* "Open MPI v4.1.4", "MPICH ...", or "none" (world of one). */
+const char *stk_comm_library(const stk_comm *c);
+
+/* Collectives; each names the operation and the MPI error on failure
+ * (STK_ERR_IO). */
+stk_status stk_comm_broadcast(stk_comm *c, void *buf, size_t bytes, int root);
+/* In place: buf[i] = the sum of buf[i] over the ranks. */
+stk_status stk_comm_allreduce_sum(stk_comm *c, float *buf, size_t n);
+/* all[r * bytes .. ] = rank r's `mine` (all: world * bytes). */
+stk_status stk_comm_allgather(stk_comm *c, const void *mine, size_t bytes, void *all);
+stk_status stk_comm_barrier(stk_comm *c);

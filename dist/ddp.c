@@ -1,0 +1,291 @@
+/* Gradient buckets, the communication thread and the trainer hooks (ddp.h). */
+#include "dist/ddp.h"
+
+#include "common/clock.h"
+#include "common/crc32c.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FIRST_BUCKET_BYTES ((size_t)1 << 20)
+#define BUCKET_BYTES       ((size_t)25 << 20)
+
+typedef struct slot {
+    int bucket;
+    size_t offset; /* floats into the bucket */
+    size_t numel;
+    bool got; /* this step's gradient is in the bucket */
+} slot;
+
+typedef struct bucket {
+    float *buf;
+    size_t numel;
+    int params, pending; /* parameters in it; still to come this step */
+    bool ready, done;
+} bucket;
+
+struct stk_ddp {
+    stk_comm *comm;
+    stk_model *model;
+    int n_params;
+    slot *slots; /* per model parameter; numel 0 for buffers and frozen ones */
+    bucket *buckets;
+    int n_buckets;
+    pthread_t thread;
+    bool thread_started;
+    /* Guarded by lock: */
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    int next; /* the bucket the thread reduces next */
+    bool shutdown;
+    stk_status failed; /* the thread's error (message in error) */
+    char error[STK_ERROR_MAX];
+    double comm_s;
+    /* main thread only */
+    double exposed_s;
+    uint64_t steps, bytes_per_step;
+};
+
+/* ---- the communication thread ------------------------------------------------ */
+
+static void *comm_main(void *p)
+{
+    stk_ddp *d = p;
+    pthread_mutex_lock(&d->lock);
+    for (;;) {
+        while (!d->shutdown && (d->next >= d->n_buckets || !d->buckets[d->next].ready))
+            pthread_cond_wait(&d->cv, &d->lock);
+        if (d->shutdown) break;
+        bucket *b = &d->buckets[d->next];
+        pthread_mutex_unlock(&d->lock);
+        double t0 = stk_clock_sec();
+        stk_status st = stk_comm_allreduce_sum(d->comm, b->buf, b->numel);
+        double t = stk_clock_sec() - t0;
+        pthread_mutex_lock(&d->lock);
+        d->comm_s += t;
+        if (st != STK_OK && d->failed == STK_OK) {
+            d->failed = st;
+            snprintf(d->error, sizeof d->error, "%s", stk_last_error());
+        }
+        b->done = true;
+        d->next++;
+        pthread_cond_broadcast(&d->cv);
+    }
+    pthread_mutex_unlock(&d->lock);
+    return NULL;
+}
+
+/* ---- trainer hooks ---------------------------------------------------------------- */
+
+static stk_status on_grad_ready(void *ctx, const stk_step_info *info)
+{
+    stk_ddp *d = ctx;
+    slot *s = &d->slots[info->param];
+    if (!s->numel || s->got) return STK_OK;
+    bucket *b = &d->buckets[s->bucket];
+    TRY(stk_tensor_to_host(info->grad, b->buf + s->offset, s->numel * sizeof(float)));
+    s->got = true;
+    pthread_mutex_lock(&d->lock);
+    if (--b->pending == 0) {
+        b->ready = true;
+        pthread_cond_broadcast(&d->cv);
+    }
+    pthread_mutex_unlock(&d->lock);
+    return STK_OK;
+}
+
+static stk_status after_backward(void *ctx, const stk_step_info *info)
+{
+    stk_ddp *d = ctx;
+    for (int i = 0; i < d->n_params; i++)
+        if (d->slots[i].numel && !d->slots[i].got)
+            return stk_error(STK_ERR_INVALID_ARG,
+                             "data-parallel step %lld: %s received no gradient (every trainable "
+                             "parameter must take part in every step)",
+                             (long long)info->step + 1, stk_model_param(d->model, i)->name);
+    double t0 = stk_clock_sec();
+    pthread_mutex_lock(&d->lock);
+    while (d->failed == STK_OK && d->next < d->n_buckets) pthread_cond_wait(&d->cv, &d->lock);
+    stk_status failed = d->failed;
+    /* the next step starts from the first bucket again */
+    for (int k = 0; k < d->n_buckets; k++) {
+        d->buckets[k].ready = d->buckets[k].done = false;
+        d->buckets[k].pending = d->buckets[k].params;
+    }
+    d->next = 0;
+    pthread_mutex_unlock(&d->lock);
+    d->exposed_s += stk_clock_sec() - t0;
+    if (failed != STK_OK) return stk_error(failed, "%s", d->error);
+    float inv = 1.f / (float)stk_comm_world(d->comm);
+    for (int k = 0; k < d->n_buckets; k++)
+        for (size_t j = 0; j < d->buckets[k].numel; j++) d->buckets[k].buf[j] *= inv;
+    for (int i = 0; i < d->n_params; i++) {
+        slot *s = &d->slots[i];
+        if (!s->numel) continue;
+        s->got = false;
+        stk_tensor *g = stk_tensor_grad(stk_model_param(d->model, i)->value);
+        TRY(stk_tensor_copy_from_host(g, d->buckets[s->bucket].buf + s->offset,
+                                      s->numel * sizeof(float)));
+    }
+    d->steps++;
+    return STK_OK;
+}
+
+/* ---- set-up ----------------------------------------------------------------------- */
+
+/* Every rank's items against rank 0's; the model's names and shapes are one
+ * more item (a CRC of them). */
+static stk_status check_same(stk_ddp *d, int n_items, const stk_ddp_check_item *items)
+{
+    int world = stk_comm_world(d->comm), n = n_items + 1;
+    uint32_t crc = 0;
+    for (int i = 0; i < d->n_params; i++) {
+        const stk_param *p = stk_model_param(d->model, i);
+        crc = stk_crc32c(crc, p->name, strlen(p->name) + 1);
+        char shape[64];
+        snprintf(shape, sizeof shape, "%s", stk_tensor_shape_str(p->value));
+        crc = stk_crc32c(crc, shape, strlen(shape) + 1);
+    }
+    uint64_t *mine = calloc((size_t)n, sizeof *mine), *all = calloc((size_t)n * world, sizeof *all);
+    stk_status st = STK_OK;
+    if (!mine || !all) {
+        st = stk_error(STK_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n_items; i++) mine[i] = items[i].value;
+    mine[n_items] = crc;
+    if ((st = stk_comm_allgather(d->comm, mine, (size_t)n * sizeof *mine, all)) != STK_OK) goto out;
+    for (int r = 1; r < world && st == STK_OK; r++)
+        for (int i = 0; i < n; i++) {
+            uint64_t v = all[(size_t)r * n + i], v0 = all[i];
+            if (v == v0) continue;
+            if (i == n_items)
+                st = stk_error(STK_ERR_INVALID_ARG,
+                               "rank %d runs another model than rank 0 (parameter names or "
+                               "shapes differ)",
+                               r);
+            else
+                st = stk_error(STK_ERR_INVALID_ARG,
+                               "rank %d differs from rank 0: %s %llu against %llu", r,
+                               items[i].name, (unsigned long long)v, (unsigned long long)v0);
+            break;
+        }
+out:
+    free(mine);
+    free(all);
+    return st;
+}
+
+/* Rank 0's parameters and buffers on every rank. */
+static stk_status broadcast_model(stk_ddp *d)
+{
+    for (int i = 0; i < d->n_params; i++) {
+        stk_tensor *t = stk_model_param(d->model, i)->value;
+        size_t bytes = (size_t)stk_tensor_numel(t) * stk_dtype_size(stk_tensor_dtype(t));
+        void *h = malloc(bytes ? bytes : 1);
+        if (!h) return stk_error(STK_ERR_NOMEM, "out of memory");
+        stk_status st = stk_tensor_to_host(t, h, bytes);
+        if (st == STK_OK) st = stk_comm_broadcast(d->comm, h, bytes, 0);
+        if (st == STK_OK) st = stk_tensor_copy_from_host(t, h, bytes);
+        free(h);
+        if (st != STK_OK)
+            return stk_error_prefix(st, "broadcasting %s", stk_model_param(d->model, i)->name);
+    }
+    return STK_OK;
+}
+
+/* Buckets over the trainable parameters in reverse order. */
+static stk_status make_buckets(stk_ddp *d)
+{
+    if (!(d->slots = calloc((size_t)(d->n_params ? d->n_params : 1), sizeof *d->slots)) ||
+        !(d->buckets = calloc((size_t)(d->n_params ? d->n_params : 1), sizeof *d->buckets)))
+        return stk_error(STK_ERR_NOMEM, "out of memory");
+    size_t cap = FIRST_BUCKET_BYTES / sizeof(float);
+    bucket *b = NULL;
+    for (int i = d->n_params - 1; i >= 0; i--) {
+        const stk_param *p = stk_model_param(d->model, i);
+        if (p->is_buffer || !stk_tensor_requires_grad(p->value)) continue;
+        size_t n = (size_t)stk_tensor_numel(p->value);
+        if (!b || (b->numel > 0 && b->numel + n > cap)) {
+            if (b) cap = BUCKET_BYTES / sizeof(float);
+            b = &d->buckets[d->n_buckets++];
+        }
+        d->slots[i] = (slot){.bucket = (int)(b - d->buckets), .offset = b->numel, .numel = n};
+        b->numel += n;
+        b->params++;
+    }
+    for (int k = 0; k < d->n_buckets; k++) {
+        bucket *bk = &d->buckets[k];
+        if (!(bk->buf = malloc(bk->numel * sizeof(float))))
+            return stk_error(STK_ERR_NOMEM, "no memory for a %zu-byte gradient bucket",
+                             bk->numel * sizeof(float));
+        bk->pending = bk->params;
+        d->bytes_per_step += bk->numel * sizeof(float);
+    }
+    return STK_OK;
+}
+
+stk_status stk_ddp_attach(stk_trainer *t, stk_model *m, stk_comm *c, int n_items,
+                          const stk_ddp_check_item *items, stk_ddp **out)
+{
+    *out = NULL;
+    stk_ddp *d = calloc(1, sizeof *d);
+    if (!d) return stk_error(STK_ERR_NOMEM, "out of memory");
+    d->comm = c;
+    d->model = m;
+    d->n_params = stk_model_param_count(m);
+    pthread_mutex_init(&d->lock, NULL);
+    pthread_cond_init(&d->cv, NULL);
+    stk_status st;
+    if ((st = check_same(d, n_items, items)) != STK_OK || (st = broadcast_model(d)) != STK_OK ||
+        (st = make_buckets(d)) != STK_OK)
+        goto fail;
+    if (stk_comm_world(c) > 1) {
+        if (pthread_create(&d->thread, NULL, comm_main, d) != 0) {
+            st = stk_error(STK_ERR_NOMEM, "cannot start the communication thread");
+            goto fail;
+        }
+        d->thread_started = true;
+        if ((st = stk_trainer_add_hook(t, STK_STEP_GRAD_READY, on_grad_ready, d)) != STK_OK ||
+            (st = stk_trainer_add_hook(t, STK_STEP_AFTER_BACKWARD, after_backward, d)) != STK_OK)
+            goto fail;
+    }
+    *out = d;
+    return STK_OK;
+fail:
+    stk_ddp_destroy(d);
+    return st;
+}
+
+void stk_ddp_destroy(stk_ddp *d)
+{
+    if (!d) return;
+    if (d->thread_started) {
+        pthread_mutex_lock(&d->lock);
+        d->shutdown = true;
+        pthread_cond_broadcast(&d->cv);
+        pthread_mutex_unlock(&d->lock);
+        pthread_join(d->thread, NULL);
+    }
+    for (int k = 0; k < d->n_buckets; k++) free(d->buckets[k].buf);
+    free(d->buckets);
+    free(d->slots);
+    pthread_cond_destroy(&d->cv);
+    pthread_mutex_destroy(&d->lock);
+    free(d);
+}
+
+void stk_ddp_get_stats(const stk_ddp *d, stk_ddp_stats *out)
+{
+    stk_ddp *m = (stk_ddp *)d; /* the lock only */
+    pthread_mutex_lock(&m->lock);
+    out->comm_s = d->comm_s;
+    pthread_mutex_unlock(&m->lock);
+    out->buckets = d->n_buckets;
+    out->bytes_per_step = d->bytes_per_step;
+    out->steps = d->steps;
+    out->exposed_s = d->exposed_s;
+}

@@ -1,0 +1,63 @@
+/* Data-parallel training (what PyTorch's DistributedDataParallel does) on a
+ * trainer: every rank runs the same model on its shard of each batch, and
+ * the gradients are averaged over the ranks before each optimizer step.
+ *
+ *     stk_comm *c;
+ *     TRY(stk_comm_open(&c));
+ *     o.rank = stk_comm_rank(c), o.world = stk_comm_world(c);   // the loader's shard
+ *     ... model, optimizer, trainer ...
+ *     stk_ddp_check_item items[] = {{"batch", batch}, {"records", n}};
+ *     stk_ddp *d;
+ *     TRY(stk_ddp_attach(trainer, model, c, 2, items, &d));  // rank 0's weights everywhere
+ *     ... stk_trainer_train_epoch as usual ...
+ *     stk_trainer_destroy(trainer);                           // then
+ *     stk_ddp_destroy(d);
+ *
+ * How: attach checks that every rank runs the same configuration (the
+ * model's parameter names and shapes, and the caller's items: a message
+ * names the first difference and the rank), then broadcasts parameters and
+ * buffers from rank 0. The trainable parameters are cut into buckets in
+ * reverse order (the order their gradients become final in backward): the
+ * first about 1 MB, the others about 25 MB. The trainer's GRAD_READY hook
+ * copies each gradient into its bucket's flat buffer; when a bucket is full
+ * a communication thread all-reduces it while backward goes on; buckets are
+ * reduced in the same order on every rank. AFTER_BACKWARD waits for the
+ * last bucket and writes the averages (sum / world) back into the
+ * gradients. Batch norm keeps per-rank statistics, as DDP does.
+ *
+ * Gradients travel through host memory and MPI (on a GPU too, for now:
+ * NCCL is not built yet). Every trainable parameter must receive a gradient
+ * in every step (no unused parameters). One ddp per trainer.
+ */
+#pragma once
+
+#include "dist/comm.h"
+#include "engine/nn.h"
+#include "train/trainer.h"
+
+#include <stdint.h>
+
+typedef struct stk_ddp stk_ddp;
+
+/* A value every rank must agree on before training starts. */
+typedef struct stk_ddp_check_item {
+    const char *name;
+    uint64_t value;
+} stk_ddp_check_item;
+
+/* Errors: INVALID_ARG (a rank differs: "rank R: batch 32, rank 0: 16"),
+ * the communicator's, NOMEM. */
+stk_status stk_ddp_attach(stk_trainer *t, stk_model *m, stk_comm *c, int n_items,
+                          const stk_ddp_check_item *items, stk_ddp **out);
+/* Stop the communication thread and free. Destroy the trainer first (its
+ * hooks point here). NULL is a no-op. */
+void stk_ddp_destroy(stk_ddp *d);
+
+typedef struct stk_ddp_stats {
+    int buckets;
+    uint64_t bytes_per_step; /* gradient bytes all-reduced per step (per rank) */
+    uint64_t steps;
+    double comm_s;    /* the communication thread's time in all-reduce */
+    double exposed_s; /* the step's time waiting for it after backward */
+} stk_ddp_stats;
+void stk_ddp_get_stats(const stk_ddp *d, stk_ddp_stats *out);
