@@ -50,11 +50,11 @@ test-tsan: deps
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
 	cd $(TSAN_BUILD) && OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 
-# Without the CUDA backend, as on machines without the CUDA toolkit: CI builds
+# Without the CUDA backend and without MPI, as on machines without them: CI builds
 # and tests Stoke with CUDA (the main build), emulated, and without.
 test-nocuda: deps
 	cmake -S . -B $(NOCUDA_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTOKE_WERROR=ON \
-	    -DSTOKE_CUDA=OFF $(CMAKE_FLAGS)
+	    -DSTOKE_CUDA=OFF -DSTOKE_MPI=OFF $(CMAKE_FLAGS)
 	cmake --build $(NOCUDA_BUILD) -j $(JOBS)
 	cd $(NOCUDA_BUILD) && ctest --output-on-failure -j $(JOBS)
 

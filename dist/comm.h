@@ -58,3 +58,8 @@ stk_status stk_comm_allreduce_sum(stk_comm *c, float *buf, size_t n);
 /* all[r * bytes .. ] = rank r's `mine` (all: world * bytes). */
 stk_status stk_comm_allgather(stk_comm *c, const void *mine, size_t bytes, void *all);
 stk_status stk_comm_barrier(stk_comm *c);
+
+/* A rank that cannot go on stops every rank of the job now (MPI_Abort with
+ * `code`) instead of leaving them waiting in a collective. Returns only in a
+ * world of one (then it does nothing). */
+void stk_comm_abort(stk_comm *c, int code);

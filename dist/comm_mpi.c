@@ -123,3 +123,8 @@ stk_status stk_comm_barrier(stk_comm *c)
     int rc = MPI_Barrier(MPI_COMM_WORLD);
     return rc == MPI_SUCCESS ? STK_OK : mpi_error(rc, "barrier");
 }
+
+void stk_comm_abort(stk_comm *c, int code)
+{
+    if (c && c->mpi) MPI_Abort(MPI_COMM_WORLD, code);
+}

@@ -47,3 +47,5 @@ stk_status stk_comm_allgather(stk_comm *c, const void *mine, size_t bytes, void 
 }
 
 stk_status stk_comm_barrier(stk_comm *c) { return (void)c, STK_OK; }
+
+void stk_comm_abort(stk_comm *c, int code) { (void)c, (void)code; }

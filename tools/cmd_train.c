@@ -14,8 +14,11 @@
 #include "train/device.h"
 #include "train/inputs.h"
 #include "train/trainer.h"
+#include "dist/comm.h"
+#include "dist/ddp.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -124,7 +127,14 @@ static const stk_cli cli = {
              "stall_pct, seconds. A NaN or infinite loss, or a parameter that is no longer\n"
              "finite after a step, stops the run at that step; the last\n"
              "good checkpoint stays. Ctrl-C stops after the current step, keeping the last\n"
-             "completed epoch's checkpoint.\n",
+             "completed epoch's checkpoint.\n"
+             "\n"
+             "Data-parallel: under a launcher (mpirun -np N stoke train ..., srun) every\n"
+             "rank trains on its shard of each epoch and the gradients are averaged\n"
+             "(MPI) before each step; --batch is per rank, the global batch is N times it;\n"
+             "rank 0 prints, evaluates and writes RUNDIR; images/s are the job's. Every\n"
+             "rank must be given the same flags (checked before the first step). With\n"
+             "--device cuda each rank takes its local GPU. A rank that fails stops the job.\n",
     .max_args = 0};
 
 /* Parse the flags; returns -1 to go on, or the exit code. */
@@ -181,6 +191,9 @@ typedef struct run_state {
     int size;
     char *path_last, *path_best, *path_metrics; /* under --out (owned) */
     stk_progress bar;                           /* the epoch's */
+    stk_comm *comm;                             /* the data-parallel job (a world of one alone) */
+    stk_ddp *ddp;                               /* with more than one rank */
+    int rank, world;
 } run_state;
 
 /* The run's own metadata beside the trainer's position. */
@@ -305,6 +318,8 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
     o.drop_last = true; /* every step sees a full batch (batch norm, the schedule) */
     o.transform = r->transform;
     o.host_memory = r->ce->host_memory;
+    o.rank = r->rank; /* each rank its shard of every epoch, all the same length */
+    o.world = r->world;
     TRY(stk_loader_open(a->data, &o, &r->loader));
     int64_t per_epoch = (int64_t)stk_loader_batches(r->loader);
     if (per_epoch == 0)
@@ -318,6 +333,25 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
                        .step_size = a->step_epochs * per_epoch,
                        .gamma = 0.1f};
     TRY(stk_trainer_create(&r->tc, r->model, r->opt, &r->trainer));
+    if (r->world > 1) {
+        /* what every rank must agree on before the first step */
+        union {
+            double d;
+            uint64_t u;
+        } lr = {.d = a->lr};
+        stk_ddp_check_item items[] = {{"--batch", (uint64_t)a->batch},
+                                      {"--epochs", (uint64_t)a->epochs},
+                                      {"--seed", (uint64_t)a->seed},
+                                      {"--optimizer", (uint64_t)a->optimizer},
+                                      {"--lr (bits)", lr.u},
+                                      {"--resume", a->resume},
+                                      {"dataset records", stk_dataset_count(ds)},
+                                      {"dataset classes", m->num_classes},
+                                      {"image size", (uint64_t)r->size},
+                                      {"steps per epoch", (uint64_t)per_epoch}};
+        TRY(stk_ddp_attach(r->trainer, r->model, r->comm, (int)(sizeof items / sizeof *items),
+                           items, &r->ddp));
+    }
     TRY(stk_h2d_open(r->loader, r->ce, &r->h2d));
     if (mkdir(a->out, 0755) != 0 && errno != EEXIST)
         return stk_error(STK_ERR_IO, "--out %s: %s", a->out, strerror(errno));
@@ -343,6 +377,9 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
 static stk_status setup(run_state *r)
 {
     train_args *a = &r->a;
+    /* one GPU per rank: "cuda" is the rank's local GPU under a launcher */
+    if (r->world > 1 && a->device.kind == STK_DEVICE_CUDA && !a->device.indexed)
+        a->device.index = stk_comm_local_rank(r->comm);
     /* the device first: its copy engine says what the loader's batch memory is */
     stk_status st = stk_device_spec_open(&a->device, &r->ce);
     if (st != STK_OK) return st;
@@ -368,7 +405,7 @@ static stk_status show_progress(void *ctx, const stk_epoch_stats *es)
 static stk_status evaluate(run_state *r, stk_eval_result *val)
 {
     memset(val, 0, sizeof *val);
-    if (!r->a.val) return STK_OK;
+    if (!r->a.val || r->rank != 0) return STK_OK; /* rank 0 evaluates for the job */
     stk_loader_options o =
         stk_trainer_eval_options(r->trainer, r->val_transform, (int)r->a.batch, (int)r->a.workers);
     stk_loader *l;
@@ -384,7 +421,8 @@ static stk_status train_epoch(run_state *r, int64_t epoch, stk_epoch_stats *es,
     train_args *a = &r->a;
     char label[32];
     snprintf(label, sizeof label, "epoch %" PRId64 "/%" PRId64, epoch + 1, a->epochs);
-    stk_progress_init(&r->bar, label, stk_loader_batches(r->loader), stderr);
+    /* rank 0 speaks for the job */
+    stk_progress_init(&r->bar, label, stk_loader_batches(r->loader), r->rank ? NULL : stderr);
     stk_status st =
         stk_trainer_train_epoch(r->trainer, r->loader, r->h2d, epoch, show_progress, r, es);
     if (st == STK_ERR_DIVERGED)
@@ -419,7 +457,8 @@ static void close_run(run_state *r)
 {
     stk_h2d_close(r->h2d);
     stk_loader_close(r->loader);
-    stk_trainer_destroy(r->trainer);
+    stk_trainer_destroy(r->trainer); /* before the ddp its hooks point to */
+    stk_ddp_destroy(r->ddp);
     stk_optim_destroy(r->opt);
     stk_model_destroy(r->model);
     free(r->metrics);
@@ -431,6 +470,33 @@ static void close_run(run_state *r)
     free(r->a.out_buf);
 }
 
+/* fprintf, except on ranks other than 0 (f NULL) */
+static void say(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(FILE *f, const char *fmt, ...)
+{
+    if (!f) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+}
+
+/* The error that ends the run: printed, and under a launcher every other
+ * rank is stopped now rather than left waiting in a collective. */
+static int fail_run(run_state *r)
+{
+    if (r->world > 1) {
+        fprintf(stderr, "stoke: rank %d of %d: %s\n", r->rank, r->world, stk_last_error());
+        fflush(stderr);
+        stk_comm_abort(r->comm, STK_EXIT_ERROR);
+    } else {
+        fprintf(stderr, "stoke: %s\n", stk_last_error());
+    }
+    close_run(r);
+    stk_comm_close(r->comm);
+    return STK_EXIT_ERROR;
+}
+
 static int run(int argc, char **argv)
 {
     run_state r;
@@ -440,22 +506,30 @@ static int run(int argc, char **argv)
     train_args *a = &r.a;
     stk_cli_catch_interrupt();
     stk_cpu_set_threads((int)a->threads);
-    if (setup(&r) != STK_OK) {
+    if (stk_comm_open(&r.comm) != STK_OK) {
         close_run(&r);
         return stk_cli_fail();
     }
-    FILE *lines = a->json ? stderr : stdout;
+    r.rank = stk_comm_rank(r.comm);
+    r.world = stk_comm_world(r.comm);
+    if (setup(&r) != STK_OK) return fail_run(&r);
+    FILE *lines = r.rank ? NULL : a->json ? stderr : stdout;
     stk_train_position *pos = stk_trainer_position(r.trainer);
     int64_t start_epoch = pos->epoch;
     if (start_epoch >= a->epochs)
-        fprintf(lines, "%s: already trained for %" PRId64 " epochs\n", r.path_last, start_epoch);
+        say(lines, "%s: already trained for %" PRId64 " epochs\n", r.path_last, start_epoch);
     else
-        fprintf(lines,
-                "train %s on %s: %" PRId64 " epochs of %" PRId64 " steps, batch %" PRId64
-                ", %s lr %g, transform %s%s\n",
-                a->model, a->data, a->epochs - start_epoch, (int64_t)stk_loader_batches(r.loader),
-                a->batch, stk_optim_kind_name((stk_optim_kind)a->optimizer), a->lr, r.transform,
-                start_epoch ? " (resumed)" : "");
+        say(lines,
+            "train %s on %s: %" PRId64 " epochs of %" PRId64 " steps, batch %" PRId64
+            ", %s lr %g, transform %s%s\n",
+            a->model, a->data, a->epochs - start_epoch, (int64_t)stk_loader_batches(r.loader),
+            a->batch, stk_optim_kind_name((stk_optim_kind)a->optimizer), a->lr, r.transform,
+            start_epoch ? " (resumed)" : "");
+    if (r.world > 1)
+        say(lines,
+            "data-parallel: %d ranks (%s), batch %" PRId64 " per rank, global batch %" PRId64
+            "; images/s below are the job's\n",
+            r.world, stk_comm_library(r.comm), a->batch, a->batch * r.world);
     double t_all = stk_clock_sec(), ips_sum = 0, stall_sum = 0;
     int epochs_run = 0;
     stk_epoch_stats es = {0};
@@ -465,18 +539,28 @@ static int run(int argc, char **argv)
     if (a->stop_after && start_epoch + a->stop_after < end) end = start_epoch + a->stop_after;
     for (int64_t e = start_epoch; e < end; e++) {
         if ((st = train_epoch(&r, e, &es, &val)) != STK_OK) break;
+        /* every rank steps through the same number of equal batches: the
+         * job's rate is this rank's times the world */
+        es.images_per_sec *= r.world;
+        if (r.world > 1) { /* loss, accuracy and stall over the job: equal shards, plain means */
+            float m[3] = {(float)es.loss, (float)es.accuracy, (float)es.stall_pct};
+            if ((st = stk_comm_allreduce_sum(r.comm, m, 3)) != STK_OK) break;
+            es.loss = m[0] / r.world;
+            es.accuracy = m[1] / r.world;
+            es.stall_pct = m[2] / r.world;
+        }
         epochs_run++;
         ips_sum += es.images_per_sec;
         stall_sum += es.stall_pct;
+        if (r.rank != 0) continue; /* rank 0 writes metrics and checkpoints */
         double lr = stk_optim_lr(r.opt);
         if ((st = append_metrics(&r, e, lr, &es, &val)) != STK_OK) break;
-        fprintf(lines, "epoch %" PRId64 "/%" PRId64 ": loss %.4f, train acc %.2f%%", e + 1,
-                a->epochs, es.loss, es.accuracy);
+        say(lines, "epoch %" PRId64 "/%" PRId64 ": loss %.4f, train acc %.2f%%", e + 1, a->epochs,
+            es.loss, es.accuracy);
         if (a->val)
-            fprintf(lines, ", val loss %.4f, top-1 %.2f%%, top-5 %.2f%%", val.loss, val.top1,
-                    val.top5);
-        fprintf(lines, ", %.0f images/s, stall %.1f%%, %.1f s\n", es.images_per_sec, es.stall_pct,
-                es.seconds);
+            say(lines, ", val loss %.4f, top-1 %.2f%%, top-5 %.2f%%", val.loss, val.top1, val.top5);
+        say(lines, ", %.0f images/s, stall %.1f%%, %.1f s\n", es.images_per_sec, es.stall_pct,
+            es.seconds);
         double score = a->val ? val.top1 : es.accuracy;
         bool best = score > pos->best_metric;
         if (best) pos->best_metric = score;
@@ -484,30 +568,34 @@ static int run(int argc, char **argv)
         if (best && (st = save_checkpoint(&r, r.path_best)) != STK_OK) break;
     }
     double seconds = stk_clock_sec() - t_all;
-    if (st != STK_OK) {
-        fprintf(stderr, "stoke: %s\n", stk_last_error());
-        close_run(&r);
-        return STK_EXIT_ERROR;
-    }
-    if (a->json) {
+    if (st != STK_OK) return fail_run(&r);
+    if (a->json && r.rank == 0) {
         printf("{\"epochs\": %" PRId64 ", \"val_top1\": %.4f, \"val_top5\": %.4f, "
                "\"val_loss\": %.6f, \"train_images_per_sec\": %.1f, \"stall_pct\": %.2f, "
-               "\"seconds\": %.2f, \"peak_rss_mb\": %.1f}\n",
+               "\"seconds\": %.2f, \"peak_rss_mb\": %.1f, \"ranks\": %d}\n",
                start_epoch + epochs_run, val.top1, val.top5, val.loss,
                epochs_run ? ips_sum / epochs_run : 0, epochs_run ? stall_sum / epochs_run : 0,
-               seconds, peak_rss_mb());
+               seconds, peak_rss_mb(), r.world);
     } else if (epochs_run) {
-        fprintf(lines,
-                "done: %d epochs in %.1f s, %.0f images/s, stall %.1f%%; checkpoints in %s\n",
-                epochs_run, seconds, ips_sum / epochs_run, stall_sum / epochs_run, a->out);
+        say(lines, "done: %d epochs in %.1f s, %.0f images/s, stall %.1f%%; checkpoints in %s\n",
+            epochs_run, seconds, ips_sum / epochs_run, stall_sum / epochs_run, a->out);
     }
-    if (a->amp) /* on stderr: --json keeps stdout one object */
+    if (r.ddp && r.rank == 0) { /* on stderr: --json keeps stdout one object */
+        stk_ddp_stats ds;
+        stk_ddp_get_stats(r.ddp, &ds);
+        fprintf(stderr,
+                "data-parallel: %.1f MB of gradients all-reduced per step in %d buckets; "
+                "all-reduce %.2f s over %" PRIu64 " steps, %.2f s of it not hidden by backward\n",
+                ds.bytes_per_step / 1e6, ds.buckets, ds.comm_s, ds.steps, ds.exposed_s);
+    }
+    if (a->amp && r.rank == 0)
         fprintf(stderr,
                 "amp: %" PRId64 " of %" PRId64
                 " steps skipped for inf/NaN gradients, loss scale now %g\n",
                 stk_trainer_skipped_steps(r.trainer), pos->step,
                 (double)stk_trainer_loss_scale(r.trainer));
     close_run(&r);
+    stk_comm_close(r.comm);
     return STK_EXIT_OK;
 }
 

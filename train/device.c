@@ -23,6 +23,7 @@ stk_status stk_device_spec_parse(const char *text, stk_device_spec *out)
         return stk_error(STK_ERR_INVALID_ARG, "%s: N must be a GPU number (0-%d)", text,
                          STK_MAX_GPUS - 1);
     out->index = (int)n;
+    out->indexed = true;
     return STK_OK;
 }
 

@@ -12,9 +12,12 @@
 #include "common/status.h"
 #include "kernels/copy_engine.h"
 
+#include <stdbool.h>
+
 typedef struct stk_device_spec {
     stk_device kind;
-    int index; /* GPU number (cuda:N); 0 for the CPU */
+    int index;    /* GPU number (cuda:N); 0 for the CPU */
+    bool indexed; /* the text named the GPU ("cuda:N", not "cuda") */
 } stk_device_spec;
 
 /* "cpu", "cuda" (GPU 0) or "cuda:N". Errors: INVALID_ARG naming the text. */

@@ -1,0 +1,72 @@
+#!/bin/sh
+# stoke train on 2 ranks under mpirun (Open MPI; root and oversubscription
+# allowed, as in CI containers): the same training as one process on the
+# global batch, rank 0 alone writing, resume bit-identical, a rank with other
+# flags refused on every rank. Without MPI in the build: a multi-rank launch
+# is refused, naming what to install.
+. "$STOKE_TESTS/cli/lib.sh"
+MPIRUN=${MPIEXEC:-mpirun}
+if ! command -v "$MPIRUN" >/dev/null 2>&1; then
+    echo "skipped: no mpirun"
+    exit 77
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPI="$MPIRUN -np 2 --oversubscribe"
+run 0 "$STOKE" pack --from idx "$STOKE_FIXTURES/idx" tiny.stoke   # 50 random 28x28 images
+T="--data tiny.stoke --val tiny.stoke --threads 1 --workers 1 --model mlp --epochs 2 --transform center:28"
+
+if [ "${STOKE_HAVE_MPI:-ON}" != ON ]; then
+    run 1 $MPI "$STOKE" train $T --batch 8 --out r
+    expect err.txt "started 2 ranks, but this build of Stoke has no MPI: install libopenmpi-dev"
+    finish
+fi
+
+# 2 ranks x batch 8 against 1 process x batch 16: the same samples each step
+run 0 "$STOKE" train $T --batch 16 --out one
+cp out.txt one.txt
+run 0 $MPI "$STOKE" train $T --batch 8 --out two
+cp out.txt two.txt
+expect two.txt "data-parallel: 2 ranks (Open MPI"
+expect two.txt "global batch 16"
+expect err.txt "MB of gradients all-reduced per step in 1 buckets"
+only_entries two 3      # rank 0 alone writes: metrics.csv, last and best
+# epoch lines agree (the mean loss and accuracy over both shards; validation on rank 0)
+grep '^epoch' one.txt | sed 's/, [0-9]* images.*//' > a.txt
+grep '^epoch' two.txt | sed 's/, [0-9]* images.*//' > b.txt
+cmp -s a.txt b.txt || { fail "epoch lines differ"; cat a.txt b.txt >&2; }
+[ "$(grep -c '^epoch' two.txt)" = 2 ] || fail "rank 1 printed epoch lines too"
+"$PYTHON3" - "$STOKE_TESTS/python" <<'PY' || fail "2 ranks and 1 process end with other weights"
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np, st_io
+a, _ = st_io.load("one/last.safetensors")
+b, _ = st_io.load("two/last.safetensors")
+assert a.keys() == b.keys()
+for k in a:
+    if k.startswith("optim."):
+        continue
+    err = np.abs(a[k].astype(np.float64) - b[k]).max() / (1 + np.abs(a[k]).max())
+    assert err <= 1e-5, (k, err)  # summation order only: per-rank means, then their mean
+print("2 ranks x 8 == 1 x 16 within 1e-5")
+PY
+
+# stop after epoch 1, resume on 2 ranks: bit-identical to straight through
+run 0 $MPI "$STOKE" train $T --batch 8 --out split --stop-after 1
+run 0 $MPI "$STOKE" train $T --batch 8 --out split --resume
+expect out.txt "(resumed)"
+"$PYTHON3" - "$STOKE_TESTS/python" <<'PY' || fail "a resumed 2-rank run differs"
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np, st_io
+a, _ = st_io.load("two/last.safetensors")
+b, _ = st_io.load("split/last.safetensors")
+for k in a:
+    assert np.array_equal(a[k], b[k]), k
+PY
+
+# a rank with other flags: refused on every rank before the first step
+run 1 $MPIRUN --oversubscribe -np 1 "$STOKE" train $T --batch 8 --out bad : \
+    -np 1 "$STOKE" train $T --batch 4 --out bad
+expect err.txt "stoke: rank 0 of 2: rank 1 differs from rank 0: --batch 4 against 8"
+[ -f bad/last.safetensors ] && fail "a refused job wrote a checkpoint"
+finish
