@@ -4,11 +4,13 @@
 #include "common/clock.h"
 #include "common/crc32c.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define FIRST_BUCKET_BYTES ((size_t)1 << 20)
 #define BUCKET_BYTES       ((size_t)25 << 20)
@@ -39,12 +41,16 @@ struct stk_ddp {
     /* Guarded by lock: */
     pthread_mutex_t lock;
     pthread_cond_t cv;
-    int next; /* the bucket the thread reduces next */
+    int next;     /* the bucket the thread reduces next */
+    float *extra; /* stk_ddp_allreduce's buffer while it waits (between steps) */
+    size_t extra_n;
+    bool extra_done;
     bool shutdown;
     stk_status failed; /* the thread's error (message in error) */
     char error[STK_ERROR_MAX];
     double comm_s;
     /* main thread only */
+    double timeout_s; /* the watchdog (stk_ddp_set_timeout) */
     double exposed_s;
     uint64_t steps, bytes_per_step;
 };
@@ -56,9 +62,24 @@ static void *comm_main(void *p)
     stk_ddp *d = p;
     pthread_mutex_lock(&d->lock);
     for (;;) {
-        while (!d->shutdown && (d->next >= d->n_buckets || !d->buckets[d->next].ready))
+        while (!d->shutdown && !d->extra && (d->next >= d->n_buckets || !d->buckets[d->next].ready))
             pthread_cond_wait(&d->cv, &d->lock);
         if (d->shutdown) break;
+        if (d->extra) { /* between steps: no bucket is in flight */
+            float *buf = d->extra;
+            size_t n = d->extra_n;
+            pthread_mutex_unlock(&d->lock);
+            stk_status st = stk_comm_allreduce_sum(d->comm, buf, n);
+            pthread_mutex_lock(&d->lock);
+            if (st != STK_OK && d->failed == STK_OK) {
+                d->failed = st;
+                snprintf(d->error, sizeof d->error, "%s", stk_last_error());
+            }
+            d->extra = NULL;
+            d->extra_done = true;
+            pthread_cond_broadcast(&d->cv);
+            continue;
+        }
         bucket *b = &d->buckets[d->next];
         pthread_mutex_unlock(&d->lock);
         double t0 = stk_clock_sec();
@@ -97,6 +118,20 @@ static stk_status on_grad_ready(void *ctx, const stk_step_info *info)
     return STK_OK;
 }
 
+/* now + seconds, for pthread_cond_timedwait */
+static struct timespec deadline_in(double seconds)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += (time_t)seconds;
+    t.tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
 static stk_status after_backward(void *ctx, const stk_step_info *info)
 {
     stk_ddp *d = ctx;
@@ -107,8 +142,20 @@ static stk_status after_backward(void *ctx, const stk_step_info *info)
                              "parameter must take part in every step)",
                              (long long)info->step + 1, stk_model_param(d->model, i)->name);
     double t0 = stk_clock_sec();
+    struct timespec deadline = deadline_in(d->timeout_s);
     pthread_mutex_lock(&d->lock);
-    while (d->failed == STK_OK && d->next < d->n_buckets) pthread_cond_wait(&d->cv, &d->lock);
+    bool late = false;
+    while (d->failed == STK_OK && d->next < d->n_buckets && !late)
+        late = pthread_cond_timedwait(&d->cv, &d->lock, &deadline) == ETIMEDOUT;
+    if (late && d->next < d->n_buckets) {
+        pthread_mutex_unlock(&d->lock);
+        /* the communication thread is stuck inside MPI: the job must be stopped */
+        return stk_error(STK_ERR_IO,
+                         "step %lld: the gradient all-reduce has not finished after "
+                         "%.0f s: another rank has hung, stopped or died (its own output may say "
+                         "why); stopping the job",
+                         (long long)info->step + 1, d->timeout_s);
+    }
     stk_status failed = d->failed;
     /* the next step starts from the first bucket again */
     for (int k = 0; k < d->n_buckets; k++) {
@@ -237,6 +284,7 @@ stk_status stk_ddp_attach(stk_trainer *t, stk_model *m, stk_comm *c, int n_items
     d->comm = c;
     d->model = m;
     d->n_params = stk_model_param_count(m);
+    d->timeout_s = 300;
     pthread_mutex_init(&d->lock, NULL);
     pthread_cond_init(&d->cv, NULL);
     stk_status st;
@@ -277,6 +325,32 @@ void stk_ddp_destroy(stk_ddp *d)
     pthread_mutex_destroy(&d->lock);
     free(d);
 }
+
+stk_status stk_ddp_allreduce(stk_ddp *d, float *buf, size_t n)
+{
+    if (!d->thread_started) return STK_OK; /* a world of one */
+    struct timespec deadline = deadline_in(d->timeout_s);
+    pthread_mutex_lock(&d->lock);
+    d->extra = buf;
+    d->extra_n = n;
+    d->extra_done = false;
+    pthread_cond_broadcast(&d->cv);
+    bool late = false;
+    while (!d->extra_done && !late)
+        late = pthread_cond_timedwait(&d->cv, &d->lock, &deadline) == ETIMEDOUT;
+    bool done = d->extra_done;
+    stk_status failed = d->failed;
+    pthread_mutex_unlock(&d->lock);
+    if (!done)
+        return stk_error(STK_ERR_IO,
+                         "the end-of-epoch all-reduce has not finished after %.0f s: another "
+                         "rank has hung, stopped or died (its own output may say why); stopping "
+                         "the job",
+                         d->timeout_s);
+    return failed == STK_OK ? STK_OK : stk_error(failed, "%s", d->error);
+}
+
+void stk_ddp_set_timeout(stk_ddp *d, double seconds) { d->timeout_s = seconds > 0 ? seconds : 1; }
 
 void stk_ddp_get_stats(const stk_ddp *d, stk_ddp_stats *out)
 {

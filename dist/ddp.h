@@ -53,6 +53,16 @@ stk_status stk_ddp_attach(stk_trainer *t, stk_model *m, stk_comm *c, int n_items
  * hooks point here). NULL is a no-op. */
 void stk_ddp_destroy(stk_ddp *d);
 
+/* The watchdog: a step whose gradient all-reduce has not finished `seconds`
+ * after backward (another rank hung, stopped or died) fails with
+ * STK_ERR_IO naming the step, instead of waiting forever;
+ * the caller then stops the job (stk_comm_abort). Default 300 s. */
+void stk_ddp_set_timeout(stk_ddp *d, double seconds);
+
+/* All-reduce (sum) `n` floats between steps through the communication
+ * thread, under the watchdog: for the figures of an epoch. */
+stk_status stk_ddp_allreduce(stk_ddp *d, float *buf, size_t n);
+
 typedef struct stk_ddp_stats {
     int buckets;
     uint64_t bytes_per_step; /* gradient bytes all-reduced per step (per rank) */

@@ -30,7 +30,7 @@ typedef struct train_args {
     const char *data, *val, *model, *transform, *val_transform, *init, *out;
     const char *freeze[32];
     int n_freeze;
-    int64_t epochs, batch, workers, threads, step_epochs, seed, stop_after;
+    int64_t epochs, batch, workers, threads, step_epochs, seed, stop_after, dist_timeout;
     double lr, momentum, wd, warmup_epochs, smoothing; /* lr < 0: the optimizer's default */
     bool nesterov, resume, json, amp;
     int optimizer; /* index in optimizers[] (= stk_optim_kind) */
@@ -94,6 +94,10 @@ static const stk_flag flags[] = {
                   "mixed precision on the GPU: matmuls and convolutions in f16\n"
                   "with f32 accumulation, f32 master weights, dynamic loss\n"
                   "scaling (skips a step whose gradients overflow)"),
+    STK_FLAG_INT(T, dist_timeout, "dist-timeout", "S", 1, 86400,
+                 "data-parallel watchdog: a step whose gradient all-reduce has\n"
+                 "not finished S seconds after backward (another rank hung or\n"
+                 "died) stops the job with a message; default 300"),
     STK_FLAG_SECTION("output"),
     STK_FLAG_TEXT(T, out, "out", "RUNDIR",
                   "default run-MODEL; holds metrics.csv, last.safetensors,\n"
@@ -146,6 +150,7 @@ static int parse(int argc, char **argv, train_args *a)
                       .momentum = 0.9,
                       .wd = 5e-4,
                       .step_epochs = 30,
+                      .dist_timeout = 300,
                       .optimizer = STK_OPTIM_SGD,
                       .schedule = 0};
     a->workers = a->threads = stk_cpu_count();
@@ -351,6 +356,7 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
                                       {"steps per epoch", (uint64_t)per_epoch}};
         TRY(stk_ddp_attach(r->trainer, r->model, r->comm, (int)(sizeof items / sizeof *items),
                            items, &r->ddp));
+        stk_ddp_set_timeout(r->ddp, (double)a->dist_timeout);
     }
     TRY(stk_h2d_open(r->loader, r->ce, &r->h2d));
     if (mkdir(a->out, 0755) != 0 && errno != EEXIST)
@@ -432,7 +438,18 @@ static stk_status train_epoch(run_state *r, int64_t epoch, stk_epoch_stats *es,
                          stk_last_error(), a->lr, a->out);
     if (st != STK_OK) return st;
     stk_progress_finish(&r->bar);
-    return evaluate(r, val);
+    es->images_per_sec *= r->world; /* equal batches on every rank: the job's rate */
+    if (r->world > 1) { /* loss, accuracy and stall over the job: equal shards, plain means */
+        float m[3] = {(float)es->loss, (float)es->accuracy, (float)es->stall_pct};
+        TRY(stk_ddp_allreduce(r->ddp, m, 3));
+        es->loss = m[0] / r->world;
+        es->accuracy = m[1] / r->world;
+        es->stall_pct = m[2] / r->world;
+    }
+    TRY(evaluate(r, val));
+    /* the other ranks wait for rank 0's evaluation here, outside the watchdog
+     * (an evaluation may take longer than --dist-timeout) */
+    return r->a.val && r->world > 1 ? stk_comm_barrier(r->comm) : STK_OK;
 }
 
 /* One row of metrics.csv; the file is rewritten whole (complete or absent,
@@ -539,16 +556,6 @@ static int run(int argc, char **argv)
     if (a->stop_after && start_epoch + a->stop_after < end) end = start_epoch + a->stop_after;
     for (int64_t e = start_epoch; e < end; e++) {
         if ((st = train_epoch(&r, e, &es, &val)) != STK_OK) break;
-        /* every rank steps through the same number of equal batches: the
-         * job's rate is this rank's times the world */
-        es.images_per_sec *= r.world;
-        if (r.world > 1) { /* loss, accuracy and stall over the job: equal shards, plain means */
-            float m[3] = {(float)es.loss, (float)es.accuracy, (float)es.stall_pct};
-            if ((st = stk_comm_allreduce_sum(r.comm, m, 3)) != STK_OK) break;
-            es.loss = m[0] / r.world;
-            es.accuracy = m[1] / r.world;
-            es.stall_pct = m[2] / r.world;
-        }
         epochs_run++;
         ips_sum += es.images_per_sec;
         stall_sum += es.stall_pct;

@@ -69,4 +69,42 @@ run 1 $MPIRUN --oversubscribe -np 1 "$STOKE" train $T --batch 8 --out bad : \
     -np 1 "$STOKE" train $T --batch 4 --out bad
 expect err.txt "stoke: rank 0 of 2: rank 1 differs from rank 0: --batch 4 against 8"
 [ -f bad/last.safetensors ] && fail "a refused job wrote a checkpoint"
+# Failures stop the job within a bounded time, the last checkpoint intact.
+# rank_pid R: the pid of the stoke process of rank R (from its environment).
+rank_pid() {
+    for p in $(pgrep -x stoke); do
+        if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
+            echo $p
+            return
+        fi
+    done
+}
+# long_job DIR SIGNAL: rank 1 gets SIGNAL mid-run; waits up to 60 s for the job's end
+long_job() {
+    rm -f job.rc
+    ($MPI "$STOKE" train --data tiny.stoke --threads 1 --workers 1 --model mlp --epochs 100000 \
+        --transform center:28 --batch 8 --out "$1" --dist-timeout 3 >out.txt 2>err.txt
+     echo $? >job.rc) &
+    i=0
+    while [ ! -f "$1/last.safetensors" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+    pid=$(rank_pid 1)
+    [ -n "$pid" ] || { fail "$2: no rank 1 process"; wait; return; }
+    kill -"$2" "$pid"
+    i=0
+    while [ ! -f job.rc ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+    [ -f job.rc ] || { fail "$2: the job did not stop within 60 s"; kill -KILL $(rank_pid 0) $(rank_pid 1); }
+    wait
+    [ "$(cat job.rc 2>/dev/null)" != 0 ] || fail "$2: the job exited 0"
+    "$PYTHON3" - "$STOKE_TESTS/python" "$1/last.safetensors" <<'PY' || fail "$2: last checkpoint damaged"
+import sys
+sys.path.insert(0, sys.argv[1])
+import st_io
+st_io.load(sys.argv[2])
+PY
+}
+# a rank that hangs (stopped): the watchdog of the others stops the job
+long_job hung STOP
+expect err.txt "all-reduce has not finished after 3 s: another rank has hung"
+# a rank that dies: mpirun stops the job
+long_job killed KILL
 finish
