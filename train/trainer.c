@@ -78,21 +78,26 @@ void stk_trainer_destroy(stk_trainer *t)
     free(t);
 }
 
+static stk_status run_hooks(stk_trainer *t, stk_step_info *info, stk_step_event event)
+{
+    info->event = event;
+    for (int i = 0; i < t->n_hooks[event]; i++) {
+        const hook *h = &t->hooks[event][i];
+        stk_status st = h->fn(h->ctx, info);
+        if (st != STK_OK) return st;
+    }
+    return STK_OK;
+}
+
 static stk_status on_grad_ready(void *ctx, stk_tensor *leaf)
 {
     grad_slot *g = ctx;
     stk_trainer *t = g->t;
-    if (!t->info) return STK_OK; /* a backward outside the trainer's step */
-    stk_step_info info = *t->info;
-    info.event = STK_STEP_GRAD_READY;
+    if (!t->info) return STK_OK;   /* a backward outside the trainer's step */
+    stk_step_info info = *t->info; /* the step's, with this parameter */
     info.param = g->param;
     info.grad = stk_tensor_grad(leaf);
-    for (int i = 0; i < t->n_hooks[STK_STEP_GRAD_READY]; i++) {
-        const hook *h = &t->hooks[STK_STEP_GRAD_READY][i];
-        stk_status st = h->fn(h->ctx, &info);
-        if (st != STK_OK) return st;
-    }
-    return STK_OK;
+    return run_hooks(t, &info, STK_STEP_GRAD_READY);
 }
 
 /* Hook every trainable parameter's gradient (the first GRAD_READY hook). */
@@ -121,17 +126,6 @@ stk_status stk_trainer_add_hook(stk_trainer *t, stk_step_event event, stk_step_h
         return stk_error(STK_ERR_INVALID_ARG, "add_hook: at most %d hooks per event", MAX_HOOKS);
     if (event == STK_STEP_GRAD_READY && !t->grad_slots) TRY(hook_gradients(t));
     t->hooks[event][t->n_hooks[event]++] = (hook){fn, ctx};
-    return STK_OK;
-}
-
-static stk_status run_hooks(stk_trainer *t, stk_step_info *info, stk_step_event event)
-{
-    info->event = event;
-    for (int i = 0; i < t->n_hooks[event]; i++) {
-        const hook *h = &t->hooks[event][i];
-        stk_status st = h->fn(h->ctx, info);
-        if (st != STK_OK) return st;
-    }
     return STK_OK;
 }
 
@@ -230,6 +224,19 @@ stk_status stk_trainer_step_tensors(stk_trainer *t, stk_tensor *x, stk_tensor *y
     return st;
 }
 
+/* The epoch's means and rates so far. */
+static void epoch_figures(stk_epoch_stats *out, double seconds, double loss_sum, uint64_t correct,
+                          double waited)
+{
+    out->seconds = seconds;
+    if (out->images) {
+        out->loss = loss_sum / (double)out->images;
+        out->accuracy = 100.0 * (double)correct / (double)out->images;
+    }
+    out->images_per_sec = (double)out->images / seconds;
+    out->stall_pct = 100 * waited / seconds;
+}
+
 stk_status stk_trainer_train_epoch(stk_trainer *t, stk_loader *l, stk_h2d *h, int64_t epoch,
                                    stk_epoch_progress progress, void *ctx, stk_epoch_stats *out)
 {
@@ -255,20 +262,10 @@ stk_status stk_trainer_train_epoch(stk_trainer *t, stk_loader *l, stk_h2d *h, in
         correct += (uint64_t)r.top1;
         out->images += (uint64_t)r.count;
         out->steps++;
-        out->seconds = stk_clock_sec() - t0;
-        out->loss = loss_sum / (double)out->images;
-        out->accuracy = 100.0 * (double)correct / (double)out->images;
-        out->images_per_sec = (double)out->images / out->seconds;
-        out->stall_pct = 100 * waited / out->seconds;
+        epoch_figures(out, stk_clock_sec() - t0, loss_sum, correct, waited);
         if (progress && (st = progress(ctx, out)) != STK_OK) return st;
     }
-    out->seconds = stk_clock_sec() - t0;
-    if (out->images) {
-        out->loss = loss_sum / (double)out->images;
-        out->accuracy = 100.0 * (double)correct / (double)out->images;
-    }
-    out->images_per_sec = (double)out->images / out->seconds;
-    out->stall_pct = 100 * waited / out->seconds;
+    epoch_figures(out, stk_clock_sec() - t0, loss_sum, correct, waited);
     t->pos.epoch = epoch + 1;
     t->pos.loader = (stk_loader_position){
         .seed = (uint64_t)t->pos.seed, .epoch = (uint64_t)epoch + 1, .cursor = 0};
