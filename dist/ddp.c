@@ -26,8 +26,15 @@ typedef struct bucket {
     float *buf;
     size_t numel;
     int params, pending; /* parameters in it; still to come this step */
-    bool ready, done;
 } bucket;
+
+/* One all-reduce for the communication thread: a bucket, or a caller's
+ * buffer (stk_ddp_allreduce). */
+typedef struct job {
+    float *buf;
+    size_t n;
+    int bucket; /* -1: a caller's */
+} job;
 
 struct stk_ddp {
     stk_comm *comm;
@@ -38,13 +45,15 @@ struct stk_ddp {
     int n_buckets;
     pthread_t thread;
     bool thread_started;
-    /* Guarded by lock: */
+    /* Guarded by lock. The queue runs in the order jobs were added, which is
+     * the same on every rank (backward visits the same graph in the same
+     * order), so the ranks' collectives always match. */
     pthread_mutex_t lock;
     pthread_cond_t cv;
-    int next;     /* the bucket the thread reduces next */
-    float *extra; /* stk_ddp_allreduce's buffer while it waits (between steps) */
-    size_t extra_n;
-    bool extra_done;
+    job *queue; /* a ring of n_buckets + 1 */
+    int q_head, q_len;
+    int buckets_done; /* this step */
+    bool extra_done;  /* the caller's all-reduce */
     bool shutdown;
     stk_status failed; /* the thread's error (message in error) */
     char error[STK_ERROR_MAX];
@@ -62,41 +71,38 @@ static void *comm_main(void *p)
     stk_ddp *d = p;
     pthread_mutex_lock(&d->lock);
     for (;;) {
-        while (!d->shutdown && !d->extra && (d->next >= d->n_buckets || !d->buckets[d->next].ready))
-            pthread_cond_wait(&d->cv, &d->lock);
+        while (!d->shutdown && d->q_len == 0) pthread_cond_wait(&d->cv, &d->lock);
         if (d->shutdown) break;
-        if (d->extra) { /* between steps: no bucket is in flight */
-            float *buf = d->extra;
-            size_t n = d->extra_n;
-            pthread_mutex_unlock(&d->lock);
-            stk_status st = stk_comm_allreduce_sum(d->comm, buf, n);
-            pthread_mutex_lock(&d->lock);
-            if (st != STK_OK && d->failed == STK_OK) {
-                d->failed = st;
-                snprintf(d->error, sizeof d->error, "%s", stk_last_error());
-            }
-            d->extra = NULL;
-            d->extra_done = true;
-            pthread_cond_broadcast(&d->cv);
-            continue;
-        }
-        bucket *b = &d->buckets[d->next];
+        job j = d->queue[d->q_head];
         pthread_mutex_unlock(&d->lock);
         double t0 = stk_clock_sec();
-        stk_status st = stk_comm_allreduce_sum(d->comm, b->buf, b->numel);
+        stk_status st = stk_comm_allreduce_sum(d->comm, j.buf, j.n);
         double t = stk_clock_sec() - t0;
         pthread_mutex_lock(&d->lock);
-        d->comm_s += t;
+        d->q_head = (d->q_head + 1) % (d->n_buckets + 1);
+        d->q_len--;
         if (st != STK_OK && d->failed == STK_OK) {
             d->failed = st;
             snprintf(d->error, sizeof d->error, "%s", stk_last_error());
         }
-        b->done = true;
-        d->next++;
+        if (j.bucket >= 0) {
+            d->comm_s += t;
+            d->buckets_done++;
+        } else {
+            d->extra_done = true;
+        }
         pthread_cond_broadcast(&d->cv);
     }
     pthread_mutex_unlock(&d->lock);
     return NULL;
+}
+
+/* Queue an all-reduce (lock held). */
+static void push_job(stk_ddp *d, job j)
+{
+    d->queue[(d->q_head + d->q_len) % (d->n_buckets + 1)] = j;
+    d->q_len++;
+    pthread_cond_broadcast(&d->cv);
 }
 
 /* ---- trainer hooks ---------------------------------------------------------------- */
@@ -110,10 +116,7 @@ static stk_status on_grad_ready(void *ctx, const stk_step_info *info)
     TRY(stk_tensor_to_host(info->grad, b->buf + s->offset, s->numel * sizeof(float)));
     s->got = true;
     pthread_mutex_lock(&d->lock);
-    if (--b->pending == 0) {
-        b->ready = true;
-        pthread_cond_broadcast(&d->cv);
-    }
+    if (--b->pending == 0) push_job(d, (job){b->buf, b->numel, s->bucket});
     pthread_mutex_unlock(&d->lock);
     return STK_OK;
 }
@@ -145,9 +148,9 @@ static stk_status after_backward(void *ctx, const stk_step_info *info)
     struct timespec deadline = deadline_in(d->timeout_s);
     pthread_mutex_lock(&d->lock);
     bool late = false;
-    while (d->failed == STK_OK && d->next < d->n_buckets && !late)
+    while (d->failed == STK_OK && d->buckets_done < d->n_buckets && !late)
         late = pthread_cond_timedwait(&d->cv, &d->lock, &deadline) == ETIMEDOUT;
-    if (late && d->next < d->n_buckets) {
+    if (late && d->buckets_done < d->n_buckets) {
         pthread_mutex_unlock(&d->lock);
         /* the communication thread is stuck inside MPI: the job must be stopped */
         return stk_error(STK_ERR_IO,
@@ -157,12 +160,9 @@ static stk_status after_backward(void *ctx, const stk_step_info *info)
                          (long long)info->step + 1, d->timeout_s);
     }
     stk_status failed = d->failed;
-    /* the next step starts from the first bucket again */
-    for (int k = 0; k < d->n_buckets; k++) {
-        d->buckets[k].ready = d->buckets[k].done = false;
-        d->buckets[k].pending = d->buckets[k].params;
-    }
-    d->next = 0;
+    /* the next step fills every bucket again */
+    for (int k = 0; k < d->n_buckets; k++) d->buckets[k].pending = d->buckets[k].params;
+    d->buckets_done = 0;
     pthread_mutex_unlock(&d->lock);
     d->exposed_s += stk_clock_sec() - t0;
     if (failed != STK_OK) return stk_error(failed, "%s", d->error);
@@ -264,6 +264,8 @@ static stk_status make_buckets(stk_ddp *d)
         b->numel += n;
         b->params++;
     }
+    if (!(d->queue = calloc((size_t)d->n_buckets + 1, sizeof *d->queue)))
+        return stk_error(STK_ERR_NOMEM, "out of memory");
     for (int k = 0; k < d->n_buckets; k++) {
         bucket *bk = &d->buckets[k];
         if (!(bk->buf = malloc(bk->numel * sizeof(float))))
@@ -320,6 +322,7 @@ void stk_ddp_destroy(stk_ddp *d)
     }
     for (int k = 0; k < d->n_buckets; k++) free(d->buckets[k].buf);
     free(d->buckets);
+    free(d->queue);
     free(d->slots);
     pthread_cond_destroy(&d->cv);
     pthread_mutex_destroy(&d->lock);
@@ -331,10 +334,8 @@ stk_status stk_ddp_allreduce(stk_ddp *d, float *buf, size_t n)
     if (!d->thread_started) return STK_OK; /* a world of one */
     struct timespec deadline = deadline_in(d->timeout_s);
     pthread_mutex_lock(&d->lock);
-    d->extra = buf;
-    d->extra_n = n;
     d->extra_done = false;
-    pthread_cond_broadcast(&d->cv);
+    push_job(d, (job){buf, n, -1});
     bool late = false;
     while (!d->extra_done && !late)
         late = pthread_cond_timedwait(&d->cv, &d->lock, &deadline) == ETIMEDOUT;
@@ -343,11 +344,22 @@ stk_status stk_ddp_allreduce(stk_ddp *d, float *buf, size_t n)
     pthread_mutex_unlock(&d->lock);
     if (!done)
         return stk_error(STK_ERR_IO,
-                         "the end-of-epoch all-reduce has not finished after %.0f s: another "
+                         "an all-reduce of %zu values has not finished after %.0f s: another "
                          "rank has hung, stopped or died (its own output may say why); stopping "
                          "the job",
-                         d->timeout_s);
+                         n, d->timeout_s);
     return failed == STK_OK ? STK_OK : stk_error(failed, "%s", d->error);
+}
+
+static stk_status sync_bn_sum(void *ctx, float *buf, size_t n)
+{
+    return stk_ddp_allreduce(ctx, buf, n);
+}
+
+void stk_ddp_sync_batch_norm(stk_ddp *d)
+{
+    if (d->thread_started)
+        stk_model_set_sync_batch_norm(d->model, &(stk_allreduce){sync_bn_sum, d});
 }
 
 void stk_ddp_set_timeout(stk_ddp *d, double seconds) { d->timeout_s = seconds > 0 ? seconds : 1; }

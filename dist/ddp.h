@@ -23,7 +23,10 @@
  * a communication thread all-reduces it while backward goes on; buckets are
  * reduced in the same order on every rank. AFTER_BACKWARD waits for the
  * last bucket and writes the averages (sum / world) back into the
- * gradients. Batch norm keeps per-rank statistics, as DDP does.
+ * gradients. Batch norm keeps per-rank statistics, as DDP does, unless
+ * stk_ddp_sync_batch_norm. Every all-reduce (buckets, sync batch norm,
+ * stk_ddp_allreduce) runs on the communication thread in the order it was
+ * asked for, which is the same on every rank.
  *
  * Gradients travel through host memory and MPI (on a GPU too, for now:
  * NCCL is not built yet). Every trainable parameter must receive a gradient
@@ -59,9 +62,15 @@ void stk_ddp_destroy(stk_ddp *d);
  * the caller then stops the job (stk_comm_abort). Default 300 s. */
 void stk_ddp_set_timeout(stk_ddp *d, double seconds);
 
-/* All-reduce (sum) `n` floats between steps through the communication
- * thread, under the watchdog: for the figures of an epoch. */
+/* All-reduce (sum) `n` floats through the communication thread, under the
+ * watchdog, in order with the gradient buckets: for the figures of an epoch
+ * or the statistics of sync batch norm. Main thread only. */
 stk_status stk_ddp_allreduce(stk_ddp *d, float *buf, size_t n);
+
+/* Batch norm in train mode takes its statistics over every rank's batch
+ * (PyTorch's SyncBatchNorm; engine/ops.h stk_batch_norm_sync), through
+ * stk_ddp_allreduce. Nothing in a world of one. */
+void stk_ddp_sync_batch_norm(stk_ddp *d);
 
 typedef struct stk_ddp_stats {
     int buckets;

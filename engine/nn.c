@@ -157,6 +157,11 @@ void stk_model_destroy(stk_model *m)
 
 void stk_model_train(stk_model *m, bool training) { m->training = training; }
 
+void stk_model_set_sync_batch_norm(stk_model *m, const stk_allreduce *ar)
+{
+    m->sync_bn = ar ? *ar : (stk_allreduce){0};
+}
+
 stk_status stk_model_to(stk_model *m, stk_device dev)
 {
     for (int i = 0; i < m->n_params; i++) {
@@ -284,8 +289,12 @@ static stk_status forward_one(stk_model *m, stk_module *mod, stk_tensor *x, stk_
     case MOD_CONV2D: return stk_conv2d(x, mod->weight, mod->bias, &mod->conv, out);
     case MOD_BATCHNORM2D: {
         stk_status st =
-            stk_batch_norm(x, mod->weight, mod->bias, mod->running_mean, mod->running_var,
-                           m->training, m->cfg.bn_momentum, m->cfg.bn_eps, out);
+            m->training && m->sync_bn.sum
+                ? stk_batch_norm_sync(x, mod->weight, mod->bias, mod->running_mean,
+                                      mod->running_var, m->cfg.bn_momentum, m->cfg.bn_eps,
+                                      &m->sync_bn, out)
+                : stk_batch_norm(x, mod->weight, mod->bias, mod->running_mean, mod->running_var,
+                                 m->training, m->cfg.bn_momentum, m->cfg.bn_eps, out);
         if (st == STK_OK && m->training) /* as PyTorch: every training forward */
             ((int32_t *)stk_tensor_data(mod->num_batches_tracked))[0]++;
         return st;

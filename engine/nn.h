@@ -38,6 +38,7 @@
  */
 #pragma once
 
+#include "engine/ops.h"
 #include "engine/tensor.h"
 
 typedef struct stk_model stk_model;
@@ -73,6 +74,10 @@ void stk_model_train(stk_model *m, bool training);
  * device tensors through host copies. */
 stk_status stk_model_to(stk_model *m, stk_device dev);
 bool stk_model_is_training(const stk_model *m);
+/* Batch norm layers in train mode use the statistics of every rank's batch
+ * (stk_batch_norm_sync through `ar`, which is copied); NULL: this rank's
+ * batch alone (the default). Data-parallel training sets it (dist/ddp.h). */
+void stk_model_set_sync_batch_norm(stk_model *m, const stk_allreduce *ar);
 
 /* logits [N, classes] from x [N, C, H, W] f32. Errors name the layer. */
 stk_status stk_model_forward(stk_model *m, stk_tensor *x, stk_tensor **out);

@@ -43,6 +43,7 @@ struct stk_model {
     int n_params;
     bool training;
     uint64_t forward_count; /* dropout streams */
+    stk_allreduce sync_bn;  /* sum NULL: per-rank batch statistics */
 };
 
 /* Builders (nn.c): each returns NULL on allocation failure (message set). */

@@ -60,6 +60,24 @@ stk_status stk_batch_norm(stk_tensor *x, stk_tensor *gamma, stk_tensor *beta,
                           stk_tensor *running_mean, stk_tensor *running_var, bool training,
                           float momentum, float eps, stk_tensor **out);
 
+/* A sum over the processes of a data-parallel job, in place on n host
+ * floats. The engine knows no communicator: dist/ supplies this (ddp.h). */
+typedef struct stk_allreduce {
+    stk_status (*sum)(void *ctx, float *buf, size_t n);
+    void *ctx;
+} stk_allreduce;
+
+/* Training-mode batch norm whose statistics are those of the batch of every
+ * rank together (PyTorch's SyncBatchNorm): forward all-reduces the count and
+ * per-channel sums (mean, then the centred sum of squares: two passes, for
+ * accuracy), backward the per-channel sums of dy and dy * x_hat. The gamma
+ * and beta gradients are this rank's, to be averaged with the others'
+ * gradients as usual. Every rank must call it with the same shapes, in the
+ * same order. Running statistics: the global mean and unbiased variance. */
+stk_status stk_batch_norm_sync(stk_tensor *x, stk_tensor *gamma, stk_tensor *beta,
+                               stk_tensor *running_mean, stk_tensor *running_var, float momentum,
+                               float eps, const stk_allreduce *ar, stk_tensor **out);
+
 /* Pooling over NCHW (ceil_mode off). stride 0 means stride = kernel. */
 stk_status stk_max_pool2d(stk_tensor *x, int kernel, int stride, int padding, stk_tensor **out);
 stk_status stk_avg_pool2d(stk_tensor *x, int kernel, int stride, int padding,

@@ -18,6 +18,8 @@ stk_status eng_unary_raw(stk_unary_op op, stk_tensor *x, float alpha, stk_tensor
 /* Broadcast shape of a and b (NumPy rules); error names `op`. */
 stk_status eng_broadcast_shape(const char *op, const stk_tensor *a, const stk_tensor *b, int *ndim,
                                int64_t *shape);
+/* Batch norm's per-channel vectors: NULL, or contiguous f32 [c]. */
+stk_status eng_bn_check_channel_vec(const char *what, const stk_tensor *t, int64_t c);
 /* Row-major matmul of contiguous operands, untracked (see ops_matmul.c). */
 stk_status eng_matmul_raw(stk_tensor *a, bool ta, stk_tensor *b, bool tb, stk_tensor **out);
 

@@ -38,7 +38,7 @@ static stk_status bn_backward(stk_node *n, stk_tensor *g, stk_tensor **gin)
     return STK_OK;
 }
 
-static stk_status check_channel_vec(const char *what, const stk_tensor *t, int64_t c)
+stk_status eng_bn_check_channel_vec(const char *what, const stk_tensor *t, int64_t c)
 {
     if (!t) return STK_OK;
     if (t->dtype != STK_F32 || t->ndim != 1 || t->shape[0] != c || !stk_tensor_is_contiguous(t))
@@ -59,10 +59,10 @@ stk_status stk_batch_norm(stk_tensor *x, stk_tensor *gamma, stk_tensor *beta,
                          stk_tensor_shape_str(x));
     int64_t N, C, HW;
     bn_dims(x, &N, &C, &HW);
-    if ((st = check_channel_vec("weight", gamma, C)) != STK_OK ||
-        (st = check_channel_vec("bias", beta, C)) != STK_OK ||
-        (st = check_channel_vec("running_mean", running_mean, C)) != STK_OK ||
-        (st = check_channel_vec("running_var", running_var, C)) != STK_OK)
+    if ((st = eng_bn_check_channel_vec("weight", gamma, C)) != STK_OK ||
+        (st = eng_bn_check_channel_vec("bias", beta, C)) != STK_OK ||
+        (st = eng_bn_check_channel_vec("running_mean", running_mean, C)) != STK_OK ||
+        (st = eng_bn_check_channel_vec("running_var", running_var, C)) != STK_OK)
         return st;
     if (!running_mean != !running_var)
         return stk_error(STK_ERR_INVALID_ARG,

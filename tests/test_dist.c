@@ -36,14 +36,16 @@ START_TEST(test_collectives)
 }
 END_TEST
 
-static stk_model *make(uint64_t seed)
+static stk_model *make_named(const char *name, uint64_t seed)
 {
     stk_model_config c = {
-        .name = "mlp", .in_channels = 1, .classes = 3, .image_size = 8, .seed = seed};
+        .name = name, .in_channels = 1, .classes = 3, .image_size = 8, .seed = seed};
     stk_model *m;
     ck_assert_int_eq(stk_model_create(&c, &m), STK_OK);
     return m;
 }
+
+static stk_model *make(uint64_t seed) { return make_named("mlp", seed); }
 
 static stk_optim *sgd(stk_model *m)
 {
@@ -116,12 +118,15 @@ static void step(stk_trainer *t, int s, int first, int n)
     ck_assert_msg(st == STK_OK, "%s", stk_last_error());
 }
 
-START_TEST(test_ranks_train_as_one_process)
+/* `model` on every rank (batch norm synchronised when sync) against one
+ * process on the whole batch: the same weights within tol, and bitwise the
+ * same weights and buffers on every rank after every step. */
+static void train_as_one(const char *model, bool sync, float tol)
 {
     int rank = stk_comm_rank(comm), world = stk_comm_world(comm);
     enum { PER_RANK = 4, STEPS = 4 };
     /* every rank starts from other weights: attach gives them rank 0's */
-    stk_model *m = make(1 + (uint64_t)rank);
+    stk_model *m = make_named(model, 1 + (uint64_t)rank);
     stk_optim *o = sgd(m);
     stk_trainer *t = trainer(m, o);
     stk_ddp_check_item items[1] = {{"batch", PER_RANK}};
@@ -129,8 +134,9 @@ START_TEST(test_ranks_train_as_one_process)
     stk_status st = stk_ddp_attach(t, m, comm, 1, items, &d);
     ck_assert_msg(st == STK_OK, "%s", stk_last_error());
     ck_assert(same_on_every_rank(weights_crc(m)));
+    if (sync) stk_ddp_sync_batch_norm(d);
     /* the reference: one process, rank 0's initial weights, the whole batch */
-    stk_model *ref = make(1);
+    stk_model *ref = make_named(model, 1);
     stk_optim *ro = sgd(ref);
     stk_trainer *rt = trainer(ref, ro);
     for (int s = 0; s < STEPS; s++) {
@@ -143,7 +149,7 @@ START_TEST(test_ranks_train_as_one_process)
         stk_tensor *a = stk_model_param(m, i)->value, *b = stk_model_param(ref, i)->value;
         const float *x = stk_tensor_data(a), *y = stk_tensor_data(b);
         for (int64_t k = 0; k < stk_tensor_numel(a); k++)
-            ck_assert_msg(fabsf(x[k] - y[k]) <= 1e-5f * fmaxf(1.f, fabsf(y[k])),
+            ck_assert_msg(fabsf(x[k] - y[k]) <= tol * fmaxf(1.f, fabsf(y[k])),
                           "%s[%lld]: %g on %d ranks, %g in one process",
                           stk_model_param(m, i)->name, (long long)k, x[k], world, y[k]);
     }
@@ -161,6 +167,16 @@ START_TEST(test_ranks_train_as_one_process)
     stk_model_destroy(m);
     stk_model_destroy(ref);
 }
+
+START_TEST(test_ranks_train_as_one_process)
+{
+    train_as_one("mlp", false, 1e-5f); /* summation order only */
+}
+END_TEST
+
+/* Batch norm over all ranks' samples: the batch statistics of one process
+ * (the two-pass global mean and variance against the fused kernel's). */
+START_TEST(test_sync_batch_norm) { train_as_one("cnn", true, 1e-5f); }
 END_TEST
 
 START_TEST(test_a_different_rank_is_refused)
@@ -197,6 +213,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_collectives);
     tcase_add_test(tc, test_ranks_train_as_one_process);
+    tcase_add_test(tc, test_sync_batch_norm);
     tcase_add_test(tc, test_a_different_rank_is_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -7,6 +7,7 @@
 #include "storage/safetensors.h"
 #include "engine_testlib.h"
 
+#include <pthread.h>
 #include <stdio.h>
 
 /* ---- conv2d --------------------------------------------------------------- */
@@ -164,6 +165,172 @@ START_TEST(test_batch_norm)
     for (int k = 0; k < 3; k++) stk_tensor_release(in[k]);
     stk_tensor_release(rm);
     stk_tensor_release(rv);
+}
+END_TEST
+
+/* ---- batch norm over ranks ------------------------------------------------ */
+
+/* a world of one: the all-reduce leaves the sums as they are */
+static stk_status sum_alone(void *ctx, float *buf, size_t n)
+{
+    (void)ctx, (void)buf, (void)n;
+    return STK_OK;
+}
+
+static stk_status f_bn_sync(stk_tensor **in, void *c, stk_tensor **o)
+{
+    (void)c;
+    stk_allreduce ar = {sum_alone, NULL};
+    return stk_batch_norm_sync(in[0], in[1], in[2], NULL, NULL, 0.1f, 1e-5f, &ar, o);
+}
+
+/* Two "ranks" as two threads of this process: each puts its buffer in its
+ * slot, and after a barrier every one takes the sum of both. */
+typedef struct thread_pair {
+    pthread_barrier_t barrier;
+    float slot[2][64];
+} thread_pair;
+
+typedef struct pair_rank {
+    thread_pair *pair;
+    int rank;
+    stk_tensor *x, *gamma, *beta, *w, *rm, *rv; /* this rank's half of the batch */
+    stk_tensor *y;                              /* retained */
+} pair_rank;
+
+static stk_status sum_pair(void *ctx, float *buf, size_t n)
+{
+    pair_rank *r = ctx;
+    ck_assert_uint_le(n, 64);
+    memcpy(r->pair->slot[r->rank], buf, n * sizeof *buf);
+    pthread_barrier_wait(&r->pair->barrier);
+    for (size_t i = 0; i < n; i++) buf[i] = r->pair->slot[0][i] + r->pair->slot[1][i];
+    pthread_barrier_wait(&r->pair->barrier);
+    return STK_OK;
+}
+
+/* y = bn(x) (synced when ar), loss = sum(y * w), backward */
+static void bn_step(stk_tensor *x, stk_tensor *gamma, stk_tensor *beta, stk_tensor *w,
+                    stk_tensor *rm, stk_tensor *rv, const stk_allreduce *ar, stk_tensor **y_out)
+{
+    stk_scope *s;
+    ck_assert_int_eq(stk_scope_begin(&s), STK_OK);
+    stk_tensor *y, *yw, *loss;
+    stk_status st = ar ? stk_batch_norm_sync(x, gamma, beta, rm, rv, 0.1f, 1e-5f, ar, &y)
+                       : stk_batch_norm(x, gamma, beta, rm, rv, true, 0.1f, 1e-5f, &y);
+    ck_assert_msg(st == STK_OK, "%s", stk_last_error());
+    ck_assert_int_eq(stk_mul(y, w, &yw), STK_OK);
+    ck_assert_int_eq(stk_sum(yw, 0, NULL, false, &loss), STK_OK);
+    ck_assert_int_eq(stk_backward(loss, NULL, false), STK_OK);
+    stk_tensor_retain(y);
+    *y_out = y;
+    stk_scope_end(s);
+}
+
+static void *pair_main(void *p)
+{
+    pair_rank *r = p;
+    stk_allreduce ar = {sum_pair, r};
+    bn_step(r->x, r->gamma, r->beta, r->w, r->rm, r->rv, &ar, &r->y);
+    return NULL;
+}
+
+static void expect_near(const char *what, const float *a, const float *b, int64_t n, double tol)
+{
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(fabs((double)a[i] - b[i]) <= tol * (1 + fabs((double)b[i])),
+                      "%s[%lld]: %g against %g", what, (long long)i, a[i], b[i]);
+}
+
+static stk_tensor *leaf(uint64_t seed, int ndim, const int64_t *shape, float lo, float hi)
+{
+    stk_tensor *t = rand_tensor(seed, ndim, shape, lo, hi);
+    stk_tensor_set_requires_grad(t, true);
+    return t;
+}
+
+static stk_tensor *filled(int64_t c, float v)
+{
+    stk_tensor *t;
+    ck_assert_int_eq(stk_tensor_zeros(STK_F32, 1, &c, &t), STK_OK);
+    ck_assert_int_eq(stk_tensor_fill(t, v), STK_OK);
+    return t;
+}
+
+START_TEST(test_batch_norm_sync)
+{
+    /* alone: the backward formula against finite differences */
+    int64_t sx[4] = {3, 2, 3, 2}, sc[1] = {2};
+    stk_tensor *in[3] = {leaf(1, 4, sx, -2, 2), leaf(2, 1, sc, 0.5f, 1.5f), leaf(3, 1, sc, -1, 1)};
+    gradcheck("batch_norm_sync alone", f_bn_sync, 3, in, NULL, 1e-2, 2e-2);
+    for (int k = 0; k < 3; k++) stk_tensor_release(in[k]);
+
+    /* two ranks with half a batch each against one batch norm over the whole:
+     * outputs, input gradients and running statistics equal; the gamma and
+     * beta gradients of the ranks add up to the whole batch's */
+    enum { C = 3 };
+    int64_t full[4] = {8, C, 4, 5}, half[4] = {4, C, 4, 5}, c1 = C;
+    stk_tensor *x = leaf(4, 4, full, -1, 3), *w = rand_tensor(5, 4, full, -1, 1);
+    stk_tensor *gamma = leaf(6, 1, &c1, 0.5f, 1.5f), *beta = leaf(7, 1, &c1, -1, 1);
+    stk_tensor *rm = filled(C, 0), *rv = filled(C, 1), *y;
+    bn_step(x, gamma, beta, w, rm, rv, NULL, &y);
+    thread_pair pair;
+    pthread_barrier_init(&pair.barrier, NULL, 2);
+    pair_rank ranks[2];
+    pthread_t th[2];
+    for (int r = 0; r < 2; r++) {
+        ranks[r] = (pair_rank){.pair = &pair, .rank = r, .rm = filled(C, 0), .rv = filled(C, 1)};
+        stk_tensor *xs, *ws;
+        ck_assert_int_eq(stk_narrow(x, 0, 4 * r, 4, &xs), STK_OK);
+        ck_assert_int_eq(stk_narrow(w, 0, 4 * r, 4, &ws), STK_OK);
+        ck_assert_int_eq(stk_detach(xs, &ranks[r].x), STK_OK); /* a leaf of its own */
+        ck_assert_int_eq(stk_contiguous(ws, &ranks[r].w), STK_OK);
+        stk_tensor_set_requires_grad(ranks[r].x, true);
+        ranks[r].gamma = leaf(6, 1, &c1, 0.5f, 1.5f);
+        ranks[r].beta = leaf(7, 1, &c1, -1, 1);
+        stk_tensor_release(xs);
+        stk_tensor_release(ws);
+        ck_assert_int_eq(pthread_create(&th[r], NULL, pair_main, &ranks[r]), 0);
+    }
+    for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    pthread_barrier_destroy(&pair.barrier);
+    int64_t hn = stk_tensor_numel(x) / 2;
+    float *yf = host_f32(y), *gx = host_f32(stk_tensor_grad(x));
+    float *gg = host_f32(stk_tensor_grad(gamma)), *gb = host_f32(stk_tensor_grad(beta));
+    float *rmf = host_f32(rm), *rvf = host_f32(rv), ggs[C] = {0}, gbs[C] = {0};
+    for (int r = 0; r < 2; r++) {
+        pair_rank *k = &ranks[r];
+        ck_assert(eng_shape_numel(4, half) == hn);
+        float *yr = host_f32(k->y), *gxr = host_f32(stk_tensor_grad(k->x));
+        float *ggr = host_f32(stk_tensor_grad(k->gamma)), *gbr = host_f32(stk_tensor_grad(k->beta));
+        float *rmr = host_f32(k->rm), *rvr = host_f32(k->rv);
+        expect_near("y", yr, yf + r * hn, hn, 1e-5);
+        expect_near("dx", gxr, gx + r * hn, hn, 1e-4);
+        expect_near("running_mean", rmr, rmf, C, 1e-6);
+        expect_near("running_var", rvr, rvf, C, 1e-6);
+        for (int c = 0; c < C; c++) ggs[c] += ggr[c], gbs[c] += gbr[c];
+        free(yr), free(gxr), free(ggr), free(gbr), free(rmr), free(rvr);
+        stk_tensor *own[] = {k->x, k->gamma, k->beta, k->w, k->rm, k->rv, k->y};
+        for (size_t i = 0; i < sizeof own / sizeof *own; i++) stk_tensor_release(own[i]);
+    }
+    expect_near("dgamma", ggs, gg, C, 1e-4);
+    expect_near("dbeta", gbs, gb, C, 1e-5);
+    free(yf), free(gx), free(gg), free(gb), free(rmf), free(rvf);
+    stk_tensor *mine[] = {x, w, gamma, beta, rm, rv, y};
+    for (size_t i = 0; i < sizeof mine / sizeof *mine; i++) stk_tensor_release(mine[i]);
+
+    /* refusals */
+    stk_tensor *bad = rand_tensor(8, 1, sc, 0, 1), *out;
+    stk_allreduce ar = {sum_alone, NULL};
+    ck_assert_int_eq(stk_batch_norm_sync(bad, NULL, NULL, NULL, NULL, 0.1f, 1e-5f, &ar, &out),
+                     STK_ERR_INVALID_ARG);
+    int64_t s1[4] = {1, 2, 1, 1};
+    stk_tensor *one = rand_tensor(9, 4, s1, 0, 1);
+    ck_assert_int_eq(stk_batch_norm_sync(one, NULL, NULL, NULL, NULL, 0.1f, 1e-5f, &ar, &out),
+                     STK_ERR_INVALID_ARG);
+    ck_assert(strstr(stk_last_error(), "more than one value per channel"));
+    stk_tensor_release(bad);
+    stk_tensor_release(one);
 }
 END_TEST
 
@@ -642,6 +809,7 @@ static Suite *ops_suite(void)
     TCase *t = tcase_create("ops");
     tcase_add_test(t, test_conv2d);
     tcase_add_test(t, test_batch_norm);
+    tcase_add_test(t, test_batch_norm_sync);
     tcase_add_test(t, test_pooling);
     tcase_add_test(t, test_softmax_and_losses);
     tcase_add_test(t, test_cat_dropout_input);

@@ -32,7 +32,7 @@ typedef struct train_args {
     int n_freeze;
     int64_t epochs, batch, workers, threads, step_epochs, seed, stop_after, dist_timeout;
     double lr, momentum, wd, warmup_epochs, smoothing; /* lr < 0: the optimizer's default */
-    bool nesterov, resume, json, amp;
+    bool nesterov, resume, json, amp, sync_bn;
     int optimizer; /* index in optimizers[] (= stk_optim_kind) */
     int schedule;  /* index in schedules[] */
     char *out_buf; /* the default --out, run-MODEL (owned) */
@@ -94,6 +94,9 @@ static const stk_flag flags[] = {
                   "mixed precision on the GPU: matmuls and convolutions in f16\n"
                   "with f32 accumulation, f32 master weights, dynamic loss\n"
                   "scaling (skips a step whose gradients overflow)"),
+    STK_FLAG_BOOL(T, sync_bn, "sync-bn",
+                  "data-parallel: batch norm statistics over every rank's batch\n"
+                  "(as PyTorch's SyncBatchNorm); default: each rank's own"),
     STK_FLAG_INT(T, dist_timeout, "dist-timeout", "S", 1, 86400,
                  "data-parallel watchdog: a step whose gradient all-reduce has\n"
                  "not finished S seconds after backward (another rank hung or\n"
@@ -108,7 +111,8 @@ static const stk_flag flags[] = {
     STK_FLAG_BOOL(T, resume, "resume",
                   "continue RUNDIR's run from last.safetensors (the epoch\n"
                   "after the last completed one); the result is bit-identical\n"
-                  "to an uninterrupted run with the same flags"),
+                  "to an uninterrupted run with the same flags and ranks;\n"
+                  "another number of ranks continues from the same epoch"),
     STK_FLAG_JSON(T, json,
                   "one JSON object on stdout at the end (epochs, val_top1,\n"
                   "val_top5, val_loss, train_images_per_sec, stall_pct,\n"
@@ -204,9 +208,12 @@ typedef struct run_state {
 /* The run's own metadata beside the trainer's position. */
 static stk_status save_checkpoint(run_state *r, const char *path)
 {
-    const char *keys[] = {"transform", "val_transform", "data"};
-    const char *vals[] = {r->transform, r->val_transform, r->a.data};
-    return stk_trainer_save(r->trainer, path, 3, keys, vals);
+    char ranks[24], batch[24];
+    snprintf(ranks, sizeof ranks, "%d", r->world);
+    snprintf(batch, sizeof batch, "%" PRId64, r->a.batch);
+    const char *keys[] = {"transform", "val_transform", "data", "ranks", "batch_per_rank"};
+    const char *vals[] = {r->transform, r->val_transform, r->a.data, ranks, batch};
+    return stk_trainer_save(r->trainer, path, 5, keys, vals);
 }
 
 static double peak_rss_mb(void)
@@ -214,6 +221,45 @@ static double peak_rss_mb(void)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return ru.ru_maxrss / 1024.0;
+}
+
+/* fprintf, except on ranks other than 0 (f NULL) */
+static void say(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A run saved by another number of ranks or another batch continues here.
+ * Checkpoints are written at the end of an epoch, so the next epoch starts
+ * from its beginning whatever the world size: its permutation depends on
+ * the seed and the epoch alone, and each rank takes every world-th sample of
+ * it, so a global batch of the same size holds the same samples. Only the
+ * scheduler's clock (steps) is counted in the old steps: it becomes the
+ * completed epochs times this run's steps per epoch. (Checkpoints from
+ * before the "ranks" key: one rank, this batch.) */
+static stk_status continue_on_this_world(run_state *r)
+{
+    stk_safetensors *f;
+    TRY(stk_safetensors_read(r->path_last, &f));
+    int64_t ranks = 1, batch = r->a.batch;
+    stk_status st = STK_OK;
+    if (stk_safetensors_meta(f, "ranks"))
+        st = stk_safetensors_meta_int(f, "ranks", 1, 1 << 20, &ranks);
+    if (st == STK_OK && stk_safetensors_meta(f, "batch_per_rank"))
+        st = stk_safetensors_meta_int(f, "batch_per_rank", 1, 1 << 20, &batch);
+    stk_safetensors_free(f);
+    TRY(st);
+    if (ranks == r->world && batch == r->a.batch) return STK_OK;
+    stk_train_position *pos = stk_trainer_position(r->trainer);
+    pos->step = pos->epoch * (int64_t)stk_loader_batches(r->loader);
+    FILE *out = r->rank ? NULL : r->a.json ? stderr : stdout;
+    say(out,
+        "resume: the run was saved by %" PRId64 " rank%s x batch %" PRId64 "; epoch %" PRId64
+        " starts from its beginning on %d x %" PRId64 " (scheduler at step %" PRId64 ")\n",
+        ranks, ranks == 1 ? "" : "s", batch, pos->epoch + 1, r->world, r->a.batch, pos->step);
+    if (ranks * batch != r->world * r->a.batch)
+        say(out,
+            "resume: the global batch changes from %" PRId64 " to %" PRId64
+            ": the run goes on with other steps than the saved one would have taken\n",
+            ranks * batch, r->world * r->a.batch);
+    return STK_OK;
 }
 
 /* Continue RUNDIR's run from last.safetensors. */
@@ -228,7 +274,8 @@ static stk_status resume_from(run_state *r)
         return stk_error(STK_ERR_INVALID_ARG,
                          "--resume: %s was trained with --seed %" PRId64 ", not %" PRId64,
                          r->path_last, p.seed, r->a.seed);
-    return stk_trainer_resume(r->trainer, r->path_last);
+    TRY(stk_trainer_resume(r->trainer, r->path_last));
+    return continue_on_this_world(r);
 }
 
 /* The model as the flags describe it: created, --init, --freeze, on the device. */
@@ -350,6 +397,7 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
                                       {"--optimizer", (uint64_t)a->optimizer},
                                       {"--lr (bits)", lr.u},
                                       {"--resume", a->resume},
+                                      {"--sync-bn", a->sync_bn},
                                       {"dataset records", stk_dataset_count(ds)},
                                       {"dataset classes", m->num_classes},
                                       {"image size", (uint64_t)r->size},
@@ -357,6 +405,7 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
         TRY(stk_ddp_attach(r->trainer, r->model, r->comm, (int)(sizeof items / sizeof *items),
                            items, &r->ddp));
         stk_ddp_set_timeout(r->ddp, (double)a->dist_timeout);
+        if (a->sync_bn) stk_ddp_sync_batch_norm(r->ddp);
     }
     TRY(stk_h2d_open(r->loader, r->ce, &r->h2d));
     if (mkdir(a->out, 0755) != 0 && errno != EEXIST)
@@ -487,8 +536,6 @@ static void close_run(run_state *r)
     free(r->a.out_buf);
 }
 
-/* fprintf, except on ranks other than 0 (f NULL) */
-static void say(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(FILE *f, const char *fmt, ...)
 {
     if (!f) return;
@@ -545,8 +592,9 @@ static int run(int argc, char **argv)
     if (r.world > 1)
         say(lines,
             "data-parallel: %d ranks (%s), batch %" PRId64 " per rank, global batch %" PRId64
-            "; images/s below are the job's\n",
-            r.world, stk_comm_library(r.comm), a->batch, a->batch * r.world);
+            "%s; images/s below are the job's\n",
+            r.world, stk_comm_library(r.comm), a->batch, a->batch * r.world,
+            a->sync_bn ? ", batch norm synchronised" : "");
     double t_all = stk_clock_sec(), ips_sum = 0, stall_sum = 0;
     int epochs_run = 0;
     stk_epoch_stats es = {0};
