@@ -3,6 +3,7 @@
 
 #include "common/clock.h"
 #include "common/crc32c.h"
+#include "kernels/device_collective.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -23,7 +24,8 @@ typedef struct slot {
 } slot;
 
 typedef struct bucket {
-    float *buf;
+    float *buf; /* host memory, or device memory (of dev) with NCCL */
+    stk_tensor *dev;
     size_t numel;
     int params, pending; /* parameters in it; still to come this step */
 } bucket;
@@ -43,6 +45,7 @@ struct stk_ddp {
     slot *slots; /* per model parameter; numel 0 for buffers and frozen ones */
     bucket *buckets;
     int n_buckets;
+    stk_device_comm *dc; /* gradients on the GPU with NCCL; NULL: through host memory and MPI */
     pthread_t thread;
     bool thread_started;
     /* Guarded by lock. The queue runs in the order jobs were added, which is
@@ -113,6 +116,15 @@ static stk_status on_grad_ready(void *ctx, const stk_step_info *info)
     slot *s = &d->slots[info->param];
     if (!s->numel || s->got) return STK_OK;
     bucket *b = &d->buckets[s->bucket];
+    if (d->dc) {
+        if (!stk_tensor_is_contiguous(info->grad))
+            return stk_error(STK_ERR_INVALID_ARG, "data-parallel: a non-contiguous gradient");
+        TRY(stk_device_comm_copy(d->dc, b->buf + s->offset, stk_tensor_device_data(info->grad),
+                                 s->numel * sizeof(float)));
+        s->got = true;
+        /* NCCL queues the all-reduce behind the copies on its own stream */
+        return --b->pending == 0 ? stk_device_comm_allreduce_avg(d->dc, b->buf, b->numel) : STK_OK;
+    }
     TRY(stk_tensor_to_host(info->grad, b->buf + s->offset, s->numel * sizeof(float)));
     s->got = true;
     pthread_mutex_lock(&d->lock);
@@ -135,6 +147,31 @@ static struct timespec deadline_in(double seconds)
     return t;
 }
 
+/* NCCL averaged the buckets on the GPU: wait (bounded), copy back. */
+static stk_status after_backward_device(stk_ddp *d, const stk_step_info *info)
+{
+    double t0 = stk_clock_sec();
+    stk_status st = stk_device_comm_finish(d->dc, d->timeout_s);
+    d->exposed_s += stk_clock_sec() - t0;
+    if (st == STK_ERR_IO)
+        return stk_error(STK_ERR_IO,
+                         "step %lld: %s: another rank has hung, stopped or died (its own output "
+                         "may say why); stopping the job",
+                         (long long)info->step + 1, stk_last_error());
+    TRY(st);
+    for (int k = 0; k < d->n_buckets; k++) d->buckets[k].pending = d->buckets[k].params;
+    for (int i = 0; i < d->n_params; i++) {
+        slot *s = &d->slots[i];
+        if (!s->numel) continue;
+        s->got = false;
+        stk_tensor *g = stk_tensor_grad(stk_model_param(d->model, i)->value);
+        TRY(stk_device_comm_copy(d->dc, stk_tensor_device_data(g),
+                                 d->buckets[s->bucket].buf + s->offset, s->numel * sizeof(float)));
+    }
+    d->steps++;
+    return STK_OK;
+}
+
 static stk_status after_backward(void *ctx, const stk_step_info *info)
 {
     stk_ddp *d = ctx;
@@ -144,6 +181,7 @@ static stk_status after_backward(void *ctx, const stk_step_info *info)
                              "data-parallel step %lld: %s received no gradient (every trainable "
                              "parameter must take part in every step)",
                              (long long)info->step + 1, stk_model_param(d->model, i)->name);
+    if (d->dc) return after_backward_device(d, info);
     double t0 = stk_clock_sec();
     struct timespec deadline = deadline_in(d->timeout_s);
     pthread_mutex_lock(&d->lock);
@@ -244,6 +282,26 @@ static stk_status broadcast_model(stk_ddp *d)
     return STK_OK;
 }
 
+/* A model on the GPU in a build with NCCL: its communicator, the id from
+ * rank 0 over MPI. Every rank takes the same decision (check_same compared
+ * the models, and the device is part of the flags every rank shares). */
+static stk_status open_device_comm(stk_ddp *d)
+{
+    int world = stk_comm_world(d->comm);
+    if (world < 2 || !stk_device_comm_library()) return STK_OK;
+    bool on_gpu = false;
+    for (int i = 0; i < d->n_params; i++)
+        if (stk_tensor_device(stk_model_param(d->model, i)->value) == STK_DEVICE_CUDA)
+            on_gpu = true;
+    if (!on_gpu) return STK_OK;
+    uint8_t id[STK_DEVICE_COMM_ID_BYTES] = {0};
+    int rank = stk_comm_rank(d->comm);
+    if (rank == 0) TRY(stk_device_comm_make_id(id));
+    TRY(stk_comm_broadcast(d->comm, id, sizeof id, 0));
+    stk_status st = stk_device_comm_open(id, rank, world, &d->dc);
+    return st == STK_OK ? st : stk_error_prefix(st, "starting NCCL");
+}
+
 /* Buckets over the trainable parameters in reverse order. */
 static stk_status make_buckets(stk_ddp *d)
 {
@@ -268,9 +326,14 @@ static stk_status make_buckets(stk_ddp *d)
         return stk_error(STK_ERR_NOMEM, "out of memory");
     for (int k = 0; k < d->n_buckets; k++) {
         bucket *bk = &d->buckets[k];
-        if (!(bk->buf = malloc(bk->numel * sizeof(float))))
+        if (d->dc) {
+            int64_t n = (int64_t)bk->numel;
+            TRY(stk_tensor_zeros_on(STK_DEVICE_CUDA, STK_F32, 1, &n, &bk->dev));
+            bk->buf = stk_tensor_device_data(bk->dev);
+        } else if (!(bk->buf = malloc(bk->numel * sizeof(float)))) {
             return stk_error(STK_ERR_NOMEM, "no memory for a %zu-byte gradient bucket",
                              bk->numel * sizeof(float));
+        }
         bk->pending = bk->params;
         d->bytes_per_step += bk->numel * sizeof(float);
     }
@@ -291,7 +354,7 @@ stk_status stk_ddp_attach(stk_trainer *t, stk_model *m, stk_comm *c, int n_items
     pthread_cond_init(&d->cv, NULL);
     stk_status st;
     if ((st = check_same(d, n_items, items)) != STK_OK || (st = broadcast_model(d)) != STK_OK ||
-        (st = make_buckets(d)) != STK_OK)
+        (st = open_device_comm(d)) != STK_OK || (st = make_buckets(d)) != STK_OK)
         goto fail;
     if (stk_comm_world(c) > 1) {
         if (pthread_create(&d->thread, NULL, comm_main, d) != 0) {
@@ -320,7 +383,13 @@ void stk_ddp_destroy(stk_ddp *d)
         pthread_mutex_unlock(&d->lock);
         pthread_join(d->thread, NULL);
     }
-    for (int k = 0; k < d->n_buckets; k++) free(d->buckets[k].buf);
+    stk_device_comm_close(d->dc);
+    for (int k = 0; k < d->n_buckets; k++) {
+        if (d->buckets[k].dev)
+            stk_tensor_release(d->buckets[k].dev);
+        else
+            free(d->buckets[k].buf);
+    }
     free(d->buckets);
     free(d->queue);
     free(d->slots);
@@ -368,8 +437,9 @@ void stk_ddp_get_stats(const stk_ddp *d, stk_ddp_stats *out)
 {
     stk_ddp *m = (stk_ddp *)d; /* the lock only */
     pthread_mutex_lock(&m->lock);
-    out->comm_s = d->comm_s;
+    out->comm_s = d->dc ? stk_device_comm_seconds(d->dc) : d->comm_s;
     pthread_mutex_unlock(&m->lock);
+    out->library = d->dc ? stk_device_comm_library() : stk_comm_library(d->comm);
     out->buckets = d->n_buckets;
     out->bytes_per_step = d->bytes_per_step;
     out->steps = d->steps;

@@ -28,9 +28,15 @@
  * stk_ddp_allreduce) runs on the communication thread in the order it was
  * asked for, which is the same on every rank.
  *
- * Gradients travel through host memory and MPI (on a GPU too, for now:
- * NCCL is not built yet). Every trainable parameter must receive a gradient
- * in every step (no unused parameters). One ddp per trainer.
+ * On GPUs in a build with NCCL the buckets are device memory: each
+ * gradient is copied in on the compute stream, and a full bucket's
+ * all-reduce (NCCL's average) is queued on a communication stream behind
+ * those copies, overlapping the rest of backward; AFTER_BACKWARD makes the
+ * compute stream wait for them, waits on the host too (bounded by the
+ * watchdog) and copies the averages back. Otherwise (CPU, or no NCCL)
+ * gradients travel through host memory and MPI on the communication thread.
+ * Every trainable parameter must receive a gradient in every step (no
+ * unused parameters). One ddp per trainer.
  */
 #pragma once
 
@@ -73,10 +79,11 @@ stk_status stk_ddp_allreduce(stk_ddp *d, float *buf, size_t n);
 void stk_ddp_sync_batch_norm(stk_ddp *d);
 
 typedef struct stk_ddp_stats {
+    const char *library; /* what moves the gradients: "NCCL 2.28.9", "Open MPI v4.1.4" */
     int buckets;
     uint64_t bytes_per_step; /* gradient bytes all-reduced per step (per rank) */
     uint64_t steps;
-    double comm_s;    /* the communication thread's time in all-reduce */
+    double comm_s;    /* time in gradient all-reduces (NCCL: the stream's, from events) */
     double exposed_s; /* the step's time waiting for it after backward */
 } stk_ddp_stats;
 void stk_ddp_get_stats(const stk_ddp *d, stk_ddp_stats *out);

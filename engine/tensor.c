@@ -411,6 +411,8 @@ void *stk_tensor_data(const stk_tensor *t)
     return t->storage->device == STK_DEVICE_CPU ? tensor_ptr(t) : NULL;
 }
 
+void *stk_tensor_device_data(const stk_tensor *t) { return tensor_ptr(t); }
+
 const char *stk_tensor_shape_str(const stk_tensor *t)
 {
     static _Thread_local char buf[160];

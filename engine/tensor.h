@@ -83,6 +83,10 @@ bool stk_tensor_is_contiguous(const stk_tensor *t);
 /* Pointer to the first element on the CPU (NULL for other devices). Valid
  * while the tensor lives. */
 void *stk_tensor_data(const stk_tensor *t);
+/* Pointer to the first element in the memory of the tensor's device (device
+ * memory for a GPU tensor), for libraries that work on it (NCCL). Work
+ * queued on the tensor is ordered by the device's compute stream. */
+void *stk_tensor_device_data(const stk_tensor *t);
 /* Shape as text, e.g. "[128, 3, 32, 32]" (thread-local buffer, valid until the next call). */
 const char *stk_tensor_shape_str(const stk_tensor *t);
 /* Value of a one-element f32 tensor (a GPU tensor's waits for the queued

@@ -398,6 +398,7 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
                                       {"--lr (bits)", lr.u},
                                       {"--resume", a->resume},
                                       {"--sync-bn", a->sync_bn},
+                                      {"--device (0 cpu, 1 cuda)", (uint64_t)a->device.kind},
                                       {"dataset records", stk_dataset_count(ds)},
                                       {"dataset classes", m->num_classes},
                                       {"image size", (uint64_t)r->size},
@@ -639,9 +640,9 @@ static int run(int argc, char **argv)
         stk_ddp_stats ds;
         stk_ddp_get_stats(r.ddp, &ds);
         fprintf(stderr,
-                "data-parallel: %.1f MB of gradients all-reduced per step in %d buckets; "
+                "data-parallel: %.1f MB of gradients all-reduced per step in %d buckets by %s; "
                 "all-reduce %.2f s over %" PRIu64 " steps, %.2f s of it not hidden by backward\n",
-                ds.bytes_per_step / 1e6, ds.buckets, ds.comm_s, ds.steps, ds.exposed_s);
+                ds.bytes_per_step / 1e6, ds.buckets, ds.library, ds.comm_s, ds.steps, ds.exposed_s);
     }
     if (a->amp && r.rank == 0)
         fprintf(stderr,

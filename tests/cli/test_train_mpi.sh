@@ -107,6 +107,28 @@ assert worst("cnn1", "cnn2l") > 1e-4, worst("cnn1", "cnn2l")
 print("resumed on 2, 1, 4 ranks and sync-bn on 2 ranks: the runs of one process")
 PY
 
+# On GPUs (a real one, or the STOKE_CUDA=EMULATE build's host emulation,
+# with two emulated GPUs and tests/cuda_host's NCCL between the processes):
+# each rank on its local GPU, gradients averaged by NCCL on the device, the
+# same weights as one process on the whole batch
+if "$STOKE" devices | grep -q '^gpu [0-9]'; then
+    export STOKE_HOST_CUDA_DEVICES=2
+    run 0 "$STOKE" train $T --batch 16 --out gpu1 --device cuda
+    run 0 $MPI "$STOKE" train $T --batch 8 --out gpu2 --device cuda
+    expect err.txt "all-reduced per step in 1 buckets by NCCL"
+    "$PYTHON3" - "$STOKE_TESTS/python" <<'PY' || fail "NCCL: 2 ranks and 1 process end with other weights"
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np, st_io
+a, _ = st_io.load("gpu1/last.safetensors")
+b, _ = st_io.load("gpu2/last.safetensors")
+for k in a:
+    err = np.abs(a[k].astype(np.float64) - b[k]).max() / (1 + np.abs(a[k]).max())
+    assert err <= 1e-5, (k, err)
+PY
+    NCCL_TESTED=1
+fi
+
 # a rank with other flags: refused on every rank before the first step
 run 1 $MPIRUN --oversubscribe -np 1 "$STOKE" train $T --batch 8 --out bad : \
     -np 1 "$STOKE" train $T --batch 4 --out bad
@@ -122,11 +144,11 @@ rank_pid() {
         fi
     done
 }
-# long_job DIR SIGNAL: rank 1 gets SIGNAL mid-run; waits up to 60 s for the job's end
+# long_job DIR SIGNAL [FLAGS]: rank 1 gets SIGNAL mid-run; waits up to 60 s for the job's end
 long_job() {
     rm -f job.rc
     ($MPI "$STOKE" train --data tiny.stoke --threads 1 --workers 1 --model mlp --epochs 100000 \
-        --transform center:28 --batch 8 --out "$1" --dist-timeout 3 >out.txt 2>err.txt
+        --transform center:28 --batch 8 --out "$1" --dist-timeout 3 ${3:-} >out.txt 2>err.txt
      echo $? >job.rc) &
     i=0
     while [ ! -f "$1/last.safetensors" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
@@ -150,4 +172,9 @@ long_job hung STOP
 expect err.txt "has not finished after 3 s: another rank has hung"
 # a rank that dies: mpirun stops the job
 long_job killed KILL
+# the NCCL watchdog: the GPU would wait forever for the stopped peer
+if [ -n "${NCCL_TESTED:-}" ]; then
+    long_job hung_gpu STOP "--device cuda"
+    expect err.txt "the NCCL all-reduce has not finished after 3 s (communicator aborted): another rank has hung"
+fi
 finish

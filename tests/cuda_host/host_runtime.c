@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct task {
     void (*fn)(void *);
@@ -32,6 +33,7 @@ struct CUevent_st {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     uint64_t recorded, completed;
+    double completed_at; /* seconds (CLOCK_MONOTONIC): cudaEventElapsedTime */
 };
 
 static pthread_mutex_t global = PTHREAD_MUTEX_INITIALIZER;
@@ -347,8 +349,11 @@ typedef struct event_mark {
 static void complete_event(void *arg)
 {
     event_mark *m = arg;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
     pthread_mutex_lock(&m->e->mu);
     if (m->target > m->e->completed) m->e->completed = m->target;
+    m->e->completed_at = (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
     pthread_cond_broadcast(&m->e->cv);
     pthread_mutex_unlock(&m->e->mu);
     free(m);
@@ -402,6 +407,20 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
     uint64_t target = e->recorded;
     while (e->completed < target) pthread_cond_wait(&e->cv, &e->mu);
     pthread_mutex_unlock(&e->mu);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+    if (cudaEventQuery(start) != cudaSuccess || cudaEventQuery(end) != cudaSuccess)
+        return cudaErrorNotReady;
+    pthread_mutex_lock(&start->mu);
+    double a = start->completed_at;
+    pthread_mutex_unlock(&start->mu);
+    pthread_mutex_lock(&end->mu);
+    double b = end->completed_at;
+    pthread_mutex_unlock(&end->mu);
+    *ms = (float)((b - a) * 1e3);
     return cudaSuccess;
 }
 
@@ -487,26 +506,39 @@ cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t 
 
 /* ---- device and errors ----------------------------------------------------------- */
 
+/* One emulated GPU, or STOKE_HOST_CUDA_DEVICES of them (1..16) for tests
+ * of one GPU per rank; they all share the host's memory. */
+static int device_count(void)
+{
+    const char *e = getenv("STOKE_HOST_CUDA_DEVICES");
+    int n = e ? atoi(e) : 1;
+    return n >= 1 && n <= 16 ? n : 1;
+}
+
+static _Thread_local int current_device;
+
 cudaError_t cudaGetDeviceCount(int *count)
 {
-    *count = 1;
+    *count = device_count();
     return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int device)
 {
-    return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice);
+    if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+    current_device = device;
+    return cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int *device)
 {
-    *device = 0;
+    *device = current_device;
     return cudaSuccess;
 }
 
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 {
-    if (device != 0) return fail(cudaErrorInvalidDevice);
+    if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
     memset(prop, 0, sizeof *prop);
     snprintf(prop->name, sizeof prop->name, "host emulation (Stoke tests, not a GPU)");
     prop->totalGlobalMem = memory_limit();
