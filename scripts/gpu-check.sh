@@ -9,7 +9,8 @@
 # 3. runs the op tests and a short training run under compute-sanitizer
 #    (memcheck, racecheck, synccheck): out-of-bounds and misaligned device
 #    accesses, shared-memory races, invalid synchronisation;
-# 4. measures training throughput on the GPU beside PyTorch (when a CUDA
+# 4. with 2 GPUs and mpirun: data-parallel training with NCCL against one process;
+# 5. measures training throughput on the GPU beside PyTorch (when a CUDA
 #    build of torch is installed for /usr/bin/python3).
 # Prints each step's result and exits non-zero if any check failed.
 set -u
@@ -44,6 +45,13 @@ if [ -x "$SAN" ]; then
 else
     echo "FAILED: $SAN not found"
     failed=1
+fi
+
+step "data-parallel on GPUs with NCCL (needs 2 GPUs and mpirun)"
+if [ "$("$BUILD/stoke" devices | grep -c '^gpu [0-9]')" -ge 2 ] && command -v mpirun >/dev/null; then
+    (cd "$BUILD" && check ctest --output-on-failure -R 'cli_train_mpi')
+else
+    echo "(skipped: NCCL needs one GPU per rank)"
 fi
 
 step "throughput on the GPU beside PyTorch"

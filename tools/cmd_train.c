@@ -142,7 +142,10 @@ static const stk_cli cli = {
              "(MPI) before each step; --batch is per rank, the global batch is N times it;\n"
              "rank 0 prints, evaluates and writes RUNDIR; images/s are the job's. Every\n"
              "rank must be given the same flags (checked before the first step). With\n"
-             "--device cuda each rank takes its local GPU. A rank that fails stops the job.\n",
+             "--device cuda each rank takes its local GPU and gradients are averaged by\n"
+             "NCCL on the GPUs (when the build found it). A rank that fails stops the job.\n"
+             "--resume works on another number of ranks: the next epoch starts from its\n"
+             "beginning (exact for the same global batch, up to rounding).\n",
     .max_args = 0};
 
 /* Parse the flags; returns -1 to go on, or the exit code. */
