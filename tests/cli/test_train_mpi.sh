@@ -16,6 +16,32 @@ MPI="$MPIRUN -np 2 --oversubscribe"
 run 0 "$STOKE" pack --from idx "$STOKE_FIXTURES/idx" tiny.stoke   # 50 random 28x28 images
 T="--data tiny.stoke --val tiny.stoke --threads 1 --workers 1 --model mlp --epochs 2 --transform center:28"
 
+# weights RUN_A RUN_B: the largest difference between the f32 tensors of two
+# runs' last checkpoints (weights, buffers, optimizer state), relative to
+# 1 + the largest value of the tensor; 0 when bitwise equal
+weights() {
+    "$PYTHON3" - "$STOKE_TESTS/python" "$1/last.safetensors" "$2/last.safetensors" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np, st_io
+a, _ = st_io.load(sys.argv[2])
+b, _ = st_io.load(sys.argv[3])
+assert a.keys() == b.keys(), "other tensors"
+print(max(float(np.abs(a[k].astype(np.float64) - b[k]).max() / (1 + np.abs(a[k]).max()))
+          for k in a if a[k].dtype.kind == "f"))
+PY
+}
+# close RUN_A RUN_B TOL: the runs agree within TOL
+close() {
+    d=$(weights "$1" "$2") || { fail "$1 against $2: unreadable"; return; }
+    awk -v d="$d" -v t="$3" 'BEGIN { exit !(d <= t) }' || fail "$1 against $2: $d > $3"
+}
+# apart RUN_A RUN_B TOL: the runs differ by more than TOL
+apart() {
+    d=$(weights "$1" "$2") || { fail "$1 against $2: unreadable"; return; }
+    awk -v d="$d" -v t="$3" 'BEGIN { exit !(d > t) }' || fail "$1 against $2: only $d apart"
+}
+
 if [ "${STOKE_HAVE_MPI:-ON}" != ON ]; then
     run 1 $MPI "$STOKE" train $T --batch 8 --out r
     expect err.txt "started 2 ranks, but this build of Stoke has no MPI: install libopenmpi-dev"
@@ -36,34 +62,13 @@ grep '^epoch' one.txt | sed 's/, [0-9]* images.*//' > a.txt
 grep '^epoch' two.txt | sed 's/, [0-9]* images.*//' > b.txt
 cmp -s a.txt b.txt || { fail "epoch lines differ"; cat a.txt b.txt >&2; }
 [ "$(grep -c '^epoch' two.txt)" = 2 ] || fail "rank 1 printed epoch lines too"
-"$PYTHON3" - "$STOKE_TESTS/python" <<'PY' || fail "2 ranks and 1 process end with other weights"
-import sys
-sys.path.insert(0, sys.argv[1])
-import numpy as np, st_io
-a, _ = st_io.load("one/last.safetensors")
-b, _ = st_io.load("two/last.safetensors")
-assert a.keys() == b.keys()
-for k in a:
-    if k.startswith("optim."):
-        continue
-    err = np.abs(a[k].astype(np.float64) - b[k]).max() / (1 + np.abs(a[k]).max())
-    assert err <= 1e-5, (k, err)  # summation order only: per-rank means, then their mean
-print("2 ranks x 8 == 1 x 16 within 1e-5")
-PY
+close one two 1e-5   # summation order only: per-rank means, then their mean
 
 # stop after epoch 1, resume on 2 ranks: bit-identical to straight through
 run 0 $MPI "$STOKE" train $T --batch 8 --out split --stop-after 1
 run 0 $MPI "$STOKE" train $T --batch 8 --out split --resume
 expect out.txt "(resumed)"
-"$PYTHON3" - "$STOKE_TESTS/python" <<'PY' || fail "a resumed 2-rank run differs"
-import sys
-sys.path.insert(0, sys.argv[1])
-import numpy as np, st_io
-a, _ = st_io.load("two/last.safetensors")
-b, _ = st_io.load("split/last.safetensors")
-for k in a:
-    assert np.array_equal(a[k], b[k]), k
-PY
+close two split 0     # bit-identical
 
 # resume with other world sizes: 2 ranks x 8, then 1 x 16, then 4 x 4 (50
 # records: the 4 shards are uneven, padded by wrapping to equal length) give
@@ -91,21 +96,9 @@ run 0 "$STOKE" train $TC --batch 16 --out cnn1
 run 0 $MPI "$STOKE" train $TC --batch 8 --out cnn2 --sync-bn
 expect out.txt "global batch 16, batch norm synchronised"
 run 0 $MPI "$STOKE" train $TC --batch 8 --out cnn2l
-"$PYTHON3" - "$STOKE_TESTS/python" <<'PY' || fail "the chained or sync-bn runs differ"
-import sys
-sys.path.insert(0, sys.argv[1])
-import numpy as np, st_io
-def worst(x, y):
-    a, _ = st_io.load(x + "/last.safetensors")
-    b, _ = st_io.load(y + "/last.safetensors")
-    assert a.keys() == b.keys()
-    return max(np.abs(a[k].astype(np.float64) - b[k]).max() / (1 + np.abs(a[k]).max())
-               for k in a if a[k].dtype.kind == "f")
-assert worst("straight", "chain") <= 1e-5, worst("straight", "chain")
-assert worst("cnn1", "cnn2") <= 1e-5, worst("cnn1", "cnn2")   # running statistics included
-assert worst("cnn1", "cnn2l") > 1e-4, worst("cnn1", "cnn2l")
-print("resumed on 2, 1, 4 ranks and sync-bn on 2 ranks: the runs of one process")
-PY
+close straight chain 1e-5
+close cnn1 cnn2 1e-5    # running statistics included
+apart cnn1 cnn2l 1e-4
 
 # On GPUs (a real one, or the STOKE_CUDA=EMULATE build's host emulation,
 # with two emulated GPUs and tests/cuda_host's NCCL between the processes):
@@ -117,16 +110,7 @@ if [ "$("$STOKE" devices | grep -c '^gpu [0-9]')" -ge 2 ]; then
     run 0 "$STOKE" train $T --batch 16 --out gpu1 --device cuda
     run 0 $MPI "$STOKE" train $T --batch 8 --out gpu2 --device cuda
     expect err.txt "all-reduced per step in 1 buckets by NCCL"
-    "$PYTHON3" - "$STOKE_TESTS/python" <<'PY' || fail "NCCL: 2 ranks and 1 process end with other weights"
-import sys
-sys.path.insert(0, sys.argv[1])
-import numpy as np, st_io
-a, _ = st_io.load("gpu1/last.safetensors")
-b, _ = st_io.load("gpu2/last.safetensors")
-for k in a:
-    err = np.abs(a[k].astype(np.float64) - b[k]).max() / (1 + np.abs(a[k]).max())
-    assert err <= 1e-5, (k, err)
-PY
+    close gpu1 gpu2 1e-5
     NCCL_TESTED=1
 fi
 
