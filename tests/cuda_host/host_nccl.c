@@ -4,15 +4,17 @@
  * runs on its stream's worker thread (like NCCL's kernel on its stream),
  * each rank copying its part into its slot, a barrier, every rank summing
  * the slots in rank order (so all get the same bits), a barrier. The
- * barrier is a process-shared mutex and condition variable with an abort
- * flag, so ncclCommAbort (or a peer's) wakes a rank stuck waiting for a
- * peer that hung. */
+ * barrier is lock-free (atomic counters in the segment, waiters polling):
+ * a peer stopped at any instruction (SIGSTOP, a hang) can never hold
+ * something another rank needs, so the others' ncclCommAbort always returns
+ * and their waits see the abort flag. A process-shared mutex here once
+ * deadlocked the watchdog test when a peer was stopped while holding it. */
 #include "host_cuda.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <nccl.h>
-#include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,11 +28,10 @@
 
 typedef struct shared {
     atomic_int ready; /* rank 0 has initialised the rest */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int world, arrived;
-    uint64_t generation;
-    int aborted;
+    int world;
+    atomic_int arrived;
+    atomic_uint generation;
+    atomic_int aborted;
     float data[]; /* world * CHUNK */
 } shared;
 
@@ -79,29 +80,27 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
     return ncclSuccess;
 }
 
-/* Wait until every rank has arrived; false when aborted (here or by a peer). */
+/* Wait until every rank has arrived; false when aborted (here or by a peer).
+ * The generation is read before arriving, and the last rank to arrive
+ * resets the count before it opens the next generation. */
 static bool barrier(struct ncclComm *c)
 {
     shared *sh = c->sh;
-    pthread_mutex_lock(&sh->mu);
-    uint64_t gen = sh->generation;
-    if (++sh->arrived == sh->world) {
-        sh->arrived = 0;
-        sh->generation++;
-        pthread_cond_broadcast(&sh->cv);
+    unsigned gen = atomic_load(&sh->generation);
+    if (atomic_fetch_add(&sh->arrived, 1) + 1 == sh->world) {
+        atomic_store(&sh->arrived, 0);
+        atomic_fetch_add(&sh->generation, 1);
+        return true;
     }
-    while (sh->generation == gen && !sh->aborted) {
-        if (atomic_load(&c->local_abort)) sh->aborted = 1;
-        struct timespec t;
-        clock_gettime(CLOCK_REALTIME, &t);
-        t.tv_nsec += 50 * 1000 * 1000;
-        if (t.tv_nsec >= 1000000000L) t.tv_sec++, t.tv_nsec -= 1000000000L;
-        pthread_cond_timedwait(&sh->cv, &sh->mu, &t);
+    for (unsigned spins = 0; atomic_load(&sh->generation) == gen; spins++) {
+        if (atomic_load(&c->local_abort)) atomic_store(&sh->aborted, 1);
+        if (atomic_load(&sh->aborted)) return false;
+        if (spins < 64)
+            sched_yield();
+        else
+            usleep(50);
     }
-    bool ok = sh->generation != gen;
-    if (!ok) pthread_cond_broadcast(&sh->cv); /* the abort reaches the others */
-    pthread_mutex_unlock(&sh->mu);
-    return ok;
+    return true;
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int rank)
@@ -139,17 +138,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int 
         free(c);
         return ncclSystemError;
     }
-    if (rank == 0) {
-        pthread_mutexattr_t ma;
-        pthread_condattr_t ca;
-        pthread_mutexattr_init(&ma);
-        pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
-        pthread_condattr_init(&ca);
-        pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
-        pthread_mutex_init(&c->sh->mu, &ma);
-        pthread_cond_init(&c->sh->cv, &ca);
-        pthread_mutexattr_destroy(&ma);
-        pthread_condattr_destroy(&ca);
+    if (rank == 0) { /* ftruncate zeroed the counters */
         c->sh->world = nranks;
         atomic_store(&c->sh->ready, 1);
     } else {
@@ -232,10 +221,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm)
     /* a job still queued or waiting sees the flag and gives up; the memory
      * stays mapped (it may still be running): the process is ending */
     atomic_store(&comm->local_abort, 1);
-    pthread_mutex_lock(&comm->sh->mu);
-    comm->sh->aborted = 1;
-    pthread_cond_broadcast(&comm->sh->cv);
-    pthread_mutex_unlock(&comm->sh->mu);
+    atomic_store(&comm->sh->aborted, 1);
     return ncclSuccess;
 }
 
