@@ -17,6 +17,7 @@ all: build
 
 deps:
 	./scripts/install-deps.sh
+	./scripts/make-venv.sh
 
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTOKE_WERROR=ON $(CMAKE_FLAGS)

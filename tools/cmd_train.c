@@ -10,6 +10,7 @@
 #include "kernels/backend.h"
 #include "tools/cli.h"
 #include "tools/flags.h"
+#include "tools/run_record.h"
 #include "train/batch.h"
 #include "train/device.h"
 #include "train/inputs.h"
@@ -23,7 +24,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 
 typedef struct train_args {
@@ -32,7 +32,7 @@ typedef struct train_args {
     int n_freeze;
     int64_t epochs, batch, workers, threads, step_epochs, seed, stop_after, dist_timeout;
     double lr, momentum, wd, warmup_epochs, smoothing; /* lr < 0: the optimizer's default */
-    bool nesterov, resume, json, amp, sync_bn;
+    bool nesterov, resume, json, amp, sync_bn, tensorboard, no_tensorboard;
     int optimizer; /* index in optimizers[] (= stk_optim_kind) */
     int schedule;  /* index in schedules[] */
     char *out_buf; /* the default --out, run-MODEL (owned) */
@@ -103,8 +103,16 @@ static const stk_flag flags[] = {
                  "died) stops the job with a message; default 300"),
     STK_FLAG_SECTION("output"),
     STK_FLAG_TEXT(T, out, "out", "RUNDIR",
-                  "default run-MODEL; holds metrics.csv, last.safetensors,\n"
-                  "best.safetensors (best validation top-1)"),
+                  "default run-MODEL; holds metrics.csv (per epoch), steps.csv\n"
+                  "(per step), last.safetensors, best.safetensors (best\n"
+                  "validation top-1) and TensorBoard's events.out.tfevents.*"),
+    STK_FLAG_BOOL(T, tensorboard, "tensorboard",
+                  "write a TensorBoard event file into RUNDIR (the default):\n"
+                  "per step train/loss and train/lr; per epoch epoch/* (loss,\n"
+                  "accuracy, validation, images/s, stall %) and memory/*; the\n"
+                  "first batch as an image; the flags as text\n"
+                  "(tensorboard --logdir RUNDIR)"),
+    STK_FLAG_BOOL(T, no_tensorboard, "no-tensorboard", "no event file"),
     STK_FLAG_INT(T, stop_after, "stop-after", "N", 1, 100000,
                  "end this invocation after N epochs (checkpointed), to split\n"
                  "a run across time slots; continue it with --resume"),
@@ -130,9 +138,13 @@ static const stk_cli cli = {
              "checkpointed.\n",
     .flags = flags,
     .notes = "Each epoch prints one line (loss, accuracy, validation, images/s, stall %:\n"
-             "the share of the epoch the step waited for data). metrics.csv columns: epoch,\n"
-             "step, lr, train_loss, train_acc, val_loss, val_top1, val_top5, images_per_sec,\n"
-             "stall_pct, seconds. A NaN or infinite loss, or a parameter that is no longer\n"
+             "the share of the epoch the step waited for data; memory). metrics.csv columns:\n"
+             "epoch, step, lr, train_loss, train_acc, val_loss, val_top1, val_top5,\n"
+             "images_per_sec, stall_pct, seconds, mem_allocated_mb, mem_reserved_mb,\n"
+             "mem_peak_mb (the training device's caching allocator: bytes in tensors, held\n"
+             "by the cache, the epoch's peak), peak_rss_mb (the process). steps.csv: step,\n"
+             "epoch, loss, lr (rank 0's loss under a launcher). `stoke plot RUNDIR` draws\n"
+             "them. A NaN or infinite loss, or a parameter that is no longer\n"
              "finite after a step, stops the run at that step; the last\n"
              "good checkpoint stays. Ctrl-C stops after the current step, keeping the last\n"
              "completed epoch's checkpoint.\n"
@@ -178,6 +190,8 @@ static int parse(int argc, char **argv, train_args *a)
     if (a->amp && a->device.kind != STK_DEVICE_CUDA)
         return stk_cli_usage("train", "--amp: mixed precision runs on the GPU (add --device cuda); "
                                       "the CPU backend computes in f32");
+    if (a->tensorboard && a->no_tensorboard)
+        return stk_cli_usage("train", "--tensorboard and --no-tensorboard: choose one");
     if (a->lr < 0) a->lr = a->optimizer == STK_OPTIM_SGD ? 0.05 : 0.001;
     if (!a->out) {
         if (!(a->out_buf = stk_text_printf("run-%s", a->model))) {
@@ -198,13 +212,13 @@ typedef struct run_state {
     stk_optim *opt;
     stk_trainer *trainer;
     stk_trainer_config tc;
-    char *metrics; /* metrics.csv's whole text, rewritten atomically after each epoch */
+    run_record *record;              /* metrics.csv, steps.csv, TensorBoard (rank 0) */
     char *transform, *val_transform; /* the specs in use (owned): never cut to a buffer */
     int size;
-    char *path_last, *path_best, *path_metrics; /* under --out (owned) */
-    stk_progress bar;                           /* the epoch's */
-    stk_comm *comm;                             /* the data-parallel job (a world of one alone) */
-    stk_ddp *ddp;                               /* with more than one rank */
+    char *path_last, *path_best; /* under --out (owned) */
+    stk_progress bar;            /* the epoch's */
+    stk_comm *comm;              /* the data-parallel job (a world of one alone) */
+    stk_ddp *ddp;                /* with more than one rank */
     int rank, world;
 } run_state;
 
@@ -221,9 +235,9 @@ static stk_status save_checkpoint(run_state *r, const char *path)
 
 static double peak_rss_mb(void)
 {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_maxrss / 1024.0;
+    run_memory m;
+    run_memory_read(STK_DEVICE_CPU, &m);
+    return m.peak_rss_mb;
 }
 
 /* fprintf, except on ranks other than 0 (f NULL) */
@@ -346,6 +360,38 @@ static stk_status check_val(run_state *r, const stk_meta *m)
     return st;
 }
 
+/* The flags in use, as a Markdown table for TensorBoard's text tab. */
+static char *config_markdown(const run_state *r)
+{
+    const train_args *a = &r->a;
+    return stk_text_printf(
+        "| setting | value |\n| --- | --- |\n| model | %s |\n| data | %s |\n| val | %s |\n"
+        "| transform | %s |\n| val transform | %s |\n| epochs | %" PRId64 " |\n"
+        "| batch per rank | %" PRId64 " |\n| ranks | %d |\n| optimizer | %s |\n| lr | %g |\n"
+        "| schedule | %s |\n| momentum | %g |\n| weight decay | %g |\n| seed | %" PRId64 " |\n"
+        "| device | %s |\n| amp | %s |\n| workers | %" PRId64 " |\n| threads | %" PRId64 " |\n",
+        a->model, a->data, a->val ? a->val : "-", r->transform, r->val_transform, a->epochs,
+        a->batch, r->world, stk_optim_kind_name((stk_optim_kind)a->optimizer), a->lr,
+        schedules[a->schedule], a->momentum, a->wd, a->seed, stk_device_name(a->device.kind),
+        a->amp ? "yes" : "no", a->workers, a->threads);
+}
+
+/* metrics.csv, steps.csv and the event file (rank 0), continued on --resume. */
+static stk_status open_record(run_state *r)
+{
+    int64_t done = stk_trainer_position(r->trainer)->epoch;
+    TRY(run_record_open(r->a.out, !r->a.no_tensorboard, done, &r->record));
+    run_record_set_normalisation(r->record, r->tc.mean, r->tc.std);
+    TRY(stk_trainer_add_hook(r->trainer, STK_STEP_BEFORE_FORWARD, run_record_step_hook, r->record));
+    TRY(stk_trainer_add_hook(r->trainer, STK_STEP_AFTER_OPTIMIZER, run_record_step_hook,
+                             r->record));
+    char *md = config_markdown(r);
+    if (!md) return stk_error(STK_ERR_NOMEM, "out of memory");
+    stk_status st = run_record_config(r->record, md);
+    free(md);
+    return st;
+}
+
 static stk_status setup_run(run_state *r, stk_dataset *ds)
 {
     train_args *a = &r->a;
@@ -415,22 +461,11 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
     if (mkdir(a->out, 0755) != 0 && errno != EEXIST)
         return stk_error(STK_ERR_IO, "--out %s: %s", a->out, strerror(errno));
     if (!(r->path_last = stk_text_printf("%s/last.safetensors", a->out)) ||
-        !(r->path_best = stk_text_printf("%s/best.safetensors", a->out)) ||
-        !(r->path_metrics = stk_text_printf("%s/metrics.csv", a->out)))
+        !(r->path_best = stk_text_printf("%s/best.safetensors", a->out)))
         return stk_error(STK_ERR_NOMEM, "out of memory");
     if (a->resume) TRY(resume_from(r));
-    if (stk_trainer_position(r->trainer)->epoch > 0) { /* continue the resumed run's rows */
-        uint8_t *text;
-        size_t len;
-        stk_status st = stk_file_read_all(r->path_metrics, (uint64_t)1 << 30, &text, &len);
-        if (st != STK_OK) return stk_error_prefix(st, "%s", r->path_metrics);
-        r->metrics = stk_text_printf("%.*s", (int)len, (const char *)text);
-        free(text);
-    } else {
-        r->metrics = strdup("epoch,step,lr,train_loss,train_acc,val_loss,val_top1,val_top5,"
-                            "images_per_sec,stall_pct,seconds\n");
-    }
-    return r->metrics ? STK_OK : stk_error(STK_ERR_NOMEM, "out of memory");
+    if (r->rank == 0) return open_record(r);
+    return STK_OK;
 }
 
 static stk_status setup(run_state *r)
@@ -505,24 +540,6 @@ static stk_status train_epoch(run_state *r, int64_t epoch, stk_epoch_stats *es,
     return r->a.val && r->world > 1 ? stk_comm_barrier(r->comm) : STK_OK;
 }
 
-/* One row of metrics.csv; the file is rewritten whole (complete or absent,
- * even on a full disk). */
-static stk_status append_metrics(run_state *r, int64_t e, double lr, const stk_epoch_stats *es,
-                                 const stk_eval_result *v)
-{
-    char val[96] = ",,,";
-    if (r->a.val) snprintf(val, sizeof val, "%.5f,%.3f,%.3f,", v->loss, v->top1, v->top5);
-    char *text =
-        stk_text_printf("%s%" PRId64 ",%" PRId64 ",%.6g,%.5f,%.3f,%s%.1f,%.2f,%.2f\n", r->metrics,
-                        e + 1, stk_trainer_position(r->trainer)->step, lr, es->loss, es->accuracy,
-                        val, es->images_per_sec, es->stall_pct, es->seconds);
-    if (!text) return stk_error(STK_ERR_NOMEM, "out of memory");
-    free(r->metrics);
-    r->metrics = text;
-    stk_file_part part = {text, strlen(text)};
-    return stk_file_write_atomic(r->path_metrics, &part, 1);
-}
-
 static void close_run(run_state *r)
 {
     stk_h2d_close(r->h2d);
@@ -531,12 +548,11 @@ static void close_run(run_state *r)
     stk_ddp_destroy(r->ddp);
     stk_optim_destroy(r->opt);
     stk_model_destroy(r->model);
-    free(r->metrics);
+    run_record_close(r->record);
     free(r->transform);
     free(r->val_transform);
     free(r->path_last);
     free(r->path_best);
-    free(r->path_metrics);
     free(r->a.out_buf);
 }
 
@@ -607,19 +623,25 @@ static int run(int argc, char **argv)
     int64_t end = a->epochs;
     if (a->stop_after && start_epoch + a->stop_after < end) end = start_epoch + a->stop_after;
     for (int64_t e = start_epoch; e < end; e++) {
+        stk_device_reset_peak(a->device.kind); /* each epoch's own peak */
         if ((st = train_epoch(&r, e, &es, &val)) != STK_OK) break;
         epochs_run++;
         ips_sum += es.images_per_sec;
         stall_sum += es.stall_pct;
         if (r.rank != 0) continue; /* rank 0 writes metrics and checkpoints */
-        double lr = stk_optim_lr(r.opt);
-        if ((st = append_metrics(&r, e, lr, &es, &val)) != STK_OK) break;
+        run_memory mem;
+        run_memory_read(a->device.kind, &mem);
+        if ((st = run_record_epoch(r.record, e, pos->step, stk_optim_lr(r.opt), &es,
+                                   a->val ? &val : NULL, &mem)) != STK_OK)
+            break;
         say(lines, "epoch %" PRId64 "/%" PRId64 ": loss %.4f, train acc %.2f%%", e + 1, a->epochs,
             es.loss, es.accuracy);
         if (a->val)
             say(lines, ", val loss %.4f, top-1 %.2f%%, top-5 %.2f%%", val.loss, val.top1, val.top5);
-        say(lines, ", %.0f images/s, stall %.1f%%, %.1f s\n", es.images_per_sec, es.stall_pct,
-            es.seconds);
+        say(lines,
+            ", %.0f images/s, stall %.1f%%, %.1f s, %s memory %.0f MB (peak %.0f), rss %.0f MB\n",
+            es.images_per_sec, es.stall_pct, es.seconds, stk_device_name(a->device.kind),
+            mem.heap.allocated / 1e6, mem.heap.peak_allocated / 1e6, mem.peak_rss_mb);
         double score = a->val ? val.top1 : es.accuracy;
         bool best = score > pos->best_metric;
         if (best) pos->best_metric = score;

@@ -146,9 +146,11 @@ static stk_status step_body(stk_trainer *t, stk_step_info *info, const int32_t *
                          isnan(r->loss) ? "NaN" : "infinite", info->step + 1, where_epoch, ep);
     if (host_labels)
         TRY(stk_batch_count_correct(info->logits, host_labels, info->count, &r->top1, &r->top5));
-    TRY(run_hooks(t, info, STK_STEP_AFTER_FORWARD));
+    info->loss_value = r->loss;
     if (t->cfg.schedule.base_lr > 0)
         stk_optim_set_lr(t->opt, stk_schedule_lr(&t->cfg.schedule, info->step));
+    info->lr = stk_optim_lr(t->opt);
+    TRY(run_hooks(t, info, STK_STEP_AFTER_FORWARD));
     if (!t->cfg.amp) {
         t->info = info;
         stk_status st = stk_backward(info->loss, NULL, false);

@@ -91,6 +91,8 @@ typedef struct stk_step_info {
     stk_tensor *logits, *loss; /* from AFTER_FORWARD on */
     int param;                 /* GRAD_READY: stk_model_param(model, param) */
     stk_tensor *grad;          /* GRAD_READY: that parameter's gradient */
+    float loss_value;          /* from AFTER_FORWARD on: the loss, read back (unscaled) */
+    float lr;                  /* from AFTER_FORWARD on: this step's learning rate */
     float loss_scale;          /* 1, or the loss scaler's scale under amp */
     bool stepped;              /* AFTER_OPTIMIZER: the optimizer updated the parameters */
 } stk_step_info;

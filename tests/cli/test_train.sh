@@ -21,9 +21,16 @@ PY
 expect err.txt "epoch 2/2: loss"
 expect err.txt "top-5"
 [ "$(wc -l < r1/metrics.csv)" = 3 ] || fail "metrics.csv should have a header and 2 rows"
-expect r1/metrics.csv "epoch,step,lr,train_loss,train_acc,val_loss,val_top1,val_top5,images_per_sec,stall_pct,seconds"
+expect r1/metrics.csv "epoch,step,lr,train_loss,train_acc,val_loss,val_top1,val_top5,images_per_sec,stall_pct,seconds,mem_allocated_mb,mem_reserved_mb,mem_peak_mb,peak_rss_mb"
+expect err.txt "cpu memory "
 [ -f r1/last.safetensors ] && [ -f r1/best.safetensors ] || fail "checkpoints missing"
-only_entries r1 3
+[ "$(wc -l < r1/steps.csv)" = 13 ] || fail "steps.csv should have a header and 12 rows"
+ls r1/events.out.tfevents.* >/dev/null 2>&1 || fail "no TensorBoard event file"
+only_entries r1 5   # metrics.csv, steps.csv, the event file, last and best
+run 0 "$STOKE" train $T --model mlp --epochs 1 --out r0 --no-tensorboard
+only_entries r0 4
+run 2 "$STOKE" train $T --model mlp --epochs 1 --out r0 --no-tensorboard --tensorboard
+expect err.txt "--tensorboard and --no-tensorboard: choose one"
 
 # eval reads the checkpoint and agrees with the run's last validation.
 run 0 "$STOKE" eval --data tiny.stoke --checkpoint r1/last.safetensors --batch 8 --json
@@ -45,6 +52,7 @@ for w in 1 2; do
     run 0 "$STOKE" train $T --model resnet8 --epochs 3 --workers $w --out straight$w
     run 0 "$STOKE" train $T --model resnet8 --epochs 3 --workers $w --out resumed$w --stop-after 1
     [ "$(wc -l < resumed$w/metrics.csv)" = 2 ] || fail "--stop-after 1 should run one epoch"
+    echo "7,2,9.9,0.01" >>resumed$w/steps.csv   # a step of an epoch that did not finish
     run 0 "$STOKE" train $T --model resnet8 --epochs 3 --workers $w --out resumed$w --resume
     expect out.txt "(resumed)"
     "$PYTHON3" - "$STOKE_TESTS/python" straight$w resumed$w <<'PY' || fail "resume with $w workers is not bit-identical"
@@ -59,6 +67,8 @@ for k in a:
 assert ma["epoch"] == mb["epoch"] == "3" and ma["step"] == mb["step"], (ma, mb)
 PY
     [ "$(wc -l < resumed$w/metrics.csv)" = 4 ] || fail "resumed metrics.csv should have 3 rows"
+    cmp -s straight$w/steps.csv resumed$w/steps.csv || fail "resumed steps.csv differs from straight"
+    [ "$(ls resumed$w/events.out.tfevents.* | wc -l)" = 2 ] || fail "a resumed run adds an event file"
 done
 # Workers do not change the result either.
 cmp straight1/last.safetensors straight2/last.safetensors >/dev/null 2>&1 || \

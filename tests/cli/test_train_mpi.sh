@@ -56,7 +56,7 @@ cp out.txt two.txt
 expect two.txt "data-parallel: 2 ranks (Open MPI"
 expect two.txt "global batch 16"
 expect err.txt "MB of gradients all-reduced per step in 1 buckets"
-only_entries two 3      # rank 0 alone writes: metrics.csv, last and best
+only_entries two 5      # rank 0 alone writes: metrics.csv, steps.csv, events, last and best
 # epoch lines agree (the mean loss and accuracy over both shards; validation on rank 0)
 grep '^epoch' one.txt | sed 's/, [0-9]* images.*//' > a.txt
 grep '^epoch' two.txt | sed 's/, [0-9]* images.*//' > b.txt

@@ -1,0 +1,19 @@
+#!/bin/sh
+# The Python environment the tests use beyond Debian's packages: a venv over
+# Debian's /usr/bin/python3 that still sees its torch/numpy/PIL
+# (--system-site-packages), with TensorBoard from PyPI, whose own event
+# reader checks the files `stoke train` writes (tests/python/check_tfevents.py).
+# Quietly does nothing when it is there already. Without PyPI the tests that
+# need it report themselves skipped.
+set -eu
+cd "$(dirname "$0")/.."
+VENV=${STOKE_VENV:-.venv}
+TENSORBOARD="tensorboard==2.21.0"
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import tensorboard" 2>/dev/null; then
+    exit 0
+fi
+echo "make-venv: $VENV with $TENSORBOARD (PyPI)"
+/usr/bin/python3 -m venv --system-site-packages "$VENV"
+if ! "$VENV/bin/pip" install -q --disable-pip-version-check "$TENSORBOARD"; then
+    echo "make-venv: could not install $TENSORBOARD from PyPI; the TensorBoard reader test will be skipped" >&2
+fi

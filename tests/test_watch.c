@@ -1,0 +1,211 @@
+/* watch/: the protobuf wire encoder, PNG, the batch grid, TensorBoard's
+ * record framing. (TensorBoard's own reader checks whole files in
+ * tests/cli/test_watch.sh.) */
+#include "common/crc32c.h"
+#include "watch/image_grid.h"
+#include "watch/pb_wire.h"
+#include "watch/png.h"
+#include "watch/tfevents.h"
+
+#include "tests/check_main.h"
+#include "tests/test_tmpdir.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+static void assert_bytes(const stk_pb *b, const uint8_t *want, size_t n)
+{
+    ck_assert(!stk_pb_failed(b));
+    ck_assert_uint_eq(b->len, n);
+    ck_assert_mem_eq(b->data, want, n);
+}
+
+/* The encodings of protobuf's documentation ("Encoding": 150 in field 1 is
+ * 08 96 01; "testing" in field 2 is 12 07 74 65 73 74 69 6e 67; a message
+ * holding field 1 = 150 in field 3 is 1a 03 08 96 01). */
+START_TEST(pb_wire_matches_protobuf_docs)
+{
+    stk_pb b;
+    stk_pb_init(&b);
+    stk_pb_int(&b, 1, 150);
+    assert_bytes(&b, (const uint8_t[]){0x08, 0x96, 0x01}, 3);
+    stk_pb_reset(&b);
+    stk_pb_string(&b, 2, "testing");
+    assert_bytes(&b, (const uint8_t[]){0x12, 0x07, 't', 'e', 's', 't', 'i', 'n', 'g'}, 9);
+    stk_pb_reset(&b);
+    size_t m = stk_pb_begin(&b, 3);
+    stk_pb_int(&b, 1, 150);
+    stk_pb_end(&b, m);
+    assert_bytes(&b, (const uint8_t[]){0x1a, 0x03, 0x08, 0x96, 0x01}, 5);
+    /* negative int64: ten bytes; double and float little-endian */
+    stk_pb_reset(&b);
+    stk_pb_int(&b, 2, -1);
+    assert_bytes(
+        &b, (const uint8_t[]){0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+        11);
+    stk_pb_reset(&b);
+    stk_pb_double(&b, 1, 1.0);
+    stk_pb_float(&b, 2, 1.0f);
+    assert_bytes(&b, (const uint8_t[]){0x09, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f, 0x15, 0, 0, 0x80, 0x3f},
+                 14);
+    stk_pb_deinit(&b);
+}
+END_TEST
+
+/* A nested body longer than 127 bytes needs a 2-byte length: the body moves. */
+START_TEST(pb_wire_long_nested_message)
+{
+    stk_pb b;
+    stk_pb_init(&b);
+    char text[300];
+    memset(text, 'x', sizeof text - 1);
+    text[sizeof text - 1] = '\0';
+    size_t outer = stk_pb_begin(&b, 5);
+    size_t inner = stk_pb_begin(&b, 1);
+    stk_pb_string(&b, 1, text);
+    stk_pb_end(&b, inner);
+    stk_pb_end(&b, outer);
+    ck_assert(!stk_pb_failed(&b));
+    /* 2a <len 305: b1 02> 0a <len 302: ae 02> 0a <len 299: ab 02> x... */
+    const uint8_t head[] = {0x2a, 0xb1, 0x02, 0x0a, 0xae, 0x02, 0x0a, 0xab, 0x02, 'x'};
+    ck_assert_uint_eq(b.len, 9 + 299);
+    ck_assert_mem_eq(b.data, head, sizeof head);
+    ck_assert_int_eq(b.data[b.len - 1], 'x');
+    stk_pb_deinit(&b);
+}
+END_TEST
+
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* The PNG's chunks are well formed and its pixels inflate back exactly. */
+START_TEST(png_round_trips_through_zlib)
+{
+    enum { W = 7, H = 5, C = 3 };
+    uint8_t px[W * H * C];
+    for (int i = 0; i < W * H * C; i++) px[i] = (uint8_t)(i * 37);
+    uint8_t *png;
+    size_t n;
+    ck_assert_int_eq(stk_png_encode(px, W, H, C, &png, &n), STK_OK);
+    ck_assert_mem_eq(png, "\x89PNG\r\n\x1a\n", 8);
+    ck_assert_uint_eq(be32(png + 8), 13);
+    ck_assert_mem_eq(png + 12, "IHDR", 4);
+    ck_assert_uint_eq(be32(png + 16), W);
+    ck_assert_uint_eq(be32(png + 20), H);
+    ck_assert_int_eq(png[24], 8);
+    ck_assert_int_eq(png[25], 2); /* RGB */
+    ck_assert_uint_eq(be32(png + 29), (uint32_t)crc32(0, png + 12, 17));
+    uint32_t idat = be32(png + 33);
+    ck_assert_mem_eq(png + 37, "IDAT", 4);
+    ck_assert_uint_eq(be32(png + 41 + idat), (uint32_t)crc32(0, png + 37, idat + 4));
+    uint8_t raw[H * (W * C + 1)];
+    uLongf raw_len = sizeof raw;
+    ck_assert_int_eq(uncompress(raw, &raw_len, png + 41, idat), Z_OK);
+    ck_assert_uint_eq(raw_len, sizeof raw);
+    for (int y = 0; y < H; y++) {
+        ck_assert_int_eq(raw[y * (W * C + 1)], 0);
+        ck_assert_mem_eq(raw + y * (W * C + 1) + 1, px + y * W * C, W * C);
+    }
+    ck_assert_mem_eq(png + n - 12, "\0\0\0\0IEND", 8);
+    free(png);
+    ck_assert_int_eq(stk_png_encode(px, W, H, 2, &png, &n), STK_ERR_INVALID_ARG);
+    ck_assert_ptr_null(png);
+}
+END_TEST
+
+/* Normalised floats back to the pixels they came from, tiled with borders. */
+START_TEST(image_grid_undoes_normalisation)
+{
+    const float mean[3] = {0.5f, 0.25f, 0}, std[3] = {0.5f, 0.25f, 1};
+    enum { N = 5, C = 3, H = 2, W = 3 };
+    float x[N * C * H * W];
+    uint8_t want[N * C * H * W];
+    for (int i = 0; i < N * C * H * W; i++) {
+        int ch = (i / (H * W)) % C;
+        want[i] = (uint8_t)(i * 11);
+        x[i] = (want[i] / 255.f - mean[ch]) / std[ch];
+    }
+    uint8_t *g;
+    int gw, gh;
+    ck_assert_int_eq(stk_image_grid_nchw(x, N, C, H, W, mean, std, 4, &g, &gw, &gh), STK_OK);
+    ck_assert_int_eq(gw, 2 * W + 3 * 2); /* 4 cells: 2 x 2 with 2-pixel borders */
+    ck_assert_int_eq(gh, 2 * H + 3 * 2);
+    for (int i = 0; i < 4; i++)
+        for (int ch = 0; ch < C; ch++)
+            for (int y = 0; y < H; y++)
+                for (int xx = 0; xx < W; xx++) {
+                    int gx = 2 + (i % 2) * (W + 2) + xx, gy = 2 + (i / 2) * (H + 2) + y;
+                    ck_assert_int_eq(g[(gy * gw + gx) * C + ch],
+                                     want[((i * C + ch) * H + y) * W + xx]);
+                }
+    ck_assert_int_eq(g[0], 64); /* border */
+    free(g);
+}
+END_TEST
+
+static uint32_t le32(const uint8_t *p)
+{
+    return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Every record: u64 length, masked CRC of it, data, masked CRC of the data;
+ * the first holds file_version "brain.Event:2". */
+START_TEST(tfevents_records_are_framed)
+{
+    uint32_t c = stk_crc32c(0, "123456789", 9);
+    ck_assert_uint_eq(c, 0xe3069283u); /* the CRC-32C check value */
+    ck_assert_uint_eq(stk_tfevents_masked_crc("123456789", 9),
+                      ((c >> 15) | (c << 17)) + 0xa282ead8u);
+    test_tmpdir_create("watch");
+    stk_tfevents *w;
+    ck_assert_int_eq(stk_tfevents_open(test_tmp, &w), STK_OK);
+    ck_assert_ptr_nonnull(strstr(stk_tfevents_path(w), "/events.out.tfevents."));
+    ck_assert_int_eq(stk_tfevents_scalar(w, "loss", 7, 0.5f), STK_OK);
+    ck_assert_int_eq(stk_tfevents_text(w, "config", 0, "| a | b |"), STK_OK);
+    uint8_t px[12] = {0};
+    ck_assert_int_eq(stk_tfevents_image(w, "img", 0, px, 2, 2, 3), STK_OK);
+    char *path = strdup(stk_tfevents_path(w));
+    stk_tfevents_close(w);
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    static uint8_t buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    int records = 0;
+    for (size_t at = 0; at < n; records++) {
+        ck_assert_uint_le(at + 12, n);
+        uint64_t len = le32(buf + at) | (uint64_t)le32(buf + at + 4) << 32;
+        ck_assert_uint_eq(le32(buf + at + 8), stk_tfevents_masked_crc(buf + at, 8));
+        ck_assert_uint_le(at + 16 + len, n);
+        ck_assert_uint_eq(le32(buf + at + 12 + len), stk_tfevents_masked_crc(buf + at + 12, len));
+        if (records == 0) ck_assert_ptr_nonnull(memmem(buf + 12, len, "brain.Event:2", 13));
+        if (records == 1) /* step 7: 10 07; simple_value 0.5: 15 00 00 00 3f */
+            ck_assert_ptr_nonnull(memmem(buf + at + 12, len, "\x15\x00\x00\x00\x3f", 5));
+        at += 16 + len;
+    }
+    ck_assert_int_eq(records, 4);
+    free(path);
+    ck_assert_int_eq(stk_tfevents_open("/nonexistent/dir", &w), STK_ERR_IO);
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), "/nonexistent/dir/events.out.tfevents."));
+    test_tmpdir_remove();
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("watch");
+    TCase *tc = tcase_create("watch");
+    tcase_add_test(tc, pb_wire_matches_protobuf_docs);
+    tcase_add_test(tc, pb_wire_long_nested_message);
+    tcase_add_test(tc, png_round_trips_through_zlib);
+    tcase_add_test(tc, image_grid_undoes_normalisation);
+    tcase_add_test(tc, tfevents_records_are_framed);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return stk_check_run(suite()); }
