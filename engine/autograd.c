@@ -84,6 +84,7 @@ stk_status eng_node_attach(stk_tensor *out, const char *name, stk_backward_fn fn
                            stk_tensor *const *inputs, stk_node **node)
 {
     *node = NULL;
+    if (out->storage && !out->storage->made_by) out->storage->made_by = name;
     if (!stk_grad_enabled()) return STK_OK;
     bool any = false;
     for (int i = 0; i < n_inputs; i++)

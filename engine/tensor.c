@@ -110,8 +110,17 @@ stk_status eng_tensor_new(stk_device dev, stk_dtype dt, int ndim, const int64_t 
     if ((st = stk_device_alloc(dev, s->bytes, &s->data)) != STK_OK) {
         free(s);
         free(t);
+        if (st == STK_ERR_NOMEM) { /* say what holds the memory */
+            char live[512];
+            eng_live_describe(dev, live, sizeof live);
+            return stk_error(st, "%s%s", stk_last_error(), live);
+        }
         return st;
     }
+    s->dtype = dt;
+    s->ndim = ndim;
+    memcpy(s->shape, shape, (size_t)ndim * sizeof *shape);
+    eng_live_add(s);
     if (zero && s->bytes) {
         const stk_backend *be;
         if ((st = stk_backend_get(dev, &be)) != STK_OK) {
@@ -372,7 +381,10 @@ void stk_tensor_release(stk_tensor *t)
     stk_tensor_release(t->grad);
     stk_storage *s = t->storage;
     if (s && --s->refs == 0) {
-        if (!s->borrowed) stk_device_free(s->device, s->data, s->bytes);
+        if (!s->borrowed) {
+            eng_live_remove(s);
+            stk_device_free(s->device, s->data, s->bytes);
+        }
         free(s);
     }
     free(t);

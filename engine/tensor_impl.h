@@ -14,7 +14,22 @@ typedef struct stk_storage {
     stk_device device;
     int refs;
     bool borrowed; /* stk_tensor_wrap: the caller's memory, never freed here */
+    /* for out-of-memory messages (tensor_registry.c): the op that made it
+     * (the first autograd node attached to a tensor on it), its first shape */
+    const char *made_by;
+    int ndim;
+    int64_t shape[STK_MAX_DIMS];
+    stk_dtype dtype;
+    struct stk_storage *live_prev, *live_next; /* the live list, under its lock */
 } stk_storage;
+
+/* Storages the engine allocated and has not freed, per device: added by
+ * eng_tensor_new, removed when the last reference goes. Thread-safe. */
+void eng_live_add(stk_storage *s);
+void eng_live_remove(stk_storage *s);
+/* "; largest live tensors: 25.7 MB conv2d [128, 64, 32, 32] f32, ...; by op:
+ * conv2d 102.8 MB (4), ..." for `dev` into buf (empty when none). */
+void eng_live_describe(stk_device dev, char *buf, size_t n);
 
 struct stk_tensor {
     int refs;

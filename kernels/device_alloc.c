@@ -16,11 +16,19 @@ typedef struct free_block {
     struct free_block *next;
 } free_block;
 
+/* Bins: 64 of 64 B steps up to 4 KiB, then 8 per power of two up to 2^48. */
+#define N_BINS (64 + 8 * (48 - 12))
+
+typedef struct bin_counts {
+    uint64_t live, cached, n_alloc, n_fresh;
+} bin_counts;
+
 typedef struct device_heap {
     pthread_mutex_t lock;
     const stk_heap_ops *ops; /* NULL: no backend for the device in this build */
     free_block *free_list;   /* all cached blocks, most recently freed first */
     stk_mem_stats stats;
+    bin_counts bins[N_BINS];
 } device_heap;
 
 static stk_status cpu_sys_alloc(size_t size, void **out)
@@ -80,8 +88,25 @@ size_t stk_device_bin_size(size_t bytes)
     return (bytes + step - 1) & ~(step - 1);
 }
 
+/* The index of a bin size (stk_device_bin_size's result) in bins[]. */
+static int bin_index(size_t size)
+{
+    if (size <= 4096) return (int)(size / 64) - 1;
+    int log2 = 63 - __builtin_clzll((unsigned long long)size);
+    int i = 64 + (log2 - 12) * 8 + (int)(size >> (log2 - 3)) - 8;
+    return i < N_BINS ? i : N_BINS - 1;
+}
+
+static size_t bin_size_at(int i)
+{
+    if (i < 64) return (size_t)(i + 1) * 64;
+    int log2 = 12 + (i - 64) / 8;
+    return (size_t)(8 + (i - 64) % 8) << (log2 - 3);
+}
+
 static void drop_block(device_heap *h, free_block *b)
 {
+    h->bins[bin_index(b->size)].cached--;
     UNPOISON(h, b->ptr, b->size);
     if (b->event) h->ops->event_release(b->event);
     h->ops->sys_free(b->ptr);
@@ -128,6 +153,7 @@ stk_status stk_device_alloc(stk_device dev, size_t bytes, void **out)
             p = b->ptr;
             free(b);
             UNPOISON(h, p, size);
+            h->bins[bin_index(size)].cached--;
             break;
         }
     }
@@ -151,9 +177,12 @@ stk_status stk_device_alloc(stk_device dev, size_t bytes, void **out)
         }
         h->stats.reserved += size;
         h->stats.n_fresh++;
+        h->bins[bin_index(size)].n_fresh++;
     }
     h->stats.allocated += size;
     h->stats.n_alloc++;
+    h->bins[bin_index(size)].n_alloc++;
+    h->bins[bin_index(size)].live++;
     if (h->stats.allocated > h->stats.peak_allocated) h->stats.peak_allocated = h->stats.allocated;
     pthread_mutex_unlock(&h->lock);
     *out = p;
@@ -168,6 +197,7 @@ void stk_device_free_after(stk_device dev, void *ptr, size_t bytes, void *event)
     free_block *b = malloc(sizeof *b);
     pthread_mutex_lock(&h->lock);
     h->stats.allocated -= size;
+    h->bins[bin_index(size)].live--;
     if (!b) { /* cannot cache it: give it back (the system call waits for the device) */
         if (event) h->ops->event_release(event);
         h->ops->sys_free(ptr);
@@ -176,6 +206,7 @@ void stk_device_free_after(stk_device dev, void *ptr, size_t bytes, void *event)
         POISON(h, ptr, size);
         *b = (free_block){ptr, size, event, h->free_list};
         h->free_list = b;
+        h->bins[bin_index(size)].cached++;
     }
     pthread_mutex_unlock(&h->lock);
 }
@@ -191,6 +222,23 @@ void stk_device_mem_stats(stk_device dev, stk_mem_stats *out)
     pthread_mutex_lock(&h->lock);
     *out = h->stats;
     pthread_mutex_unlock(&h->lock);
+}
+
+int stk_device_mem_classes(stk_device dev, stk_mem_class *out, int max)
+{
+    if ((unsigned)dev >= STK_DEVICE_COUNT) return 0;
+    device_heap *h = &heaps[dev];
+    int n = 0;
+    pthread_mutex_lock(&h->lock);
+    for (int i = 0; i < N_BINS; i++) {
+        const bin_counts *c = &h->bins[i];
+        if (!c->n_alloc) continue;
+        if (n < max)
+            out[n] = (stk_mem_class){bin_size_at(i), c->live, c->cached, c->n_alloc, c->n_fresh};
+        n++;
+    }
+    pthread_mutex_unlock(&h->lock);
+    return n;
 }
 
 void stk_device_reset_peak(stk_device dev)

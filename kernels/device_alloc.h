@@ -71,5 +71,17 @@ void stk_device_reset_peak(stk_device dev);
 /* Give every cached (free) block back to the system. */
 void stk_device_empty_cache(stk_device dev);
 
+/* One size class (bin) of a device's cache, for `stoke train --memory-report`. */
+typedef struct stk_mem_class {
+    size_t size;           /* the bin's block size */
+    uint64_t live, cached; /* blocks handed out now / kept for reuse now */
+    uint64_t n_alloc;      /* allocations served from this bin */
+    uint64_t n_fresh;      /* ... that needed new memory from the system */
+} stk_mem_class;
+
+/* The size classes of `dev` that served at least one allocation, smallest
+ * first: up to `max` into out; returns how many there are (may exceed max). */
+int stk_device_mem_classes(stk_device dev, stk_mem_class *out, int max);
+
 /* The bin size that a request of `bytes` is rounded up to (exposed for tests). */
 size_t stk_device_bin_size(size_t bytes);

@@ -580,6 +580,87 @@ START_TEST(test_allocator_bins)
 }
 END_TEST
 
+/* The per-size-class table: live and cached blocks per bin, allocations
+ * served and those that needed fresh memory. */
+static const stk_mem_class *find_class(const stk_mem_class *c, int n, size_t size)
+{
+    for (int i = 0; i < n; i++)
+        if (c[i].size == size) return &c[i];
+    return NULL;
+}
+
+START_TEST(test_allocator_size_classes)
+{
+    stk_device_empty_cache(STK_DEVICE_CPU);
+    stk_mem_class c[400];
+    int n0 = stk_device_mem_classes(STK_DEVICE_CPU, c, 400);
+    const stk_mem_class *k = find_class(c, n0, stk_device_bin_size(3000001));
+    stk_mem_class before = k ? *k : (stk_mem_class){0};
+    void *a, *b, *d;
+    ck_assert_int_eq(stk_device_alloc(STK_DEVICE_CPU, 3000001, &a), STK_OK);
+    ck_assert_int_eq(stk_device_alloc(STK_DEVICE_CPU, 3000000, &b), STK_OK); /* same bin */
+    stk_device_free(STK_DEVICE_CPU, a, 3000001);
+    ck_assert_int_eq(stk_device_alloc(STK_DEVICE_CPU, 2999999, &d), STK_OK); /* reuses a */
+    stk_device_free(STK_DEVICE_CPU, b, 3000000);
+    int n = stk_device_mem_classes(STK_DEVICE_CPU, c, 400);
+    ck_assert_int_ge(n, 1);
+    ck_assert_int_le(n, 400);
+    for (int i = 1; i < n; i++) ck_assert_uint_lt(c[i - 1].size, c[i].size);
+    k = find_class(c, n, stk_device_bin_size(3000001));
+    ck_assert_ptr_nonnull(k);
+    ck_assert_uint_eq(k->size, stk_device_bin_size(3000001));
+    ck_assert_uint_eq(k->live - before.live, 1);     /* d */
+    ck_assert_uint_eq(k->cached - before.cached, 1); /* b */
+    ck_assert_uint_eq(k->n_alloc - before.n_alloc, 3);
+    ck_assert_uint_eq(k->n_fresh - before.n_fresh, 2);
+    stk_device_free(STK_DEVICE_CPU, d, 2999999);
+    /* every bin size maps back to itself: small, mid and large classes */
+    const size_t sizes[] = {64, 4096, 4097, (size_t)1 << 20, 100005};
+    for (int i = 0; i < 5; i++) {
+        void *p;
+        size_t bytes = sizes[i];
+        ck_assert_int_eq(stk_device_alloc(STK_DEVICE_CPU, bytes, &p), STK_OK);
+        n = stk_device_mem_classes(STK_DEVICE_CPU, c, 400);
+        ck_assert_ptr_nonnull(find_class(c, n, stk_device_bin_size(bytes)));
+        stk_device_free(STK_DEVICE_CPU, p, bytes);
+    }
+    stk_device_empty_cache(STK_DEVICE_CPU);
+    n = stk_device_mem_classes(STK_DEVICE_CPU, c, 400);
+    for (int i = 0; i < n; i++) ck_assert_uint_eq(c[i].cached, 0);
+}
+END_TEST
+
+#ifdef STOKE_CUDA_EMULATED /* the host CUDA's memory limit makes the error */
+/* Out of memory in the engine: the message names the largest live tensors
+ * and the ops that made them. */
+START_TEST(test_out_of_memory_names_live_tensors)
+{
+    stk_device_empty_cache(STK_DEVICE_CUDA);
+    setenv("STOKE_HOST_CUDA_MEM_MB", "64", 1);
+    int64_t shape[3] = {4, 1024, 1024}; /* 16 MiB of f32 */
+    stk_tensor *x, *y, *z, *big;
+    ck_assert_int_eq(stk_tensor_zeros_on(STK_DEVICE_CUDA, STK_F32, 3, shape, &x), STK_OK);
+    stk_tensor_set_requires_grad(x, true);
+    ck_assert_int_eq(stk_relu(x, &y), STK_OK);
+    ck_assert_int_eq(stk_relu(y, &z), STK_OK);
+    int64_t huge[1] = {10 << 20}; /* 40 MiB more: 88 of 64 */
+    ck_assert_int_eq(stk_tensor_zeros_on(STK_DEVICE_CUDA, STK_F32, 1, huge, &big), STK_ERR_NOMEM);
+    const char *e = stk_last_error();
+    ck_assert_msg(strstr(e, "out of cuda memory: cannot allocate 41943040 bytes"), "%s", e);
+    ck_assert_msg(strstr(e, "; largest live tensors: 16.8 MB relu [4, 1024, 1024] f32, 16.8 MB "
+                            "relu [4, 1024, 1024] f32, 16.8 MB leaf or raw [4, 1024, 1024] f32"),
+                  "%s", e);
+    ck_assert_msg(strstr(e, "; by op: relu 33.6 MB in 2, leaf or raw 16.8 MB in 1"), "%s", e);
+    stk_tensor_release(z);
+    stk_tensor_release(y);
+    stk_tensor_release(x);
+    stk_device_empty_cache(STK_DEVICE_CUDA);
+    unsetenv("STOKE_HOST_CUDA_MEM_MB");
+}
+END_TEST
+
+#endif
+
 /* Every view op in one chain, so each backward is exercised:
  * permute -> narrow -> expand -> reshape (copying) -> unsqueeze -> squeeze ->
  * transpose -> flatten -> clone -> view, times a weight so gradients differ. */
@@ -672,6 +753,10 @@ static Suite *engine_suite(void)
     tcase_add_test(t, test_grad_hook_fires_once_when_final);
     tcase_add_test(t, test_scope_memory_is_flat);
     tcase_add_test(t, test_allocator_bins);
+    tcase_add_test(t, test_allocator_size_classes);
+#ifdef STOKE_CUDA_EMULATED
+    tcase_add_test(t, test_out_of_memory_names_live_tensors);
+#endif
     suite_add_tcase(s, t);
     return s;
 }

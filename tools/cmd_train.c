@@ -10,6 +10,7 @@
 #include "kernels/backend.h"
 #include "tools/cli.h"
 #include "tools/flags.h"
+#include "tools/memory_report.h"
 #include "tools/run_record.h"
 #include "train/batch.h"
 #include "train/device.h"
@@ -32,7 +33,7 @@ typedef struct train_args {
     int n_freeze;
     int64_t epochs, batch, workers, threads, step_epochs, seed, stop_after, dist_timeout;
     double lr, momentum, wd, warmup_epochs, smoothing; /* lr < 0: the optimizer's default */
-    bool nesterov, resume, json, amp, sync_bn, tensorboard, no_tensorboard;
+    bool nesterov, resume, json, amp, sync_bn, tensorboard, no_tensorboard, memory_report;
     int optimizer; /* index in optimizers[] (= stk_optim_kind) */
     int schedule;  /* index in schedules[] */
     char *out_buf; /* the default --out, run-MODEL (owned) */
@@ -113,6 +114,10 @@ static const stk_flag flags[] = {
                   "first batch as an image; the flags as text\n"
                   "(tensorboard --logdir RUNDIR)"),
     STK_FLAG_BOOL(T, no_tensorboard, "no-tensorboard", "no event file"),
+    STK_FLAG_BOOL(T, memory_report, "memory-report",
+                  "at the end, the training device's caching allocator as a\n"
+                  "table of size classes on stderr (blocks in use and cached,\n"
+                  "allocations, fresh memory from the system)"),
     STK_FLAG_INT(T, stop_after, "stop-after", "N", 1, 100000,
                  "end this invocation after N epochs (checkpointed), to split\n"
                  "a run across time slots; continue it with --resume"),
@@ -616,6 +621,7 @@ static int run(int argc, char **argv)
             r.world, stk_comm_library(r.comm), a->batch, a->batch * r.world,
             a->sync_bn ? ", batch norm synchronised" : "");
     double t_all = stk_clock_sec(), ips_sum = 0, stall_sum = 0;
+    uint64_t run_peak = 0; /* the highest epoch peak */
     int epochs_run = 0;
     stk_epoch_stats es = {0};
     stk_eval_result val = {0};
@@ -631,6 +637,7 @@ static int run(int argc, char **argv)
         if (r.rank != 0) continue; /* rank 0 writes metrics and checkpoints */
         run_memory mem;
         run_memory_read(a->device.kind, &mem);
+        if (mem.heap.peak_allocated > run_peak) run_peak = mem.heap.peak_allocated;
         if ((st = run_record_epoch(r.record, e, pos->step, stk_optim_lr(r.opt), &es,
                                    a->val ? &val : NULL, &mem)) != STK_OK)
             break;
@@ -669,6 +676,7 @@ static int run(int argc, char **argv)
                 "all-reduce %.2f s over %" PRIu64 " steps, %.2f s of it not hidden by backward\n",
                 ds.bytes_per_step / 1e6, ds.buckets, ds.library, ds.comm_s, ds.steps, ds.exposed_s);
     }
+    if (a->memory_report && r.rank == 0) memory_report_print(stderr, a->device.kind, run_peak);
     if (a->amp && r.rank == 0)
         fprintf(stderr,
                 "amp: %" PRId64 " of %" PRId64

@@ -27,8 +27,11 @@ expect err.txt "cpu memory "
 [ "$(wc -l < r1/steps.csv)" = 13 ] || fail "steps.csv should have a header and 12 rows"
 ls r1/events.out.tfevents.* >/dev/null 2>&1 || fail "no TensorBoard event file"
 only_entries r1 5   # metrics.csv, steps.csv, the event file, last and best
-run 0 "$STOKE" train $T --model mlp --epochs 1 --out r0 --no-tensorboard
+run 0 "$STOKE" train $T --model mlp --epochs 1 --out r0 --no-tensorboard --memory-report
 only_entries r0 4
+expect err.txt "memory report: cpu caching allocator: "
+expect err.txt "  size class                in use       bytes    cached       bytes  allocations from system"
+expect err.txt "  <= 4 KiB "
 run 2 "$STOKE" train $T --model mlp --epochs 1 --out r0 --no-tensorboard --tensorboard
 expect err.txt "--tensorboard and --no-tensorboard: choose one"
 
