@@ -119,7 +119,8 @@ stk_status eng_tensor_new(stk_device dev, stk_dtype dt, int ndim, const int64_t 
     }
     s->dtype = dt;
     s->ndim = ndim;
-    memcpy(s->shape, shape, (size_t)ndim * sizeof *shape);
+    if (ndim)
+        memcpy(s->shape, shape, (size_t)ndim * sizeof *shape); /* scalars: shape may be NULL */
     eng_live_add(s);
     if (zero && s->bytes) {
         const stk_backend *be;

@@ -3,6 +3,8 @@
  * tests/cli/test_watch.sh.) */
 #include "common/crc32c.h"
 #include "watch/image_grid.h"
+#include "watch/run_log.h"
+#include "watch/svg_chart.h"
 #include "watch/pb_wire.h"
 #include "watch/png.h"
 #include "watch/tfevents.h"
@@ -11,6 +13,8 @@
 #include "tests/test_tmpdir.h"
 
 #include <check.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -195,6 +199,67 @@ START_TEST(tfevents_records_are_framed)
 }
 END_TEST
 
+START_TEST(chart_ticks_are_nice)
+{
+    double t[16];
+    int n = stk_chart_ticks(0, 1, t, 16);
+    ck_assert_int_eq(n, 6); /* 0, 0.2, ..., 1 */
+    for (int i = 0; i < n; i++) ck_assert_double_eq_tol(t[i], 0.2 * i, 1e-12);
+    n = stk_chart_ticks(-0.3, 47, t, 16); /* step 10: 0..40 */
+    ck_assert_int_eq(n, 5);
+    ck_assert_double_eq(t[0], 0);
+    ck_assert_double_eq(t[4], 40);
+    n = stk_chart_ticks(0.00123, 0.00456, t, 16); /* step 0.001: 0.002, 0.003, 0.004 */
+    ck_assert_int_eq(n, 3);
+    ck_assert_double_eq_tol(t[0], 0.002, 1e-15);
+    ck_assert_double_eq_tol(t[2], 0.004, 1e-15);
+    ck_assert_int_eq(stk_chart_ticks(3, 3, t, 16), 1);
+    ck_assert_double_eq(t[0], 3);
+}
+END_TEST
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Columns by name, empty cells NaN, a torn last line ignored, x from the
+ * first column or from "step". */
+START_TEST(run_log_reads_columns_by_name)
+{
+    test_tmpdir_create("runlog");
+    char path[600];
+    snprintf(path, sizeof path, "%s/metrics.csv", test_tmp);
+    write_text(path, "epoch,step,lr,val_loss\n1,10,0.5,\n2,20,0.25,1.5\n3,30,0.1");
+    snprintf(path, sizeof path, "%s/steps.csv", test_tmp);
+    write_text(path, "step,epoch,loss,lr\n1,1,2.5,0.5\n2,1,2.25,0.5\n");
+    stk_run_log *log;
+    ck_assert_int_eq(stk_run_log_read(test_tmp, &log), STK_OK);
+    const stk_series *v = stk_run_log_epoch(log, "val_loss");
+    ck_assert_ptr_nonnull(v);
+    ck_assert_uint_eq(v->n, 2);
+    ck_assert(isnan(v->y[0]));
+    ck_assert_double_eq(v->x[1], 2);
+    ck_assert_double_eq(v->y[1], 1.5);
+    const stk_series *at = stk_run_log_epoch_at_steps(log, "lr");
+    ck_assert_double_eq(at->x[1], 20);
+    ck_assert_double_eq(at->y[1], 0.25);
+    const stk_series *loss = stk_run_log_step(log, "loss");
+    ck_assert_uint_eq(loss->n, 2);
+    ck_assert_double_eq(loss->y[1], 2.25);
+    ck_assert_ptr_null(stk_run_log_epoch(log, "top9"));
+    stk_run_log_free(log);
+    snprintf(path, sizeof path, "%s/metrics.csv", test_tmp);
+    write_text(path, "epoch,step\n1,1e999\n");
+    ck_assert_int_eq(stk_run_log_read(test_tmp, &log), STK_ERR_CORRUPT);
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), "metrics.csv: line 2: step is not a number"));
+    test_tmpdir_remove();
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("watch");
@@ -204,6 +269,8 @@ static Suite *suite(void)
     tcase_add_test(tc, png_round_trips_through_zlib);
     tcase_add_test(tc, image_grid_undoes_normalisation);
     tcase_add_test(tc, tfevents_records_are_framed);
+    tcase_add_test(tc, chart_ticks_are_nice);
+    tcase_add_test(tc, run_log_reads_columns_by_name);
     suite_add_tcase(s, tc);
     return s;
 }

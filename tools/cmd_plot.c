@@ -1,0 +1,203 @@
+/* stoke plot: a run's curves (or several runs overlaid) as one SVG or PNG. */
+#include "common/fs.h"
+#include "common/text.h"
+#include "tools/cli.h"
+#include "tools/flags.h"
+#include "watch/run_log.h"
+#include "watch/svg_chart.h"
+
+#include <errno.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+typedef struct plot_args {
+    const char *out, *title;
+} plot_args;
+
+#define T plot_args
+static const stk_flag flags[] = {
+    STK_FLAG_SECTION("output"),
+    STK_FLAG_TEXT(T, out, "out", "FILE",
+                  "FILE.svg (default plot.svg) or FILE.png (drawn as SVG,\n"
+                  "rasterised by rsvg-convert: Debian's librsvg2-bin)"),
+    STK_FLAG_TEXT(T, title, "title", "TEXT", "a heading (default: the run directories)"),
+    STK_FLAG_END};
+#undef T
+
+static const stk_cli cli = {
+    .cmd = "plot",
+    .usage = "stoke plot RUNDIR [RUNDIR...] [--out FILE.svg|FILE.png]",
+    .about = "Draw what `stoke train` recorded in RUNDIR (metrics.csv, steps.csv): six\n"
+             "panels, the runs overlaid in one colour each with a legend. Loss against\n"
+             "steps (every step's training loss, averaged over runs of steps when there\n"
+             "are more than 1500; validation loss dashed at each epoch's end), accuracy\n"
+             "against epochs (training top-1 solid, validation top-1 dashed), the\n"
+             "learning rate against steps, images/s, stall % (the share of each epoch\n"
+             "the step waited for data), and memory (the training device allocator's\n"
+             "peak solid, the process's peak RSS dashed). Readable without TensorBoard;\n"
+             "a run still going is drawn up to its last finished epoch.\n",
+    .flags = flags,
+    .min_args = 1,
+    .max_args = 10,
+    .args_error = "expected one to ten run directories"};
+
+static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                      "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+
+enum { WIDTH = 1260, HEIGHT = 800, MAX_LINES = 20 };
+
+typedef struct panel {
+    const char *title, *x_label;
+} panel;
+
+static const panel panels[6] = {
+    {"loss", "step"},      {"accuracy (%)", "epoch"}, {"learning rate", "step"},
+    {"images/s", "epoch"}, {"stall (%)", "epoch"},    {"memory (MB)", "epoch"},
+};
+
+/* The lines of panel p for one run. */
+static int panel_lines(int p, const stk_run_log *log, const char *color, stk_chart_line *out)
+{
+    int n = 0;
+#define LINE(series, dash)                                                                         \
+    do {                                                                                           \
+        const stk_series *s_ = (series);                                                           \
+        if (s_) out[n++] = (stk_chart_line){s_, color, dash};                                      \
+    } while (0)
+    switch (p) {
+    case 0:
+        if (stk_run_log_step(log, "loss"))
+            LINE(stk_run_log_step(log, "loss"), false);
+        else /* a run from before steps.csv */
+            LINE(stk_run_log_epoch_at_steps(log, "train_loss"), false);
+        LINE(stk_run_log_epoch_at_steps(log, "val_loss"), true);
+        break;
+    case 1:
+        LINE(stk_run_log_epoch(log, "train_acc"), false);
+        LINE(stk_run_log_epoch(log, "val_top1"), true);
+        break;
+    case 2:
+        if (stk_run_log_step(log, "lr"))
+            LINE(stk_run_log_step(log, "lr"), false);
+        else
+            LINE(stk_run_log_epoch_at_steps(log, "lr"), false);
+        break;
+    case 3: LINE(stk_run_log_epoch(log, "images_per_sec"), false); break;
+    case 4: LINE(stk_run_log_epoch(log, "stall_pct"), false); break;
+    case 5:
+        LINE(stk_run_log_epoch(log, "mem_peak_mb"), false);
+        LINE(stk_run_log_epoch(log, "peak_rss_mb"), true);
+        break;
+    }
+#undef LINE
+    return n;
+}
+
+static stk_status draw(char **dirs, int n_runs, stk_run_log **logs, const char *title, char **text,
+                       size_t *len)
+{
+    stk_svg *s;
+    TRY(stk_svg_begin(WIDTH, HEIGHT, &s));
+    stk_svg_text(s, WIDTH / 2.0, 28, 18, "middle", title);
+    /* the legend: one swatch per run, then what the line styles mean */
+    double x = 70;
+    for (int r = 0; r < n_runs; r++) {
+        stk_svg_swatch(s, x, 52, palette[r % 10], false);
+        stk_svg_text(s, x + 30, 56, 13, "start", dirs[r]);
+        x += 45 + 8.0 * (double)strlen(dirs[r]);
+    }
+    stk_svg_swatch(s, x + 20, 52, "#444", false);
+    stk_svg_text(s, x + 50, 56, 13, "start", "training");
+    stk_svg_swatch(s, x + 130, 52, "#444", true);
+    stk_svg_text(s, x + 160, 56, 13, "start", "validation (memory: process RSS)");
+    for (int p = 0; p < 6; p++) {
+        stk_chart_line lines[MAX_LINES];
+        int n = 0;
+        for (int r = 0; r < n_runs && n + 2 <= MAX_LINES; r++)
+            n += panel_lines(p, logs[r], palette[r % 10], lines + n);
+        stk_rect area = {80 + (p % 3) * 400.0, 110 + (p / 3) * 340.0, 330, 250};
+        stk_svg_panel(s, area, panels[p].title, panels[p].x_label, lines, n);
+    }
+    return stk_svg_end(s, text, len);
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcasecmp(s + a - b, suffix);
+}
+
+/* PNG: the SVG written beside the output, rasterised by rsvg-convert. */
+static stk_status write_png(const char *out, const char *svg, size_t len)
+{
+    char *tmp = stk_text_printf("%s.svg.tmp", out);
+    if (!tmp) return stk_error(STK_ERR_NOMEM, "out of memory");
+    stk_file_part part = {svg, len};
+    stk_status st = stk_file_write_atomic(tmp, &part, 1);
+    if (st == STK_OK) {
+        char *argv[] = {
+            "rsvg-convert", "--background-color", "white", "-o", (char *)out, tmp, NULL};
+        pid_t pid;
+        int rc = posix_spawnp(&pid, "rsvg-convert", NULL, NULL, argv, environ), status = 0;
+        if (rc != 0)
+            st = stk_error(STK_ERR_UNSUPPORTED,
+                           "--out %s: PNG needs rsvg-convert (Debian: librsvg2-bin): %s; or write "
+                           "an .svg",
+                           out, strerror(rc));
+        else if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
+            st = stk_error(STK_ERR_IO, "--out %s: rsvg-convert failed", out);
+    }
+    unlink(tmp);
+    free(tmp);
+    return st;
+}
+
+static int run(int argc, char **argv)
+{
+    plot_args a = {.out = "plot.svg"};
+    char **pos;
+    int n_pos;
+    int parsed = stk_cli_parse(&cli, &a, argc, argv, &pos, &n_pos);
+    if (parsed >= 0) return parsed;
+    bool png = ends_with(a.out, ".png");
+    if (!png && !ends_with(a.out, ".svg"))
+        return stk_cli_usage("plot", "--out %s: write a .svg or a .png", a.out);
+    stk_run_log *logs[10] = {0};
+    int rc = STK_EXIT_OK;
+    char *title = NULL, *text = NULL;
+    size_t len = 0;
+    for (int i = 0; i < n_pos; i++)
+        if (stk_run_log_read(pos[i], &logs[i]) != STK_OK) {
+            rc = stk_cli_fail();
+            goto out;
+        }
+    title = a.title ? strdup(a.title)
+                    : stk_text_printf("stoke train: %s%s", pos[0], n_pos > 1 ? " and others" : "");
+    if (!title) {
+        stk_error(STK_ERR_NOMEM, "out of memory");
+        rc = stk_cli_fail();
+        goto out;
+    }
+    stk_status st = draw(pos, n_pos, logs, title, &text, &len);
+    if (st == STK_OK) {
+        stk_file_part part = {text, len};
+        st = png ? write_png(a.out, text, len) : stk_file_write_atomic(a.out, &part, 1);
+    }
+    if (st != STK_OK)
+        rc = stk_cli_fail();
+    else
+        printf("plot: %d run%s -> %s\n", n_pos, n_pos == 1 ? "" : "s", a.out);
+out:
+    for (int i = 0; i < n_pos; i++) stk_run_log_free(logs[i]);
+    free(title);
+    free(text);
+    return rc;
+}
+
+const stk_command stk_cmd_plot = {"plot", "draw the curves of training runs (SVG or PNG)", &cli,
+                                  run};
