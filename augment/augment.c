@@ -2,6 +2,7 @@
 
 #include "augment/geometry.h"
 #include "augment/jpeg_decoder.h"
+#include "common/trace.h"
 #include "augment/resize.h"
 #include "common/clock.h"
 #include "common/half.h"
@@ -191,8 +192,8 @@ static void write_f16(const float *in, int w, int h, int c, stk_augment_out *out
         }
 }
 
-stk_status stk_augment_apply(stk_augment *a, const stk_sample *s, uint64_t epoch, uint64_t index,
-                             stk_augment_out *out)
+static stk_status apply(stk_augment *a, const stk_sample *s, uint64_t epoch, uint64_t index,
+                        stk_augment_out *out)
 {
     stk_sample_plan p;
     stk_status st = stk_plan_sample(&a->t, s->width, s->height, a->seed, epoch, index, &p);
@@ -212,7 +213,9 @@ stk_status stk_augment_apply(stk_augment *a, const stk_sample *s, uint64_t epoch
     stk_view v;
     stk_window win;
     uint64_t t0 = stk_clock_ns();
+    stk_trace_begin("decode", "loader");
     st = source_view(a, s, &p, &v, &win, &out->dct_scale);
+    stk_trace_end();
     out->decode_ns = stk_clock_ns() - t0;
     if (st) return st;
 
@@ -259,4 +262,14 @@ stk_status stk_augment_apply(stk_augment *a, const stk_sample *s, uint64_t epoch
         write_f16(a->ftile, w, h, c, out);
     }
     return STK_OK;
+}
+
+/* The sample as a span of the trace, its decode (inside) another. */
+stk_status stk_augment_apply(stk_augment *a, const stk_sample *s, uint64_t epoch, uint64_t index,
+                             stk_augment_out *out)
+{
+    stk_trace_begin("augment", "loader");
+    stk_status st = apply(a, s, epoch, index, out);
+    stk_trace_end();
+    return st;
 }

@@ -1,6 +1,8 @@
 /* Gradient buckets, the communication thread and the trainer hooks (ddp.h). */
 #include "dist/ddp.h"
 
+#include "common/trace.h"
+
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "kernels/device_collective.h"
@@ -72,6 +74,7 @@ struct stk_ddp {
 static void *comm_main(void *p)
 {
     stk_ddp *d = p;
+    stk_trace_thread_name("data-parallel communication");
     pthread_mutex_lock(&d->lock);
     for (;;) {
         while (!d->shutdown && d->q_len == 0) pthread_cond_wait(&d->cv, &d->lock);
@@ -79,7 +82,16 @@ static void *comm_main(void *p)
         job j = d->queue[d->q_head];
         pthread_mutex_unlock(&d->lock);
         double t0 = stk_clock_sec();
+        char what[48] = "";
+        if (stk_trace_enabled()) {
+            if (j.bucket >= 0)
+                snprintf(what, sizeof what, "bucket %d, %.2f MB", j.bucket, j.n * 4e-6);
+            else
+                snprintf(what, sizeof what, "%zu floats", j.n);
+        }
+        stk_trace_begin_args(j.bucket >= 0 ? "all-reduce bucket" : "all-reduce", "ddp", what);
         stk_status st = stk_comm_allreduce_sum(d->comm, j.buf, j.n);
+        stk_trace_end();
         double t = stk_clock_sec() - t0;
         pthread_mutex_lock(&d->lock);
         d->q_head = (d->q_head + 1) % (d->n_buckets + 1);
@@ -181,13 +193,20 @@ static stk_status after_backward(void *ctx, const stk_step_info *info)
                              "data-parallel step %lld: %s received no gradient (every trainable "
                              "parameter must take part in every step)",
                              (long long)info->step + 1, stk_model_param(d->model, i)->name);
-    if (d->dc) return after_backward_device(d, info);
+    if (d->dc) {
+        stk_trace_begin("gradient all-reduce wait", "ddp");
+        stk_status st = after_backward_device(d, info);
+        stk_trace_end();
+        return st;
+    }
     double t0 = stk_clock_sec();
     struct timespec deadline = deadline_in(d->timeout_s);
+    stk_trace_begin("gradient all-reduce wait", "ddp");
     pthread_mutex_lock(&d->lock);
     bool late = false;
     while (d->failed == STK_OK && d->buckets_done < d->n_buckets && !late)
         late = pthread_cond_timedwait(&d->cv, &d->lock, &deadline) == ETIMEDOUT;
+    stk_trace_end();
     if (late && d->buckets_done < d->n_buckets) {
         pthread_mutex_unlock(&d->lock);
         /* the communication thread is stuck inside MPI: the job must be stopped */

@@ -1,5 +1,6 @@
 /* The tape: node bookkeeping, backward, no-grad mode and step scopes. */
 #include "engine/autograd.h"
+#include "common/trace.h"
 
 #include "common/log.h"
 #include "engine/autograd_impl.h"
@@ -394,7 +395,10 @@ stk_status stk_backward(stk_tensor *out, stk_tensor *grad, bool retain_graph)
             stk_tensor_release(n->grad);
             n->grad = c;
         }
+        bool traced = stk_trace_ops();
+        if (traced) stk_trace_begin_args(n->name, "backward", "backward");
         st = n->backward(n, n->grad, gin);
+        if (traced) stk_trace_end();
         for (int i = 0; i < n->n_inputs; i++) {
             stk_tensor *in = n->inputs[i], *g = gin[i];
             if (!g) continue;

@@ -1,6 +1,7 @@
 /* Modules: construction, the state dict, forward. */
 #include "engine/autograd.h"
 #include "engine/nn_impl.h"
+#include "common/trace.h"
 #include "engine/ops_impl.h"
 
 #include <math.h>
@@ -313,9 +314,37 @@ static stk_status forward_one(stk_model *m, stk_module *mod, stk_tensor *x, stk_
     return stk_error(STK_ERR_INTERNAL, "unknown module kind %d", (int)mod->kind);
 }
 
+/* The trace's names of layer kinds (string constants: trace.h keeps pointers). */
+static const char *const kind_names[] = {[MOD_SEQUENTIAL] = "sequential",
+                                         [MOD_LINEAR] = "linear",
+                                         [MOD_CONV2D] = "conv2d",
+                                         [MOD_BATCHNORM2D] = "batch_norm",
+                                         [MOD_RELU] = "relu",
+                                         [MOD_MAXPOOL2D] = "max_pool2d",
+                                         [MOD_AVGPOOL2D] = "avg_pool2d",
+                                         [MOD_GLOBAL_AVGPOOL] = "global_avg_pool",
+                                         [MOD_FLATTEN] = "flatten",
+                                         [MOD_DROPOUT] = "dropout",
+                                         [MOD_BASIC_BLOCK] = "basic_block"};
+
+/* --trace-ops: each layer a span, named by kind, with its path and input shape. */
+static void trace_layer_begin(const stk_module *mod, const stk_tensor *x)
+{
+    char what[64];
+    int n = snprintf(what, sizeof what, "%s [", mod->path && *mod->path ? mod->path : mod->name);
+    for (int d = 0; d < stk_tensor_ndim(x) && n > 0 && (size_t)n < sizeof what; d++)
+        n += snprintf(what + n, sizeof what - (size_t)n, "%s%lld", d ? "," : "",
+                      (long long)stk_tensor_dim(x, d));
+    if (n > 0 && (size_t)n < sizeof what) snprintf(what + n, sizeof what - (size_t)n, "]");
+    stk_trace_begin_args(kind_names[mod->kind], "op", what);
+}
+
 static stk_status forward(stk_model *m, stk_module *mod, stk_tensor *x, stk_tensor **out)
 {
+    bool traced = stk_trace_ops() && mod->kind != MOD_SEQUENTIAL;
+    if (traced) trace_layer_begin(mod, x);
     stk_status st = forward_one(m, mod, x, out);
+    if (traced) stk_trace_end();
     /* Name the innermost failing layer once (containers pass errors through). */
     if (st != STK_OK && mod->kind != MOD_SEQUENTIAL && mod->kind != MOD_BASIC_BLOCK &&
         strncmp(stk_last_error(), "layer ", 6))

@@ -1,6 +1,8 @@
 /* The double-buffered host-to-device stage (h2d.h). */
 #include "loader/h2d.h"
 
+#include "common/trace.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,6 +53,7 @@ static void describe(stk_device_batch *o, const stk_batch *b)
     o->format = b->format;
     o->number = b->number;
     o->epoch = b->epoch;
+    o->trace_id = b->trace_id;
 }
 
 static stk_status ensure_capacity(stk_h2d *h, slot *s, size_t bytes, int labels)
@@ -95,12 +98,17 @@ static stk_status start_copy(stk_h2d *h, slot *s)
     }
     memcpy(s->host_labels, b->labels, (size_t)b->count * sizeof(int32_t));
     uint64_t t;
+    stk_trace_begin("h2d copy", "h2d"); /* issuing the copies; the copy itself: async "h2d" */
+    stk_trace_flow('t', b->trace_id);
+    stk_trace_async_begin("h2d", "h2d", b->trace_id);
     if ((st = h->ce->copy_async(h->ce->ctx, s->data, b->data, bytes, &t)) != STK_OK ||
         (st = h->ce->copy_async(h->ce->ctx, s->labels, b->labels,
                                 (size_t)b->count * sizeof(int32_t), &t)) != STK_OK) {
+        stk_trace_end();
         stk_loader_release(h->loader, b);
         return st;
     }
+    stk_trace_end();
     h->copies += 2;
     s->host = b;
     s->ticket = t;
@@ -159,7 +167,11 @@ stk_status stk_h2d_next(stk_h2d *h, stk_device_batch **out)
         st = start_copy(h, other);
         if (st != STK_OK && st != STK_END) h->deferred = st; /* after this batch */
     }
-    if ((st = h->ce->wait(h->ce->ctx, head->ticket)) != STK_OK) return st;
+    stk_trace_begin("h2d wait", "h2d");
+    st = h->ce->wait(h->ce->ctx, head->ticket);
+    stk_trace_end();
+    stk_trace_async_end("h2d", "h2d", head->out.trace_id); /* seen complete (an upper bound) */
+    if (st != STK_OK) return st;
     /* the copy has completed: only now may the pinned buffer be reused */
     stk_loader_release(h->loader, head->host);
     head->host = NULL;
@@ -187,6 +199,7 @@ stk_status stk_h2d_drain(stk_h2d *h)
         slot *s = &h->s[i];
         if (s->state != SLOT_COPYING) continue;
         stk_status w = h->ce->wait(h->ce->ctx, s->ticket);
+        stk_trace_async_end("h2d", "h2d", s->out.trace_id);
         if (w != STK_OK && st == STK_OK) st = w;
         stk_loader_release(h->loader, s->host);
         s->host = NULL;

@@ -36,6 +36,7 @@ typedef struct stk_device_batch {
     int count, width, height, channels;
     stk_pixel_format format;
     uint64_t number, epoch;
+    uint64_t trace_id; /* the loader batch's (trace.h flows) */
     stk_device device; /* where data and labels live */
 } stk_device_batch;
 

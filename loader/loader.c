@@ -4,6 +4,7 @@
 #include "common/crc32c.h"
 #include "common/log.h"
 #include "common/thread_pool.h"
+#include "common/trace.h"
 #include "kernels/device.h"
 #include "loader/sampler.h"
 
@@ -37,6 +38,8 @@ typedef struct worker {
     stk_record_reader *reader;
     stk_augment *aug;
     stk_read_req *reqs[2]; /* one request set per chunk in flight */
+    uint64_t read_ids[2];  /* the trace's async ids of each set's first read */
+    int index;             /* 0.. nworkers-1 (the trace's thread name) */
     uint8_t *spare;        /* a replacement record's bytes */
     /* Counters per epoch parity (epoch & 1): the workers start the next
      * epoch before the current one is delivered, and its work must not be
@@ -67,6 +70,8 @@ struct stk_loader {
     int nslots;
     worker *workers;
     int nworkers;
+    uint64_t trace_serial;    /* this loader among the process's (flow ids) */
+    uint64_t reads_in_flight; /* atomic, for the trace's counter */
 
     /* Guarded by lock: */
     pthread_mutex_t lock;
@@ -241,6 +246,9 @@ typedef struct chunk_job {
 } chunk_job;
 
 /* Start the reads of a chunk. */
+/* The trace: async ids of reads (unique in the process), loaders' serials. */
+static uint64_t trace_reads, trace_loaders;
+
 static void start_chunk(worker *w, chunk_job *c)
 {
     stk_loader *l = w->l;
@@ -252,6 +260,13 @@ static void start_chunk(worker *w, chunk_job *c)
     for (int j = 0; j < c->n; j++)
         reqs[j].index = stk_sampler_index(c->s->sampler, k0 + (uint64_t)(j0 + j));
     uint64_t t0 = stk_clock_ns();
+    if (stk_trace_enabled()) { /* each read an async interval: they overlap */
+        uint64_t id = __atomic_fetch_add(&trace_reads, (uint64_t)c->n, __ATOMIC_RELAXED);
+        w->read_ids[c->set] = id;
+        for (int j = 0; j < c->n; j++) stk_trace_async_begin("read", "io", id + (uint64_t)j);
+        stk_trace_counter("reads in flight",
+                          (double)__atomic_add_fetch(&l->reads_in_flight, c->n, __ATOMIC_RELAXED));
+    }
     stk_record_reader_submit(w->reader, c->set, reqs, c->n);
     count(&w->n[c->s->b.epoch & 1].read_ns, stk_clock_ns() - t0);
 }
@@ -265,7 +280,21 @@ static void finish_chunk(worker *w, chunk_job *c)
     uint64_t k0 = s->b.number * (uint64_t)l->o.batch_size;
     stk_read_req *reqs = w->reqs[c->set];
     uint64_t bytes = 0, t0 = stk_clock_ns();
+    char what[48];
+    if (stk_trace_enabled())
+        snprintf(what, sizeof what, "epoch %llu batch %llu chunk %d",
+                 (unsigned long long)s->b.epoch, (unsigned long long)s->b.number, c->chunk);
+    stk_trace_begin_args("chunk", "loader", what);
+    if (c->chunk == 0) stk_trace_flow('s', s->b.trace_id); /* this batch's way to its step */
+    stk_trace_begin("read wait", "io");
     stk_record_reader_complete(w->reader, c->set, reqs, c->n, &bytes);
+    stk_trace_end();
+    if (stk_trace_enabled()) { /* collected: the reads' intervals end here (an upper bound) */
+        for (int j = 0; j < c->n; j++)
+            stk_trace_async_end("read", "io", w->read_ids[c->set] + (uint64_t)j);
+        stk_trace_counter("reads in flight",
+                          (double)__atomic_sub_fetch(&l->reads_in_flight, c->n, __ATOMIC_RELAXED));
+    }
     count(&w->n[s->b.epoch & 1].read_ns, stk_clock_ns() - t0);
     count(&w->n[s->b.epoch & 1].bytes, bytes);
     for (int j = 0; j < c->n; j++) {
@@ -282,6 +311,15 @@ static void finish_chunk(worker *w, chunk_job *c)
             handle_bad(w, s, j0 + j, k, q->index, st, why, q->data, q->len);
         }
     }
+    stk_trace_end(); /* chunk */
+}
+
+/* Batches ready for the consumer (under l->lock), for the trace's counter. */
+static double ready_slots(const stk_loader *l)
+{
+    int n = 0;
+    for (int i = 0; i < l->nslots; i++) n += l->slots[i].state == SLOT_READY;
+    return n;
 }
 
 static bool before(const stk_batch *a, const stk_batch *b)
@@ -315,6 +353,8 @@ static slot *pick(stk_loader *l, int *chunk)
             best->sampler = smp;
             best->b.number = (*issue)++;
             best->b.epoch = epoch;
+            best->b.trace_id =
+                l->trace_serial << 48 | (epoch & 0xffffff) << 24 | (best->b.number & 0xffffff);
             best->b.count = stk_sampler_batch_len(smp, best->b.number);
             best->chunks = (best->b.count + l->chunk_size - 1) / l->chunk_size;
             best->next_chunk = best->done_chunks = 0;
@@ -335,6 +375,10 @@ static void *worker_main(void *p)
     stk_loader *l = w->l;
     chunk_job cur = {0};
     int set = 0;
+    char name[48];
+    snprintf(name, sizeof name, "loader %llu worker %d", (unsigned long long)l->trace_serial,
+             w->index);
+    stk_trace_thread_name(name);
     pthread_mutex_lock(&l->lock);
     for (;;) {
         int chunk;
@@ -356,7 +400,10 @@ static void *worker_main(void *p)
         pthread_mutex_lock(&l->lock);
         if (cur.valid) {
             l->active--;
-            if (++cur.s->done_chunks == cur.s->chunks) cur.s->state = SLOT_READY;
+            if (++cur.s->done_chunks == cur.s->chunks) {
+                cur.s->state = SLOT_READY;
+                stk_trace_counter("batches ready", ready_slots(l));
+            }
             pthread_cond_broadcast(&l->done_cv);
         }
         cur = next;
@@ -383,6 +430,7 @@ static stk_status setup_workers(stk_loader *l)
     for (int i = 0; i < l->nworkers; i++) {
         worker *w = &l->workers[i];
         w->l = l;
+        w->index = i;
         stk_status st = stk_record_reader_create(l->ds, l->o.io, l->o.direct, l->chunk_size,
                                                  &w->reader, &l->io_used);
         if (!st) st = stk_augment_create(&ao, &w->aug);
@@ -400,6 +448,7 @@ stk_status stk_loader_open(const char *path, const stk_loader_options *opts, stk
 {
     *out = NULL;
     stk_loader *l = calloc(1, sizeof *l);
+    if (l) l->trace_serial = __atomic_add_fetch(&trace_loaders, 1, __ATOMIC_RELAXED);
     if (!l) return stk_error(STK_ERR_NOMEM, "out of memory");
     l->o = *opts;
     pthread_mutex_init(&l->lock, NULL);
@@ -674,6 +723,7 @@ stk_status stk_loader_next(stk_loader *l, stk_batch **out)
     }
     l->wait_s += stk_clock_sec() - t0;
     l->next_deliver++;
+    stk_trace_counter("batches ready", ready_slots(l) - 1); /* this one is taken */
     if (s->status) {
         st = stk_error(s->status, "%s", s->error);
         s->state = SLOT_FREE;

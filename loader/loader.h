@@ -96,6 +96,7 @@ typedef struct stk_batch {
     uint32_t *checksums; /* with options.checksum: CRC-32C of each sample's pixels */
     uint64_t number;     /* batch number in the epoch */
     uint64_t epoch;
+    uint64_t trace_id; /* the batch's flow in a --trace timeline (common/trace.h) */
 } stk_batch;
 
 typedef struct stk_loader_position {

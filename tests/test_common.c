@@ -7,6 +7,7 @@
 #include "common/rng.h"
 #include "common/status.h"
 #include "common/thread_pool.h"
+#include "common/trace.h"
 
 #include "tests/check_main.h"
 
@@ -322,6 +323,93 @@ START_TEST(log_levels_and_clock)
 }
 END_TEST
 
+/* ---- trace ---- */
+
+static void *traced_thread(void *p)
+{
+    (void)p;
+    stk_trace_thread_name("helper");
+    stk_trace_begin("outer", "t");
+    stk_trace_flow('s', 7); /* finished on the main thread */
+    stk_trace_flow('s', 8); /* never finished: left out */
+    stk_trace_async_begin("read", "io", 1);
+    stk_trace_async_begin("read", "io", 2); /* never ended: left out */
+    stk_trace_begin_args("inner", "t",
+                         "a \"quoted\" argument that is longer than forty-seven bytes");
+    stk_trace_end();
+    stk_trace_async_end("read", "io", 1);
+    stk_trace_end();
+    return NULL;
+}
+
+static char *read_text(const char *path)
+{
+    uint8_t *data;
+    size_t len;
+    ck_assert_int_eq(stk_file_read_all(path, 1 << 24, &data, &len), STK_OK);
+    char *t = realloc(data, len + 1);
+    t[len] = '\0';
+    return t;
+}
+
+static int count(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)); p++) n++;
+    return n;
+}
+
+START_TEST(trace_records_threads_flows_and_the_schedule)
+{
+    char path[] = "/tmp/stoke-trace-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert(!stk_trace_enabled());
+    stk_trace_begin("before", "t"); /* off: nothing, and no harm */
+    stk_trace_end();
+    stk_trace_options o = {.wait_steps = 1, .active_steps = 2};
+    ck_assert_int_eq(stk_trace_start(&o), STK_OK);
+    ck_assert_int_eq(stk_trace_start(&o), STK_ERR_INVALID_ARG);
+    for (int step = 0; step < 5; step++) { /* steps 1 and 2 recorded */
+        stk_trace_step();
+        stk_trace_begin("step", "t");
+        stk_trace_counter("n", step);
+        if (step == 1) {
+            pthread_t t;
+            pthread_create(&t, NULL, traced_thread, NULL);
+            pthread_join(t, NULL);
+        }
+        if (step == 2) stk_trace_flow('f', 7);
+        stk_trace_end();
+    }
+    stk_trace_summary sum;
+    ck_assert_int_eq(stk_trace_finish(path, &sum), STK_OK);
+    ck_assert(!stk_trace_enabled());
+    char *t = read_text(path);
+    ck_assert_int_eq(count(t, "\"name\":\"step\""), 2);
+    ck_assert_int_eq(count(t, "\"ph\":\"C\""), 2);
+    ck_assert_int_eq(count(t, "\"ph\":\"s\""), 1);
+    ck_assert_int_eq(count(t, "\"ph\":\"f\","), 1);
+    ck_assert_int_eq(count(t, "\"id\":8"), 0);
+    ck_assert_int_eq(count(t, "\"ph\":\"b\""), 1);
+    ck_assert_int_eq(count(t, "\"ph\":\"e\""), 1);
+    ck_assert_ptr_nonnull(strstr(t, "\"thread_name\",\"args\":{\"name\":\"helper\"}"));
+    ck_assert_ptr_nonnull(
+        strstr(t, "\"info\":\"a \\\"quoted\\\" argument that is longer than forty-s\"")); /* 47 bytes */
+    ck_assert_ptr_null(strstr(t, "before"));
+    ck_assert_uint_eq(sum.dropped, 0);
+    ck_assert_uint_ge(sum.threads, 2);
+    free(t);
+    /* an unwritable file: the error names it, the trace is off */
+    ck_assert_int_eq(stk_trace_start(&o), STK_OK);
+    ck_assert_int_eq(stk_trace_finish("/nonexistent/t.json", &sum), STK_ERR_IO);
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), "--trace /nonexistent/t.json: No such file"));
+    ck_assert(!stk_trace_enabled());
+    unlink(path);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("common");
@@ -341,6 +429,7 @@ int main(void)
     tcase_add_test(tc, utf8_validation);
     tcase_add_test(tc, read_all_refuses_fifo_without_blocking);
     tcase_add_test(tc, log_levels_and_clock);
+    tcase_add_test(tc, trace_records_threads_flows_and_the_schedule);
     suite_add_tcase(s, tc);
     return stk_check_run(s);
 }

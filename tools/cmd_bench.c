@@ -2,6 +2,7 @@
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/progress.h"
+#include "common/trace.h"
 #include "common/thread_pool.h"
 #include "loader/loader.h"
 #include "common/json.h"
@@ -20,7 +21,7 @@
 typedef struct bench_args {
     int64_t batch, workers, prefetch, images, epochs, warmup, seed, io_depth;
     int io, output;
-    const char *transform;
+    const char *transform, *trace, *trace_steps;
     bool direct, accurate, cold, no_decode, no_checksum, json;
     double compute_ms;
 } bench_args;
@@ -61,6 +62,13 @@ static const stk_flag flags[] = {
     STK_FLAG_BOOL(T, no_checksum, "no-checksum",
                   "skip hashing the pixels (the workers' CRC of every sample\n"
                   "costs a little; a training run does not pay it)"),
+    STK_FLAG_TEXT(T, trace, "trace", "FILE.json",
+                  "a timeline of the measured batches in Chrome's trace format\n"
+                  "(https://ui.perfetto.dev): workers' reads, decode, augment, the\n"
+                  "consumer's wait per batch, counters, an arrow per batch"),
+    STK_FLAG_TEXT(T, trace_steps, "trace-steps", "WAIT,ACTIVE",
+                  "record batches WAIT .. WAIT+ACTIVE-1 of the measured ones;\n"
+                  "default 0,0 (all)"),
     STK_FLAG_JSON(T, json,
                   "one JSON object on stdout (keys: images, seconds,\n"
                   "images_per_sec, mb_per_sec, stall_pct, peak_rss_mb, read_s,\n"
@@ -128,11 +136,28 @@ static int run(int argc, char **argv)
     double compute_ms = a.compute_ms;
     bool cold = a.cold, json = a.json, no_checksum = a.no_checksum;
     if (images && epochs) return stk_cli_usage("bench", "--images and --epochs do not go together");
+    stk_trace_options trace = {0};
+    if (a.trace_steps && !a.trace)
+        return stk_cli_usage("bench", "--trace-steps needs --trace FILE.json");
+    if (a.trace_steps) {
+        long long w, k;
+        char end;
+        if (sscanf(a.trace_steps, "%lld,%lld%c", &w, &k, &end) != 2 || w < 0 || k < 0)
+            return stk_cli_usage(
+                "bench", "--trace-steps %s: expected WAIT,ACTIVE (two counts >= 0)", a.trace_steps);
+        trace.wait_steps = w, trace.active_steps = k;
+    }
     const char *path = pos[0];
     o.checksum = !no_checksum;
     stk_cli_catch_interrupt(); /* early: a Ctrl-C during the warmup is an interrupt too */
     stk_loader *l;
+    if (a.trace) { /* paused through the warmup: the first measured batch starts it */
+        trace.start_paused = true;
+        stk_trace_start(&trace);
+        stk_trace_thread_name("consumer");
+    }
     stk_status st = stk_loader_open(path, &o, &l);
+    if (st != STK_OK) stk_trace_discard();
     if (st == STK_ERR_INVALID_ARG) /* a bad transform or setting: a usage error */
         return stk_cli_usage("bench", "%s", stk_last_error());
     if (st) return stk_cli_fail();
@@ -173,11 +198,14 @@ static int run(int argc, char **argv)
                       stderr);
     stk_loader_stats tot = {0};
     for (;;) {
+        stk_trace_step();
         if (stk_cli_interrupted) {
             stk_error(STK_ERR_CANCELLED, "bench interrupted after %" PRIu64 " images", n);
             goto fail;
         }
+        stk_trace_begin("wait for batch", "consumer");
         st = stk_loader_next(l, &b);
+        stk_trace_end();
         if (st == STK_END) {
             add_stats(&tot, l, &s0);
             memset(&s0, 0, sizeof s0); /* the next epoch's stats start from zero */
@@ -186,6 +214,9 @@ static int run(int argc, char **argv)
             continue;
         }
         if (st) goto fail;
+        stk_trace_begin("consume", "consumer");
+        stk_trace_flow('f', b->trace_id);
+        stk_trace_end();
         if (o.checksum && !o.read_only) /* per-sample CRCs from the workers, combined in order */
             crc_px = stk_crc32c(crc_px, b->checksums, sizeof *b->checksums * (size_t)b->count);
         crc_lab = stk_crc32c(crc_lab, b->labels, sizeof *b->labels * (size_t)b->count);
@@ -269,6 +300,15 @@ fail:
     rc = stk_cli_fail();
 out:
     stk_loader_close(l);
+    if (a.trace) { /* the workers are joined: their buffers are complete */
+        stk_trace_summary ts;
+        if (stk_trace_finish(a.trace, &ts) != STK_OK)
+            rc = stk_cli_fail();
+        else
+            fprintf(stderr, "trace: %llu events from %llu threads over %.2f s in %s\n",
+                    (unsigned long long)ts.events, (unsigned long long)ts.threads, ts.seconds,
+                    a.trace);
+    }
     return rc;
 }
 

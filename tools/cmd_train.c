@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "common/progress.h"
 #include "common/thread_pool.h"
+#include "common/trace.h"
 #include "engine/checkpoint.h"
 #include "storage/safetensors.h"
 #include "kernels/backend.h"
@@ -29,6 +30,9 @@
 
 typedef struct train_args {
     const char *data, *val, *model, *transform, *val_transform, *init, *out;
+    const char *trace, *trace_steps;
+    bool trace_ops;
+    stk_trace_options trace_opts;
     const char *freeze[32];
     int n_freeze;
     int64_t epochs, batch, workers, threads, step_epochs, seed, stop_after, dist_timeout;
@@ -114,6 +118,21 @@ static const stk_flag flags[] = {
                   "first batch as an image; the flags as text\n"
                   "(tensorboard --logdir RUNDIR)"),
     STK_FLAG_BOOL(T, no_tensorboard, "no-tensorboard", "no event file"),
+    STK_FLAG_TEXT(T, trace, "trace", "FILE.json",
+                  "a timeline in Chrome's trace format (open it in\n"
+                  "https://ui.perfetto.dev or chrome://tracing): loader workers'\n"
+                  "reads (async), decode and augment per sample, the wait for\n"
+                  "each batch, the host-to-device copy, each step's forward,\n"
+                  "backward and optimizer, data-parallel all-reduces; counters\n"
+                  "(batches ready, reads in flight, images/s); arrows from a\n"
+                  "batch's reads to its step. Under a launcher rank R > 0\n"
+                  "writes FILE.rankR.json"),
+    STK_FLAG_TEXT(T, trace_steps, "trace-steps", "WAIT,ACTIVE",
+                  "record steps WAIT .. WAIT+ACTIVE-1 only (as PyTorch's\n"
+                  "profiler schedule); default 0,20 (ACTIVE 0: every step)"),
+    STK_FLAG_BOOL(T, trace_ops, "trace-ops",
+                  "also a span per layer forward (kind, name, input shape) and\n"
+                  "per autograd node backward"),
     STK_FLAG_BOOL(T, memory_report, "memory-report",
                   "at the end, the training device's caching allocator as a\n"
                   "table of size classes on stderr (blocks in use and cached,\n"
@@ -195,6 +214,19 @@ static int parse(int argc, char **argv, train_args *a)
     if (a->amp && a->device.kind != STK_DEVICE_CUDA)
         return stk_cli_usage("train", "--amp: mixed precision runs on the GPU (add --device cuda); "
                                       "the CPU backend computes in f32");
+    a->trace_opts = (stk_trace_options){.wait_steps = 0, .active_steps = 20, .ops = a->trace_ops};
+    if ((a->trace_steps || a->trace_ops) && !a->trace)
+        return stk_cli_usage("train", "--trace-steps and --trace-ops need --trace FILE.json");
+    if (a->trace_steps) {
+        long long w, n;
+        char end;
+        if (sscanf(a->trace_steps, "%lld,%lld%c", &w, &n, &end) != 2 || w < 0 || n < 0)
+            return stk_cli_usage("train",
+                                 "--trace-steps %s: expected WAIT,ACTIVE (two counts >= 0)",
+                                 a->trace_steps);
+        a->trace_opts.wait_steps = w;
+        a->trace_opts.active_steps = n;
+    }
     if (a->tensorboard && a->no_tensorboard)
         return stk_cli_usage("train", "--tensorboard and --no-tensorboard: choose one");
     if (a->lr < 0) a->lr = a->optimizer == STK_OPTIM_SGD ? 0.05 : 0.001;
@@ -570,6 +602,28 @@ static void say(FILE *f, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Write --trace's file (once every traced thread is joined: after close_run). */
+static void finish_trace(run_state *r)
+{
+    if (!r->a.trace) return;
+    char *path =
+        r->rank ? stk_text_printf("%s.rank%d.json", r->a.trace, r->rank) : strdup(r->a.trace);
+    stk_trace_summary s;
+    if (!path) {
+        stk_trace_discard();
+        fprintf(stderr, "stoke: out of memory for the trace's name\n");
+    } else if (stk_trace_finish(path, &s) != STK_OK) {
+        fprintf(stderr, "stoke: %s\n", stk_last_error());
+    } else {
+        fprintf(stderr,
+                "trace: %llu events from %llu threads over %.2f s in %s%s (open in "
+                "https://ui.perfetto.dev)\n",
+                (unsigned long long)s.events, (unsigned long long)s.threads, s.seconds, path,
+                s.dropped ? " (some dropped: a thread's buffer was full)" : "");
+    }
+    free(path);
+}
+
 /* The error that ends the run: printed, and under a launcher every other
  * rank is stopped now rather than left waiting in a collective. */
 static int fail_run(run_state *r)
@@ -582,6 +636,7 @@ static int fail_run(run_state *r)
         fprintf(stderr, "stoke: %s\n", stk_last_error());
     }
     close_run(r);
+    finish_trace(r); /* what led to the error is worth seeing */
     stk_comm_close(r->comm);
     return STK_EXIT_ERROR;
 }
@@ -601,6 +656,10 @@ static int run(int argc, char **argv)
     }
     r.rank = stk_comm_rank(r.comm);
     r.world = stk_comm_world(r.comm);
+    if (a->trace) { /* before the loader's threads start: they name themselves */
+        stk_trace_start(&a->trace_opts);
+        stk_trace_thread_name("main (steps)");
+    }
     if (setup(&r) != STK_OK) return fail_run(&r);
     FILE *lines = r.rank ? NULL : a->json ? stderr : stdout;
     stk_train_position *pos = stk_trainer_position(r.trainer);
@@ -684,6 +743,7 @@ static int run(int argc, char **argv)
                 stk_trainer_skipped_steps(r.trainer), pos->step,
                 (double)stk_trainer_loss_scale(r.trainer));
     close_run(&r);
+    finish_trace(&r);
     stk_comm_close(r.comm);
     return STK_EXIT_OK;
 }

@@ -2,6 +2,8 @@
  * evaluation pass, and saving and resuming the position. */
 #include "train/trainer.h"
 
+#include "common/trace.h"
+
 #include "common/clock.h"
 #include "common/progress.h"
 #include "engine/autocast.h"
@@ -137,9 +139,15 @@ static stk_status step_body(stk_trainer *t, stk_step_info *info, const int32_t *
     char ep[32] = "";
     if (epoch >= 0) snprintf(ep, sizeof ep, "%" PRId64 ")", epoch + 1);
     TRY(run_hooks(t, info, STK_STEP_BEFORE_FORWARD));
-    TRY(stk_model_forward(t->model, info->input, &info->logits));
-    TRY(stk_cross_entropy(info->logits, info->labels, t->cfg.label_smoothing, &info->loss));
-    r->loss = stk_tensor_item(info->loss);
+    /* the trace's phases (on a GPU: until the loss is read back, forward
+     * includes its kernels; backward and the optimizer are their launches) */
+    stk_trace_begin("forward", "step");
+    stk_status fst = stk_model_forward(t->model, info->input, &info->logits);
+    if (fst == STK_OK)
+        fst = stk_cross_entropy(info->logits, info->labels, t->cfg.label_smoothing, &info->loss);
+    if (fst == STK_OK) r->loss = stk_tensor_item(info->loss);
+    stk_trace_end();
+    TRY(fst);
     if (!isfinite(r->loss))
         return stk_error(STK_ERR_DIVERGED,
                          "the loss is %s at step %" PRId64 "%s%s: training diverged",
@@ -153,23 +161,32 @@ static stk_status step_body(stk_trainer *t, stk_step_info *info, const int32_t *
     TRY(run_hooks(t, info, STK_STEP_AFTER_FORWARD));
     if (!t->cfg.amp) {
         t->info = info;
+        stk_trace_begin("backward", "step");
         stk_status st = stk_backward(info->loss, NULL, false);
+        stk_trace_end();
         t->info = NULL;
         TRY(st);
         TRY(run_hooks(t, info, STK_STEP_AFTER_BACKWARD));
-        TRY(stk_optim_step(t->opt));
+        stk_trace_begin("optimizer", "step");
+        st = stk_optim_step(t->opt);
+        stk_trace_end();
+        TRY(st);
         r->stepped = true;
     } else {
         stk_tensor *scaled;
         info->loss_scale = t->scaler.scale;
         TRY(stk_loss_scaler_scale(&t->scaler, info->loss, &scaled));
         t->info = info;
+        stk_trace_begin("backward", "step");
         stk_status st = stk_backward(scaled, NULL, false);
+        stk_trace_end();
         t->info = NULL;
         TRY(st);
         TRY(run_hooks(t, info, STK_STEP_AFTER_BACKWARD));
         stk_autocast_end(); /* the optimizer step is f32 */
+        stk_trace_begin("optimizer", "step");
         st = stk_loss_scaler_step(&t->scaler, t->model, t->opt, &r->stepped);
+        stk_trace_end();
         stk_autocast_begin(); /* balanced by the caller's end */
         TRY(st);
     }
@@ -183,9 +200,10 @@ static stk_status step_body(stk_trainer *t, stk_step_info *info, const int32_t *
     return run_hooks(t, info, STK_STEP_AFTER_OPTIMIZER);
 }
 
-/* One step on tensors made inside `scope`'s lifetime; epoch < 0 when unknown. */
+/* One step on tensors made inside `scope`'s lifetime; epoch < 0 when unknown;
+ * flow: the batch's trace flow id (0: none). */
 static stk_status step(stk_trainer *t, stk_tensor *x, stk_tensor *y, const int32_t *host_labels,
-                       int count, int64_t epoch, stk_step_result *r)
+                       int count, int64_t epoch, uint64_t flow, stk_step_result *r)
 {
     memset(r, 0, sizeof *r);
     r->count = count;
@@ -198,9 +216,15 @@ static stk_status step(stk_trainer *t, stk_tensor *x, stk_tensor *y, const int32
                           .count = count,
                           .loss_scale = 1.f,
                           .param = -1};
+    stk_trace_step();
+    char what[32] = "";
+    if (stk_trace_enabled()) snprintf(what, sizeof what, "step %" PRId64, info.step + 1);
+    stk_trace_begin_args("step", "step", what);
+    if (flow) stk_trace_flow('f', flow);
     if (t->cfg.amp) stk_autocast_begin();
     stk_status st = step_body(t, &info, host_labels, epoch, r);
     if (t->cfg.amp) stk_autocast_end();
+    stk_trace_end();
     if (st == STK_OK) t->pos.step++;
     return st;
 }
@@ -211,7 +235,8 @@ stk_status stk_trainer_step(stk_trainer *t, const stk_device_batch *b, stk_step_
     TRY(stk_scope_begin(&s));
     stk_tensor *x, *y;
     stk_status st = stk_batch_tensors(b, t->cfg.mean, t->cfg.std, &x, &y);
-    if (st == STK_OK) st = step(t, x, y, b->host_labels, b->count, (int64_t)b->epoch, r);
+    if (st == STK_OK)
+        st = step(t, x, y, b->host_labels, b->count, (int64_t)b->epoch, b->trace_id, r);
     stk_scope_end(s);
     return st;
 }
@@ -221,7 +246,7 @@ stk_status stk_trainer_step_tensors(stk_trainer *t, stk_tensor *x, stk_tensor *y
 {
     stk_scope *s;
     TRY(stk_scope_begin(&s));
-    stk_status st = step(t, x, y, host_labels, (int)stk_tensor_dim(x, 0), -1, r);
+    stk_status st = step(t, x, y, host_labels, (int)stk_tensor_dim(x, 0), -1, 0, r);
     stk_scope_end(s);
     return st;
 }
@@ -252,7 +277,9 @@ stk_status stk_trainer_train_epoch(stk_trainer *t, stk_loader *l, stk_h2d *h, in
     for (;;) {
         double w0 = stk_clock_sec();
         stk_device_batch *b;
+        stk_trace_begin("wait for batch", "step");
         st = stk_h2d_next(h, &b);
+        stk_trace_end();
         waited += stk_clock_sec() - w0;
         if (st == STK_END) break;
         if (st != STK_OK) return st;
@@ -265,6 +292,7 @@ stk_status stk_trainer_train_epoch(stk_trainer *t, stk_loader *l, stk_h2d *h, in
         out->images += (uint64_t)r.count;
         out->steps++;
         epoch_figures(out, stk_clock_sec() - t0, loss_sum, correct, waited);
+        stk_trace_counter("images/s", out->images_per_sec);
         if (progress && (st = progress(ctx, out)) != STK_OK) return st;
     }
     epoch_figures(out, stk_clock_sec() - t0, loss_sum, correct, waited);
