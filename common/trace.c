@@ -15,11 +15,6 @@
 
 #ifdef STOKE_NVTX
 #include <nvtx3/nvToolsExt.h>
-#define NVTX_PUSH(name) nvtxRangePushA(name)
-#define NVTX_POP()      nvtxRangePop()
-#else
-#define NVTX_PUSH(name) ((void)(name))
-#define NVTX_POP()      ((void)0)
 #endif
 
 #define BLOCK_EVENTS 4096
@@ -148,6 +143,18 @@ stk_status stk_trace_start(const stk_trace_options *o)
     return STK_OK;
 }
 
+stk_status stk_trace_parse_schedule(const char *text, stk_trace_options *o)
+{
+    long long w, n;
+    char end;
+    if (sscanf(text, "%lld,%lld%c", &w, &n, &end) != 2 || w < 0 || n < 0)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--trace-steps %s: expected WAIT,ACTIVE (two counts >= 0)", text);
+    o->wait_steps = w;
+    o->active_steps = n;
+    return STK_OK;
+}
+
 bool stk_trace_ops(void) { return stk_trace_enabled() && opts.ops; }
 
 void stk_trace_step(void)
@@ -159,10 +166,13 @@ void stk_trace_step(void)
     __atomic_store_n(&stk_trace_state_, on ? 2 : 1, __ATOMIC_RELAXED);
 }
 
-void stk_trace_begin_args(const char *name, const char *cat, const char *args)
+#ifdef STOKE_NVTX
+void stk_trace_nvtx_push_(const char *name) { nvtxRangePushA(name); }
+void stk_trace_nvtx_pop_(void) { nvtxRangePop(); }
+#endif
+
+void stk_trace_begin_(const char *name, const char *cat, const char *args)
 {
-    NVTX_PUSH(name);
-    if (!stk_trace_enabled()) return;
     tbuf *b = my_buffer();
     if (!b) return;
     if (b->depth < MAX_DEPTH) {
@@ -176,12 +186,8 @@ void stk_trace_begin_args(const char *name, const char *cat, const char *args)
     b->depth++;
 }
 
-void stk_trace_begin(const char *name, const char *cat) { stk_trace_begin_args(name, cat, NULL); }
-
-void stk_trace_end(void)
+void stk_trace_end_(void)
 {
-    NVTX_POP();
-    if (!stk_trace_enabled()) return;
     tbuf *b = my_buffer();
     if (!b || b->depth == 0) return; /* a span begun before the trace started */
     b->depth--;
@@ -196,7 +202,7 @@ void stk_trace_end(void)
     memcpy(e->args, s->args, ARGS_BYTES);
 }
 
-static void instant(char ph, const char *name, const char *cat, uint64_t id, double value)
+void stk_trace_event_(char ph, const char *name, const char *cat, uint64_t id, double value)
 {
     if (!recording()) return;
     tbuf *b = my_buffer();
@@ -205,20 +211,6 @@ static void instant(char ph, const char *name, const char *cat, uint64_t id, dou
         *e = (event){
             .ph = ph, .name = name, .cat = cat, .ts = now_ns() - t_start, .id = id, .value = value};
 }
-
-void stk_trace_async_begin(const char *name, const char *cat, uint64_t id)
-{
-    instant('b', name, cat, id, 0);
-}
-
-void stk_trace_async_end(const char *name, const char *cat, uint64_t id)
-{
-    instant('e', name, cat, id, 0);
-}
-
-void stk_trace_counter(const char *name, double value) { instant('C', name, "counter", 0, value); }
-
-void stk_trace_flow(char phase, uint64_t id) { instant(phase, "batch", "flow", id, 0); }
 
 void stk_trace_thread_name(const char *name)
 {

@@ -58,22 +58,64 @@ static inline bool stk_trace_enabled(void)
 /* Start tracing (recording now unless wait_steps > 0). Errors: INVALID_ARG
  * (already started). */
 stk_status stk_trace_start(const stk_trace_options *o);
+/* Parse "WAIT,ACTIVE" (two counts >= 0) into o's schedule. Errors:
+ * INVALID_ARG ("--trace-steps 5: expected WAIT,ACTIVE (two counts >= 0)"). */
+stk_status stk_trace_parse_schedule(const char *text, stk_trace_options *o);
 /* Per-op spans asked for (--trace-ops) and tracing on. */
 bool stk_trace_ops(void);
 /* A step begins (the trainer; `stoke bench`: a batch): switches recording
  * per the schedule, counting steps from stk_trace_start. */
 void stk_trace_step(void);
 
-void stk_trace_begin(const char *name, const char *cat);
-void stk_trace_begin_args(const char *name, const char *cat, const char *args);
-void stk_trace_end(void);
+/* The recorder behind the inline calls below (which return at once when
+ * tracing is off, so that the loader's per-sample spans cost a load and a
+ * branch; NVTX builds also push and pop their range). */
+void stk_trace_begin_(const char *name, const char *cat, const char *args);
+void stk_trace_end_(void);
+void stk_trace_event_(char ph, const char *name, const char *cat, uint64_t id, double value);
+#ifdef STOKE_NVTX
+void stk_trace_nvtx_push_(const char *name);
+void stk_trace_nvtx_pop_(void);
+#else
+static inline void stk_trace_nvtx_push_(const char *name) { (void)name; }
+static inline void stk_trace_nvtx_pop_(void) {}
+#endif
+
+static inline void stk_trace_begin_args(const char *name, const char *cat, const char *args)
+{
+    stk_trace_nvtx_push_(name);
+    if (stk_trace_enabled()) stk_trace_begin_(name, cat, args);
+}
+static inline void stk_trace_begin(const char *name, const char *cat)
+{
+    stk_trace_begin_args(name, cat, NULL);
+}
+static inline void stk_trace_end(void)
+{
+    stk_trace_nvtx_pop_();
+    if (stk_trace_enabled()) stk_trace_end_();
+}
 /* Overlapping intervals keyed by id (unique among spans of the same name). */
-void stk_trace_async_begin(const char *name, const char *cat, uint64_t id);
-void stk_trace_async_end(const char *name, const char *cat, uint64_t id);
-void stk_trace_counter(const char *name, double value);
+static inline void stk_trace_async_begin(const char *name, const char *cat, uint64_t id)
+{
+    if (stk_trace_enabled()) stk_trace_event_('b', name, cat, id, 0);
+}
+static inline void stk_trace_async_end(const char *name, const char *cat, uint64_t id)
+{
+    if (stk_trace_enabled()) stk_trace_event_('e', name, cat, id, 0);
+}
+/* A counter's value now (evaluate an expensive value only when
+ * stk_trace_enabled()). */
+static inline void stk_trace_counter(const char *name, double value)
+{
+    if (stk_trace_enabled()) stk_trace_event_('C', name, "counter", 0, value);
+}
 /* phase 's' (start), 't' (a step through), 'f' (finish): bound to the
  * innermost open span of the calling thread. */
-void stk_trace_flow(char phase, uint64_t id);
+static inline void stk_trace_flow(char phase, uint64_t id)
+{
+    if (stk_trace_enabled()) stk_trace_event_(phase, "batch", "flow", id, 0);
+}
 /* This thread's name in the trace ("loader worker 0"); copied, kept for
  * the thread's later traces too. */
 void stk_trace_thread_name(const char *name);

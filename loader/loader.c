@@ -402,7 +402,7 @@ static void *worker_main(void *p)
             l->active--;
             if (++cur.s->done_chunks == cur.s->chunks) {
                 cur.s->state = SLOT_READY;
-                stk_trace_counter("batches ready", ready_slots(l));
+                if (stk_trace_enabled()) stk_trace_counter("batches ready", ready_slots(l));
             }
             pthread_cond_broadcast(&l->done_cv);
         }
@@ -723,7 +723,8 @@ stk_status stk_loader_next(stk_loader *l, stk_batch **out)
     }
     l->wait_s += stk_clock_sec() - t0;
     l->next_deliver++;
-    stk_trace_counter("batches ready", ready_slots(l) - 1); /* this one is taken */
+    if (stk_trace_enabled()) /* this one is taken */
+        stk_trace_counter("batches ready", ready_slots(l) - 1);
     if (s->status) {
         st = stk_error(s->status, "%s", s->error);
         s->state = SLOT_FREE;

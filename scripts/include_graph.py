@@ -16,7 +16,7 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODULES = ["common", "storage", "augment", "kernels", "engine", "loader", "train", "tools"]
+MODULES = ["common", "storage", "augment", "kernels", "engine", "loader", "train", "dist", "watch", "tools"]
 # tensor and autograd are one concern (a tensor knows its grad node and hook)
 ALLOWED = [{"engine/tensor", "engine/autograd"}]
 INC = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

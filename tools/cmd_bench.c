@@ -139,14 +139,8 @@ static int run(int argc, char **argv)
     stk_trace_options trace = {0};
     if (a.trace_steps && !a.trace)
         return stk_cli_usage("bench", "--trace-steps needs --trace FILE.json");
-    if (a.trace_steps) {
-        long long w, k;
-        char end;
-        if (sscanf(a.trace_steps, "%lld,%lld%c", &w, &k, &end) != 2 || w < 0 || k < 0)
-            return stk_cli_usage(
-                "bench", "--trace-steps %s: expected WAIT,ACTIVE (two counts >= 0)", a.trace_steps);
-        trace.wait_steps = w, trace.active_steps = k;
-    }
+    if (a.trace_steps && stk_trace_parse_schedule(a.trace_steps, &trace) != STK_OK)
+        return stk_cli_usage("bench", "%s", stk_last_error());
     const char *path = pos[0];
     o.checksum = !no_checksum;
     stk_cli_catch_interrupt(); /* early: a Ctrl-C during the warmup is an interrupt too */

@@ -217,16 +217,8 @@ static int parse(int argc, char **argv, train_args *a)
     a->trace_opts = (stk_trace_options){.wait_steps = 0, .active_steps = 20, .ops = a->trace_ops};
     if ((a->trace_steps || a->trace_ops) && !a->trace)
         return stk_cli_usage("train", "--trace-steps and --trace-ops need --trace FILE.json");
-    if (a->trace_steps) {
-        long long w, n;
-        char end;
-        if (sscanf(a->trace_steps, "%lld,%lld%c", &w, &n, &end) != 2 || w < 0 || n < 0)
-            return stk_cli_usage("train",
-                                 "--trace-steps %s: expected WAIT,ACTIVE (two counts >= 0)",
-                                 a->trace_steps);
-        a->trace_opts.wait_steps = w;
-        a->trace_opts.active_steps = n;
-    }
+    if (a->trace_steps && stk_trace_parse_schedule(a->trace_steps, &a->trace_opts) != STK_OK)
+        return stk_cli_usage("train", "%s", stk_last_error());
     if (a->tensorboard && a->no_tensorboard)
         return stk_cli_usage("train", "--tensorboard and --no-tensorboard: choose one");
     if (a->lr < 0) a->lr = a->optimizer == STK_OPTIM_SGD ? 0.05 : 0.001;

@@ -112,6 +112,6 @@ if args.summary and steps:
         busy = sum(e["dur"] for e in by_tid[tid] if e["name"] == "chunk" and t0 <= e["ts"] <= t1)
         dec = sum(e["dur"] for e in by_tid[tid] if e["name"] == "decode" and t0 <= e["ts"] <= t1)
         aug = sum(e["dur"] for e in by_tid[tid] if e["name"] == "augment" and t0 <= e["ts"] <= t1)
-        print(f"summary:   {n}: busy {100 * busy / wall:.0f}% (augment incl. decode "
-              f"{100 * aug / wall:.0f}%, decode {100 * dec / wall:.0f}%)")
+        print(f"summary:   {n}: busy {100 * busy / wall:.1f}% (augment incl. decode "
+              f"{100 * aug / wall:.1f}%, decode {100 * dec / wall:.1f}%)")
 sys.exit(1 if problems else 0)
