@@ -31,9 +31,13 @@ echo "== peek: 16 training samples as the model will see them =="
 echo "..."
 echo
 echo "== train: resnet8, 3 epochs on the CPU, evaluated on the test set =="
+rm -rf "$OUT/run-resnet8" # a fresh run (TensorBoard would merge an earlier run's events)
 "$STOKE" train --data "$OUT/fmnist-train.stoke" --val "$OUT/fmnist-test.stoke" --model resnet8 \
     --epochs 3 --batch 128 --nesterov --lr 0.05 --wd 5e-4 --transform pad:2,crop:28,flip \
     --out "$OUT/run-resnet8"
+echo
+echo "== plot: the run's curves (or: tensorboard --logdir $OUT/run-resnet8) =="
+"$STOKE" plot "$OUT/run-resnet8" --out "$OUT/run-resnet8/curves.svg"
 echo
 echo "== eval: the best checkpoint =="
 "$STOKE" eval --data "$OUT/fmnist-test.stoke" --checkpoint "$OUT/run-resnet8/best.safetensors"
