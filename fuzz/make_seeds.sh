@@ -12,7 +12,8 @@ trap 'rm -rf "$FX"' EXIT
 /usr/bin/python3 "$HERE/../tests/fixtures/make_fixtures.py" "$FX/fix" >/dev/null
 C=$HERE/corpus
 rm -rf "$C"
-mkdir -p "$C/record" "$C/meta" "$C/dataset" "$C/safetensors" "$C/transform" "$C/list" "$C/jpeg"
+mkdir -p "$C/record" "$C/meta" "$C/dataset" "$C/safetensors" "$C/transform" "$C/list" "$C/jpeg" \
+    "$C/run_log"
 
 # dataset: small packed files (raw and JPEG), 20-72 KiB each.
 "$STOKE" pack --from idx "$FX/fix/idx" "$FX/idx.stoke" >/dev/null
@@ -66,6 +67,13 @@ done
 printf 'a/b.jpg 0\n# comment\n  spaced name.jpg   12\n/abs/path.jpg 3\n' > "$C/list/l0"
 printf 'x.jpg 9999\ny.jpg 0\n\n' > "$C/list/l1"
 cp "$FX/fix/list.txt" "$C/list/l2"
+
+# run_log: metrics.csv NUL steps.csv as stoke train writes them (and an old
+# run's metrics.csv alone, an empty validation column, a torn last line).
+M='epoch,step,lr,train_loss,train_acc,val_loss,val_top1,val_top5,images_per_sec,stall_pct,seconds,mem_allocated_mb,mem_reserved_mb,mem_peak_mb,peak_rss_mb'
+printf '%s\n1,3,0.0375,2.33,12.5,2.31,8,48,281.5,0.09,0.17,2.0,3.1,3.1,168.8\n2,6,0.0033,2.32,6.25,2.30,10,44,1093.5,0,0.04,2.0,3.1,3.1,169\n\0step,epoch,loss,lr\n1,1,2.28738,0.05\n2,1,2.3394,0.0466\n3,1,2.37,0.0375\n' "$M" >"$C/run_log/r0"
+printf 'epoch,step,lr,train_loss,train_acc,val_loss,val_top1,val_top5,images_per_sec,stall_pct,seconds\n1,468,0.05,0.6,77,,,,1500,0.1,38\n2,936,0.02,0.4,85,,,,1600,0,37' >"$C/run_log/r1"
+printf 'epoch,step\n1,1\n\0step,epoch,loss,lr\n1,1,nan,inf\n2,1,1e308,-1e308\n' >"$C/run_log/r2"
 
 # jpeg: the small fixtures (every subsampling, gray, progressive, CMYK, restart markers).
 for f in baseline cmyk gray gray128 odd_17x9 one_1x1 progressive restart sub420 sub422 sub444 \

@@ -91,45 +91,69 @@ static stk_status table_parse(const char *path, const char *text, size_t len, ta
     return STK_OK;
 }
 
-static stk_status table_read(const char *path, table *t, bool required)
+/* The columns every file must start with. */
+static stk_status check_first(const table *t, const char *path, const char *name)
 {
-    uint8_t *text;
-    size_t len;
-    stk_status st = stk_file_read_all(path, MAX_FILE, &text, &len);
-    if (st == STK_ERR_IO && !required) return STK_OK;
-    if (st != STK_OK) return stk_error_prefix(st, "%s", path);
-    st = table_parse(path, (const char *)text, len, t);
-    free(text);
+    if (t->n_cols && column_index(t, name) != 0)
+        return stk_error(STK_ERR_CORRUPT, "%s: the first column is not %s", path, name);
+    return STK_OK;
+}
+
+static stk_status parse_both(stk_run_log *log, const char *dir, const char *metrics,
+                             size_t metrics_len, const char *steps, size_t steps_len)
+{
+    char *pm = stk_text_printf("%s/metrics.csv", dir), *ps = stk_text_printf("%s/steps.csv", dir);
+    stk_status st = pm && ps ? STK_OK : stk_error(STK_ERR_NOMEM, "out of memory");
+    if (st == STK_OK) st = table_parse(pm, metrics, metrics_len, &log->metrics);
+    if (st == STK_OK) st = check_first(&log->metrics, pm, "epoch");
+    if (st == STK_OK && steps) st = table_parse(ps, steps, steps_len, &log->steps);
+    if (st == STK_OK) st = check_first(&log->steps, ps, "step");
+    free(pm);
+    free(ps);
     return st;
 }
 
-stk_status stk_run_log_read(const char *dir, stk_run_log **out)
+stk_status stk_run_log_parse(const char *dir, const char *metrics, size_t metrics_len,
+                             const char *steps, size_t steps_len, stk_run_log **out)
 {
     *out = NULL;
     stk_run_log *log = calloc(1, sizeof *log);
-    char *metrics = stk_text_printf("%s/metrics.csv", dir);
-    char *steps = stk_text_printf("%s/steps.csv", dir);
-    stk_status st = STK_OK;
-    if (!log || !metrics || !steps) {
-        st = stk_error(STK_ERR_NOMEM, "out of memory");
-    } else if ((st = table_read(metrics, &log->metrics, true)) == STK_ERR_IO) {
-        st = stk_error(STK_ERR_IO, "%s: no metrics.csv (not a stoke train run directory?): %s", dir,
-                       stk_last_error());
-    } else if (st == STK_OK && column_index(&log->metrics, "epoch") != 0) {
-        st = stk_error(STK_ERR_CORRUPT, "%s: the first column is not epoch", metrics);
-    } else if (st == STK_OK) {
-        st = table_read(steps, &log->steps, false);
-        if (st == STK_OK && log->steps.n_cols && column_index(&log->steps, "step") != 0)
-            st = stk_error(STK_ERR_CORRUPT, "%s: the first column is not step", steps);
-    }
-    free(metrics);
-    free(steps);
+    if (!log) return stk_error(STK_ERR_NOMEM, "out of memory");
+    stk_status st = parse_both(log, dir, metrics, metrics_len, steps, steps_len);
     if (st != STK_OK) {
         stk_run_log_free(log);
         return st;
     }
     *out = log;
     return STK_OK;
+}
+
+stk_status stk_run_log_read(const char *dir, stk_run_log **out)
+{
+    *out = NULL;
+    char *pm = stk_text_printf("%s/metrics.csv", dir), *ps = stk_text_printf("%s/steps.csv", dir);
+    uint8_t *m = NULL, *s = NULL;
+    size_t m_len = 0, s_len = 0;
+    stk_status st = pm && ps ? STK_OK : stk_error(STK_ERR_NOMEM, "out of memory");
+    if (st == STK_OK && (st = stk_file_read_all(pm, MAX_FILE, &m, &m_len)) != STK_OK)
+        st = st == STK_ERR_IO ? stk_error(STK_ERR_IO,
+                                          "%s: no metrics.csv (not a stoke train run "
+                                          "directory?): %s: %s",
+                                          dir, pm, stk_last_error())
+                              : stk_error_prefix(st, "%s", pm);
+    if (st == STK_OK && (st = stk_file_read_all(ps, MAX_FILE, &s, &s_len)) != STK_OK) {
+        if (st == STK_ERR_IO) /* steps.csv is optional (runs from before it) */
+            st = STK_OK;
+        else
+            st = stk_error_prefix(st, "%s", ps);
+    }
+    if (st == STK_OK)
+        st = stk_run_log_parse(dir, (const char *)m, m_len, (const char *)s, s_len, out);
+    free(pm);
+    free(ps);
+    free(m);
+    free(s);
+    return st;
 }
 
 void stk_run_log_free(stk_run_log *log)

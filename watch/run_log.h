@@ -29,6 +29,10 @@ typedef struct stk_run_log stk_run_log;
  * NOMEM. */
 stk_status stk_run_log_read(const char *dir, stk_run_log **out);
 void stk_run_log_free(stk_run_log *log);
+/* The same from the files' bytes (steps NULL: no steps.csv); `dir` names
+ * them in messages. */
+stk_status stk_run_log_parse(const char *dir, const char *metrics, size_t metrics_len,
+                             const char *steps, size_t steps_len, stk_run_log **out);
 
 /* A column of metrics.csv against "epoch", or of steps.csv against "step";
  * NULL when the file has no such column. Valid until stk_run_log_free. */
