@@ -220,6 +220,35 @@ void stk_trace_thread_name(const char *name)
     if (b) memcpy(b->name, my_name, sizeof b->name);
 }
 
+/* Tracks that are not threads get tids from here (far above real ones). */
+#define TRACK_TID0 2000000000
+
+void stk_trace_track_span(const char *track, const char *name, const char *cat, uint64_t t0_ns,
+                          uint64_t t1_ns, uint64_t flow)
+{
+    if (!recording() || t1_ns < t0_ns) return;
+    pthread_mutex_lock(&list_lock); /* tracks are shared: rare events, one lock */
+    tbuf *b = buffers;
+    int n_tracks = 0;
+    for (; b; b = b->next) {
+        if (b->tid >= TRACK_TID0) n_tracks++;
+        if (b->tid >= TRACK_TID0 && !strcmp(b->name, track)) break;
+    }
+    if (!b && (b = calloc(1, sizeof *b))) {
+        b->tid = TRACK_TID0 + n_tracks;
+        snprintf(b->name, sizeof b->name, "%s", track);
+        b->next = buffers;
+        buffers = b;
+    }
+    uint64_t t0 = t0_ns > t_start ? t0_ns - t_start : 0, t1 = t1_ns > t_start ? t1_ns - t_start : 0;
+    event *e = b ? push_event(b) : NULL;
+    if (e) *e = (event){.ph = 'X', .name = name, .cat = cat, .ts = t0, .dur = t1 - t0};
+    if (e && flow && (e = push_event(b)))
+        *e = (event){
+            .ph = 't', .name = "batch", .cat = "flow", .ts = t0 + (t1 - t0) / 2, .id = flow};
+    pthread_mutex_unlock(&list_lock);
+}
+
 /* ---- the writer ---- */
 
 /* Flow ids with a start and a finish both recorded (sorted, for bsearch). */

@@ -116,6 +116,12 @@ static inline void stk_trace_flow(char phase, uint64_t id)
 {
     if (stk_trace_enabled()) stk_trace_event_(phase, "batch", "flow", id, 0);
 }
+/* A span measured elsewhere (a device's copy stream, timed with its events)
+ * on a track of its own named `track` (a constant), from t0_ns to t1_ns on
+ * CLOCK_MONOTONIC (stk_clock_ns); flow: a flow id to pass through it ('t'),
+ * 0 for none. Spans of one track must not overlap. */
+void stk_trace_track_span(const char *track, const char *name, const char *cat, uint64_t t0_ns,
+                          uint64_t t1_ns, uint64_t flow);
 /* This thread's name in the trace ("loader worker 0"); copied, kept for
  * the thread's later traces too. */
 void stk_trace_thread_name(const char *name);

@@ -43,6 +43,12 @@ typedef struct stk_copy_engine {
     stk_status (*copy_async)(void *ctx, void *dst, const void *src, size_t bytes, uint64_t *ticket);
     /* Block until copy `ticket` has completed. */
     stk_status (*wait)(void *ctx, uint64_t ticket);
+    /* For a timeline (common/trace.h): when copy `ticket` ran on the device,
+     * on the host's CLOCK_MONOTONIC in ns, measured by device events; false
+     * when it was not timed (tracing was off when it started, or 64 copies
+     * have started since). Valid after wait(ticket). NULL: the device does
+     * not time copies (the CPU: there are none). */
+    bool (*copy_times)(void *ctx, uint64_t ticket, uint64_t *start_ns, uint64_t *end_ns);
 } stk_copy_engine;
 
 /* The CPU device: in place (the engine computes on the pinned host batch). */

@@ -17,6 +17,7 @@ typedef struct slot {
     int32_t *host_labels; /* kept: the host batch goes back to the ring before the step */
     stk_batch *host;      /* while copying */
     uint64_t ticket;      /* the copy's last ticket */
+    uint64_t first;       /* its first ticket (the pixels; the labels come last) */
     uint64_t order;       /* batches are returned in start order */
     stk_device_batch out;
 } slot;
@@ -101,7 +102,7 @@ static stk_status start_copy(stk_h2d *h, slot *s)
     stk_trace_begin("h2d copy", "h2d"); /* issuing the copies; the copy itself: async "h2d" */
     stk_trace_flow('t', b->trace_id);
     stk_trace_async_begin("h2d", "h2d", b->trace_id);
-    if ((st = h->ce->copy_async(h->ce->ctx, s->data, b->data, bytes, &t)) != STK_OK ||
+    if ((st = h->ce->copy_async(h->ce->ctx, s->data, b->data, bytes, &s->first)) != STK_OK ||
         (st = h->ce->copy_async(h->ce->ctx, s->labels, b->labels,
                                 (size_t)b->count * sizeof(int32_t), &t)) != STK_OK) {
         stk_trace_end();
@@ -120,6 +121,17 @@ static stk_status start_copy(stk_h2d *h, slot *s)
     s->out.host_labels = s->host_labels;
     s->out.device = h->ce->device;
     return STK_OK;
+}
+
+/* --trace: the batch's copy as the device timed it, on the copy stream's track. */
+static void trace_device_copy(stk_h2d *h, const slot *s)
+{
+    uint64_t a0, a1, b0, b1;
+    if (stk_trace_enabled() && h->ce->copy_times &&
+        h->ce->copy_times(h->ce->ctx, s->first, &a0, &a1) &&
+        h->ce->copy_times(h->ce->ctx, s->ticket, &b0, &b1))
+        stk_trace_track_span("device copy stream", "h2d copy (device)", "h2d", a0, b1,
+                             s->out.trace_id);
 }
 
 static stk_status next_in_place(stk_h2d *h, stk_device_batch **out)
@@ -172,6 +184,7 @@ stk_status stk_h2d_next(stk_h2d *h, stk_device_batch **out)
     stk_trace_end();
     stk_trace_async_end("h2d", "h2d", head->out.trace_id); /* seen complete (an upper bound) */
     if (st != STK_OK) return st;
+    trace_device_copy(h, head);
     /* the copy has completed: only now may the pinned buffer be reused */
     stk_loader_release(h->loader, head->host);
     head->host = NULL;

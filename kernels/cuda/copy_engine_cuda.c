@@ -10,6 +10,9 @@
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/cuda_device.h"
 
+#include "common/clock.h"
+#include "common/trace.h"
+
 #include <pthread.h>
 #include <stdio.h>
 
@@ -20,7 +23,46 @@ typedef struct cuda_copy_engine {
     cudaEvent_t events[EVENTS];
     cudaEvent_t compute_done; /* the compute work queued before a copy */
     uint64_t issued;          /* tickets handed out */
+    /* --trace: timing events around each copy (only while tracing), and an
+     * anchor event whose completion was seen on the host clock, so device
+     * times become host times: anchor_ns + (event - anchor) */
+    cudaEvent_t t_start[EVENTS], t_end[EVENTS], anchor;
+    uint64_t timed[EVENTS]; /* the ticket each slot's timing events belong to (0: none) */
+    uint64_t anchor_ns;     /* 0: no anchor yet */
+    bool timing_ready;
 } cuda_copy_engine;
+
+/* The timing events, made on the first traced copy. */
+static bool timing_setup(cuda_copy_engine *ce)
+{
+    if (ce->timing_ready) return true;
+    for (int i = 0; i < EVENTS; i++)
+        if (cudaEventCreate(&ce->t_start[i]) != cudaSuccess ||
+            cudaEventCreate(&ce->t_end[i]) != cudaSuccess)
+            return false;
+    if (cudaEventCreate(&ce->anchor) != cudaSuccess) return false;
+    /* the anchor: recorded and waited for now, its host time read right after */
+    if (cudaEventRecord(ce->anchor, ce->cx->copy) != cudaSuccess ||
+        cudaEventSynchronize(ce->anchor) != cudaSuccess)
+        return false;
+    ce->anchor_ns = stk_clock_ns();
+    ce->timing_ready = true;
+    return true;
+}
+
+static bool ce_copy_times(void *ctx, uint64_t ticket, uint64_t *start_ns, uint64_t *end_ns)
+{
+    cuda_copy_engine *ce = ctx;
+    int k = (int)(ticket % EVENTS);
+    if (!ce->timing_ready || ce->timed[k] != ticket) return false;
+    float a = 0, b = 0;
+    if (cudaEventElapsedTime(&a, ce->anchor, ce->t_start[k]) != cudaSuccess ||
+        cudaEventElapsedTime(&b, ce->anchor, ce->t_end[k]) != cudaSuccess)
+        return false;
+    *start_ns = ce->anchor_ns + (uint64_t)((double)a * 1e6);
+    *end_ns = ce->anchor_ns + (uint64_t)((double)b * 1e6);
+    return true;
+}
 
 static stk_status ce_alloc(void *ctx, size_t bytes, void **out)
 {
@@ -47,8 +89,16 @@ static stk_status ce_copy_async(void *ctx, void *dst, const void *src, size_t by
         (st = stk_cuda_check(cudaStreamWaitEvent(ce->cx->copy, ce->compute_done, 0),
                              "cudaStreamWaitEvent")) != STK_OK)
         return st;
+    int k = (int)(t % EVENTS);
+    bool timed = stk_trace_enabled() && timing_setup(ce);
+    ce->timed[k] = timed ? t : 0;
+    if (timed && (st = stk_cuda_check(cudaEventRecord(ce->t_start[k], ce->cx->copy),
+                                      "cudaEventRecord")) != STK_OK)
+        return st;
     if ((st = stk_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ce->cx->copy),
                              "copying a batch to the GPU")) != STK_OK ||
+        (timed && (st = stk_cuda_check(cudaEventRecord(ce->t_end[k], ce->cx->copy),
+                                       "cudaEventRecord")) != STK_OK) ||
         (st = stk_cuda_check(cudaEventRecord(ev, ce->cx->copy), "cudaEventRecord")) != STK_OK ||
         (st = stk_cuda_check(cudaStreamWaitEvent(ce->cx->compute, ev, 0), "cudaStreamWaitEvent")) !=
             STK_OK)
@@ -91,7 +141,8 @@ static void init_once(void)
                               .alloc = ce_alloc,
                               .free = ce_free,
                               .copy_async = ce_copy_async,
-                              .wait = ce_wait};
+                              .wait = ce_wait,
+                              .copy_times = ce_copy_times};
 }
 
 stk_status stk_copy_engine_cuda(const stk_copy_engine **out)

@@ -31,11 +31,14 @@ run 0 "$STOKE" bench jpeg.stoke --batch 2 --transform rrc:32,flip --epochs 3 --t
     --trace-steps 1,2
 [ "$(grep -c '"name":"consume"' b2.json)" = 2 ] || fail "bench --trace-steps 1,2: not 2 batches"
 
-# on an emulated (or real) GPU: the host-to-device copy, an arrow through it
+# on an emulated (or real) GPU: the host-to-device copy as issued and as the
+# copy stream's events timed it (a track of its own), an arrow through it
 if "$STOKE" devices | grep -q '^gpu [0-9]'; then
     run 0 "$STOKE" train $T --model mlp --epochs 1 --out g --trace g.json --device cuda
-    $CHECK g.json --names "h2d copy,h2d wait,h2d,$STEP" >check.txt 2>&1 || fail "gpu: $(cat check.txt)"
+    $CHECK g.json --names "h2d copy,h2d wait,h2d,h2d copy (device),$STEP" >check.txt 2>&1 ||
+        fail "gpu: $(cat check.txt)"
     grep -q '"ph":"t"' g.json || fail "gpu: no flow step through the copy"
+    grep -q '"name":"device copy stream"' g.json || fail "gpu: no track for the copy stream"
 fi
 # data-parallel: each rank its file, the all-reduces on the communication thread
 MPIRUN=${MPIEXEC:-mpirun}
