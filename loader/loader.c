@@ -593,7 +593,11 @@ static void quiesce(stk_loader *l)
 {
     l->running = false;
     while (l->active > 0) pthread_cond_wait(&l->done_cv, &l->lock);
-    for (int i = 0; i < l->nslots; i++) l->slots[i].state = SLOT_FREE;
+    /* batches the consumer holds stay valid (and out of the ring) until it
+     * releases them: a view of one (Python's DLPack arrays) is never
+     * overwritten; the others are dropped */
+    for (int i = 0; i < l->nslots; i++)
+        if (l->slots[i].state != SLOT_HELD) l->slots[i].state = SLOT_FREE;
     l->failed = false;
 }
 

@@ -40,8 +40,10 @@
  *
  * Threading: every function is called from one consumer thread. close() may
  * be called at any time (workers blocked on a full ring included): it joins
- * every thread and frees everything. Batches must be released before the
- * next start_epoch(); the ones still held are released by it.
+ * every thread and frees everything. A batch stays valid until it is
+ * released, across start_epoch() and restore() too (its buffer stays out of
+ * the ring meanwhile: holding every buffer makes next() fail, never wait).
+ * stk_loader_release may be called from any thread.
  */
 #pragma once
 

@@ -466,11 +466,25 @@ START_TEST(close_in_every_state)
     ck_assert_int_eq(stk_loader_next(l, &h2), STK_OK);
     ck_assert_int_eq(stk_loader_next(l, &b), STK_ERR_INVALID_ARG);
     ck_assert(strstr(stk_last_error(), "ring buffers are held"));
-    /* restarting an epoch while holding batches takes them back */
-    ck_assert_int_eq(stk_loader_start_epoch(l, 1), STK_OK);
+    /* restarting an epoch while holding batches keeps them: their pixels stay
+     * as they were until released, and the ring has no buffer left */
+    size_t bytes = h1->sample_bytes * (size_t)h1->count;
+    uint8_t *copy1 = malloc(bytes), *copy2 = malloc(bytes);
+    memcpy(copy1, h1->data, bytes);
+    memcpy(copy2, h2->data, bytes);
+    ck_assert_int_eq(stk_loader_start_epoch(l, 4), STK_OK);
+    ck_assert_int_eq(stk_loader_next(l, &b), STK_ERR_INVALID_ARG);
+    ck_assert(strstr(stk_last_error(), "ring buffers are held"));
+    stk_loader_release(l, h2); /* one buffer back: the new epoch runs through it */
     int nb, ni;
-    epoch_hash(l, 1, &nb, &ni);
+    epoch_hash(l, 5, &nb, &ni);
     ck_assert_int_eq(ni, 70);
+    ck_assert(memcmp(copy1, h1->data, bytes) == 0); /* untouched by two epochs */
+    stk_loader_release(l, h1);
+    epoch_hash(l, 6, &nb, &ni);
+    ck_assert_int_eq(ni, 70);
+    free(copy1);
+    free(copy2);
     stk_loader_close(l);
 }
 END_TEST
