@@ -1,0 +1,611 @@
+/* stoke._stoke: Stoke's loader for Python loops (the stable ABI, 3.9+).
+ *
+ * A Loader iterates (images, labels) pairs of Array objects viewing the
+ * loader's batch ring without a copy; each implements the DLPack protocol
+ * (__dlpack__ / __dlpack_device__: the versioned 1.x capsule when the
+ * consumer asks for max_version >= (1, 0), the legacy one otherwise), so
+ * torch.from_dlpack and numpy.from_dlpack take them as they are.
+ *
+ * Lifetime: a batch's ring buffer goes back to the loader when the last
+ * object viewing it is gone: both Arrays, and every tensor made from them
+ * (each DLPack export holds a reference to its Array until the consumer's
+ * deleter runs). A held batch is never overwritten (loader/loader.h); while
+ * the consumer holds every buffer of the ring (prefetch of them) the next
+ * batch cannot be made and next() raises StokeError saying so. The loader's
+ * workers never touch Python; next() releases the GIL while it waits.
+ */
+#define Py_LIMITED_API 0x03090000
+#include <Python.h>
+
+#include "dlpack.h"
+
+#include "common/status.h"
+#include "loader/loader.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+static PyObject *StokeError;
+static PyTypeObject *LoaderType, *BatchType, *ArrayType;
+
+/* ---- objects ---- */
+
+typedef struct {
+    PyObject_HEAD stk_loader *l;
+    int64_t epoch;   /* the epoch the next pass runs */
+    bool in_pass;    /* start_epoch (or restore) done, the pass not ended */
+    bool nchw, f32;  /* the Arrays' layout and the ring's pixel format */
+    int outstanding; /* batches alive */
+    bool closing;    /* close() asked while batches were alive */
+} LoaderObject;
+
+typedef struct {
+    PyObject_HEAD LoaderObject *loader; /* strong reference: the ring lives while a batch does */
+    stk_batch *b;
+} BatchObject;
+
+typedef struct {
+    PyObject_HEAD BatchObject *batch; /* strong reference */
+    void *data;
+    int ndim;
+    int64_t shape[4], strides[4]; /* strides in elements */
+    DLDataType dtype;
+} ArrayObject;
+
+static void free_object(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    f(self);
+    Py_DECREF(tp); /* heap types: each instance holds its type */
+}
+
+static PyObject *raise_stoke(void)
+{
+    PyErr_SetString(StokeError, stk_last_error());
+    return NULL;
+}
+
+/* ---- Array: a DLPack view of a batch ---- */
+
+/* What a DLPack export holds: the managed tensor, its shape and strides, and
+ * a reference to the Array (so the batch) until the consumer's deleter. */
+typedef struct {
+    union {
+        DLManagedTensor legacy;
+        DLManagedTensorVersioned v;
+    } m;
+    int64_t shape[4], strides[4];
+    PyObject *owner;
+} export_t;
+
+static void export_free(export_t *e)
+{
+    PyGILState_STATE g = PyGILState_Ensure(); /* deleters may run on any thread */
+    Py_XDECREF(e->owner);
+    free(e);
+    PyGILState_Release(g);
+}
+
+static void delete_legacy(DLManagedTensor *m) { export_free(m->manager_ctx); }
+static void delete_versioned(DLManagedTensorVersioned *m) { export_free(m->manager_ctx); }
+
+/* A capsule nobody consumed (still under its first name) frees its export. */
+static void capsule_legacy(PyObject *cap)
+{
+    if (PyCapsule_IsValid(cap, "dltensor")) {
+        DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
+        m->deleter(m);
+    }
+}
+
+static void capsule_versioned(PyObject *cap)
+{
+    if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+        DLManagedTensorVersioned *m = PyCapsule_GetPointer(cap, "dltensor_versioned");
+        m->deleter(m);
+    }
+}
+
+static PyObject *array_dlpack(PyObject *self_, PyObject *args, PyObject *kw)
+{
+    ArrayObject *self = (ArrayObject *)self_;
+    static char *names[] = {"stream", "max_version", "dl_device", "copy", NULL};
+    PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOO", names, &stream, &max_version, &dl_device,
+                                     &copy))
+        return NULL;
+    if (copy == Py_True) {
+        PyErr_SetString(PyExc_BufferError,
+                        "stoke.Array: copy=True is not supported (the point is not to copy); "
+                        "copy the imported tensor instead");
+        return NULL;
+    }
+    if (dl_device != Py_None) {
+        long type = -1, id = -1;
+        if (!PyArg_ParseTuple(dl_device, "ll", &type, &id)) return NULL;
+        if (type != kDLCPU) {
+            PyErr_SetString(PyExc_BufferError, "stoke.Array: the data is in CPU memory");
+            return NULL;
+        }
+    }
+    (void)stream; /* CPU memory: no stream to order with */
+    bool versioned = false;
+    if (max_version != Py_None) {
+        long major = 0, minor = 0;
+        if (!PyArg_ParseTuple(max_version, "ll", &major, &minor)) return NULL;
+        versioned = major >= 1;
+    }
+    export_t *e = calloc(1, sizeof *e);
+    if (!e) return PyErr_NoMemory();
+    memcpy(e->shape, self->shape, sizeof e->shape);
+    memcpy(e->strides, self->strides, sizeof e->strides);
+    DLTensor t = {.data = self->data,
+                  .device = {kDLCPU, 0},
+                  .ndim = self->ndim,
+                  .dtype = self->dtype,
+                  .shape = e->shape,
+                  .strides = e->strides,
+                  .byte_offset = 0};
+    e->owner = self_;
+    Py_INCREF(self_);
+    PyObject *cap;
+    if (versioned) {
+        e->m.v = (DLManagedTensorVersioned){.version = {STK_DLPACK_MAJOR, STK_DLPACK_MINOR},
+                                            .manager_ctx = e,
+                                            .deleter = delete_versioned,
+                                            .flags = 0,
+                                            .dl_tensor = t};
+        cap = PyCapsule_New(&e->m.v, "dltensor_versioned", capsule_versioned);
+    } else {
+        e->m.legacy = (DLManagedTensor){.dl_tensor = t, .manager_ctx = e, .deleter = delete_legacy};
+        cap = PyCapsule_New(&e->m.legacy, "dltensor", capsule_legacy);
+    }
+    if (!cap) export_free(e);
+    return cap;
+}
+
+static PyObject *array_dlpack_device(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    return Py_BuildValue("(ii)", kDLCPU, 0);
+}
+
+static PyObject *array_shape(PyObject *self_, void *unused)
+{
+    (void)unused;
+    ArrayObject *self = (ArrayObject *)self_;
+    PyObject *t = PyTuple_New(self->ndim);
+    for (int i = 0; t && i < self->ndim; i++)
+        PyTuple_SetItem(t, i, PyLong_FromLongLong(self->shape[i]));
+    return t;
+}
+
+static PyObject *array_dtype(PyObject *self_, void *unused)
+{
+    (void)unused;
+    ArrayObject *self = (ArrayObject *)self_;
+    const char *n = self->dtype.code == kDLFloat ? "float32"
+                    : self->dtype.code == kDLInt ? "int32"
+                                                 : "uint8";
+    return PyUnicode_FromString(n);
+}
+
+static PyObject *array_data_ptr(PyObject *self, void *unused)
+{
+    (void)unused;
+    return PyLong_FromVoidPtr(((ArrayObject *)self)->data);
+}
+
+static void array_dealloc(PyObject *self)
+{
+    Py_XDECREF(((ArrayObject *)self)->batch);
+    free_object(self);
+}
+
+static PyMethodDef array_methods[] = {
+    {"__dlpack__", (PyCFunction)(void (*)(void))array_dlpack, METH_VARARGS | METH_KEYWORDS,
+     "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None): a DLPack "
+     "capsule viewing this array (versioned when max_version >= (1, 0))"},
+    {"__dlpack_device__", array_dlpack_device, METH_NOARGS, "(1, 0): CPU memory"},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef array_getset[] = {
+    {"shape", array_shape, NULL, "the shape (a tuple)", NULL},
+    {"dtype", array_dtype, NULL, "'uint8', 'float32' or 'int32'", NULL},
+    {"data_ptr", array_data_ptr, NULL, "the address of the first element (in the ring)", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyType_Slot array_slots[] = {
+    {Py_tp_dealloc, array_dealloc},
+    {Py_tp_methods, array_methods},
+    {Py_tp_getset, array_getset},
+    {Py_tp_doc, "A batch's images or labels, viewed in place (DLPack: torch.from_dlpack, "
+                "numpy.from_dlpack)."},
+    {0, NULL}};
+
+static PyType_Spec array_spec = {"stoke.Array", sizeof(ArrayObject), 0, Py_TPFLAGS_DEFAULT,
+                                 array_slots};
+
+/* ---- Batch: one ring buffer, given back when the last view goes ---- */
+
+static void loader_free_if_closing(LoaderObject *l)
+{
+    if (l->closing && l->outstanding == 0 && l->l) {
+        stk_loader *ld = l->l;
+        l->l = NULL;
+        Py_BEGIN_ALLOW_THREADS stk_loader_close(ld); /* joins the workers */
+        Py_END_ALLOW_THREADS
+    }
+}
+
+static void batch_dealloc(PyObject *self_)
+{
+    BatchObject *self = (BatchObject *)self_;
+    LoaderObject *l = self->loader;
+    if (l) {
+        if (l->l && self->b) stk_loader_release(l->l, self->b);
+        l->outstanding--;
+        loader_free_if_closing(l);
+        Py_DECREF(l);
+    }
+    free_object(self_);
+}
+
+static PyType_Slot batch_slots[] = {{Py_tp_dealloc, batch_dealloc}, {0, NULL}};
+static PyType_Spec batch_spec = {"stoke._Batch", sizeof(BatchObject), 0, Py_TPFLAGS_DEFAULT,
+                                 batch_slots};
+
+static ArrayObject *make_array(BatchObject *b, void *data, int ndim, const int64_t *shape,
+                               const int64_t *strides, DLDataType dt)
+{
+    ArrayObject *a = PyObject_New(ArrayObject, ArrayType);
+    if (!a) return NULL;
+    a->batch = b;
+    Py_INCREF(b);
+    a->data = data;
+    a->ndim = ndim;
+    memset(a->shape, 0, sizeof a->shape);
+    memset(a->strides, 0, sizeof a->strides);
+    memcpy(a->shape, shape, (size_t)ndim * sizeof *shape);
+    memcpy(a->strides, strides, (size_t)ndim * sizeof *strides);
+    a->dtype = dt;
+    return a;
+}
+
+/* (images, labels) viewing batch b. */
+static PyObject *batch_views(LoaderObject *l, stk_batch *sb)
+{
+    BatchObject *b = PyObject_New(BatchObject, BatchType);
+    if (!b) {
+        stk_loader_release(l->l, sb);
+        return NULL;
+    }
+    b->loader = l;
+    Py_INCREF(l);
+    b->b = sb;
+    l->outstanding++;
+    int64_t n = sb->count, h = sb->height, w = sb->width, c = sb->channels;
+    int64_t elem = l->f32 ? 4 : 1, sample = (int64_t)sb->sample_bytes / elem;
+    int64_t shape[4], strides[4];
+    if (!l->f32 && !l->nchw) { /* the ring's own layout: u8 HWC */
+        int64_t sh[4] = {n, h, w, c}, st[4] = {sample, w * c, c, 1};
+        memcpy(shape, sh, sizeof sh), memcpy(strides, st, sizeof st);
+    } else if (!l->f32) { /* u8 HWC seen as NCHW */
+        int64_t sh[4] = {n, c, h, w}, st[4] = {sample, 1, w * c, c};
+        memcpy(shape, sh, sizeof sh), memcpy(strides, st, sizeof st);
+    } else if (l->nchw) { /* the ring's own layout: f32 CHW */
+        int64_t sh[4] = {n, c, h, w}, st[4] = {sample, h * w, w, 1};
+        memcpy(shape, sh, sizeof sh), memcpy(strides, st, sizeof st);
+    } else { /* f32 CHW seen as NHWC */
+        int64_t sh[4] = {n, h, w, c}, st[4] = {sample, w, 1, h * w};
+        memcpy(shape, sh, sizeof sh), memcpy(strides, st, sizeof st);
+    }
+    DLDataType px = l->f32 ? (DLDataType){kDLFloat, 32, 1} : (DLDataType){kDLUInt, 8, 1};
+    int64_t lshape[1] = {n}, lstride[1] = {1};
+    ArrayObject *images = make_array(b, sb->data, 4, shape, strides, px);
+    ArrayObject *labels =
+        images ? make_array(b, sb->labels, 1, lshape, lstride, (DLDataType){kDLInt, 32, 1}) : NULL;
+    Py_DECREF(b); /* the arrays hold it now */
+    if (!labels) {
+        Py_XDECREF(images);
+        return NULL;
+    }
+    PyObject *pair = PyTuple_New(2);
+    if (!pair) {
+        Py_DECREF(images);
+        Py_DECREF(labels);
+        return NULL;
+    }
+    PyTuple_SetItem(pair, 0, (PyObject *)images);
+    PyTuple_SetItem(pair, 1, (PyObject *)labels);
+    return pair;
+}
+
+/* ---- Loader ---- */
+
+static int loader_init(PyObject *self_, PyObject *args, PyObject *kw)
+{
+    LoaderObject *self = (LoaderObject *)self_;
+    static char *names[] = {"path",   "batch_size", "transform", "workers",    "shuffle",
+                            "seed",   "drop_last",  "rank",      "world_size", "output",
+                            "layout", "prefetch",   "device",    NULL};
+    const char *path, *transform = NULL, *output = "u8", *layout = "NHWC", *device = "cpu";
+    int batch = 0, workers = 0, shuffle = 1, drop_last = 0, rank = 0, world = 1, prefetch = 3;
+    unsigned long long seed = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "si|$zipKpiissis", names, &path, &batch, &transform,
+                                     &workers, &shuffle, &seed, &drop_last, &rank, &world, &output,
+                                     &layout, &prefetch, &device))
+        return -1;
+    if (self->l) {
+        PyErr_SetString(PyExc_RuntimeError, "stoke.Loader: already open");
+        return -1;
+    }
+    if (strcmp(output, "u8") && strcmp(output, "f32")) {
+        PyErr_Format(PyExc_ValueError, "output=%s: 'u8' or 'f32'", output);
+        return -1;
+    }
+    if (strcmp(layout, "NHWC") && strcmp(layout, "NCHW")) {
+        PyErr_Format(PyExc_ValueError, "layout=%s: 'NHWC' or 'NCHW'", layout);
+        return -1;
+    }
+    if (strcmp(device, "cpu")) {
+        PyErr_Format(PyExc_ValueError,
+                     "device=%s: this version of the package delivers CPU batches only "
+                     "(move them with .to('cuda', non_blocking=True))",
+                     device);
+        return -1;
+    }
+    stk_loader_options o = stk_loader_defaults();
+    o.batch_size = batch;
+    if (workers > 0) o.workers = workers;
+    o.prefetch = prefetch;
+    o.transform = transform;
+    o.shuffle = shuffle;
+    o.seed = seed;
+    o.drop_last = drop_last;
+    o.rank = rank;
+    o.world = world;
+    o.format = strcmp(output, "f32") ? STK_PIXELS_U8_HWC : STK_PIXELS_F32_CHW;
+    self->f32 = o.format == STK_PIXELS_F32_CHW;
+    self->nchw = !strcmp(layout, "NCHW");
+    stk_status st;
+    stk_loader *l = NULL;
+    Py_BEGIN_ALLOW_THREADS st = stk_loader_open(path, &o, &l);
+    Py_END_ALLOW_THREADS if (st != STK_OK)
+    {
+        raise_stoke();
+        return -1;
+    }
+    self->l = l;
+    return 0;
+}
+
+static bool check_open(LoaderObject *self)
+{
+    if (!self->l || self->closing) {
+        PyErr_SetString(PyExc_ValueError, "stoke.Loader: closed");
+        return false;
+    }
+    return true;
+}
+
+/* Begin the pass of self->epoch unless one is going on (or was restored). */
+static bool begin_pass(LoaderObject *self)
+{
+    if (self->in_pass) return true;
+    stk_status st;
+    Py_BEGIN_ALLOW_THREADS st = stk_loader_start_epoch(self->l, (uint64_t)self->epoch);
+    Py_END_ALLOW_THREADS if (st != STK_OK)
+    {
+        raise_stoke();
+        return false;
+    }
+    self->in_pass = true;
+    return true;
+}
+
+static PyObject *loader_iter(PyObject *self_)
+{
+    LoaderObject *self = (LoaderObject *)self_;
+    if (!check_open(self) || !begin_pass(self)) return NULL;
+    Py_INCREF(self_);
+    return self_;
+}
+
+static PyObject *loader_next(PyObject *self_)
+{
+    LoaderObject *self = (LoaderObject *)self_;
+    if (!check_open(self) || !begin_pass(self)) return NULL;
+    stk_batch *b = NULL;
+    stk_status st;
+    Py_BEGIN_ALLOW_THREADS st = stk_loader_next(self->l, &b);
+    Py_END_ALLOW_THREADS if (st == STK_END)
+    { /* the pass is over: the next one is the next epoch */
+        self->in_pass = false;
+        self->epoch++;
+        return NULL; /* StopIteration */
+    }
+    if (st == STK_ERR_INVALID_ARG && strstr(stk_last_error(), "ring buffers are held")) {
+        PyErr_Format(StokeError,
+                     "%s (Python: every batch the loader has is still referenced: delete "
+                     "arrays and tensors of earlier batches, .clone() what you keep, or open "
+                     "the Loader with a larger prefetch=)",
+                     stk_last_error());
+        return NULL;
+    }
+    if (st != STK_OK) {
+        self->in_pass = false;
+        return raise_stoke();
+    }
+    return batch_views(self, b);
+}
+
+static Py_ssize_t loader_len(PyObject *self_)
+{
+    LoaderObject *self = (LoaderObject *)self_;
+    if (!check_open(self)) return -1;
+    return (Py_ssize_t)stk_loader_batches(self->l);
+}
+
+static PyObject *loader_set_epoch(PyObject *self_, PyObject *arg)
+{
+    LoaderObject *self = (LoaderObject *)self_;
+    long long e = PyLong_AsLongLong(arg);
+    if (e == -1 && PyErr_Occurred()) return NULL;
+    if (e < 0) {
+        PyErr_SetString(PyExc_ValueError, "set_epoch: the epoch must be >= 0");
+        return NULL;
+    }
+    self->epoch = e;
+    self->in_pass = false; /* the next iteration starts it from its first batch */
+    Py_RETURN_NONE;
+}
+
+static PyObject *loader_state_dict(PyObject *self_, PyObject *unused)
+{
+    (void)unused;
+    LoaderObject *self = (LoaderObject *)self_;
+    if (!check_open(self)) return NULL;
+    stk_loader_position p = stk_loader_position_get(self->l);
+    if (!self->in_pass) p = (stk_loader_position){p.seed, (uint64_t)self->epoch, 0};
+    return Py_BuildValue("{s:K,s:K,s:K}", "seed", p.seed, "epoch", p.epoch, "cursor", p.cursor);
+}
+
+static PyObject *loader_load_state_dict(PyObject *self_, PyObject *d)
+{
+    LoaderObject *self = (LoaderObject *)self_;
+    if (!check_open(self)) return NULL;
+    stk_loader_position p;
+    const char *keys[3] = {"seed", "epoch", "cursor"};
+    uint64_t *vals[3] = {&p.seed, &p.epoch, &p.cursor};
+    for (int i = 0; i < 3; i++) {
+        PyObject *v = PyMapping_GetItemString(d, keys[i]);
+        if (!v) return NULL;
+        *vals[i] = PyLong_AsUnsignedLongLong(v);
+        Py_DECREF(v);
+        if (PyErr_Occurred()) return NULL;
+    }
+    stk_status st;
+    Py_BEGIN_ALLOW_THREADS st = stk_loader_restore(self->l, &p);
+    Py_END_ALLOW_THREADS if (st != STK_OK) return raise_stoke();
+    self->epoch = (int64_t)p.epoch;
+    self->in_pass = true; /* the next iteration goes on from the cursor */
+    Py_RETURN_NONE;
+}
+
+static PyObject *loader_stats(PyObject *self_, void *unused)
+{
+    (void)unused;
+    LoaderObject *self = (LoaderObject *)self_;
+    if (!check_open(self)) return NULL;
+    stk_loader_stats s;
+    stk_loader_stats_get(self->l, &s);
+    return Py_BuildValue("{s:K,s:K,s:K,s:d,s:d,s:d,s:d,s:i}", "images", s.images, "bad_records",
+                         s.bad_records, "bytes_read", s.bytes_read, "wait_s", s.wait_s, "read_s",
+                         s.read_s, "decode_s", s.decode_s, "augment_s", s.augment_s, "workers",
+                         s.workers);
+}
+
+static PyObject *loader_close(PyObject *self_, PyObject *unused)
+{
+    (void)unused;
+    LoaderObject *self = (LoaderObject *)self_;
+    self->closing = true; /* batches still alive keep the ring until they go */
+    loader_free_if_closing(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *loader_enter(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    Py_INCREF(self);
+    return self;
+}
+
+static PyObject *loader_exit(PyObject *self, PyObject *args)
+{
+    (void)args;
+    PyObject *r = loader_close(self, NULL);
+    Py_XDECREF(r);
+    Py_RETURN_FALSE;
+}
+
+static void loader_dealloc(PyObject *self_)
+{
+    LoaderObject *self = (LoaderObject *)self_;
+    if (self->l) { /* no batch is alive: each holds a reference to the loader */
+        stk_loader_close(self->l);
+        self->l = NULL;
+    }
+    free_object(self_);
+}
+
+static PyMethodDef loader_methods[] = {
+    {"set_epoch", loader_set_epoch, METH_O,
+     "set_epoch(e): the next iteration runs epoch e from its first batch (its order and "
+     "augmentation are functions of (seed, e))"},
+    {"state_dict", loader_state_dict, METH_NOARGS,
+     "state_dict(): {'seed', 'epoch', 'cursor'}: where the loader is (mid-epoch too)"},
+    {"load_state_dict", loader_load_state_dict, METH_O,
+     "load_state_dict(d): the next iteration goes on with the batches after d's cursor"},
+    {"close", loader_close, METH_NOARGS,
+     "close(): stop the workers (once the batches still referenced are gone)"},
+    {"__enter__", loader_enter, METH_NOARGS, NULL},
+    {"__exit__", loader_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef loader_getset[] = {
+    {"stats", loader_stats, NULL,
+     "this epoch's figures: images, bad_records, bytes_read, wait_s (the consumer's wait), "
+     "read_s/decode_s/augment_s (summed over workers), workers",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyType_Slot loader_slots[] = {
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_init, loader_init},
+    {Py_tp_dealloc, loader_dealloc},
+    {Py_tp_iter, loader_iter},
+    {Py_tp_iternext, loader_next},
+    {Py_sq_length, loader_len},
+    {Py_mp_length, loader_len},
+    {Py_tp_methods, loader_methods},
+    {Py_tp_getset, loader_getset},
+    {Py_tp_doc,
+     "Loader(path, batch_size, *, transform=None, workers=0 (cores), shuffle=True, seed=0, "
+     "drop_last=False, rank=0, world_size=1, output='u8'|'f32', layout='NHWC'|'NCHW', "
+     "prefetch=3, device='cpu')\n\nIterating yields (images, labels): stoke.Array views of the "
+     "loader's batch ring (DLPack), images u8 (or f32, normalised) and labels int32. Each "
+     "iteration is one epoch; the next one is the next epoch unless set_epoch() says otherwise."},
+    {0, NULL}};
+
+static PyType_Spec loader_spec = {"stoke.Loader", sizeof(LoaderObject), 0,
+                                  Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, loader_slots};
+
+/* ---- the module ---- */
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_stoke",
+                                    "Stoke's loader for Python training loops", -1, NULL};
+
+PyMODINIT_FUNC PyInit__stoke(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    StokeError = PyErr_NewException("stoke.StokeError", PyExc_RuntimeError, NULL);
+    LoaderType = (PyTypeObject *)PyType_FromSpec(&loader_spec);
+    BatchType = (PyTypeObject *)PyType_FromSpec(&batch_spec);
+    ArrayType = (PyTypeObject *)PyType_FromSpec(&array_spec);
+    if (!StokeError || !LoaderType || !BatchType || !ArrayType ||
+        PyModule_AddObject(m, "StokeError", StokeError) < 0 ||
+        PyModule_AddObject(m, "Loader", (PyObject *)LoaderType) < 0 ||
+        PyModule_AddObject(m, "Array", (PyObject *)ArrayType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(StokeError); /* the module holds one reference, the C code another */
+    Py_INCREF(LoaderType);
+    Py_INCREF(ArrayType);
+    return m;
+}

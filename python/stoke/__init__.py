@@ -1,0 +1,17 @@
+"""Stoke's loader in Python training loops.
+
+    import stoke, torch
+    with stoke.Loader("train.stoke", 128, transform="rrc:224,flip", workers=8) as loader:
+        for epoch in range(10):
+            loader.set_epoch(epoch)
+            for images, labels in loader:            # stoke.Array views of the ring, no copy
+                x = torch.from_dlpack(images)        # uint8 [N, H, W, C] (layout="NCHW": [N, C, H, W])
+                y = torch.from_dlpack(labels)        # int32 [N]
+                ...
+
+A batch's ring buffer goes back to the loader when the last array or tensor
+viewing it is gone; keep what you need past the next batches with .clone().
+"""
+from ._stoke import Array, Loader, StokeError
+
+__all__ = ["Array", "Loader", "StokeError"]

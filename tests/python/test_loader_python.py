@@ -1,0 +1,200 @@
+"""The `stoke` Python package (python/): the loader's batches in Python,
+viewed without a copy through DLPack, their lifetime, resume, sharding,
+errors and memory. Run by ctest with PYTHONPATH=BUILD/python, STOKE (the
+binary, to pack fixtures and to compare with `stoke peek`) and
+STOKE_FIXTURES."""
+import gc
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import stoke
+
+STOKE = os.environ["STOKE"]
+FIX = os.environ["STOKE_FIXTURES"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """50 random 28x28 gray images, 10 classes (tests/fixtures/idx)."""
+    path = str(tmp_path_factory.mktemp("data") / "tiny.stoke")
+    subprocess.run([STOKE, "pack", "--from", "idx", FIX + "/idx", path], check=True,
+                   capture_output=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def jpeg(tmp_path_factory):
+    """11 JPEGs in 3 classes (tests/fixtures/good)."""
+    path = str(tmp_path_factory.mktemp("data") / "jpeg.stoke")
+    subprocess.run([STOKE, "pack", FIX + "/good", path], check=True, capture_output=True)
+    return path
+
+
+def plain(path, **kw):
+    """In file order, deterministic pixels."""
+    args = dict(transform="center:28", shuffle=False, workers=2)
+    args.update(kw)
+    return stoke.Loader(path, 8, **args)
+
+
+def test_zero_copy_views(tiny):
+    with plain(tiny) as loader:
+        images, labels = next(iter(loader))
+        t = torch.from_dlpack(images)
+        a = np.from_dlpack(images)
+        assert t.shape == (8, 28, 28, 1) and t.dtype == torch.uint8
+        assert t.data_ptr() == images.data_ptr == a.ctypes.data  # the ring itself
+        assert torch.from_dlpack(labels).dtype == torch.int32
+        t[0, 0, 0, 0] = 123  # one memory: a write through one view shows in the other
+        assert a[0, 0, 0, 0] == 123
+        nchw = torch.from_dlpack(plain(tiny, layout="NCHW").__iter__().__next__()[0])
+        assert nchw.shape == (8, 1, 28, 28)
+
+
+def test_versioned_and_legacy_capsules(tiny):
+    with plain(tiny) as loader:
+        images, _ = next(iter(loader))
+        assert "dltensor_versioned" in repr(images.__dlpack__(max_version=(1, 0)))
+        assert '"dltensor"' in repr(images.__dlpack__())
+        assert images.__dlpack_device__() == (1, 0)
+        with pytest.raises(BufferError):
+            images.__dlpack__(copy=True)
+
+
+def read_pgm(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    parts = data.split(maxsplit=4)
+    w, h = int(parts[1]), int(parts[2])
+    return np.frombuffer(parts[4][: w * h], dtype=np.uint8).reshape(h, w)
+
+
+def test_values_equal_stoke_peek(tiny, tmp_path):
+    with plain(tiny) as loader:
+        first = [torch.from_dlpack(x).clone() for x, _ in loader][:2]
+    for k in (0, 3, 9):
+        out = str(tmp_path / f"{k}.pgm")
+        subprocess.run([STOKE, "peek", "--index", str(k), "--transform", "center:28", "--out",
+                        out, tiny], check=True, capture_output=True)
+        want = read_pgm(out)
+        got = first[k // 8][k % 8, :, :, 0].numpy()
+        assert np.array_equal(got, want), k
+
+
+def test_held_batch_is_not_overwritten_and_comes_back(jpeg):
+    loader = stoke.Loader(jpeg, 2, transform="rrc:32,flip", workers=2, prefetch=3)
+    x0, y0 = next(iter(loader))
+    kept = torch.from_dlpack(x0)
+    copy = kept.clone()
+    del x0, y0
+    for epoch in range(3):  # 3 more epochs through the other 2 buffers
+        loader.set_epoch(epoch + 1)
+        for x, y in loader:
+            pass
+        del x, y
+    assert torch.equal(kept, copy)  # the view still holds its batch
+    del kept
+    gc.collect()
+    loader.set_epoch(0)
+    it = iter(loader)
+    held = [next(it) for _ in range(3)]  # every buffer of the ring
+    with pytest.raises(stoke.StokeError, match="ring buffers are held"):
+        next(it)
+    del held[0]  # one goes back
+    assert next(it)[0].shape[0] == 2
+    loader.close()
+
+
+def test_resume_from_state_dict(tiny):
+    a = stoke.Loader(tiny, 8, workers=2, seed=5)  # shuffled, augmented
+    a.set_epoch(2)
+    it = iter(a)
+    for _ in range(3):
+        next(it)
+    state = a.state_dict()
+    assert state == {"seed": 5, "epoch": 2, "cursor": 3}
+    rest_a = [(torch.from_dlpack(x).clone(), torch.from_dlpack(y).clone()) for x, y in it]
+    b = stoke.Loader(tiny, 8, workers=1, seed=5)
+    b.load_state_dict(state)
+    rest_b = [(torch.from_dlpack(x).clone(), torch.from_dlpack(y).clone()) for x, y in b]
+    assert len(rest_a) == len(rest_b) == 4
+    for (xa, ya), (xb, yb) in zip(rest_a, rest_b):
+        assert torch.equal(xa, xb) and torch.equal(ya, yb)
+    with pytest.raises(stoke.StokeError, match="seed"):
+        b.load_state_dict({"seed": 6, "epoch": 0, "cursor": 0})
+
+
+def samples(loader):
+    return sorted(bytes(np.from_dlpack(x)[j]) for x, _ in loader
+                  for j in range(x.shape[0]))
+
+
+def test_rank_shards_partition_an_epoch(tiny):
+    whole = samples(stoke.Loader(tiny, 5, transform="center:28", seed=3))
+    parts = [samples(stoke.Loader(tiny, 5, transform="center:28", seed=3, rank=r, world_size=2))
+             for r in range(2)]
+    assert len(parts[0]) == len(parts[1]) == 25
+    assert sorted(parts[0] + parts[1]) == whole
+
+
+def cli_message(*args):
+    r = subprocess.run([STOKE, "bench", *args], capture_output=True, text=True)
+    assert r.returncode != 0
+    return r.stderr.strip().splitlines()[0].split(": ", 1)[1]  # after "stoke: " / "stoke bench: "
+
+
+def test_errors_carry_the_cli_messages(tiny, tmp_path):
+    missing = str(tmp_path / "missing.stoke")
+    with pytest.raises(stoke.StokeError) as e:
+        stoke.Loader(missing, 8)
+    assert str(e.value) == cli_message(missing)
+    with pytest.raises(stoke.StokeError) as e:
+        stoke.Loader(tiny, 8, transform="rrc:0")
+    assert str(e.value) == cli_message("--transform", "rrc:0", tiny)
+    with pytest.raises(ValueError, match="layout"):
+        stoke.Loader(tiny, 8, layout="HWNC")
+    loader = plain(tiny)
+    loader.close()
+    with pytest.raises(ValueError, match="closed"):
+        iter(loader)
+
+
+def test_close_with_live_batches(tiny):
+    loader = plain(tiny)
+    x, _ = next(iter(loader))
+    t = torch.from_dlpack(x)
+    loader.close()  # the ring stays while t views it
+    assert t.sum().item() >= 0
+    del x, t, _
+    gc.collect()
+
+
+def rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def test_no_leak_over_epochs(jpeg):
+    loader = stoke.Loader(jpeg, 2, transform="rrc:32,flip", workers=2)
+    def epoch():
+        for x, y in loader:
+            torch.from_dlpack(x).float().mean()
+            np.from_dlpack(y).sum()
+    for _ in range(2):
+        epoch()
+    gc.collect()
+    before = rss_mb()
+    for _ in range(10):
+        epoch()
+    gc.collect()
+    assert rss_mb() - before < 2.0, (before, rss_mb())
+    loader.close()
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
