@@ -48,6 +48,7 @@ const char *stk_status_name(stk_status st)
     switch (st) {
     case STK_OK: return "ok";
     case STK_END: return "end";
+    case STK_AGAIN: return "not yet";
     case STK_ERR_INVALID_ARG: return "invalid argument";
     case STK_ERR_NOMEM: return "out of memory";
     case STK_ERR_IO: return "i/o error";

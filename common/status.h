@@ -22,7 +22,8 @@
 
 typedef enum stk_status {
     STK_OK = 0,
-    STK_END = 1, /* not an error: nothing more (end of epoch, end of list) */
+    STK_END = 1,   /* not an error: nothing more (end of epoch, end of list) */
+    STK_AGAIN = 2, /* not an error: nothing yet (a bounded wait ran out) */
 
     STK_ERR_INVALID_ARG = -1, /* a bad flag, argument or API misuse */
     STK_ERR_NOMEM = -2,

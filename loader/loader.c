@@ -8,12 +8,14 @@
 #include "kernels/device.h"
 #include "loader/sampler.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_SLOTS 64
 
@@ -692,7 +694,8 @@ stk_loader_position stk_loader_position_get(const stk_loader *l)
     return (stk_loader_position){l->o.seed, l->epoch, l->next_deliver};
 }
 
-stk_status stk_loader_next(stk_loader *l, stk_batch **out)
+/* next(), with a deadline (CLOCK_REALTIME, for the condition variable) or none. */
+static stk_status next_until(stk_loader *l, const struct timespec *deadline, stk_batch **out)
 {
     *out = NULL;
     pthread_mutex_lock(&l->lock);
@@ -723,7 +726,13 @@ stk_status stk_loader_next(stk_loader *l, stk_batch **out)
                            l->nslots);
             goto out;
         }
-        pthread_cond_wait(&l->done_cv, &l->lock);
+        if (!deadline) {
+            pthread_cond_wait(&l->done_cv, &l->lock);
+        } else if (pthread_cond_timedwait(&l->done_cv, &l->lock, deadline) == ETIMEDOUT) {
+            l->wait_s += stk_clock_sec() - t0;
+            st = STK_AGAIN;
+            goto out;
+        }
     }
     l->wait_s += stk_clock_sec() - t0;
     l->next_deliver++;
@@ -743,6 +752,19 @@ stk_status stk_loader_next(stk_loader *l, stk_batch **out)
 out:
     pthread_mutex_unlock(&l->lock);
     return st;
+}
+
+stk_status stk_loader_next(stk_loader *l, stk_batch **out) { return next_until(l, NULL, out); }
+
+stk_status stk_loader_next_wait(stk_loader *l, double max_wait_s, stk_batch **out)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    double s = max_wait_s > 0 ? max_wait_s : 0;
+    t.tv_sec += (time_t)s;
+    t.tv_nsec += (long)((s - (double)(time_t)s) * 1e9);
+    if (t.tv_nsec >= 1000000000L) t.tv_sec++, t.tv_nsec -= 1000000000L;
+    return next_until(l, &t, out);
 }
 
 void stk_loader_release(stk_loader *l, stk_batch *b)

@@ -140,6 +140,10 @@ stk_status stk_loader_start_epoch(stk_loader *l, uint64_t epoch);
  * error). The batch stays valid until stk_loader_release. */
 stk_status stk_loader_next(stk_loader *l, stk_batch **out);
 
+/* As stk_loader_next, waiting at most `max_wait_s` for the batch: STK_AGAIN
+ * when it is not ready by then (call again; a caller that must react to
+ * signals, as Python's KeyboardInterrupt, checks between calls). */
+stk_status stk_loader_next_wait(stk_loader *l, double max_wait_s, stk_batch **out);
 /* Give a batch's buffer back to the ring. */
 void stk_loader_release(stk_loader *l, stk_batch *b);
 

@@ -235,8 +235,9 @@ static void loader_free_if_closing(LoaderObject *l)
     if (l->closing && l->outstanding == 0 && l->l) {
         stk_loader *ld = l->l;
         l->l = NULL;
-        Py_BEGIN_ALLOW_THREADS stk_loader_close(ld); /* joins the workers */
-        Py_END_ALLOW_THREADS
+        PyThreadState *ts = PyEval_SaveThread(); /* closing joins the workers */
+        stk_loader_close(ld);
+        PyEval_RestoreThread(ts);
     }
 }
 
@@ -372,9 +373,10 @@ static int loader_init(PyObject *self_, PyObject *args, PyObject *kw)
     self->nchw = !strcmp(layout, "NCHW");
     stk_status st;
     stk_loader *l = NULL;
-    Py_BEGIN_ALLOW_THREADS st = stk_loader_open(path, &o, &l);
-    Py_END_ALLOW_THREADS if (st != STK_OK)
-    {
+    PyThreadState *ts = PyEval_SaveThread();
+    st = stk_loader_open(path, &o, &l);
+    PyEval_RestoreThread(ts);
+    if (st != STK_OK) {
         raise_stoke();
         return -1;
     }
@@ -396,9 +398,10 @@ static bool begin_pass(LoaderObject *self)
 {
     if (self->in_pass) return true;
     stk_status st;
-    Py_BEGIN_ALLOW_THREADS st = stk_loader_start_epoch(self->l, (uint64_t)self->epoch);
-    Py_END_ALLOW_THREADS if (st != STK_OK)
-    {
+    PyThreadState *ts = PyEval_SaveThread();
+    st = stk_loader_start_epoch(self->l, (uint64_t)self->epoch);
+    PyEval_RestoreThread(ts);
+    if (st != STK_OK) {
         raise_stoke();
         return false;
     }
@@ -420,9 +423,14 @@ static PyObject *loader_next(PyObject *self_)
     if (!check_open(self) || !begin_pass(self)) return NULL;
     stk_batch *b = NULL;
     stk_status st;
-    Py_BEGIN_ALLOW_THREADS st = stk_loader_next(self->l, &b);
-    Py_END_ALLOW_THREADS if (st == STK_END)
-    { /* the pass is over: the next one is the next epoch */
+    for (;;) { /* waits of 0.1 s, so that Ctrl-C (KeyboardInterrupt) is seen while waiting */
+        PyThreadState *ts = PyEval_SaveThread();
+        st = stk_loader_next_wait(self->l, 0.1, &b);
+        PyEval_RestoreThread(ts);
+        if (st != STK_AGAIN) break;
+        if (PyErr_CheckSignals() < 0) return NULL; /* the pass goes on at the next call */
+    }
+    if (st == STK_END) { /* the pass is over: the next one is the next epoch */
         self->in_pass = false;
         self->epoch++;
         return NULL; /* StopIteration */
@@ -488,8 +496,10 @@ static PyObject *loader_load_state_dict(PyObject *self_, PyObject *d)
         if (PyErr_Occurred()) return NULL;
     }
     stk_status st;
-    Py_BEGIN_ALLOW_THREADS st = stk_loader_restore(self->l, &p);
-    Py_END_ALLOW_THREADS if (st != STK_OK) return raise_stoke();
+    PyThreadState *ts = PyEval_SaveThread();
+    st = stk_loader_restore(self->l, &p);
+    PyEval_RestoreThread(ts);
+    if (st != STK_OK) return raise_stoke();
     self->epoch = (int64_t)p.epoch;
     self->in_pass = true; /* the next iteration goes on from the cursor */
     Py_RETURN_NONE;

@@ -5,7 +5,9 @@ binary, to pack fixtures and to compare with `stoke peek`) and
 STOKE_FIXTURES."""
 import gc
 import os
+import signal
 import subprocess
+import threading
 import sys
 
 import numpy as np
@@ -172,6 +174,20 @@ def test_close_with_live_batches(tiny):
     assert t.sum().item() >= 0
     del x, t, _
     gc.collect()
+
+
+def test_keyboard_interrupt_while_waiting(jpeg):
+    # one worker decoding 128-px crops: next() waits for most of each batch
+    loader = stoke.Loader(jpeg, 11, transform="rrc:128,flip", workers=1, prefetch=2)
+    timer = threading.Timer(0.02, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        for _ in range(200):  # about 4 s without the interrupt
+            for x, y in loader:
+                pass
+    timer.join()
+    assert sum(x.shape[0] for x, _ in loader) >= 0  # still usable after
+    loader.close()
 
 
 def rss_mb():
