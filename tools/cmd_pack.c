@@ -1,9 +1,6 @@
 /* stoke pack: read a source, prepare its images, write one .stoke file. */
-#include "augment/jpeg_prepare.h"
-#include "common/text.h"
-#include "common/log.h"
 #include "common/thread_pool.h"
-#include "storage/pack.h"
+#include "loader/pack_job.h"
 #include "tools/cli.h"
 #include "tools/flags.h"
 
@@ -81,62 +78,6 @@ static const stk_cli cli = {
     .max_args = 3,
     .args_error = "expected SRC OUT.stoke (or IMAGES LABELS OUT.stoke for idx)"};
 
-static const char *action_names[STK_PACK_ACTIONS] = {"stored", "transcoded", "converted",
-                                                     "resized"};
-
-typedef struct jpeg_hook {
-    stk_jpeg_preparer **workers;
-    int n;
-} jpeg_hook;
-
-static stk_status prepare_jpeg(void *ctx, int worker, const uint8_t *in, size_t len,
-                               stk_pack_item *out)
-{
-    jpeg_hook *h = ctx;
-    stk_jpeg_prepared r;
-    stk_status st = stk_jpeg_prepare(h->workers[worker], in, len, &r);
-    if (st) return st;
-    *out = (stk_pack_item){.action = (int)r.action,
-                           .data = r.data,
-                           .len = r.len,
-                           .width = r.width,
-                           .height = r.height,
-                           .channels = r.channels,
-                           .has_stats = r.has_stats,
-                           .pixels = r.stats.pixels};
-    for (int c = 0; c < 3; c++) {
-        out->sum[c] = r.stats.sum[c];
-        out->sumsq[c] = r.stats.sumsq[c];
-    }
-    return STK_OK;
-}
-
-static bool is_dir(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-
-static bool dir_has(const char *dir, const char *name)
-{
-    char p[4200];
-    struct stat sb;
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    if (stat(p, &sb) == 0) return true;
-    snprintf(p, sizeof p, "%s/%s.gz", dir, name);
-    return stat(p, &sb) == 0;
-}
-
-static const char *guess_kind(const char *src, int npos)
-{
-    if (npos == 3) return "idx";
-    if (!is_dir(src)) return "list";
-    if (dir_has(src, "train-images-idx3-ubyte") || dir_has(src, "t10k-images-idx3-ubyte"))
-        return "idx";
-    if (dir_has(src, "data_batch_1.bin") || dir_has(src, "test_batch.bin")) return "cifar10";
-    return "imagefolder";
-}
-
 static int run(int argc, char **argv)
 {
     pack_args a = {
@@ -145,134 +86,65 @@ static int run(int argc, char **argv)
     int npos;
     int parsed = stk_cli_parse(&cli, &a, argc, argv, &pos, &npos);
     if (parsed >= 0) return parsed;
-    const char *from = a.from >= 0 ? from_names[a.from] : NULL;
-    const char *split = a.split >= 0 ? split_names[a.split] : NULL, *classes = a.classes;
-    int64_t workers = a.workers, seed = a.seed, max_pixels = a.max_pixels, max_side = a.max_side,
-            quality = a.quality;
-    bool shuffle = a.shuffle, skip_bad = a.skip_bad, validate = !a.no_validate, json = a.json;
-    const char *src_path = pos[0], *out_path = pos[npos - 1];
-    const char *labels = npos == 3 ? pos[1] : NULL;
-    if (!from) from = guess_kind(src_path, npos);
-    if (npos == 3 && strcmp(from, "idx") != 0)
+    stk_pack_request r = stk_pack_request_defaults();
+    r.src = pos[0];
+    r.out = pos[npos - 1];
+    r.labels = npos == 3 ? pos[1] : NULL;
+    r.from = a.from >= 0 ? from_names[a.from] : stk_pack_guess_kind(r.src, npos == 3);
+    r.split = a.split >= 0 ? split_names[a.split] : NULL;
+    r.classes = a.classes;
+    r.workers = (int)a.workers;
+    r.shuffle = a.shuffle;
+    r.seed = (uint64_t)a.seed;
+    r.skip_bad = a.skip_bad;
+    r.validate = !a.no_validate;
+    r.max_pixels = (uint64_t)a.max_pixels;
+    r.max_side = (uint32_t)a.max_side;
+    r.quality = (int)a.quality;
+    r.cancel = &stk_cli_interrupted;
+    r.progress = stderr;
+    /* Wrong combinations of paths and flags are usage errors (exit 2) here. */
+    if (npos == 3 && strcmp(r.from, "idx") != 0)
         return stk_cli_usage("pack", "three paths are only for --from idx (IMAGES LABELS OUT)");
-    if (is_dir(out_path))
-        return stk_cli_usage("pack", "%s: OUT is a folder; give a file name", out_path);
+    if (a.classes && strcmp(r.from, "imagefolder") == 0)
+        return stk_cli_usage(
+            "pack", "--classes does not apply to imagefolder (folder names are the classes)");
+    struct stat sb;
+    if (stat(r.out, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return stk_cli_usage("pack", "%s: OUT is a folder; give a file name", r.out);
 
-    stk_source *src = NULL;
-    stk_status st;
-    if (strcmp(from, "imagefolder") == 0)
-        st = stk_source_open_folder(src_path, &src);
-    else if (strcmp(from, "list") == 0)
-        st = stk_source_open_list(src_path, &src);
-    else if (strcmp(from, "idx") == 0)
-        st = stk_source_open_idx(src_path, labels, split, &src);
-    else if (strcmp(from, "cifar10") == 0)
-        st = stk_source_open_cifar10(src_path, split, &src);
-    else
-        return stk_cli_usage("pack", "--from %s: expected imagefolder, list, idx or cifar10", from);
-    if (!st && classes) {
-        if (strcmp(from, "imagefolder") == 0) {
-            stk_source_destroy(src);
-            return stk_cli_usage(
-                "pack", "--classes does not apply to imagefolder (folder names are the classes)");
-        }
-        st = stk_source_load_class_names(src, classes);
-    }
-    if (st) {
-        stk_source_destroy(src);
-        return stk_cli_fail();
-    }
-    if (shuffle) stk_source_shuffle(src, (uint64_t)seed);
-
-    /* Recorded in the meta: what shaped the content (not --workers, which does not). */
-    char packed_with[512];
-    int n =
-        snprintf(packed_with, sizeof packed_with, "stoke %s pack --from %s", STOKE_VERSION, from);
-    if (split) n += snprintf(packed_with + n, sizeof packed_with - (size_t)n, " --split %s", split);
-    if (shuffle)
-        n += snprintf(packed_with + n, sizeof packed_with - (size_t)n, " --shuffle --seed %lld",
-                      (long long)seed);
-    if (skip_bad) n += snprintf(packed_with + n, sizeof packed_with - (size_t)n, " --skip-bad");
-    if (src->encoding == STK_ENCODING_JPEG) {
-        if (!validate)
-            n += snprintf(packed_with + n, sizeof packed_with - (size_t)n, " --no-validate");
-        if (max_side)
-            n += snprintf(packed_with + n, sizeof packed_with - (size_t)n,
-                          " --max-side %lld --quality %lld", (long long)max_side,
-                          (long long)quality);
-        snprintf(packed_with + n, sizeof packed_with - (size_t)n, " --max-pixels %lld",
-                 (long long)max_pixels);
-    }
-
-    jpeg_hook hook = {0};
-    char *skipped_path = stk_text_printf("%s.skipped.txt", out_path);
-    if (!skipped_path) {
-        fprintf(stderr, "stoke: out of memory\n");
-        stk_source_destroy(src);
-        return STK_EXIT_ERROR;
-    }
-    stk_pack_options o = {.workers = (int)workers,
-                          .skip_bad = skip_bad,
-                          .skipped_path = skipped_path,
-                          .prepare_jpeg = prepare_jpeg,
-                          .prepare_ctx = &hook,
-                          .cancel = &stk_cli_interrupted,
-                          .progress = stderr,
-                          .packed_with = packed_with};
-    stk_pack_summary sum;
-    int rc = STK_EXIT_OK;
-    if (src->encoding == STK_ENCODING_JPEG) {
-        hook.workers = calloc((size_t)workers, sizeof *hook.workers);
-        stk_jpeg_prepare_options jo = {.max_pixels = (uint64_t)max_pixels,
-                                       .max_side = (uint32_t)max_side,
-                                       .quality = (int)quality,
-                                       .validate = validate};
-        st = hook.workers ? STK_OK : stk_error(STK_ERR_NOMEM, "out of memory");
-        for (int i = 0; i < workers && !st; i++, hook.n++)
-            st = stk_jpeg_preparer_create(&jo, &hook.workers[i]);
-        if (st) {
-            rc = stk_cli_fail();
-            goto out;
-        }
-    }
     stk_cli_catch_interrupt();
-    if (stk_pack_run(src, out_path, &o, &sum) != STK_OK) {
-        rc = stk_cli_fail();
-        goto out;
-    }
+    stk_pack_summary sum;
+    stk_encoding enc;
+    if (stk_pack_job_run(&r, &sum, &enc) != STK_OK) return stk_cli_fail();
     double rate = sum.seconds > 0 ? (double)sum.records / sum.seconds : 0;
-    if (json) {
+    if (a.json) {
         printf("{\"records\": %llu, \"classes\": %u, \"skipped\": %llu, \"bytes_in\": %llu, "
                "\"bytes_out\": %llu, \"seconds\": %.3f, \"images_per_sec\": %.1f",
                (unsigned long long)sum.records, sum.classes, (unsigned long long)sum.skipped,
                (unsigned long long)sum.bytes_in, (unsigned long long)sum.bytes_out, sum.seconds,
                rate);
-        if (src->encoding == STK_ENCODING_JPEG)
+        if (enc == STK_ENCODING_JPEG)
             for (int i = 0; i < STK_PACK_ACTIONS; i++)
-                printf(", \"%s\": %llu", action_names[i], (unsigned long long)sum.actions[i]);
+                printf(", \"%s\": %llu", stk_pack_action_names[i],
+                       (unsigned long long)sum.actions[i]);
         printf("}\n");
-    } else {
-        char in[32], outb[32];
-        printf("packed %llu records (%u classes) into %s\n", (unsigned long long)sum.records,
-               sum.classes, out_path);
-        printf("  in %s, out %s, %.2f s, %.0f images/s\n",
-               stk_cli_bytes(sum.bytes_in, in, sizeof in),
-               stk_cli_bytes(sum.bytes_out, outb, sizeof outb), sum.seconds, rate);
-        if (src->encoding == STK_ENCODING_JPEG)
-            printf("  JPEG: %llu stored as is, %llu transcoded to baseline, %llu converted from "
-                   "CMYK, %llu resized\n",
-                   (unsigned long long)sum.actions[0], (unsigned long long)sum.actions[1],
-                   (unsigned long long)sum.actions[2], (unsigned long long)sum.actions[3]);
-        if (sum.skipped)
-            printf("  skipped %llu bad inputs, listed in %s\n", (unsigned long long)sum.skipped,
-                   skipped_path);
+        return STK_EXIT_OK;
     }
-out:
-    for (int i = 0; i < hook.n; i++) stk_jpeg_preparer_destroy(hook.workers[i]);
-    free(hook.workers);
-    free(skipped_path);
-    stk_source_destroy(src);
-    return rc;
+    char in[32], outb[32];
+    printf("packed %llu records (%u classes) into %s\n", (unsigned long long)sum.records,
+           sum.classes, r.out);
+    printf("  in %s, out %s, %.2f s, %.0f images/s\n", stk_cli_bytes(sum.bytes_in, in, sizeof in),
+           stk_cli_bytes(sum.bytes_out, outb, sizeof outb), sum.seconds, rate);
+    if (enc == STK_ENCODING_JPEG)
+        printf("  JPEG: %llu stored as is, %llu transcoded to baseline, %llu converted from "
+               "CMYK, %llu resized\n",
+               (unsigned long long)sum.actions[0], (unsigned long long)sum.actions[1],
+               (unsigned long long)sum.actions[2], (unsigned long long)sum.actions[3]);
+    if (sum.skipped)
+        printf("  skipped %llu bad inputs, listed in %s.skipped.txt\n",
+               (unsigned long long)sum.skipped, r.out);
+    return STK_EXIT_OK;
 }
 
 const stk_command stk_cmd_pack = {"pack", "pack an image dataset into one .stoke file", &cli, run};

@@ -14,8 +14,7 @@
  * batch cannot be made and next() raises StokeError saying so. The loader's
  * workers never touch Python; next() releases the GIL while it waits.
  */
-#define Py_LIMITED_API 0x03090000
-#include <Python.h>
+#include "module.h"
 
 #include "dlpack.h"
 
@@ -26,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static PyObject *StokeError;
+PyObject *stoke_error;
 static PyTypeObject *LoaderType, *BatchType, *ArrayType;
 
 /* ---- objects ---- */
@@ -61,9 +60,9 @@ static void free_object(PyObject *self)
     Py_DECREF(tp); /* heap types: each instance holds its type */
 }
 
-static PyObject *raise_stoke(void)
+PyObject *stoke_raise(void)
 {
-    PyErr_SetString(StokeError, stk_last_error());
+    PyErr_SetString(stoke_error, stk_last_error());
     return NULL;
 }
 
@@ -331,32 +330,39 @@ static int loader_init(PyObject *self_, PyObject *args, PyObject *kw)
     LoaderObject *self = (LoaderObject *)self_;
     static char *names[] = {"path",   "batch_size", "transform", "workers",    "shuffle",
                             "seed",   "drop_last",  "rank",      "world_size", "output",
-                            "layout", "prefetch",   "device",    NULL};
-    const char *path, *transform = NULL, *output = "u8", *layout = "NHWC", *device = "cpu";
+                            "layout", "prefetch",   "device",    "on_bad",     NULL};
+    PyObject *path = NULL; /* bytes: str and os.PathLike accepted */
+    const char *transform = NULL, *output = "u8", *layout = "NHWC", *device = "cpu",
+               *on_bad = "skip";
     int batch = 0, workers = 0, shuffle = 1, drop_last = 0, rank = 0, world = 1, prefetch = 3;
     unsigned long long seed = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "si|$zipKpiissis", names, &path, &batch, &transform,
-                                     &workers, &shuffle, &seed, &drop_last, &rank, &world, &output,
-                                     &layout, &prefetch, &device))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&i|$zipKpiississ", names, PyUnicode_FSConverter,
+                                     &path, &batch, &transform, &workers, &shuffle, &seed,
+                                     &drop_last, &rank, &world, &output, &layout, &prefetch,
+                                     &device, &on_bad))
         return -1;
     if (self->l) {
         PyErr_SetString(PyExc_RuntimeError, "stoke.Loader: already open");
-        return -1;
+        goto fail;
     }
     if (strcmp(output, "u8") && strcmp(output, "f32")) {
         PyErr_Format(PyExc_ValueError, "output=%s: 'u8' or 'f32'", output);
-        return -1;
+        goto fail;
     }
     if (strcmp(layout, "NHWC") && strcmp(layout, "NCHW")) {
         PyErr_Format(PyExc_ValueError, "layout=%s: 'NHWC' or 'NCHW'", layout);
-        return -1;
+        goto fail;
+    }
+    if (strcmp(on_bad, "skip") && strcmp(on_bad, "error")) {
+        PyErr_Format(PyExc_ValueError, "on_bad=%s: 'skip' or 'error'", on_bad);
+        goto fail;
     }
     if (strcmp(device, "cpu")) {
         PyErr_Format(PyExc_ValueError,
                      "device=%s: this version of the package delivers CPU batches only "
                      "(move them with .to('cuda', non_blocking=True))",
                      device);
-        return -1;
+        goto fail;
     }
     stk_loader_options o = stk_loader_defaults();
     o.batch_size = batch;
@@ -366,6 +372,7 @@ static int loader_init(PyObject *self_, PyObject *args, PyObject *kw)
     o.shuffle = shuffle;
     o.seed = seed;
     o.drop_last = drop_last;
+    o.bad_policy = strcmp(on_bad, "error") ? STK_BAD_SKIP : STK_BAD_ERROR;
     o.rank = rank;
     o.world = world;
     o.format = strcmp(output, "f32") ? STK_PIXELS_U8_HWC : STK_PIXELS_F32_CHW;
@@ -374,14 +381,18 @@ static int loader_init(PyObject *self_, PyObject *args, PyObject *kw)
     stk_status st;
     stk_loader *l = NULL;
     PyThreadState *ts = PyEval_SaveThread();
-    st = stk_loader_open(path, &o, &l);
+    st = stk_loader_open(PyBytes_AsString(path), &o, &l);
     PyEval_RestoreThread(ts);
     if (st != STK_OK) {
-        raise_stoke();
-        return -1;
+        stoke_raise();
+        goto fail;
     }
     self->l = l;
+    Py_DECREF(path);
     return 0;
+fail:
+    Py_DECREF(path);
+    return -1;
 }
 
 static bool check_open(LoaderObject *self)
@@ -402,7 +413,7 @@ static bool begin_pass(LoaderObject *self)
     st = stk_loader_start_epoch(self->l, (uint64_t)self->epoch);
     PyEval_RestoreThread(ts);
     if (st != STK_OK) {
-        raise_stoke();
+        stoke_raise();
         return false;
     }
     self->in_pass = true;
@@ -436,7 +447,7 @@ static PyObject *loader_next(PyObject *self_)
         return NULL; /* StopIteration */
     }
     if (st == STK_ERR_INVALID_ARG && strstr(stk_last_error(), "ring buffers are held")) {
-        PyErr_Format(StokeError,
+        PyErr_Format(stoke_error,
                      "%s (Python: every batch the loader has is still referenced: delete "
                      "arrays and tensors of earlier batches, .clone() what you keep, or open "
                      "the Loader with a larger prefetch=)",
@@ -445,7 +456,7 @@ static PyObject *loader_next(PyObject *self_)
     }
     if (st != STK_OK) {
         self->in_pass = false;
-        return raise_stoke();
+        return stoke_raise();
     }
     return batch_views(self, b);
 }
@@ -499,7 +510,7 @@ static PyObject *loader_load_state_dict(PyObject *self_, PyObject *d)
     PyThreadState *ts = PyEval_SaveThread();
     st = stk_loader_restore(self->l, &p);
     PyEval_RestoreThread(ts);
-    if (st != STK_OK) return raise_stoke();
+    if (st != STK_OK) return stoke_raise();
     self->epoch = (int64_t)p.epoch;
     self->in_pass = true; /* the next iteration goes on from the cursor */
     Py_RETURN_NONE;
@@ -586,9 +597,12 @@ static PyType_Slot loader_slots[] = {
     {Py_tp_doc,
      "Loader(path, batch_size, *, transform=None, workers=0 (cores), shuffle=True, seed=0, "
      "drop_last=False, rank=0, world_size=1, output='u8'|'f32', layout='NHWC'|'NCHW', "
-     "prefetch=3, device='cpu')\n\nIterating yields (images, labels): stoke.Array views of the "
-     "loader's batch ring (DLPack), images u8 (or f32, normalised) and labels int32. Each "
-     "iteration is one epoch; the next one is the next epoch unless set_epoch() says otherwise."},
+     "prefetch=3, device='cpu', on_bad='skip'|'error')\n\nIterating yields (images, labels): "
+     "stoke.Array views of the loader's batch ring (DLPack), images u8 (or f32, normalised) and "
+     "labels int32. Each iteration is one epoch; the next one is the next epoch unless "
+     "set_epoch() says otherwise. A bad record (damaged JPEG, CRC mismatch) is replaced by the "
+     "next record of the epoch with a warning on stderr and counted in stats (on_bad='skip', as "
+     "`stoke train` and `stoke bench`), or raises StokeError naming it (on_bad='error')."},
     {0, NULL}};
 
 static PyType_Spec loader_spec = {"stoke.Loader", sizeof(LoaderObject), 0,
@@ -597,24 +611,25 @@ static PyType_Spec loader_spec = {"stoke.Loader", sizeof(LoaderObject), 0,
 /* ---- the module ---- */
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_stoke",
-                                    "Stoke's loader for Python training loops", -1, NULL};
+                                    "Stoke's loader for Python training loops", -1,
+                                    stoke_dataset_functions};
 
 PyMODINIT_FUNC PyInit__stoke(void)
 {
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
-    StokeError = PyErr_NewException("stoke.StokeError", PyExc_RuntimeError, NULL);
+    stoke_error = PyErr_NewException("stoke.StokeError", PyExc_RuntimeError, NULL);
     LoaderType = (PyTypeObject *)PyType_FromSpec(&loader_spec);
     BatchType = (PyTypeObject *)PyType_FromSpec(&batch_spec);
     ArrayType = (PyTypeObject *)PyType_FromSpec(&array_spec);
-    if (!StokeError || !LoaderType || !BatchType || !ArrayType ||
-        PyModule_AddObject(m, "StokeError", StokeError) < 0 ||
+    if (!stoke_error || !LoaderType || !BatchType || !ArrayType ||
+        PyModule_AddObject(m, "StokeError", stoke_error) < 0 ||
         PyModule_AddObject(m, "Loader", (PyObject *)LoaderType) < 0 ||
         PyModule_AddObject(m, "Array", (PyObject *)ArrayType) < 0) {
         Py_DECREF(m);
         return NULL;
     }
-    Py_INCREF(StokeError); /* the module holds one reference, the C code another */
+    Py_INCREF(stoke_error); /* the module holds one reference, the C code another */
     Py_INCREF(LoaderType);
     Py_INCREF(ArrayType);
     return m;

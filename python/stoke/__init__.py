@@ -12,6 +12,6 @@
 A batch's ring buffer goes back to the loader when the last array or tensor
 viewing it is gone; keep what you need past the next batches with .clone().
 """
-from ._stoke import Array, Loader, StokeError
+from ._stoke import Array, Loader, StokeError, info, pack
 
-__all__ = ["Array", "Loader", "StokeError"]
+__all__ = ["Array", "Loader", "StokeError", "info", "pack"]

@@ -214,3 +214,56 @@ def test_no_leak_over_epochs(jpeg):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+@pytest.fixture(scope="module")
+def damaged(tmp_path_factory):
+    """A corrupt JPEG packed without validation after two good ones (sorted names): the
+    record's CRC is right, its decode is not (record 2, a/corrupt.jpg)."""
+    d = tmp_path_factory.mktemp("damaged")
+    (d / "src" / "a").mkdir(parents=True)
+    for name, src in (("corrupt.jpg", "bad/corrupt.jpg"), ("cat_0.jpg", "good/cat/cat_0.jpg"),
+                      ("cat_1.jpg", "good/cat/cat_1.jpg")):
+        (d / "src" / "a" / name).write_bytes(open(os.path.join(FIX, src), "rb").read())
+    path = str(d / "damaged.stoke")
+    subprocess.run([STOKE, "pack", "--no-validate", str(d / "src"), path], check=True,
+                   capture_output=True)
+    return path
+
+
+def warnings_of(text):
+    return [line for line in text.splitlines() if "warning" in line]
+
+
+def test_bad_record_skipped_with_the_cli_warning(damaged, capfd):
+    loader = stoke.Loader(damaged, 3, transform="center:16", shuffle=False, workers=1)
+    images, labels = next(iter(loader))
+    assert images.shape[0] == 3  # the bad record replaced, the batch full
+    assert loader.stats["bad_records"] == 1
+    del images, labels
+    loader.close()
+    ours = warnings_of(capfd.readouterr().err)
+    r = subprocess.run([STOKE, "bench", "--batch", "3", "--transform", "center:16", "--workers",
+                        "1", "--epochs", "1", damaged], capture_output=True, text=True)
+    assert ours and set(ours) == set(warnings_of(r.stderr))  # bench may run more passes
+    assert "record 2 (a/corrupt.jpg)" in ours[0]
+
+
+def test_bad_record_raises_with_on_bad_error(damaged):
+    loader = stoke.Loader(damaged, 3, transform="center:16", shuffle=False, workers=1,
+                          on_bad="error")
+    with pytest.raises(stoke.StokeError, match=r"record 2 \(a/corrupt.jpg\): bad JPEG"):
+        next(iter(loader))
+    with pytest.raises(ValueError, match="on_bad"):
+        stoke.Loader(damaged, 3, on_bad="ignore")
+
+
+def test_flipped_byte_in_a_record(jpeg, tmp_path):
+    data = bytearray(open(jpeg, "rb").read())
+    at = data.find(b"\xff\xd8\xff", 8192) + 200  # inside the first JPEG record's bytes
+    data[at] ^= 0xFF
+    path = tmp_path / "flipped.stoke"
+    path.write_bytes(bytes(data))
+    with stoke.Loader(path, 11, transform="center:16", shuffle=False, on_bad="error") as loader:
+        with pytest.raises(stoke.StokeError, match="CRC mismatch"):
+            next(iter(loader))

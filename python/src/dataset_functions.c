@@ -1,0 +1,286 @@
+/* stoke.pack() and stoke.info(): thin calls of the library (the same
+ * stk_pack_job_run and stk_dataset_open as `stoke pack` / `stoke info`), the
+ * CLI's errors raised as StokeError with the same messages.
+ *
+ * A pack runs on a thread of its own while the caller waits in 0.1 s steps
+ * with the GIL released, so Ctrl-C raises KeyboardInterrupt: the pack is
+ * cancelled between chunks, waited for, and nothing is left at OUT. */
+#include "module.h"
+
+#include "common/status.h"
+#include "loader/pack_job.h"
+#include "storage/dataset.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int stoke_path_or_none(PyObject *arg, void *out)
+{
+    if (arg == Py_None) {
+        *(PyObject **)out = NULL;
+        return 1;
+    }
+    return PyUnicode_FSConverter(arg, out);
+}
+
+static const char *bytes_or_null(PyObject *b) { return b ? PyBytes_AsString(b) : NULL; }
+
+/* ---- pack ---- */
+
+typedef struct pack_thread {
+    stk_pack_request req;
+    stk_pack_summary sum;
+    stk_encoding enc;
+    stk_status st;
+    char *error; /* the pack thread's message, carried to the caller */
+    volatile sig_atomic_t cancel;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+} pack_thread;
+
+static void *pack_main(void *arg)
+{
+    pack_thread *t = arg;
+    stk_status st = stk_pack_job_run(&t->req, &t->sum, &t->enc);
+    char *err = st ? strdup(stk_last_error()) : NULL;
+    pthread_mutex_lock(&t->mu);
+    t->st = st;
+    t->error = err;
+    t->done = true;
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+/* Wait up to 0.1 s for the pack to end; true when it has. */
+static bool wait_a_little(pack_thread *t)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 100 * 1000 * 1000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&t->mu);
+    while (!t->done)
+        if (pthread_cond_timedwait(&t->cv, &t->mu, &until) == ETIMEDOUT) break;
+    bool done = t->done;
+    pthread_mutex_unlock(&t->mu);
+    return done;
+}
+
+static PyObject *summary_dict(const pack_thread *t)
+{
+    const stk_pack_summary *s = &t->sum;
+    double rate = s->seconds > 0 ? (double)s->records / s->seconds : 0;
+    PyObject *d = Py_BuildValue(
+        "{s:K,s:I,s:K,s:K,s:K,s:d,s:d}", "records", (unsigned long long)s->records, "classes",
+        s->classes, "skipped", (unsigned long long)s->skipped, "bytes_in",
+        (unsigned long long)s->bytes_in, "bytes_out", (unsigned long long)s->bytes_out, "seconds",
+        s->seconds, "images_per_sec", rate);
+    if (!d || t->enc != STK_ENCODING_JPEG) return d;
+    for (int i = 0; i < STK_PACK_ACTIONS; i++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(s->actions[i]);
+        if (!v || PyDict_SetItemString(d, stk_pack_action_names[i], v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    return d;
+}
+
+static PyObject *run_pack(pack_thread *t)
+{
+    pthread_t th;
+    if (pthread_create(&th, NULL, pack_main, t) != 0)
+        return PyErr_Format(stoke_error, "pack: cannot start a thread: %s", strerror(errno));
+    bool interrupted = false;
+    for (;;) {
+        PyThreadState *ts = PyEval_SaveThread();
+        bool done = wait_a_little(t);
+        PyEval_RestoreThread(ts);
+        if (done) break;
+        if (!interrupted && PyErr_CheckSignals() < 0) {
+            interrupted = true; /* keep the exception; stop the pack and wait for it */
+            t->cancel = 1;
+        }
+    }
+    pthread_join(th, NULL);
+    PyObject *result = NULL;
+    if (interrupted) {
+        /* the KeyboardInterrupt (or the handler's exception) is set */
+    } else if (t->st != STK_OK) {
+        PyErr_SetString(stoke_error, t->error ? t->error : "pack failed");
+    } else {
+        result = summary_dict(t);
+    }
+    free(t->error);
+    return result;
+}
+
+static PyObject *py_pack(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *names[] = {"src",      "out",     "labels",   "kind",     "split",    "classes",
+                            "workers",  "shuffle", "seed",     "skip_bad", "validate", "max_pixels",
+                            "max_side", "quality", "progress", NULL};
+    PyObject *src = NULL, *out = NULL, *labels = NULL, *classes = NULL;
+    const char *kind = NULL, *split = NULL;
+    int workers = 0, shuffle = 0, skip_bad = 0, validate = 1, quality = 90, progress = 0;
+    unsigned long long seed = 0, max_pixels = 64000000;
+    unsigned int max_side = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|$O&zzO&ipKppKIip", names,
+                                     PyUnicode_FSConverter, &src, PyUnicode_FSConverter, &out,
+                                     stoke_path_or_none, &labels, &kind, &split, stoke_path_or_none,
+                                     &classes, &workers, &shuffle, &seed, &skip_bad, &validate,
+                                     &max_pixels, &max_side, &quality, &progress))
+        goto fail;
+    pack_thread *t = calloc(1, sizeof *t);
+    if (!t) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    t->req = stk_pack_request_defaults();
+    t->req.src = bytes_or_null(src);
+    t->req.out = bytes_or_null(out);
+    t->req.labels = bytes_or_null(labels);
+    t->req.from = kind;
+    t->req.split = split;
+    t->req.classes = bytes_or_null(classes);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    t->req.workers = workers > 0 ? workers : (int)(cores > 0 ? cores : 1);
+    t->req.shuffle = shuffle;
+    t->req.seed = seed;
+    t->req.skip_bad = skip_bad;
+    t->req.validate = validate;
+    t->req.max_pixels = max_pixels;
+    t->req.max_side = max_side;
+    t->req.quality = quality;
+    t->req.progress = progress ? stderr : NULL;
+    t->req.cancel = &t->cancel;
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    PyObject *result = run_pack(t);
+    pthread_cond_destroy(&t->cv);
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+    Py_XDECREF(src);
+    Py_XDECREF(out);
+    Py_XDECREF(labels);
+    Py_XDECREF(classes);
+    return result;
+fail:
+    Py_XDECREF(src);
+    Py_XDECREF(out);
+    Py_XDECREF(labels);
+    Py_XDECREF(classes);
+    return NULL;
+}
+
+/* ---- info ---- */
+
+/* A dict item that steals v; false (exception set) on failure. */
+static bool put(PyObject *d, const char *key, PyObject *v)
+{
+    bool ok = v && PyDict_SetItemString(d, key, v) == 0;
+    Py_XDECREF(v);
+    return ok;
+}
+
+static PyObject *triple(const double *v, int n)
+{
+    PyObject *l = PyList_New(n);
+    for (int i = 0; l && i < n; i++) {
+        PyObject *f = PyFloat_FromDouble(v[i]);
+        if (!f || PyList_SetItem(l, i, f) < 0) {
+            Py_DECREF(l);
+            return NULL;
+        }
+    }
+    return l;
+}
+
+static PyObject *classes_list(const stk_meta *m)
+{
+    PyObject *l = PyList_New(m->num_classes);
+    for (uint32_t i = 0; l && i < m->num_classes; i++) {
+        /* names come from the file: invalid UTF-8 is replaced, never an error */
+        PyObject *name = PyUnicode_DecodeUTF8(m->class_names[i],
+                                              (Py_ssize_t)strlen(m->class_names[i]), "replace");
+        PyObject *c = name ? Py_BuildValue("{s:N,s:K}", "name", name, "count",
+                                           (unsigned long long)m->class_counts[i])
+                           : NULL;
+        if (!c || PyList_SetItem(l, i, c) < 0) {
+            Py_DECREF(l);
+            return NULL;
+        }
+    }
+    return l;
+}
+
+static PyObject *text(const char *s)
+{
+    return PyUnicode_DecodeUTF8(s ? s : "", s ? (Py_ssize_t)strlen(s) : 0, "replace");
+}
+
+static PyObject *info_dict(PyObject *path, const stk_meta *m, uint64_t file_bytes)
+{
+    PyObject *d = PyDict_New();
+    bool ok =
+        d && put(d, "path", PyUnicode_DecodeFSDefault(PyBytes_AsString(path))) &&
+        put(d, "version", PyLong_FromUnsignedLong(m->version)) &&
+        put(d, "records", PyLong_FromUnsignedLongLong(m->count)) &&
+        put(d, "encoding", PyUnicode_FromString(stk_encoding_name(m->encoding))) &&
+        put(d, "channels", PyLong_FromLong(m->channels)) &&
+        put(d, "file_bytes", PyLong_FromUnsignedLongLong(file_bytes)) &&
+        put(d, "width", Py_BuildValue("{s:I,s:I}", "min", m->min_width, "max", m->max_width)) &&
+        put(d, "height", Py_BuildValue("{s:I,s:I}", "min", m->min_height, "max", m->max_height)) &&
+        put(d, "classes", classes_list(m)) && put(d, "source", text(m->source)) &&
+        put(d, "packed_with", text(m->packed_with));
+    if (ok && m->has_stats)
+        ok = put(d, "mean", triple(m->mean, m->channels)) &&
+             put(d, "std", triple(m->std, m->channels));
+    if (!ok) Py_CLEAR(d);
+    return d;
+}
+
+static PyObject *py_info(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    PyObject *path = NULL;
+    if (!PyUnicode_FSConverter(arg, &path)) return NULL;
+    stk_dataset *ds = NULL;
+    PyThreadState *ts = PyEval_SaveThread();
+    stk_status st = stk_dataset_open(PyBytes_AsString(path), &ds);
+    PyEval_RestoreThread(ts);
+    PyObject *d =
+        st ? stoke_raise() : info_dict(path, stk_dataset_meta(ds), stk_dataset_file_size(ds));
+    if (ds) stk_dataset_close(ds);
+    Py_DECREF(path);
+    return d;
+}
+
+PyMethodDef stoke_dataset_functions[] = {
+    {"pack", (PyCFunction)(void (*)(void))py_pack, METH_VARARGS | METH_KEYWORDS,
+     "pack(src, out, *, labels=None, kind=None, split=None, classes=None, workers=0,\n"
+     "     shuffle=False, seed=0, skip_bad=False, validate=True, max_pixels=64000000,\n"
+     "     max_side=0, quality=90, progress=False) -> dict\n\n"
+     "Pack an image dataset into one .stoke file, as `stoke pack` (see `stoke pack --help`).\n"
+     "kind is --from (imagefolder, list, idx, cifar10; None: guessed from src), workers 0\n"
+     "means one per core. Returns the summary `stoke pack --json` prints. Errors raise\n"
+     "StokeError with the CLI's message; Ctrl-C stops the pack and leaves nothing at out."},
+    {"info", py_info, METH_O,
+     "info(path) -> dict\n\n"
+     "What a .stoke file holds: the keys of `stoke info --json` (records, encoding,\n"
+     "channels, width/height min and max, classes [{name, count}], mean, std, ...).\n"
+     "The whole file structure is checked on open, as by the CLI."},
+    {NULL, NULL, 0, NULL}};
