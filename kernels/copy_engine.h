@@ -49,6 +49,13 @@ typedef struct stk_copy_engine {
      * have started since). Valid after wait(ticket). NULL: the device does
      * not time copies (the CPU: there are none). */
     bool (*copy_times)(void *ctx, uint64_t ticket, uint64_t *start_ns, uint64_t *end_ns);
+    /* A consumer on a stream of its own (DLPack's stream argument: CUDA's
+     * cudaStream_t as an integer, 1 the legacy default stream, 2 the
+     * per-thread one) is done with device buffer `dst` once the work queued
+     * on `stream` so far has run: the next copy_async into `dst` waits for
+     * that work, on the device. Callable from any thread. NULL: the device
+     * has no streams (the CPU). */
+    stk_status (*release_after)(void *ctx, void *dst, uintptr_t stream);
 } stk_copy_engine;
 
 /* The CPU device: in place (the engine computes on the pinned host batch). */

@@ -7,6 +7,7 @@
 #include "check_main.h"
 #include "loader/h2d.h"
 #ifdef STOKE_CUDA_EMULATED
+#include "cuda_host/host_cuda.h"
 #include "kernels/cuda/cuda_device.h"
 #endif
 #include "storage/writer.h"
@@ -312,6 +313,55 @@ START_TEST(test_h2d_on_cuda_streams)
 END_TEST
 #endif
 
+#ifdef STOKE_CUDA_EMULATED
+/* release_after: a consumer on its own stream (the Python package's DLPack
+ * views) released a device buffer while work reading it is still queued on
+ * that stream; the next copy into the buffer must wait for that work. The
+ * consumer's stream is held while the copy is started: without the fence
+ * the copy overwrites the buffer before the consumer's read runs. */
+START_TEST(test_copy_waits_for_a_consumer_stream)
+{
+    const stk_copy_engine *ce;
+    ck_assert_int_eq(stk_copy_engine_cuda(&ce), STK_OK);
+    ck_assert_ptr_nonnull(ce->release_after);
+    enum { N = 4096 };
+    void *dst, *seen;
+    ck_assert_int_eq(ce->alloc(ce->ctx, N, &dst), STK_OK);
+    ck_assert_int_eq(ce->alloc(ce->ctx, N, &seen), STK_OK);
+    static uint8_t old_px[N], new_px[N], back[N];
+    memset(old_px, 1, N);
+    memset(new_px, 2, N);
+    uint64_t t;
+    ck_assert_int_eq(ce->copy_async(ce->ctx, dst, old_px, N, &t), STK_OK);
+    ck_assert_int_eq(ce->wait(ce->ctx, t), STK_OK);
+    cudaStream_t consumer;
+    ck_assert_int_eq(cudaStreamCreate(&consumer), cudaSuccess);
+    stk_host_cuda_hold(consumer);
+    /* the consumer's step reads dst (into seen), queued but not run yet */
+    ck_assert_int_eq(cudaMemcpyAsync(seen, dst, N, cudaMemcpyDeviceToDevice, consumer),
+                     cudaSuccess);
+    ck_assert_int_eq(ce->release_after(ce->ctx, dst, (uintptr_t)consumer), STK_OK);
+    ck_assert_int_eq(ce->copy_async(ce->ctx, dst, new_px, N, &t), STK_OK);
+    usleep(50 * 1000); /* room for a copy that does not wait */
+    stk_host_cuda_release(consumer);
+    ck_assert_int_eq(ce->wait(ce->ctx, t), STK_OK);
+    ck_assert_int_eq(cudaStreamSynchronize(consumer), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(back, seen, N, cudaMemcpyDeviceToHost), cudaSuccess);
+    ck_assert_msg(!memcmp(back, old_px, N),
+                  "the copy overwrote the buffer before the consumer read it");
+    ck_assert_int_eq(cudaMemcpy(back, dst, N, cudaMemcpyDeviceToHost), cudaSuccess);
+    ck_assert(!memcmp(back, new_px, N));
+    /* the legacy default stream's handle (1) is accepted */
+    ck_assert_int_eq(ce->release_after(ce->ctx, dst, 1), STK_OK);
+    ck_assert_int_eq(ce->copy_async(ce->ctx, dst, old_px, N, &t), STK_OK);
+    ck_assert_int_eq(ce->wait(ce->ctx, t), STK_OK);
+    ck_assert_int_eq(cudaStreamDestroy(consumer), cudaSuccess);
+    ce->free(ce->ctx, dst, N);
+    ce->free(ce->ctx, seen, N);
+}
+END_TEST
+#endif
+
 START_TEST(test_h2d_misuse_and_early_close)
 {
     test_tmpdir_create("h2d");
@@ -345,6 +395,7 @@ static Suite *h2d_suite(void)
     tcase_add_test(t, test_h2d_misuse_and_early_close);
 #ifdef STOKE_CUDA_EMULATED
     tcase_add_test(t, test_h2d_on_cuda_streams);
+    tcase_add_test(t, test_copy_waits_for_a_consumer_stream);
 #endif
     suite_add_tcase(s, t);
     return s;

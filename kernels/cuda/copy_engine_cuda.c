@@ -5,7 +5,10 @@
  * the whole batch while the copy of the next batch overlaps the current
  * step. The copy stream in turn waits for the compute work queued before the
  * copy: the device buffer it overwrites held the batch of an earlier step. `wait` blocks the host
- * until a copy's event has completed: only then may the loader refill that pinned buffer. */
+ * until a copy's event has completed: only then may the loader refill that pinned buffer.
+ * A consumer on a stream of its own (the Python package's DLPack views)
+ * marks a buffer it released with release_after; the next copy into that
+ * buffer waits for the mark on the copy stream. */
 #include "kernels/copy_engine.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/cuda_device.h"
@@ -17,6 +20,14 @@
 #include <stdio.h>
 
 #define EVENTS 64 /* tickets map to events modulo this; older tickets wait on newer copies */
+#define FENCES 64 /* device buffers released by consumers on other streams */
+
+/* release_after's mark: the consumer's work on `dst`, recorded on its stream */
+typedef struct fence {
+    void *dst;
+    cudaEvent_t done;
+    bool armed; /* recorded and not yet waited for by a copy */
+} fence;
 
 typedef struct cuda_copy_engine {
     stk_cuda_ctx *cx;
@@ -30,6 +41,8 @@ typedef struct cuda_copy_engine {
     uint64_t timed[EVENTS]; /* the ticket each slot's timing events belong to (0: none) */
     uint64_t anchor_ns;     /* 0: no anchor yet */
     bool timing_ready;
+    pthread_mutex_t fence_mu; /* release_after may come from any thread */
+    fence fences[FENCES];
 } cuda_copy_engine;
 
 /* The timing events, made on the first traced copy. */
@@ -76,13 +89,54 @@ static void ce_free(void *ctx, void *ptr, size_t bytes)
     stk_device_free(STK_DEVICE_CUDA, ptr, bytes);
 }
 
+static stk_status ce_release_after(void *ctx, void *dst, uintptr_t stream)
+{
+    cuda_copy_engine *ce = ctx;
+    stk_status st = STK_OK;
+    pthread_mutex_lock(&ce->fence_mu);
+    fence *f = NULL;
+    for (int i = 0; i < FENCES && !f; i++)
+        if (ce->fences[i].dst == dst) f = &ce->fences[i];
+    for (int i = 0; i < FENCES && !f; i++)
+        if (!ce->fences[i].dst) {
+            f = &ce->fences[i];
+            st = stk_cuda_check(cudaEventCreateWithFlags(&f->done, cudaEventDisableTiming),
+                                "creating a release event");
+            if (st == STK_OK) f->dst = dst;
+        }
+    if (!f && st == STK_OK)
+        st = stk_error(STK_ERR_INVALID_ARG, "more than %d device buffers released on streams",
+                       FENCES);
+    if (st == STK_OK && (st = stk_cuda_check(cudaEventRecord(f->done, (cudaStream_t)stream),
+                                             "marking the consumer's stream")) == STK_OK)
+        f->armed = true;
+    pthread_mutex_unlock(&ce->fence_mu);
+    return st;
+}
+
+/* The copy stream waits for a consumer's release of dst (ce_release_after). */
+static stk_status wait_release(cuda_copy_engine *ce, void *dst)
+{
+    stk_status st = STK_OK;
+    pthread_mutex_lock(&ce->fence_mu);
+    for (int i = 0; i < FENCES; i++)
+        if (ce->fences[i].dst == dst && ce->fences[i].armed) {
+            st = stk_cuda_check(cudaStreamWaitEvent(ce->cx->copy, ce->fences[i].done, 0),
+                                "cudaStreamWaitEvent");
+            ce->fences[i].armed = false;
+        }
+    pthread_mutex_unlock(&ce->fence_mu);
+    return st;
+}
+
 static stk_status ce_copy_async(void *ctx, void *dst, const void *src, size_t bytes,
                                 uint64_t *ticket)
 {
     cuda_copy_engine *ce = ctx;
     uint64_t t = ++ce->issued;
     cudaEvent_t ev = ce->events[t % EVENTS];
-    stk_status st;
+    stk_status st = wait_release(ce, dst);
+    if (st != STK_OK) return st;
     /* the destination buffer held an earlier batch: the steps queued on it must finish first */
     if ((st = stk_cuda_check(cudaEventRecord(ce->compute_done, ce->cx->compute),
                              "cudaEventRecord")) != STK_OK ||
@@ -122,6 +176,7 @@ static char init_error[STK_ERROR_MAX];
 
 static void init_once(void)
 {
+    pthread_mutex_init(&engine.fence_mu, NULL);
     stk_status st = stk_cuda_context(&engine.cx);
     for (int i = 0; i < EVENTS && st == STK_OK; i++)
         st = stk_cuda_check(cudaEventCreateWithFlags(&engine.events[i], cudaEventDisableTiming),
@@ -142,7 +197,8 @@ static void init_once(void)
                               .free = ce_free,
                               .copy_async = ce_copy_async,
                               .wait = ce_wait,
-                              .copy_times = ce_copy_times};
+                              .copy_times = ce_copy_times,
+                              .release_after = ce_release_after};
 }
 
 stk_status stk_copy_engine_cuda(const stk_copy_engine **out)

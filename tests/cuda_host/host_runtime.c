@@ -218,7 +218,9 @@ cudaError_t cudaDeviceSynchronize(void)
 
 void stk_host_cuda_submit(cudaStream_t s, void (*fn)(void *), void *arg)
 {
-    if (!s) { /* the legacy default stream: after everything else, on the caller */
+    /* the legacy default stream (NULL, cudaStreamLegacy; the per-thread one
+     * is treated alike): after everything else, on the caller */
+    if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread) {
         cudaDeviceSynchronize();
         fn(arg);
         return;
@@ -308,7 +310,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
-    if (!s) return cudaDeviceSynchronize();
+    if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread) return cudaDeviceSynchronize();
     stream_sync(s);
     return cudaSuccess;
 }
