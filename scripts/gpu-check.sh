@@ -54,6 +54,13 @@ else
     echo "(skipped: NCCL needs one GPU per rank)"
 fi
 
+step "Python: stoke.Loader(device='cuda') batches into torch (DLPack, CUDA)"
+if /usr/bin/python3 -c 'import torch, pytest, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    (cd "$BUILD" && check ctest --output-on-failure -V -R 'python_device')
+else
+    echo "(skipped: no CUDA torch and pytest for /usr/bin/python3)"
+fi
+
 step "throughput on the GPU beside PyTorch"
 if /usr/bin/python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
     sh "$HERE/bench/engine_vs_pytorch.sh" "$BUILD" 10 cuda

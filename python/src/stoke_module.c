@@ -16,9 +16,11 @@
  */
 #include "module.h"
 
+#include "device_ring.h"
 #include "dlpack.h"
 
 #include "common/status.h"
+#include "kernels/copy_engine.h"
 #include "loader/loader.h"
 
 #include <stdbool.h>
@@ -37,11 +39,17 @@ typedef struct {
     bool nchw, f32;  /* the Arrays' layout and the ring's pixel format */
     int outstanding; /* batches alive */
     bool closing;    /* close() asked while batches were alive */
+    /* device="cuda[:N]": the GPU's copy engine and the ring of device buffers */
+    const stk_copy_engine *ce;
+    stoke_device_ring *ring;
+    int gpu;
 } LoaderObject;
 
 typedef struct {
     PyObject_HEAD LoaderObject *loader; /* strong reference: the ring lives while a batch does */
-    stk_batch *b;
+    stk_batch *b;                       /* the host batch viewed (NULL for a device batch) */
+    int slot;                           /* the device ring's slot viewed (-1 for a host batch) */
+    uintptr_t stream; /* the consumer's stream last given to __dlpack__ (1: legacy default) */
 } BatchObject;
 
 typedef struct {
@@ -121,15 +129,30 @@ static PyObject *array_dlpack(PyObject *self_, PyObject *args, PyObject *kw)
                         "copy the imported tensor instead");
         return NULL;
     }
+    BatchObject *b = self->batch;
+    DLDevice dev = b->slot >= 0 ? (DLDevice){kDLCUDA, b->loader->gpu} : (DLDevice){kDLCPU, 0};
     if (dl_device != Py_None) {
         long type = -1, id = -1;
         if (!PyArg_ParseTuple(dl_device, "ll", &type, &id)) return NULL;
-        if (type != kDLCPU) {
-            PyErr_SetString(PyExc_BufferError, "stoke.Array: the data is in CPU memory");
+        if (type != dev.device_type || id != dev.device_id) {
+            PyErr_Format(PyExc_BufferError, "stoke.Array: the data is on %s %d, not (%ld, %ld)",
+                         dev.device_type == kDLCUDA ? "GPU" : "the CPU", dev.device_id, type, id);
             return NULL;
         }
     }
-    (void)stream; /* CPU memory: no stream to order with */
+    if (dev.device_type == kDLCUDA && stream != Py_None) {
+        /* The data is complete on return (the copy was waited for). The stream
+         * is where the consumer's work on it is queued: the buffer is not
+         * refilled before that work has run (device_ring.h). -1: no sync asked. */
+        long long sv = PyLong_AsLongLong(stream);
+        if (sv == -1 && PyErr_Occurred()) return NULL;
+        if (sv == 0) {
+            PyErr_SetString(PyExc_ValueError,
+                            "__dlpack__: stream 0 is ambiguous for CUDA (DLPack)");
+            return NULL;
+        }
+        if (sv > 0) b->stream = (uintptr_t)sv;
+    }
     bool versioned = false;
     if (max_version != Py_None) {
         long major = 0, minor = 0;
@@ -141,7 +164,7 @@ static PyObject *array_dlpack(PyObject *self_, PyObject *args, PyObject *kw)
     memcpy(e->shape, self->shape, sizeof e->shape);
     memcpy(e->strides, self->strides, sizeof e->strides);
     DLTensor t = {.data = self->data,
-                  .device = {kDLCPU, 0},
+                  .device = dev,
                   .ndim = self->ndim,
                   .dtype = self->dtype,
                   .shape = e->shape,
@@ -165,9 +188,11 @@ static PyObject *array_dlpack(PyObject *self_, PyObject *args, PyObject *kw)
     return cap;
 }
 
-static PyObject *array_dlpack_device(PyObject *self, PyObject *unused)
+static PyObject *array_dlpack_device(PyObject *self_, PyObject *unused)
 {
-    (void)self, (void)unused;
+    (void)unused;
+    BatchObject *b = ((ArrayObject *)self_)->batch;
+    if (b->slot >= 0) return Py_BuildValue("(ii)", kDLCUDA, b->loader->gpu);
     return Py_BuildValue("(ii)", kDLCPU, 0);
 }
 
@@ -207,13 +232,15 @@ static PyMethodDef array_methods[] = {
     {"__dlpack__", (PyCFunction)(void (*)(void))array_dlpack, METH_VARARGS | METH_KEYWORDS,
      "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None): a DLPack "
      "capsule viewing this array (versioned when max_version >= (1, 0))"},
-    {"__dlpack_device__", array_dlpack_device, METH_NOARGS, "(1, 0): CPU memory"},
+    {"__dlpack_device__", array_dlpack_device, METH_NOARGS,
+     "(1, 0): CPU memory; (2, N): GPU N (device='cuda:N')"},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef array_getset[] = {
     {"shape", array_shape, NULL, "the shape (a tuple)", NULL},
     {"dtype", array_dtype, NULL, "'uint8', 'float32' or 'int32'", NULL},
-    {"data_ptr", array_data_ptr, NULL, "the address of the first element (in the ring)", NULL},
+    {"data_ptr", array_data_ptr, NULL,
+     "the address of the first element (in the host ring, or device memory)", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyType_Slot array_slots[] = {
@@ -236,6 +263,8 @@ static void loader_free_if_closing(LoaderObject *l)
         l->l = NULL;
         PyThreadState *ts = PyEval_SaveThread(); /* closing joins the workers */
         stk_loader_close(ld);
+        stoke_device_ring_destroy(l->ring);
+        l->ring = NULL;
         PyEval_RestoreThread(ts);
     }
 }
@@ -246,6 +275,8 @@ static void batch_dealloc(PyObject *self_)
     LoaderObject *l = self->loader;
     if (l) {
         if (l->l && self->b) stk_loader_release(l->l, self->b);
+        if (l->ring && self->slot >= 0)
+            stoke_device_ring_release(l->ring, self->slot, self->stream);
         l->outstanding--;
         loader_free_if_closing(l);
         Py_DECREF(l);
@@ -274,17 +305,23 @@ static ArrayObject *make_array(BatchObject *b, void *data, int ndim, const int64
     return a;
 }
 
-/* (images, labels) viewing batch b. */
-static PyObject *batch_views(LoaderObject *l, stk_batch *sb)
+/* (images, labels) viewing host batch sb, or (slot >= 0) its copy in the
+ * device ring's slot; the caller releases sb then. */
+static PyObject *batch_views(LoaderObject *l, stk_batch *sb, int slot)
 {
     BatchObject *b = PyObject_New(BatchObject, BatchType);
     if (!b) {
-        stk_loader_release(l->l, sb);
+        if (slot >= 0)
+            stoke_device_ring_release(l->ring, slot, 1);
+        else
+            stk_loader_release(l->l, sb);
         return NULL;
     }
     b->loader = l;
     Py_INCREF(l);
-    b->b = sb;
+    b->b = slot >= 0 ? NULL : sb;
+    b->slot = slot;
+    b->stream = 1; /* the legacy default stream until a consumer names its own */
     l->outstanding++;
     int64_t n = sb->count, h = sb->height, w = sb->width, c = sb->channels;
     int64_t elem = l->f32 ? 4 : 1, sample = (int64_t)sb->sample_bytes / elem;
@@ -304,9 +341,11 @@ static PyObject *batch_views(LoaderObject *l, stk_batch *sb)
     }
     DLDataType px = l->f32 ? (DLDataType){kDLFloat, 32, 1} : (DLDataType){kDLUInt, 8, 1};
     int64_t lshape[1] = {n}, lstride[1] = {1};
-    ArrayObject *images = make_array(b, sb->data, 4, shape, strides, px);
+    void *pixels = slot >= 0 ? stoke_device_ring_images(l->ring, slot) : sb->data;
+    int32_t *lab = slot >= 0 ? stoke_device_ring_labels(l->ring, slot) : sb->labels;
+    ArrayObject *images = make_array(b, pixels, 4, shape, strides, px);
     ArrayObject *labels =
-        images ? make_array(b, sb->labels, 1, lshape, lstride, (DLDataType){kDLInt, 32, 1}) : NULL;
+        images ? make_array(b, lab, 1, lshape, lstride, (DLDataType){kDLInt, 32, 1}) : NULL;
     Py_DECREF(b); /* the arrays hold it now */
     if (!labels) {
         Py_XDECREF(images);
@@ -324,6 +363,27 @@ static PyObject *batch_views(LoaderObject *l, stk_batch *sb)
 }
 
 /* ---- Loader ---- */
+
+/* "cpu" (*gpu = -1), "cuda" (0) or "cuda:N"; false with ValueError otherwise. */
+static bool parse_device(const char *device, int *gpu)
+{
+    *gpu = -1;
+    if (!strcmp(device, "cpu")) return true;
+    if (!strcmp(device, "cuda")) {
+        *gpu = 0;
+        return true;
+    }
+    char *end = NULL;
+    if (!strncmp(device, "cuda:", 5)) {
+        long n = strtol(device + 5, &end, 10);
+        if (end != device + 5 && !*end && n >= 0 && n < 1024) {
+            *gpu = (int)n;
+            return true;
+        }
+    }
+    PyErr_Format(PyExc_ValueError, "device=%s: 'cpu', 'cuda' or 'cuda:N'", device);
+    return false;
+}
 
 static int loader_init(PyObject *self_, PyObject *args, PyObject *kw)
 {
@@ -357,14 +417,25 @@ static int loader_init(PyObject *self_, PyObject *args, PyObject *kw)
         PyErr_Format(PyExc_ValueError, "on_bad=%s: 'skip' or 'error'", on_bad);
         goto fail;
     }
-    if (strcmp(device, "cpu")) {
-        PyErr_Format(PyExc_ValueError,
-                     "device=%s: this version of the package delivers CPU batches only "
-                     "(move them with .to('cuda', non_blocking=True))",
-                     device);
+    int gpu = -1;
+    if (!parse_device(device, &gpu)) goto fail;
+    if (gpu >= 0 && (prefetch < 1 || prefetch > 32)) { /* the copy engine marks 64 buffers */
+        PyErr_Format(PyExc_ValueError, "prefetch=%d: 1..32 with device=%s", prefetch, device);
         goto fail;
     }
+    stk_status st;
+    const stk_copy_engine *ce = NULL;
+    if (gpu >= 0) { /* the GPU first: the loader's ring is made of its pinned memory */
+        PyThreadState *ts = PyEval_SaveThread();
+        st = stk_copy_engine_open(STK_DEVICE_CUDA, gpu, &ce);
+        PyEval_RestoreThread(ts);
+        if (st != STK_OK) {
+            PyErr_Format(stoke_error, "device=%s: %s", device, stk_last_error());
+            goto fail;
+        }
+    }
     stk_loader_options o = stk_loader_defaults();
+    if (ce) o.host_memory = ce->host_memory;
     o.batch_size = batch;
     if (workers > 0) o.workers = workers;
     o.prefetch = prefetch;
@@ -378,16 +449,21 @@ static int loader_init(PyObject *self_, PyObject *args, PyObject *kw)
     o.format = strcmp(output, "f32") ? STK_PIXELS_U8_HWC : STK_PIXELS_F32_CHW;
     self->f32 = o.format == STK_PIXELS_F32_CHW;
     self->nchw = !strcmp(layout, "NCHW");
-    stk_status st;
     stk_loader *l = NULL;
+    stoke_device_ring *ring = NULL;
     PyThreadState *ts = PyEval_SaveThread();
     st = stk_loader_open(PyBytes_AsString(path), &o, &l);
+    if (st == STK_OK && ce && (st = stoke_device_ring_create(ce, prefetch, &ring)) != STK_OK)
+        stk_loader_close(l);
     PyEval_RestoreThread(ts);
     if (st != STK_OK) {
         stoke_raise();
         goto fail;
     }
     self->l = l;
+    self->ce = ce;
+    self->ring = ring;
+    self->gpu = gpu;
     Py_DECREF(path);
     return 0;
 fail:
@@ -458,7 +534,25 @@ static PyObject *loader_next(PyObject *self_)
         self->in_pass = false;
         return stoke_raise();
     }
-    return batch_views(self, b);
+    if (!self->ring) return batch_views(self, b, -1);
+    int slot;
+    PyThreadState *ts = PyEval_SaveThread(); /* the copy to the GPU is waited for */
+    st = stoke_device_ring_fill(self->ring, b, &slot);
+    PyEval_RestoreThread(ts);
+    if (st != STK_OK) {
+        /* the batch goes back unseen: the pass cannot go on past it */
+        stk_loader_release(self->l, b);
+        self->in_pass = false;
+        if (st == STK_ERR_INVALID_ARG)
+            return PyErr_Format(stoke_error,
+                                "%s (Python: delete tensors of earlier batches, .clone() what "
+                                "you keep, or open the Loader with a larger prefetch=)",
+                                stk_last_error());
+        return stoke_raise();
+    }
+    PyObject *views = batch_views(self, b, slot);
+    stk_loader_release(self->l, b); /* its pixels are on the GPU now */
+    return views;
 }
 
 static Py_ssize_t loader_len(PyObject *self_)
