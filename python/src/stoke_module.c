@@ -13,6 +13,10 @@
  * the consumer holds every buffer of the ring (prefetch of them) the next
  * batch cannot be made and next() raises StokeError saying so. The loader's
  * workers never touch Python; next() releases the GIL while it waits.
+ *
+ * device="cuda[:N]": each host batch is copied into a ring of prefetch
+ * device buffers (device_ring.h) and given back to the loader at once; the
+ * Arrays view the device buffer (kDLCUDA), held the same way.
  */
 #include "module.h"
 
@@ -691,10 +695,15 @@ static PyType_Slot loader_slots[] = {
     {Py_tp_doc,
      "Loader(path, batch_size, *, transform=None, workers=0 (cores), shuffle=True, seed=0, "
      "drop_last=False, rank=0, world_size=1, output='u8'|'f32', layout='NHWC'|'NCHW', "
-     "prefetch=3, device='cpu', on_bad='skip'|'error')\n\nIterating yields (images, labels): "
+     "prefetch=3, device='cpu'|'cuda'|'cuda:N', on_bad='skip'|'error')\n\nIterating yields "
+     "(images, labels): "
      "stoke.Array views of the loader's batch ring (DLPack), images u8 (or f32, normalised) and "
      "labels int32. Each iteration is one epoch; the next one is the next epoch unless "
-     "set_epoch() says otherwise. A bad record (damaged JPEG, CRC mismatch) is replaced by the "
+     "set_epoch() says otherwise. With device='cuda' the batches are copied to the GPU (through "
+     "pinned memory, on a copy stream) into prefetch device buffers, each held by its views; "
+     "DLPack's stream argument names the consumer's stream, whose queued work a released buffer "
+     "waits for before it is refilled. A bad record (damaged JPEG, CRC mismatch) is replaced by "
+     "the "
      "next record of the epoch with a warning on stderr and counted in stats (on_bad='skip', as "
      "`stoke train` and `stoke bench`), or raises StokeError naming it (on_bad='error')."},
     {0, NULL}};

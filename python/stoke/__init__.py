@@ -11,6 +11,11 @@
 
 A batch's ring buffer goes back to the loader when the last array or tensor
 viewing it is gone; keep what you need past the next batches with .clone().
+With device="cuda" the arrays are on the GPU (torch.from_dlpack gives CUDA
+tensors, ordered with torch's current stream through DLPack's stream argument).
+
+stoke.pack(src, out, ...) and stoke.info(path) are `stoke pack` and
+`stoke info --json` as Python calls.
 """
 from ._stoke import Array, Loader, StokeError, info, pack
 
