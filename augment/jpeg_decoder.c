@@ -1,4 +1,5 @@
 #include "augment/jpeg_decoder.h"
+#include "augment/jpeg_segments.h"
 
 #include "augment/jpeg_error.h"
 
@@ -17,6 +18,10 @@ struct stk_jpeg_decoder {
     uint64_t max_pixels;
     uint8_t *scratch; /* decoded pixels or one row */
     size_t scratch_cap;
+    bool segments;         /* region decodes: use restart-marker segments */
+    stk_jpeg_segments seg; /* the last image's segment grid */
+    uint8_t *sub;          /* the JPEG of a crop's segments */
+    size_t sub_cap;
 };
 
 stk_status stk_jpeg_decoder_create(uint64_t max_pixels, stk_jpeg_decoder **out)
@@ -24,6 +29,7 @@ stk_status stk_jpeg_decoder_create(uint64_t max_pixels, stk_jpeg_decoder **out)
     stk_jpeg_decoder *dec = calloc(1, sizeof *dec);
     if (!dec) return stk_error(STK_ERR_NOMEM, "out of memory");
     dec->max_pixels = max_pixels;
+    dec->segments = true;
     dec->d.err = stk_jpeg_error_init(&dec->err, STK_JPEG_MAX_SCANS);
     if (setjmp(dec->err.jump)) { /* jpeg_create_decompress fails only without memory */
         stk_error(STK_ERR_NOMEM, "cannot create a JPEG decoder: %s", dec->err.message);
@@ -38,6 +44,8 @@ stk_status stk_jpeg_decoder_create(uint64_t max_pixels, stk_jpeg_decoder **out)
 
 void stk_jpeg_decoder_set_fast(stk_jpeg_decoder *dec, bool fast) { dec->fast = fast; }
 
+void stk_jpeg_decoder_set_segments(stk_jpeg_decoder *dec, bool on) { dec->segments = on; }
+
 void stk_jpeg_decoder_set_max_scans(stk_jpeg_decoder *dec, int max_scans)
 {
     dec->err.max_scans = max_scans;
@@ -48,6 +56,8 @@ void stk_jpeg_decoder_destroy(stk_jpeg_decoder *dec)
     if (!dec) return;
     jpeg_destroy_decompress(&dec->d);
     free(dec->scratch);
+    stk_jpeg_segments_free(&dec->seg);
+    free(dec->sub);
     free(dec);
 }
 
@@ -300,10 +310,10 @@ static int pick_scale(double win_w, double win_h, int out_w, int out_h)
     return 8;
 }
 
-stk_status stk_jpeg_decoder_region(stk_jpeg_decoder *dec, const uint8_t *data, size_t len, int bx0,
-                                   int by0, int bx1, int by1, double win_w, double win_h, int out_w,
-                                   int out_h, int channels, uint32_t expect_w, uint32_t expect_h,
-                                   stk_jpeg_region *out)
+static stk_status region_decode(stk_jpeg_decoder *dec, const uint8_t *data, size_t len, int bx0,
+                                int by0, int bx1, int by1, double win_w, double win_h, int out_w,
+                                int out_h, int channels, uint32_t expect_w, uint32_t expect_h,
+                                stk_jpeg_region *out)
 {
     struct jpeg_decompress_struct *d = &dec->d;
     dec->err.status = STK_OK;
@@ -399,4 +409,37 @@ stk_status stk_jpeg_decoder_region(stk_jpeg_decoder *dec, const uint8_t *data, s
 fail:
     jpeg_abort_decompress(d);
     return st;
+}
+
+stk_status stk_jpeg_decoder_region(stk_jpeg_decoder *dec, const uint8_t *data, size_t len, int bx0,
+                                   int by0, int bx1, int by1, double win_w, double win_h, int out_w,
+                                   int out_h, int channels, uint32_t expect_w, uint32_t expect_h,
+                                   stk_jpeg_region *out)
+{
+    stk_jpeg_segments *s = &dec->seg;
+    int mx0, mx1, my0, my1;
+    /* Anything unusual (no usable grid, a wrong size, bad bounds, damaged
+     * markers) takes the whole-stream path, which reports it as before. The
+     * accurate decode's fancy upsampling reads one chroma sample across a
+     * crop's edge: one MCU of margin keeps the pixels exact. */
+    if (!dec->segments || stk_jpeg_segments_parse(data, len, s) != STK_OK ||
+        (expect_w && s->width != expect_w) || (expect_h && s->height != expect_h) || bx0 < 0 ||
+        by0 < 0 || bx1 > (int)s->width || by1 > (int)s->height || bx0 >= bx1 || by0 >= by1 ||
+        !stk_jpeg_segments_cover(s, bx0, by0, bx1, by1, dec->fast ? 0 : 1, &mx0, &mx1, &my0, &my1))
+        return region_decode(dec, data, len, bx0, by0, bx1, by1, win_w, win_h, out_w, out_h,
+                             channels, expect_w, expect_h, out);
+    size_t need = stk_jpeg_segments_bound(s, mx0, mx1, my0, my1);
+    if (need > dec->sub_cap) {
+        uint8_t *p = realloc(dec->sub, need);
+        if (!p) return stk_error(STK_ERR_NOMEM, "out of memory for %zu bytes", need);
+        dec->sub = p;
+        dec->sub_cap = need;
+    }
+    size_t n = stk_jpeg_segments_assemble(s, data, mx0, mx1, my0, my1, dec->sub, need);
+    int ox = mx0 * s->mcu_w, oy = my0 * s->mcu_h; /* multiples of 8: exact at every scale */
+    TRY(region_decode(dec, dec->sub, n, bx0 - ox, by0 - oy, bx1 - ox, by1 - oy, win_w, win_h, out_w,
+                      out_h, channels, 0, 0, out));
+    out->origin_x += ox * out->scale / 8;
+    out->origin_y += oy * out->scale / 8;
+    return STK_OK;
 }

@@ -61,6 +61,13 @@ void stk_jpeg_decoder_destroy(stk_jpeg_decoder *dec);
  * decode (JDCT_ISLOW, fancy upsampling) is what tjDecompress2 and PIL do. */
 void stk_jpeg_decoder_set_fast(stk_jpeg_decoder *dec, bool fast);
 
+/* Region decodes of a JPEG with an aligned restart-marker grid (written by
+ * `stoke pack`, jpeg_segments.h) decode only the segments covering the
+ * region, from a small JPEG assembled from them: the same pixels (fast
+ * mode: exactly; accurate mode: with one MCU of margin, exactly too).
+ * On by default; off decodes every file the whole-stream way. */
+void stk_jpeg_decoder_set_segments(stk_jpeg_decoder *dec, bool on);
+
 /* Refuse progressive files with more than `max_scans` scans (default
  * STK_JPEG_MAX_SCANS): a tiny file with thousands of scans costs minutes. */
 void stk_jpeg_decoder_set_max_scans(stk_jpeg_decoder *dec, int max_scans);

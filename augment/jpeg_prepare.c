@@ -1,6 +1,7 @@
 #include "augment/jpeg_prepare.h"
 
 #include "augment/jpeg_error.h"
+#include "augment/jpeg_segments.h"
 #include "augment/resize.h"
 
 #include <stdlib.h>
@@ -19,6 +20,7 @@ struct stk_jpeg_preparer {
     unsigned long outsize;
     uint8_t *resized;
     size_t resized_cap;
+    stk_jpeg_segments seg; /* an input's existing restart grid */
 };
 
 stk_status stk_jpeg_preparer_create(const stk_jpeg_prepare_options *opts, stk_jpeg_preparer **out)
@@ -54,6 +56,7 @@ void stk_jpeg_preparer_destroy(stk_jpeg_preparer *p)
     jpeg_destroy_compress(&p->c);
     stk_jpeg_decoder_destroy(p->dec);
     free(p->resized);
+    stk_jpeg_segments_free(&p->seg);
     free(p);
 }
 
@@ -63,10 +66,25 @@ void stk_jpeg_prepared_free(stk_jpeg_prepared *out, const uint8_t *in)
     out->data = NULL;
 }
 
-/* Lossless progressive/arithmetic -> baseline Huffman: copy the quantised DCT
- * coefficients into a new file (no decode to pixels, no quality loss). */
+/* The restart interval for the compressor's image (restart_mcus > 0): an
+ * MCU is one block for a single component, else max sampling x 8 pixels. */
+static void set_restarts(stk_jpeg_preparer *p)
+{
+    if (p->opts.restart_mcus <= 0) return;
+    struct jpeg_compress_struct *c = &p->c;
+    int maxh = 1;
+    for (int i = 0; i < c->num_components; i++)
+        if (c->comp_info[i].h_samp_factor > maxh) maxh = c->comp_info[i].h_samp_factor;
+    int mcu_w = c->num_components == 1 ? 8 : 8 * maxh;
+    int mcus_x = (int)((c->image_width + (JDIMENSION)mcu_w - 1) / (JDIMENSION)mcu_w);
+    c->restart_interval = (unsigned)stk_jpeg_restart_interval(mcus_x, p->opts.restart_mcus);
+}
+
+/* Lossless rewrite to baseline Huffman: copy the quantised DCT coefficients
+ * into a new file (no decode to pixels, no quality loss), for progressive or
+ * arithmetic-coded files, and for restart markers. */
 static stk_status transcode(stk_jpeg_preparer *p, const uint8_t *in, size_t len,
-                            stk_jpeg_prepared *out)
+                            stk_jpeg_action action, stk_jpeg_prepared *out)
 {
     p->outbuf = NULL;
     p->outsize = 0;
@@ -83,12 +101,13 @@ static stk_status transcode(stk_jpeg_preparer *p, const uint8_t *in, size_t len,
     jpeg_mem_dest(&p->c, &p->outbuf, &p->outsize);
     jpeg_copy_critical_parameters(&p->d, &p->c); /* also resets to baseline Huffman */
     p->c.optimize_coding = TRUE;
+    set_restarts(p);
     jpeg_write_coefficients(&p->c, coefs);
     jpeg_finish_compress(&p->c);
     jpeg_finish_decompress(&p->d);
     out->data = p->outbuf;
     out->len = p->outsize;
-    out->action = STK_JPEG_TRANSCODED;
+    out->action = action;
     return STK_OK;
 }
 
@@ -111,6 +130,7 @@ static stk_status encode(stk_jpeg_preparer *p, const uint8_t *pixels, uint32_t w
     jpeg_set_defaults(&p->c);
     jpeg_set_quality(&p->c, p->opts.quality, TRUE);
     p->c.optimize_coding = TRUE;
+    set_restarts(p);
     jpeg_start_compress(&p->c, TRUE);
     while (p->c.next_scanline < h) {
         JSAMPROW row = (JSAMPROW)(pixels + (size_t)p->c.next_scanline * w * (size_t)channels);
@@ -168,6 +188,13 @@ static stk_status reencode(stk_jpeg_preparer *p, const uint8_t *in, size_t len,
     return STK_OK;
 }
 
+/* The file already has an aligned restart grid no coarser than asked. */
+static bool has_grid(stk_jpeg_preparer *p, const uint8_t *in, size_t len)
+{
+    return stk_jpeg_segments_parse(in, len, &p->seg) == STK_OK &&
+           p->seg.interval <= p->opts.restart_mcus;
+}
+
 stk_status stk_jpeg_prepare(stk_jpeg_preparer *p, const uint8_t *in, size_t len,
                             stk_jpeg_prepared *out)
 {
@@ -180,7 +207,9 @@ stk_status stk_jpeg_prepare(stk_jpeg_preparer *p, const uint8_t *in, size_t len,
     if (shrink || info.kind == STK_JPEG_CMYK)
         st = reencode(p, in, len, &info, shrink, out);
     else if (info.progressive || info.arithmetic)
-        st = transcode(p, in, len, out);
+        st = transcode(p, in, len, STK_JPEG_TRANSCODED, out);
+    else if (p->opts.restart_mcus > 0 && p->opts.validate && !has_grid(p, in, len))
+        st = transcode(p, in, len, STK_JPEG_SEGMENTED, out);
     else {
         out->data = (uint8_t *)in;
         out->len = len;

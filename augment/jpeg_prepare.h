@@ -7,6 +7,12 @@
  *   CMYK / YCCK                        converted to RGB, re-encoded at `quality`
  *   longer side > max_side (if set)    decoded (with DCT scaling), resized to
  *                                      fit, re-encoded at `quality`
+ * With restart_mcus > 0 every stored file gets an aligned grid of restart
+ * markers (jpeg_segments.h): baseline files without one are transcoded
+ * losslessly (the same DCT coefficients, optimal Huffman tables, markers
+ * other than the frame's dropped); the other paths write it as they encode.
+ * Without `validate` baseline files stay byte for byte (the rewrite would
+ * decode them, which is what skipping validation skips).
  * Then, when `validate` is set, the stored bytes are decoded completely once,
  * which catches truncated and corrupt files at pack time, and gives the
  * pixel statistics for the dataset's mean/std.
@@ -34,6 +40,9 @@ typedef struct stk_jpeg_prepare_options {
     uint32_t max_side;   /* 0: keep the size */
     int quality;         /* 1..100, for re-encoded images */
     bool validate;       /* decode the stored bytes completely */
+    int restart_mcus;    /* > 0: restart markers about every this many MCUs (an
+                            aligned grid, jpeg_segments.h), so a crop decodes
+                            only its segments; 0: none added */
 } stk_jpeg_prepare_options;
 
 typedef enum stk_jpeg_action {
@@ -41,6 +50,7 @@ typedef enum stk_jpeg_action {
     STK_JPEG_TRANSCODED = 1, /* progressive/arithmetic -> baseline, lossless */
     STK_JPEG_CONVERTED = 2,  /* CMYK -> RGB, re-encoded */
     STK_JPEG_RESIZED = 3,    /* shrunk to max_side, re-encoded */
+    STK_JPEG_SEGMENTED = 4,  /* baseline rewritten with restart markers, lossless */
 } stk_jpeg_action;
 
 typedef struct stk_jpeg_prepared {

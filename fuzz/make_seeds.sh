@@ -13,7 +13,7 @@ trap 'rm -rf "$FX"' EXIT
 C=$HERE/corpus
 rm -rf "$C"
 mkdir -p "$C/record" "$C/meta" "$C/dataset" "$C/safetensors" "$C/transform" "$C/list" "$C/jpeg" \
-    "$C/run_log"
+    "$C/run_log" "$C/jpeg_segments"
 
 # dataset: small packed files (raw and JPEG), 20-72 KiB each.
 "$STOKE" pack --from idx "$FX/fix/idx" "$FX/idx.stoke" >/dev/null
@@ -80,4 +80,25 @@ for f in baseline cmyk gray gray128 odd_17x9 one_1x1 progressive restart sub420 
          wide_2000x2; do
     cp "$FX/fix/single/$f.jpg" "$C/jpeg/"
 done
+# jpeg_segments: fixtures as `stoke pack` stores them with restart markers
+# (intervals 1, 2 and 4 MCUs), the JPEG payloads taken out of the records.
+mkdir -p "$FX/seg/a"
+for f in baseline gray odd_17x9 one_1x1 restart sub420 sub422 sub444; do
+    cp "$FX/fix/single/$f.jpg" "$FX/seg/a/"
+done
+for r in 1 2 4; do
+    "$STOKE" pack --restart "$r" "$FX/seg" "$FX/seg$r.stoke" >/dev/null
+done
+/usr/bin/python3 - "$C/jpeg_segments" "$FX/seg1.stoke" "$FX/seg2.stoke" "$FX/seg4.stoke" <<'PY'
+import lmdb, sys, os
+out = sys.argv[1]
+for n, path in enumerate(sys.argv[2:]):
+    env = lmdb.open(path, subdir=False, readonly=True, lock=False, max_dbs=2)
+    recs = env.open_db(b"records", create=False)
+    with env.begin() as txn:
+        for i, (k, v) in enumerate(txn.cursor(db=recs)):
+            v = bytes(v)
+            jpeg = v[v.index(b"\xff\xd8\xff", 32):]  # after the 32-byte header and the name
+            open(os.path.join(out, f"r{n}_{i}.jpg"), "wb").write(jpeg)
+PY
 du -sh "$C"

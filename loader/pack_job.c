@@ -9,12 +9,15 @@
 #include <sys/stat.h>
 
 const char *const stk_pack_action_names[STK_PACK_ACTIONS] = {"stored", "transcoded", "converted",
-                                                             "resized"};
+                                                             "resized", "segmented"};
 
 stk_pack_request stk_pack_request_defaults(void)
 {
-    return (stk_pack_request){
-        .workers = 1, .validate = true, .max_pixels = 64000000, .quality = 90};
+    return (stk_pack_request){.workers = 1,
+                              .validate = true,
+                              .max_pixels = 64000000,
+                              .quality = 90,
+                              .restart_mcus = STK_PACK_DEFAULT_RESTART};
 }
 
 static bool is_dir(const char *path)
@@ -79,6 +82,8 @@ static stk_status check_request(const stk_pack_request *r, const char *from)
     if (r->max_side > 65500)
         return stk_error(STK_ERR_INVALID_ARG, "--max-side %u: expected 1..65500", r->max_side);
     if (r->max_pixels < 1) return stk_error(STK_ERR_INVALID_ARG, "--max-pixels: expected >= 1");
+    if (r->restart_mcus < 0 || r->restart_mcus > 64)
+        return stk_error(STK_ERR_INVALID_ARG, "--restart %d: expected 0..64", r->restart_mcus);
     if (r->labels && strcmp(from, "idx") != 0)
         return stk_error(STK_ERR_INVALID_ARG,
                          "three paths are only for --from idx (IMAGES LABELS OUT)");
@@ -126,7 +131,7 @@ static void describe(const stk_pack_request *r, const char *from, stk_encoding e
     if (enc == STK_ENCODING_JPEG) {
         if (!r->validate) ADD(" --no-validate");
         if (r->max_side) ADD(" --max-side %u --quality %d", r->max_side, r->quality);
-        ADD(" --max-pixels %llu", (unsigned long long)r->max_pixels);
+        ADD(" --max-pixels %llu --restart %d", (unsigned long long)r->max_pixels, r->restart_mcus);
     }
 #undef ADD
 }
@@ -161,7 +166,8 @@ stk_status stk_pack_job_run(const stk_pack_request *r, stk_pack_summary *summary
         stk_jpeg_prepare_options jo = {.max_pixels = r->max_pixels,
                                        .max_side = r->max_side,
                                        .quality = r->quality,
-                                       .validate = r->validate};
+                                       .validate = r->validate,
+                                       .restart_mcus = r->restart_mcus};
         for (; hook.n < r->workers; hook.n++) {
             st = stk_jpeg_preparer_create(&jo, &hook.workers[hook.n]);
             if (st) goto out;

@@ -38,9 +38,14 @@ typedef struct stk_pack_request {
     uint64_t max_pixels;
     uint32_t max_side; /* 0: never resize */
     int quality;       /* 1..100, for re-encoded images */
+    int restart_mcus;  /* JPEG restart markers about every N MCUs (0: none) */
     const volatile sig_atomic_t *cancel;
     FILE *progress; /* NULL: no progress bar */
 } stk_pack_request;
+
+/* Restart markers every ~N MCUs unless asked otherwise (bench/README.md
+ * has the measurement behind N). */
+#define STK_PACK_DEFAULT_RESTART 4
 
 /* Everything off or at the CLI's defaults; src/out NULL, workers 1. */
 stk_pack_request stk_pack_request_defaults(void);

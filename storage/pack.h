@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define STK_PACK_ACTIONS 4
+#define STK_PACK_ACTIONS 5
 
 /* What the prepare hook returns for one encoded file. */
 typedef struct stk_pack_item {

@@ -3,6 +3,7 @@
 #include "augment/geometry.h"
 #include "augment/jpeg_decoder.h"
 #include "augment/jpeg_prepare.h"
+#include "augment/jpeg_segments.h"
 #include "augment/resize.h"
 #include "augment/transform_spec.h"
 #include "common/fs.h"
@@ -18,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
+
+#include <jpeglib.h>
 
 static const char *fixture(const char *rel)
 {
@@ -380,6 +383,238 @@ START_TEST(roi_decode_matches_full_decode)
         }
         free(d);
     }
+}
+END_TEST
+
+/* ---- restart-marker segments (jpeg_segments.h) ---- */
+
+static const char *seg_files[] = {
+    "single/baseline.jpg", "single/gray.jpg",        "single/progressive.jpg", "single/sub444.jpg",
+    "single/sub422.jpg",   "single/sub420.jpg",      "single/odd_17x9.jpg",    "single/restart.jpg",
+    "single/large.jpg",    "single/wide_2000x2.jpg", "single/one_1x1.jpg",     "single/cmyk.jpg"};
+
+/* The file prepared for a pack with restart markers about every `target` MCUs. */
+static uint8_t *segmented(const char *rel, int target, size_t *len, stk_jpeg_action *action)
+{
+    stk_jpeg_prepare_options o = {
+        .max_pixels = 64000000, .quality = 90, .validate = true, .restart_mcus = target};
+    stk_jpeg_preparer *p;
+    ck_assert_int_eq(stk_jpeg_preparer_create(&o, &p), STK_OK);
+    size_t n;
+    uint8_t *d = load(rel, &n);
+    stk_jpeg_prepared r;
+    ck_assert_msg(stk_jpeg_prepare(p, d, n, &r) == STK_OK, "%s: %s", rel, stk_last_error());
+    uint8_t *out = malloc(r.len);
+    memcpy(out, r.data, r.len);
+    *len = r.len;
+    if (action) *action = r.action;
+    stk_jpeg_prepared_free(&r, d);
+    free(d);
+    stk_jpeg_preparer_destroy(p);
+    return out;
+}
+
+typedef struct coefs {
+    struct jpeg_decompress_struct d;
+    struct jpeg_error_mgr e;
+    jvirt_barray_ptr *arrays;
+} coefs;
+
+static void read_coefs(coefs *c, const uint8_t *data, size_t len)
+{
+    c->d.err = jpeg_std_error(&c->e);
+    jpeg_create_decompress(&c->d);
+    jpeg_mem_src(&c->d, data, (unsigned long)len);
+    jpeg_read_header(&c->d, TRUE);
+    c->arrays = jpeg_read_coefficients(&c->d);
+}
+
+/* The quantised DCT coefficients (and quantisation tables) of a and b are
+ * the same: the rewrite is lossless, whatever its Huffman tables and markers. */
+static bool same_coefficients(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
+{
+    coefs x, y;
+    read_coefs(&x, a, alen);
+    read_coefs(&y, b, blen);
+    bool same = x.d.num_components == y.d.num_components && x.d.image_width == y.d.image_width &&
+                x.d.image_height == y.d.image_height;
+    for (int ci = 0; same && ci < x.d.num_components; ci++) {
+        jpeg_component_info *cx = &x.d.comp_info[ci], *cy = &y.d.comp_info[ci];
+        same = cx->h_samp_factor == cy->h_samp_factor && cx->v_samp_factor == cy->v_samp_factor &&
+               !memcmp(cx->quant_table->quantval, cy->quant_table->quantval,
+                       sizeof cx->quant_table->quantval);
+        for (JDIMENSION row = 0; same && row < cx->height_in_blocks; row++) {
+            JBLOCKARRAY bx =
+                x.d.mem->access_virt_barray((j_common_ptr)&x.d, x.arrays[ci], row, 1, FALSE);
+            JBLOCKARRAY by =
+                y.d.mem->access_virt_barray((j_common_ptr)&y.d, y.arrays[ci], row, 1, FALSE);
+            same = !memcmp(bx[0], by[0], cx->width_in_blocks * sizeof(JBLOCK));
+        }
+    }
+    jpeg_destroy_decompress(&x.d);
+    jpeg_destroy_decompress(&y.d);
+    return same;
+}
+
+START_TEST(restart_interval_divides_the_row)
+{
+    ck_assert_int_eq(stk_jpeg_restart_interval(40, 4), 4);
+    ck_assert_int_eq(stk_jpeg_restart_interval(30, 4), 3);
+    ck_assert_int_eq(stk_jpeg_restart_interval(37, 4), 1); /* prime */
+    ck_assert_int_eq(stk_jpeg_restart_interval(2, 4), 2);
+    ck_assert_int_eq(stk_jpeg_restart_interval(1, 4), 1);
+    ck_assert_int_eq(stk_jpeg_restart_interval(128, 64), 64);
+}
+END_TEST
+
+START_TEST(segmented_files_keep_their_coefficients)
+{
+    for (size_t f = 0; f < sizeof seg_files / sizeof *seg_files; f++)
+        for (int target = 1; target <= 8; target *= 2) {
+            size_t len, olen;
+            stk_jpeg_action action;
+            uint8_t *d = segmented(seg_files[f], target, &len, &action);
+            uint8_t *orig = load(seg_files[f], &olen);
+            stk_jpeg_segments s = {0};
+            ck_assert_msg(stk_jpeg_segments_parse(d, len, &s) == STK_OK, "%s: %s", seg_files[f],
+                          stk_last_error());
+            ck_assert_int_le(s.interval, target);
+            ck_assert_int_eq(s.mcus_x % s.interval, 0);
+            ck_assert_uint_eq(s.count, (size_t)s.per_row * (size_t)s.mcus_y);
+            if (!strstr(seg_files[f], "cmyk")) { /* CMYK is converted: new coefficients */
+                ck_assert_msg(same_coefficients(orig, olen, d, len), "%s: coefficients differ",
+                              seg_files[f]);
+                /* a file with a fine enough grid already (restart.jpg: 6 MCUs) stays as it is */
+                ck_assert(action == (strstr(seg_files[f], "progressive") ? STK_JPEG_TRANSCODED
+                                                                         : STK_JPEG_SEGMENTED) ||
+                          (action == STK_JPEG_STORED && len == olen && !memcmp(d, orig, len)));
+            }
+            stk_jpeg_segments_free(&s);
+            free(orig);
+            free(d);
+        }
+}
+END_TEST
+
+/* Decode [bx0,bx1) x [by0,by1) with and without segments; the pixels inside
+ * the scaled bounds must be the same bytes. */
+static void compare_paths(const char *name, const uint8_t *d, size_t len, uint32_t w, uint32_t h,
+                          int bx0, int by0, int bx1, int by1, int out)
+{
+    stk_jpeg_region a, b;
+    stk_jpeg_decoder_set_segments(dec, false);
+    ck_assert_int_eq(stk_jpeg_decoder_region(dec, d, len, bx0, by0, bx1, by1, bx1 - bx0, by1 - by0,
+                                             out, out, 3, w, h, &a),
+                     STK_OK);
+    uint8_t *ref = malloc(a.stride * (size_t)a.height);
+    memcpy(ref, a.pixels, a.stride * (size_t)a.height);
+    stk_jpeg_decoder_set_segments(dec, true);
+    stk_status st = stk_jpeg_decoder_region(dec, d, len, bx0, by0, bx1, by1, bx1 - bx0, by1 - by0,
+                                            out, out, 3, w, h, &b);
+    ck_assert_msg(st == STK_OK, "%s: %s", name, stk_last_error());
+    ck_assert_int_eq(a.scale, b.scale);
+    int s = a.scale;
+    int x0 = (int)floor(bx0 * s / 8.0), y0 = (int)floor(by0 * s / 8.0);
+    int x1 = (int)ceil(bx1 * s / 8.0), y1 = (int)ceil(by1 * s / 8.0);
+    int sw = (int)ceil(w * s / 8.0), sh = (int)ceil(h * s / 8.0);
+    x1 = x1 > sw ? sw : x1, y1 = y1 > sh ? sh : y1;
+    ck_assert(b.origin_x <= x0 && b.origin_x + b.width >= x1 && b.origin_y <= y0 &&
+              b.origin_y + b.height >= y1);
+    for (int y = y0; y < y1; y++)
+        ck_assert_msg(
+            !memcmp(ref + (size_t)(y - a.origin_y) * a.stride + (size_t)(x0 - a.origin_x) * 3,
+                    b.pixels + (size_t)(y - b.origin_y) * b.stride + (size_t)(x0 - b.origin_x) * 3,
+                    (size_t)(x1 - x0) * 3),
+            "%s: row %d of [%d,%d)x[%d,%d) at scale %d/8 differs between the paths", name, y, bx0,
+            bx1, by0, by1, s);
+    free(ref);
+}
+
+START_TEST(segment_decode_equals_the_whole_stream_decode)
+{
+    stk_rng r;
+    stk_rng_init(&r, 11, 0, 0);
+    for (int fast = 0; fast < 2; fast++) {
+        stk_jpeg_decoder_set_fast(dec, fast);
+        for (size_t f = 0; f < sizeof seg_files / sizeof *seg_files; f++)
+            for (int target = 1; target <= 4; target *= 2) {
+                size_t len;
+                uint8_t *d = segmented(seg_files[f], target, &len, NULL);
+                stk_jpeg_info info;
+                ck_assert_int_eq(stk_jpeg_decoder_header(dec, d, len, &info), STK_OK);
+                int w = (int)info.width, h = (int)info.height;
+                char name[128];
+                snprintf(name, sizeof name, "%s (interval <= %d, %s)", seg_files[f], target,
+                         fast ? "fast" : "accurate");
+                /* crops touching each border and corner, then random ones */
+                int edges[][4] = {{0, 0, w, h},
+                                  {0, 0, (w + 1) / 2, h},
+                                  {w / 2, 0, w, h},
+                                  {0, 0, w, (h + 1) / 2},
+                                  {0, h / 2, w, h},
+                                  {w / 3, h / 3, w, h},
+                                  {0, 0, w / 3 + 1, h / 3 + 1},
+                                  {w / 4, h / 4, w - w / 4, h - h / 4}};
+                for (size_t e = 0; e < sizeof edges / sizeof *edges; e++)
+                    if (edges[e][0] < edges[e][2] && edges[e][1] < edges[e][3])
+                        compare_paths(name, d, len, info.width, info.height, edges[e][0],
+                                      edges[e][1], edges[e][2], edges[e][3], 16);
+                for (int trial = 0; trial < 16; trial++) {
+                    int bx0 = (int)stk_rng_below(&r, info.width),
+                        by0 = (int)stk_rng_below(&r, info.height);
+                    int bx1 = bx0 + 1 + (int)stk_rng_below(&r, info.width - (uint32_t)bx0);
+                    int by1 = by0 + 1 + (int)stk_rng_below(&r, info.height - (uint32_t)by0);
+                    compare_paths(name, d, len, info.width, info.height, bx0, by0, bx1, by1,
+                                  1 + (int)stk_rng_below(&r, 64));
+                }
+                free(d);
+            }
+    }
+    stk_jpeg_decoder_set_fast(dec, false);
+}
+END_TEST
+
+START_TEST(damaged_segments_fail_cleanly)
+{
+    size_t len;
+    uint8_t *d = segmented("single/large.jpg", 1, &len, NULL);
+    stk_jpeg_segments s = {0};
+    ck_assert_int_eq(stk_jpeg_segments_parse(d, len, &s), STK_OK);
+    size_t marker = s.end[s.count / 2]; /* a restart marker in the middle */
+    uint8_t *bad = malloc(len);
+    stk_jpeg_info info;
+    ck_assert_int_eq(stk_jpeg_decoder_header(dec, d, len, &info), STK_OK);
+    int w = (int)info.width, h = (int)info.height;
+    struct {
+        size_t at;
+        uint8_t value;
+    } edits[] = {{marker + 1, 0xD7},   /* out of order */
+                 {marker + 1, 0xC4},   /* another marker inside the scan */
+                 {marker, 0x12},       /* the marker gone: one segment fewer */
+                 {s.sof_at + 7, 0x7F}, /* width: segments no longer divide the row */
+                 {s.data_at + 3, 0xFF}};
+    for (size_t e = 0; e < sizeof edits / sizeof *edits; e++) {
+        memcpy(bad, d, len);
+        bad[edits[e].at] = edits[e].value;
+        stk_jpeg_region reg;
+        stk_status st = stk_jpeg_decoder_region(dec, bad, len, w / 4, h / 4, w / 2, h / 2, w / 4,
+                                                h / 4, 8, 8, 3, 0, 0, &reg);
+        ck_assert_msg(st == STK_OK || st == STK_ERR_CORRUPT || st == STK_ERR_UNSUPPORTED ||
+                          st == STK_ERR_LIMIT,
+                      "edit %zu: status %d", e, st);
+    }
+    /* every truncation: parse and decode stop with an error, never read past the end */
+    for (size_t cut = 0; cut < len; cut += len / 97 + 1) {
+        uint8_t *t = malloc(cut ? cut : 1);
+        memcpy(t, d, cut);
+        ck_assert_int_ne(stk_jpeg_segments_parse(t, cut, &s), STK_OK);
+        stk_jpeg_region reg;
+        stk_jpeg_decoder_region(dec, t, cut, 0, 0, 8, 8, 8, 8, 8, 8, 3, 0, 0, &reg);
+        free(t);
+    }
+    stk_jpeg_segments_free(&s);
+    free(bad);
+    free(d);
 }
 END_TEST
 
@@ -934,6 +1169,10 @@ int main(void)
     tcase_add_test(tc, prepare_max_side_resizes);
     tcase_add_test(tc, resize_constant_and_antialias);
     tcase_add_test(tc, roi_decode_matches_full_decode);
+    tcase_add_test(tc, restart_interval_divides_the_row);
+    tcase_add_test(tc, segmented_files_keep_their_coefficients);
+    tcase_add_test(tc, segment_decode_equals_the_whole_stream_decode);
+    tcase_add_test(tc, damaged_segments_fail_cleanly);
     tcase_add_test(tc, roi_decode_rejects_a_wrong_size_and_bad_bounds);
     tcase_add_test(tc, scan_limit_refuses_progressive_files);
     tcase_add_test(tc, truncations_and_flips_fail_cleanly);

@@ -132,17 +132,18 @@ static PyObject *py_pack(PyObject *self, PyObject *args, PyObject *kw)
     (void)self;
     static char *names[] = {"src",      "out",     "labels",   "kind",     "split",    "classes",
                             "workers",  "shuffle", "seed",     "skip_bad", "validate", "max_pixels",
-                            "max_side", "quality", "progress", NULL};
+                            "max_side", "quality", "progress", "restart",  NULL};
     PyObject *src = NULL, *out = NULL, *labels = NULL, *classes = NULL;
     const char *kind = NULL, *split = NULL;
     int workers = 0, shuffle = 0, skip_bad = 0, validate = 1, quality = 90, progress = 0;
+    int restart = STK_PACK_DEFAULT_RESTART;
     unsigned long long seed = 0, max_pixels = 64000000;
     unsigned int max_side = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|$O&zzO&ipKppKIip", names,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|$O&zzO&ipKppKIipi", names,
                                      PyUnicode_FSConverter, &src, PyUnicode_FSConverter, &out,
                                      stoke_path_or_none, &labels, &kind, &split, stoke_path_or_none,
                                      &classes, &workers, &shuffle, &seed, &skip_bad, &validate,
-                                     &max_pixels, &max_side, &quality, &progress))
+                                     &max_pixels, &max_side, &quality, &progress, &restart))
         goto fail;
     pack_thread *t = calloc(1, sizeof *t);
     if (!t) {
@@ -165,6 +166,7 @@ static PyObject *py_pack(PyObject *self, PyObject *args, PyObject *kw)
     t->req.max_pixels = max_pixels;
     t->req.max_side = max_side;
     t->req.quality = quality;
+    t->req.restart_mcus = restart;
     t->req.progress = progress ? stderr : NULL;
     t->req.cancel = &t->cancel;
     pthread_mutex_init(&t->mu, NULL);
@@ -273,7 +275,7 @@ PyMethodDef stoke_dataset_functions[] = {
     {"pack", (PyCFunction)(void (*)(void))py_pack, METH_VARARGS | METH_KEYWORDS,
      "pack(src, out, *, labels=None, kind=None, split=None, classes=None, workers=0,\n"
      "     shuffle=False, seed=0, skip_bad=False, validate=True, max_pixels=64000000,\n"
-     "     max_side=0, quality=90, progress=False) -> dict\n\n"
+     "     max_side=0, quality=90, progress=False, restart=4) -> dict\n\n"
      "Pack an image dataset into one .stoke file, as `stoke pack` (see `stoke pack --help`).\n"
      "kind is --from (imagefolder, list, idx, cifar10; None: guessed from src), workers 0\n"
      "means one per core. Returns the summary `stoke pack --json` prints. Errors raise\n"

@@ -6,7 +6,7 @@ FX=$STOKE_FIXTURES
 # An image folder: summary, JSON, determinism across --workers.
 run 0 "$STOKE" pack --workers 1 "$FX/good" one.stoke
 expect out.txt "packed 11 records (3 classes) into one.stoke"
-expect out.txt "9 stored as is, 1 transcoded to baseline, 1 converted from CMYK, 0 resized"
+expect out.txt "0 stored as is, 9 given restart markers, 1 transcoded to baseline, 1 converted from CMYK, 0 resized"
 expect err.txt "zebra_empty: class folder has no images (label 2 is kept)"
 run 0 "$STOKE" pack --workers 2 --json "$FX/good" two.stoke
 cmp -s one.stoke two.stoke || fail "--workers 1 and 2 give different files"

@@ -1,0 +1,49 @@
+/* Restart-marker segments (augment/jpeg_segments.h) from untrusted bytes:
+ * parse the grid, and for crops over the whole image (corners, middle,
+ * single MCUs) assemble the crop's JPEG and decode a region from it, in
+ * both IDCT modes. The seeds are the JPEG fixtures with restart markers. */
+#include "augment/jpeg_decoder.h"
+#include "augment/jpeg_segments.h"
+
+#include <stdlib.h>
+
+static stk_jpeg_decoder *dec;
+static stk_jpeg_segments seg;
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (!dec && stk_jpeg_decoder_create(4u << 20, &dec) != STK_OK) return 0;
+    if (stk_jpeg_segments_parse(data, size, &seg) != STK_OK) return 0;
+    int w = (int)seg.width, h = (int)seg.height;
+    int crops[][4] = {{0, 0, w, h},
+                      {w / 2, h / 2, w, h},
+                      {0, h / 3, w / 3 + 1, h},
+                      {w - 1, h - 1, w, h},
+                      {w / 4, 0, w / 2 + 1, h / 4 + 1}};
+    for (size_t c = 0; c < sizeof crops / sizeof *crops; c++) {
+        int mx0, mx1, my0, my1;
+        if (!stk_jpeg_segments_cover(&seg, crops[c][0], crops[c][1], crops[c][2], crops[c][3], 0,
+                                     &mx0, &mx1, &my0, &my1))
+            continue;
+        size_t cap = stk_jpeg_segments_bound(&seg, mx0, mx1, my0, my1);
+        uint8_t *out = malloc(cap);
+        if (!out) return 0;
+        size_t n = stk_jpeg_segments_assemble(&seg, data, mx0, mx1, my0, my1, out, cap);
+        if (n > cap) abort(); /* the bound is a promise */
+        stk_jpeg_info info;
+        if (stk_jpeg_decoder_header(dec, out, n, &info) == STK_OK &&
+            (info.width != stk_jpeg_segments_width(&seg, mx0, mx1) ||
+             info.height != stk_jpeg_segments_height(&seg, my0, my1)))
+            abort(); /* the frame header says the assembled size */
+        free(out);
+        for (int fast = 0; fast < 2; fast++) {
+            stk_jpeg_decoder_set_fast(dec, fast);
+            stk_jpeg_region r;
+            int bw = crops[c][2] - crops[c][0], bh = crops[c][3] - crops[c][1];
+            stk_jpeg_decoder_region(dec, data, size, crops[c][0], crops[c][1], crops[c][2],
+                                    crops[c][3], bw, bh, bw < 16 ? bw : 16, bh < 16 ? bh : 16, 3,
+                                    seg.width, seg.height, &r);
+        }
+    }
+    return 0;
+}
