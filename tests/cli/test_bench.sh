@@ -26,6 +26,14 @@ for w in 1 2 4; do
         [ "$(checksum out.txt)" = "$REF" ] || fail "checksum differs with --workers $w --io $io"
     done
 done
+# The same images packed without restart markers (the whole-stream decode):
+# the segment decode of the default pack gives the same pixels.
+run 0 "$STOKE" pack --restart 0 "$FX/good" plain.stoke
+cmp -s plain.stoke good.stoke && fail "--restart 0 wrote the same file"
+for w in 1 2; do
+    run 0 "$STOKE" bench --batch 4 --epochs 1 --transform rrc:32,flip --workers $w --json plain.stoke
+    [ "$(checksum out.txt)" = "$REF" ] || fail "checksum differs without restart markers (--workers $w)"
+done
 run 0 "$STOKE" bench --batch 4 --epochs 1 --transform rrc:32,flip --direct --json good.stoke
 [ "$(checksum out.txt)" = "$REF" ] || fail "checksum differs with --direct"
 # Float output (normalised CHW): runs, deterministic, other bytes than u8.
