@@ -37,6 +37,8 @@ def without_timing(summary):
     ("good", dict(workers=3), ["--workers", "3"]),
     ("good", dict(shuffle=True, seed=5, max_side=16, quality=80),
      ["--shuffle", "--seed", "5", "--max-side", "16", "--quality", "80"]),
+    ("good", dict(restart=0), ["--restart", "0"]),
+    ("good", dict(restart=1, workers=2), ["--restart", "1", "--workers", "2"]),
 ])
 def test_pack_writes_the_cli_bytes(tmp_path, src, kw, flags):
     ours = tmp_path / "py.stoke"
