@@ -423,6 +423,7 @@ stk_status stk_jpeg_decoder_region(stk_jpeg_decoder *dec, const uint8_t *data, s
      * accurate decode's fancy upsampling reads one chroma sample across a
      * crop's edge: one MCU of margin keeps the pixels exact. */
     if (!dec->segments || stk_jpeg_segments_parse(data, len, s) != STK_OK ||
+        (uint64_t)s->width * s->height > dec->max_pixels || /* refused there, as any other */
         (expect_w && s->width != expect_w) || (expect_h && s->height != expect_h) || bx0 < 0 ||
         by0 < 0 || bx1 > (int)s->width || by1 > (int)s->height || bx0 >= bx1 || by0 >= by1 ||
         !stk_jpeg_segments_cover(s, bx0, by0, bx1, by1, dec->fast ? 0 : 1, &mx0, &mx1, &my0, &my1))

@@ -612,6 +612,13 @@ START_TEST(damaged_segments_fail_cleanly)
         stk_jpeg_decoder_region(dec, t, cut, 0, 0, 8, 8, 8, 8, 8, 8, 3, 0, 0, &reg);
         free(t);
     }
+    /* the pixel limit holds for the whole image, not just the crop's JPEG */
+    stk_jpeg_decoder *small;
+    ck_assert_int_eq(stk_jpeg_decoder_create((uint64_t)w * (uint64_t)h - 1, &small), STK_OK);
+    stk_jpeg_region reg;
+    ck_assert_int_eq(stk_jpeg_decoder_region(small, d, len, 0, 0, 8, 8, 8, 8, 8, 8, 3, 0, 0, &reg),
+                     STK_ERR_LIMIT);
+    stk_jpeg_decoder_destroy(small);
     stk_jpeg_segments_free(&s);
     free(bad);
     free(d);
