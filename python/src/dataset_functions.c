@@ -133,7 +133,7 @@ static PyObject *py_pack(PyObject *self, PyObject *args, PyObject *kw)
     static char *names[] = {"src",      "out",     "labels",   "kind",     "split",    "classes",
                             "workers",  "shuffle", "seed",     "skip_bad", "validate", "max_pixels",
                             "max_side", "quality", "progress", "restart",  NULL};
-    PyObject *src = NULL, *out = NULL, *labels = NULL, *classes = NULL;
+    PyObject *src = NULL, *out = NULL, *labels = NULL, *classes = NULL, *result = NULL;
     const char *kind = NULL, *split = NULL;
     int workers = 0, shuffle = 0, skip_bad = 0, validate = 1, quality = 90, progress = 0;
     int restart = STK_PACK_DEFAULT_RESTART;
@@ -171,21 +171,16 @@ static PyObject *py_pack(PyObject *self, PyObject *args, PyObject *kw)
     t->req.cancel = &t->cancel;
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->cv, NULL);
-    PyObject *result = run_pack(t);
+    result = run_pack(t);
     pthread_cond_destroy(&t->cv);
     pthread_mutex_destroy(&t->mu);
     free(t);
-    Py_XDECREF(src);
-    Py_XDECREF(out);
-    Py_XDECREF(labels);
-    Py_XDECREF(classes);
-    return result;
 fail:
     Py_XDECREF(src);
     Py_XDECREF(out);
     Py_XDECREF(labels);
     Py_XDECREF(classes);
-    return NULL;
+    return result;
 }
 
 /* ---- info ---- */

@@ -43,8 +43,7 @@ typedef struct {
     bool nchw, f32;  /* the Arrays' layout and the ring's pixel format */
     int outstanding; /* batches alive */
     bool closing;    /* close() asked while batches were alive */
-    /* device="cuda[:N]": the GPU's copy engine and the ring of device buffers */
-    const stk_copy_engine *ce;
+    /* device="cuda[:N]": the ring of device buffers (it holds the copy engine) */
     stoke_device_ring *ring;
     int gpu;
 } LoaderObject;
@@ -465,7 +464,6 @@ static int loader_init(PyObject *self_, PyObject *args, PyObject *kw)
         goto fail;
     }
     self->l = l;
-    self->ce = ce;
     self->ring = ring;
     self->gpu = gpu;
     Py_DECREF(path);
