@@ -95,6 +95,7 @@ static int compute_plan(stk_axis_plan *a, double in0, double len, int lo, int hi
     int max_taps = (int)ceil(support) * 2 + 1;
     if (grow_plan(a, out, max_taps)) return -1;
     a->max_taps = max_taps;
+    a->widest = 1;
     for (int j = 0; j < out; j++) {
         int i = flip ? out - 1 - j : j; /* j: position written, i: output pixel */
         double center = in0 + (i + 0.5) * scale;
@@ -123,6 +124,7 @@ static int compute_plan(stk_axis_plan *a, double in0, double len, int lo, int hi
         }
         a->first[j] = xmin;
         a->count[j] = xmax - xmin;
+        if (a->count[j] > a->widest) a->widest = a->count[j];
     }
     a->groups = (max_taps + STK_RESIZE_GROUP - 1) / STK_RESIZE_GROUP;
     size_t hn = (size_t)((out + 1) / 2) * (size_t)a->groups * 48;

@@ -17,9 +17,10 @@
  * the largest image seen and are then reused: no allocation per image once
  * warm. The flip is folded into the horizontal pass.
  *
- * Two paths: u8 (fixed point with 22-bit weights and a u8 intermediate, as
- * PIL: bit-for-bit PIL's arithmetic) and f32 (float all through, written
- * straight into normalised CHW planes). One resizer per thread.
+ * Two paths: u8 (fixed point with a u8 intermediate, as PIL, but 14-bit
+ * weights where PIL has 22 so that SIMD multiplies pixel pairs: see
+ * resize_plan.h) and f32 (float all through, written straight into
+ * normalised CHW planes). One resizer per thread.
  */
 #pragma once
 

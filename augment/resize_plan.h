@@ -23,7 +23,8 @@ typedef struct stk_axis_plan {
     bool flip;
     bool valid;
     /* taps */
-    int max_taps;
+    int max_taps; /* the room per output (the widest window the scale allows) */
+    int widest;   /* the most taps any output has */
     int *first, *count;
     int16_t *wi; /* fixed point, out x max_taps */
     float *wf;   /* float, out x max_taps */

@@ -43,12 +43,14 @@ __attribute__((target("ssse3"))) static void hpass_rgb_ssse3(const uint8_t *in, 
     }
 }
 
-/* Store two RGB pixels from the low dwords of the two halves of px. Pixels
- * are written as 4 bytes (the 4th is rewritten by the next pixel) unless
- * they end the row. Fixed-size copies: a variable size compiled to a byte
- * loop that cost half of the pass. */
-__attribute__((target("avx2"))) static inline void store_pair(uint8_t *o, __m256i px, bool more)
+/* Shift two outputs' sums (i32 [R G B 0] in each 128-bit half) down to
+ * pixels and store them. Pixels are written as 4 bytes (the 4th is
+ * rewritten by the next pixel) unless they end the row. Fixed-size copies:
+ * a variable size compiled to a byte loop that cost half of the pass. */
+__attribute__((target("avx2"))) static inline void store_pair(uint8_t *o, __m256i acc, bool more)
 {
+    acc = _mm256_srai_epi32(acc, STK_RESIZE_BITS);
+    __m256i px = _mm256_packus_epi16(_mm256_packs_epi32(acc, acc), acc);
     int32_t w0 = _mm256_cvtsi256_si32(px), w1 = _mm256_extract_epi32(px, 4);
     memcpy(o, &w0, 4);
     if (more)
@@ -57,9 +59,36 @@ __attribute__((target("avx2"))) static inline void store_pair(uint8_t *o, __m256
         memcpy(o + 3, &w1, 3);
 }
 
-/* AVX2: the same with two outputs per iteration, one per 128-bit half. */
-__attribute__((target("avx2"))) static void hpass_rgb_avx2(const uint8_t *in, int origin,
-                                                           uint8_t *out, const stk_axis_plan *a)
+/* The same for four outputs (A|B in ab, C|D in cd) as 12 packed bytes: one
+ * pack for all four, one shuffle that drops the 4th bytes, one 16-byte
+ * store when the 4 bytes after them are still to be written (`room`). */
+__attribute__((target("avx2"))) static inline void store_quad(uint8_t *o, __m256i ab, __m256i cd,
+                                                              bool room)
+{
+    const __m128i squeeze = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+    ab = _mm256_srai_epi32(ab, STK_RESIZE_BITS);
+    cd = _mm256_srai_epi32(cd, STK_RESIZE_BITS);
+    __m256i w = _mm256_packs_epi32(ab, cd); /* halves: [A C] and [B D] as i16 */
+    __m256i b = _mm256_packus_epi16(w, w);  /* dwords 0, 1 of each half: A, C and B, D */
+    __m128i abcd = _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+    abcd = _mm_shuffle_epi8(abcd, squeeze);
+    if (room) {
+        _mm_storeu_si128((__m128i *)o, abcd);
+    } else {
+        int64_t lo = _mm_cvtsi128_si64(abcd);
+        int32_t hi = _mm_extract_epi32(abcd, 2);
+        memcpy(o, &lo, 8);
+        memcpy(o + 8, &hi, 4);
+    }
+}
+
+/* Rounded sums of the taps of outputs x and x+1 (one per 128-bit half),
+ * reading 16 bytes at p0 and p1 per group of 5 taps. `narrow`: every
+ * output has at most 4 taps (any downscale by less than 2: the DCT scale
+ * leaves most crops there), so the 5th pixel's shuffle and multiply-add
+ * are skipped. */
+__attribute__((target("avx2"), always_inline)) static inline __m256i
+pair_sums(const uint8_t *p0, const uint8_t *p1, const __m256i *c, int groups, bool narrow)
 {
     const __m256i m01 = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
                                          0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
@@ -69,64 +98,59 @@ __attribute__((target("avx2"))) static void hpass_rgb_avx2(const uint8_t *in, in
     const __m256i m4 =
         _mm256_setr_epi8(12, -1, -1, -1, 13, -1, -1, -1, 14, -1, -1, -1, -1, -1, -1, -1, 12, -1, -1,
                          -1, 13, -1, -1, -1, 14, -1, -1, -1, -1, -1, -1, -1);
-    const __m256i round = _mm256_set1_epi32(1 << (STK_RESIZE_BITS - 1));
-    const int n = a->out, groups = a->groups;
-    const int *first = a->first;
-    const __m256i *c = (const __m256i *)a->hc;
-    int x = 0;
-    if (groups == 1 && a->max_taps <= 4) { /* upscaling: 3 taps, pixel pairs (0,1) and (2,3) */
-        for (; x + 1 < n; x += 2, c += 3) {
-            __m256i v = _mm256_inserti128_si256(
-                _mm256_castsi128_si256(
-                    _mm_loadu_si128((const __m128i *)(in + (size_t)(first[x] - origin) * 3))),
-                _mm_loadu_si128((const __m128i *)(in + (size_t)(first[x + 1] - origin) * 3)), 1);
-            __m256i acc = _mm256_add_epi32(
-                round, _mm256_madd_epi16(_mm256_shuffle_epi8(v, m01), _mm256_loadu_si256(c)));
-            acc = _mm256_add_epi32(
-                acc, _mm256_madd_epi16(_mm256_shuffle_epi8(v, m23), _mm256_loadu_si256(c + 1)));
-            acc = _mm256_srai_epi32(acc, STK_RESIZE_BITS);
-            __m256i px = _mm256_packus_epi16(_mm256_packs_epi32(acc, acc), acc);
-            store_pair(out + (size_t)x * 3, px, x + 2 < n);
-        }
-    }
-    for (; x + 1 < n; x += 2) {
-        const uint8_t *p0 = in + (size_t)(first[x] - origin) * 3;
-        const uint8_t *p1 = in + (size_t)(first[x + 1] - origin) * 3;
-        __m256i acc = round;
-        for (int g = 0; g < groups; g++, c += 3, p0 += 15, p1 += 15) {
-            __m256i v = _mm256_inserti128_si256(
-                _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p0)),
-                _mm_loadu_si128((const __m128i *)p1), 1);
-            acc = _mm256_add_epi32(
-                acc, _mm256_madd_epi16(_mm256_shuffle_epi8(v, m01), _mm256_loadu_si256(c)));
-            acc = _mm256_add_epi32(
-                acc, _mm256_madd_epi16(_mm256_shuffle_epi8(v, m23), _mm256_loadu_si256(c + 1)));
+    __m256i acc = _mm256_set1_epi32(1 << (STK_RESIZE_BITS - 1));
+    for (int g = 0; g < groups; g++, c += 3, p0 += 15, p1 += 15) {
+        __m256i v =
+            _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p0)),
+                                    _mm_loadu_si128((const __m128i *)p1), 1);
+        acc = _mm256_add_epi32(
+            acc, _mm256_madd_epi16(_mm256_shuffle_epi8(v, m01), _mm256_loadu_si256(c)));
+        acc = _mm256_add_epi32(
+            acc, _mm256_madd_epi16(_mm256_shuffle_epi8(v, m23), _mm256_loadu_si256(c + 1)));
+        if (!narrow)
             acc = _mm256_add_epi32(
                 acc, _mm256_madd_epi16(_mm256_shuffle_epi8(v, m4), _mm256_loadu_si256(c + 2)));
-        }
-        acc = _mm256_srai_epi32(acc, STK_RESIZE_BITS);
-        __m256i px = _mm256_packus_epi16(_mm256_packs_epi32(acc, acc), acc);
-        store_pair(out + (size_t)x * 3, px, x + 2 < n);
     }
-    if (x < n) { /* an odd last pixel: its coefficients are the low half */
-        const uint8_t *p = in + (size_t)(first[x] - origin) * 3;
-        __m128i acc = _mm256_castsi256_si128(round);
-        for (int g = 0; g < groups; g++, c += 3, p += 15) {
-            __m128i v = _mm_loadu_si128((const __m128i *)p);
-            acc =
-                _mm_add_epi32(acc, _mm_madd_epi16(_mm_shuffle_epi8(v, _mm256_castsi256_si128(m01)),
-                                                  _mm256_castsi256_si128(_mm256_loadu_si256(c))));
-            acc = _mm_add_epi32(acc,
-                                _mm_madd_epi16(_mm_shuffle_epi8(v, _mm256_castsi256_si128(m23)),
-                                               _mm256_castsi256_si128(_mm256_loadu_si256(c + 1))));
-            acc = _mm_add_epi32(acc,
-                                _mm_madd_epi16(_mm_shuffle_epi8(v, _mm256_castsi256_si128(m4)),
-                                               _mm256_castsi256_si128(_mm256_loadu_si256(c + 2))));
-        }
-        acc = _mm_srai_epi32(acc, STK_RESIZE_BITS);
-        int32_t word = _mm_cvtsi128_si32(_mm_packus_epi16(_mm_packs_epi32(acc, acc), acc));
+    return acc;
+}
+
+/* AVX2: outputs in pairs, one per 128-bit half, stored four at a time.
+ * `narrow` is a constant at each call, so each loop is compiled for it. */
+__attribute__((target("avx2"), always_inline)) static inline void
+hpass_rgb_avx2_loop(const uint8_t *in, int origin, uint8_t *out, const stk_axis_plan *a,
+                    bool narrow)
+{
+    const int n = a->out, groups = narrow ? 1 : a->groups;
+    const int *first = a->first;
+    const __m256i *c = (const __m256i *)a->hc;
+    const size_t per_pair = (size_t)groups * 3; /* vectors of coefficients */
+#define TAP(x) (in + (size_t)(first[x] - origin) * 3)
+    int x = 0;
+    for (; x + 3 < n; x += 4, c += 2 * per_pair) {
+        __m256i ab = pair_sums(TAP(x), TAP(x + 1), c, groups, narrow);
+        __m256i cd = pair_sums(TAP(x + 2), TAP(x + 3), c + per_pair, groups, narrow);
+        store_quad(out + (size_t)x * 3, ab, cd, x + 5 < n);
+    }
+    for (; x + 1 < n; x += 2, c += per_pair)
+        store_pair(out + (size_t)x * 3, pair_sums(TAP(x), TAP(x + 1), c, groups, narrow),
+                   x + 2 < n);
+    if (x < n) { /* an odd last pixel: its coefficients are the low half; the high half's taps
+                  * (repeating its own) are computed and dropped */
+        __m256i acc = pair_sums(TAP(x), TAP(x), c, groups, narrow);
+        acc = _mm256_srai_epi32(acc, STK_RESIZE_BITS);
+        int32_t word = _mm256_cvtsi256_si32(_mm256_packus_epi16(_mm256_packs_epi32(acc, acc), acc));
         memcpy(out + (size_t)x * 3, &word, 3);
     }
+#undef TAP
+}
+
+__attribute__((target("avx2"))) static void hpass_rgb_avx2(const uint8_t *in, int origin,
+                                                           uint8_t *out, const stk_axis_plan *a)
+{
+    if (a->groups == 1 && a->widest <= 4)
+        hpass_rgb_avx2_loop(in, origin, out, a, true);
+    else
+        hpass_rgb_avx2_loop(in, origin, out, a, false);
 }
 
 bool stk_hpass_rgb_simd(const uint8_t *in, int origin, uint8_t *out, const stk_axis_plan *a)
