@@ -85,9 +85,10 @@ static int grow_plan(stk_axis_plan *a, int out, int max_taps)
 
 /* PIL's precompute_coeffs for the bilinear filter, with the reads clamped to
  * [lo, hi) instead of [0, size); a flipped plan lists the outputs right to
- * left, so the passes always write left to right. */
-static int compute_plan(stk_axis_plan *a, double in0, double len, int lo, int hi, int out,
-                        bool flip)
+ * left, so the passes always write left to right. Only a horizontal plan
+ * gets the RGB SIMD coefficients (hc). */
+static int compute_plan(stk_axis_plan *a, bool horizontal, double in0, double len, int lo, int hi,
+                        int out, bool flip)
 {
     double scale = len / out;
     double fscale = scale > 1.0 ? scale : 1.0;
@@ -127,6 +128,11 @@ static int compute_plan(stk_axis_plan *a, double in0, double len, int lo, int hi
         if (a->count[j] > a->widest) a->widest = a->count[j];
     }
     a->groups = (max_taps + STK_RESIZE_GROUP - 1) / STK_RESIZE_GROUP;
+    a->in0 = in0, a->len = len, a->lo = lo, a->hi = hi, a->out = out, a->flip = flip;
+    if (!horizontal) { /* the vertical pass reads wi, wf only */
+        a->valid = true;
+        return 0;
+    }
     size_t hn = (size_t)((out + 1) / 2) * (size_t)a->groups * 48;
     if (reserve((void **)&a->hc, &a->hc_cap, hn, sizeof *a->hc)) return -1;
     memset(a->hc, 0, hn * sizeof *a->hc);
@@ -137,7 +143,6 @@ static int compute_plan(stk_axis_plan *a, double in0, double len, int lo, int hi
             int16_t w = a->wi[(size_t)i * (size_t)max_taps + (size_t)k];
             for (int c = 0; c < 3; c++) v[2 * c + (p & 1)] = w;
         }
-    a->in0 = in0, a->len = len, a->lo = lo, a->hi = hi, a->out = out, a->flip = flip;
     a->valid = true;
     return 0;
 }
@@ -156,7 +161,7 @@ static const stk_axis_plan *get_plan(stk_resizer *rz, int axis, double in0, doub
         a->flip == flip)
         return a;
     a->valid = false;
-    return compute_plan(a, in0, len, lo, hi, out, flip) ? NULL : a;
+    return compute_plan(a, axis == 0, in0, len, lo, hi, out, flip) ? NULL : a;
 }
 
 /* Horizontal pass of one row, fixed point, scalar; in[0] is pixel `origin`. */

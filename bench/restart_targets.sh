@@ -6,12 +6,15 @@
 #   bench_augment per core: (a) tjDecompress2 full decode of the stored files,
 #     (c) the decode for rrc:224, (d) the whole rrc:224,flip transform
 #   stoke bench rrc:224,flip with 2 workers (2 epochs, no checksum), against
-#     2 x (a) of the plain pack (the 2-core full-decode limit) and against N=0
-#   bench/restart_targets.sh BUILD_DIR IMAGE_FOLDER [INTERVALS]
+#     2 x (a) of the plain pack (the 2-core full-decode limit), against N=0,
+#     and (with BEFORE_BUILD, a build of the loader before restart markers,
+#     e.g. commit 8143e09) against that loader's stoke bench of the plain pack
+#   bench/restart_targets.sh BUILD_DIR IMAGE_FOLDER [INTERVALS] [BEFORE_BUILD]
 set -eu
 B=$1
 SRC=$2
 INTERVALS=${3:-"0 1 2 4 8"}
+BEFORE=${4:-}
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 PY=/usr/bin/python3
@@ -30,8 +33,14 @@ for n in $INTERVALS; do
     S=$("$B/stoke" bench --transform rrc:224,flip --workers 2 --epochs 2 --no-checksum --json "$W/r$n.stoke" 2>/dev/null)
     s=$(field "$S" images_per_sec)
     [ "$n" = 0 ] && s0=$s
+    if [ -n "$BEFORE" ] && [ "$n" = 0 ]; then
+        O=$("$BEFORE/stoke" bench --transform rrc:224,flip --workers 2 --epochs 2 --no-checksum --json "$W/r0.stoke" 2>/dev/null)
+        sb=$(field "$O" images_per_sec)
+        echo "before: the loader of $BEFORE on the plain pack: stoke bench $(printf %.0f "$sb") images/s"
+    fi
     $PY -c "
 n, size, plain, a, a0, c, d, s, s0 = '$n', $size, ${plain:-$size}, $a, ${a0:-$a}, $c, $d, $s, ${s0:-$s}
-print(f'{n:<4} {float(\"$(field "$P" seconds)\"):9.2f} {float(\"$(field "$P" images_per_sec)\"):9.0f} {size:11d} {size / plain:8.3f} {a:8.0f} {c:8.0f} {d:9.0f} {s:8.0f} {s / (2 * a0):8.2f}x   {s / s0:.2f}x today')
+before = ' %.2fx before' % (s / ${sb:-0}) if ${sb:-0} else ''
+print(f'{n:<4} {float(\"$(field "$P" seconds)\"):9.2f} {float(\"$(field "$P" images_per_sec)\"):9.0f} {size:11d} {size / plain:8.3f} {a:8.0f} {c:8.0f} {d:9.0f} {s:8.0f} {s / (2 * a0):8.2f}x   {s / s0:.2f}x N=0{before}')
 "
 done
