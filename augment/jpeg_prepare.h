@@ -68,6 +68,10 @@ typedef struct stk_jpeg_preparer stk_jpeg_preparer;
 stk_status stk_jpeg_preparer_create(const stk_jpeg_prepare_options *opts, stk_jpeg_preparer **out);
 void stk_jpeg_preparer_destroy(stk_jpeg_preparer *p);
 
+/* Tests: let libjpeg count the Huffman statistics of a transcode itself
+ * (optimize_coding) instead of jpeg_huffman.c; the bytes must not change. */
+void stk_jpeg_preparer_set_counted_tables(stk_jpeg_preparer *p, bool on);
+
 /* Prepare one file's bytes. Errors carry the reason only (the caller names the
  * file): STK_ERR_UNSUPPORTED ("a PNG image, not a JPEG", "empty file"),
  * STK_ERR_CORRUPT ("bad JPEG: Premature end of JPEG file"), STK_ERR_LIMIT. */

@@ -5,7 +5,8 @@
 #   pack: seconds, images/s, file size against the plain pack
 #   bench_augment per core: (a) tjDecompress2 full decode of the stored files,
 #     (c) the decode for rrc:224, (d) the whole rrc:224,flip transform
-#   stoke bench rrc:224,flip with 2 workers (2 epochs, no checksum), against
+#   stoke bench rrc:224,flip with 2 workers (the median of 3 runs of 3 epochs,
+#     no checksum), against
 #     2 x (a) of the plain pack (the 2-core full-decode limit), against N=0,
 #     and (with BEFORE_BUILD, a build of the loader before restart markers,
 #     e.g. commit 8143e09) against that loader's stoke bench of the plain pack
@@ -19,6 +20,12 @@ W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 PY=/usr/bin/python3
 field() { $PY -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
+# The median of 3 runs of `stoke bench` (binary $1, file $2), images/s.
+bench() {
+    for r in 1 2 3; do
+        field "$("$1" bench --transform rrc:224,flip --workers 2 --epochs 3 --no-checksum --json "$2" 2>/dev/null)" images_per_sec
+    done | sort -g | sed -n 2p
+}
 rate() { awk -v k="$1" '$0 ~ "^\\(" k "\\)" {for (i = 1; i < NF; i++) if ($(i + 1) == "images/s") print $i}'; }
 printf '%-4s %9s %9s %11s %8s %8s %8s %9s %8s %8s\n' N pack_s pack_img/s bytes size_x a_1core c_1core d_1core bench vs_2a
 for n in $INTERVALS; do
@@ -30,13 +37,12 @@ for n in $INTERVALS; do
     c=$(echo "$A" | rate c)
     d=$(echo "$A" | rate d)
     [ "$n" = 0 ] && a0=$a
-    S=$("$B/stoke" bench --transform rrc:224,flip --workers 2 --epochs 2 --no-checksum --json "$W/r$n.stoke" 2>/dev/null)
-    s=$(field "$S" images_per_sec)
+    s=$(bench "$B/stoke" "$W/r$n.stoke")
     [ "$n" = 0 ] && s0=$s
     if [ -n "$BEFORE" ] && [ "$n" = 0 ]; then
-        O=$("$BEFORE/stoke" bench --transform rrc:224,flip --workers 2 --epochs 2 --no-checksum --json "$W/r0.stoke" 2>/dev/null)
-        sb=$(field "$O" images_per_sec)
-        echo "before: the loader of $BEFORE on the plain pack: stoke bench $(printf %.0f "$sb") images/s"
+        sb=$(bench "$BEFORE/stoke" "$W/r0.stoke")
+        db=$("$BEFORE/bench_augment" "$W/r0.stoke" --seconds 3 --only d | rate d)
+        echo "before: $BEFORE on the plain pack: (d) $(printf %.0f "$db") images/s per core, stoke bench $(printf %.0f "$sb") images/s"
     fi
     $PY -c "
 n, size, plain, a, a0, c, d, s, s0 = '$n', $size, ${plain:-$size}, $a, ${a0:-$a}, $c, $d, $s, ${s0:-$s}

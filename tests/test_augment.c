@@ -2,6 +2,7 @@
 #include "augment/augment.h"
 #include "augment/geometry.h"
 #include "augment/jpeg_decoder.h"
+#include "augment/jpeg_huffman.h"
 #include "augment/jpeg_prepare.h"
 #include "augment/jpeg_segments.h"
 #include "augment/resize.h"
@@ -480,13 +481,17 @@ static const char *seg_files[] = {
     "single/sub422.jpg",   "single/sub420.jpg",      "single/odd_17x9.jpg",    "single/restart.jpg",
     "single/large.jpg",    "single/wide_2000x2.jpg", "single/one_1x1.jpg",     "single/cmyk.jpg"};
 
-/* The file prepared for a pack with restart markers about every `target` MCUs. */
-static uint8_t *segmented(const char *rel, int target, size_t *len, stk_jpeg_action *action)
+/* The file prepared for a pack with restart markers about every `target`
+ * MCUs (0: none), its Huffman statistics counted by jpeg_huffman.c or (not
+ * `counted`) by libjpeg. */
+static uint8_t *prepared(const char *rel, int target, bool counted, size_t *len,
+                         stk_jpeg_action *action)
 {
     stk_jpeg_prepare_options o = {
         .max_pixels = 64000000, .quality = 90, .validate = true, .restart_mcus = target};
     stk_jpeg_preparer *p;
     ck_assert_int_eq(stk_jpeg_preparer_create(&o, &p), STK_OK);
+    stk_jpeg_preparer_set_counted_tables(p, counted);
     size_t n;
     uint8_t *d = load(rel, &n);
     stk_jpeg_prepared r;
@@ -499,6 +504,11 @@ static uint8_t *segmented(const char *rel, int target, size_t *len, stk_jpeg_act
     free(d);
     stk_jpeg_preparer_destroy(p);
     return out;
+}
+
+static uint8_t *segmented(const char *rel, int target, size_t *len, stk_jpeg_action *action)
+{
+    return prepared(rel, target, true, len, action);
 }
 
 typedef struct coefs {
@@ -580,6 +590,72 @@ START_TEST(segmented_files_keep_their_coefficients)
             free(orig);
             free(d);
         }
+}
+END_TEST
+
+/* The Huffman tables counted from the coefficients (jpeg_huffman.c) are
+ * libjpeg's optimize_coding tables: every transcode (progressive to
+ * baseline, restart markers at each interval) writes the same bytes. */
+START_TEST(counted_tables_write_libjpegs_bytes)
+{
+    int transcodes = 0;
+    for (size_t f = 0; f < sizeof seg_files / sizeof *seg_files; f++)
+        for (int target = 0; target <= 8; target = target ? target * 2 : 1) {
+            size_t a_len, b_len;
+            stk_jpeg_action action;
+            uint8_t *a = prepared(seg_files[f], target, true, &a_len, &action);
+            uint8_t *b = prepared(seg_files[f], target, false, &b_len, NULL);
+            ck_assert_msg(a_len == b_len && !memcmp(a, b, a_len),
+                          "%s, restart %d: %zu bytes with counted tables, %zu with libjpeg's",
+                          seg_files[f], target, a_len, b_len);
+            transcodes += action == STK_JPEG_SEGMENTED || action == STK_JPEG_TRANSCODED;
+            free(a);
+            free(b);
+        }
+    ck_assert_int_ge(transcodes, 30);
+}
+END_TEST
+
+/* libjpeg's own table maker (exported by libjpeg-turbo, declared in its
+ * private jchuff.h), the reference for stk_huff_optimal_table. */
+void jpeg_gen_optimal_table(j_compress_ptr cinfo, JHUFF_TBL *htbl, long freq[]);
+
+START_TEST(optimal_tables_equal_libjpegs)
+{
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr e;
+    c.err = jpeg_std_error(&e);
+    jpeg_create_compress(&c);
+    JHUFF_TBL *ref = jpeg_alloc_huff_table((j_common_ptr)&c);
+    stk_rng r;
+    stk_rng_init(&r, 5, 0, 0);
+    for (int trial = 0; trial < 300; trial++) {
+        int64_t counts[256] = {0};
+        long freq[257] = {0};
+        int used = 1 + (int)stk_rng_below(&r, trial % 3 ? 256 : 12);
+        for (int k = 0; k < used; k++) {
+            int sym = (int)stk_rng_below(&r, 256);
+            /* geometric spreads make codes longer than 16 bits to fold */
+            counts[sym] +=
+                trial % 4 == 0 ? (int64_t)1 << stk_rng_below(&r, 24) : 1 + stk_rng_below(&r, 1000);
+        }
+        if (trial == 0) memset(counts, 0, sizeof counts), counts[7] = 3; /* one symbol */
+        for (int k = 0; k < 256; k++) freq[k] = (long)counts[k];
+        uint8_t bits[17], vals[256];
+        ck_assert(stk_huff_optimal_table(counts, bits, vals));
+        jpeg_gen_optimal_table(&c, ref, freq);
+        ck_assert_msg(!memcmp(bits, ref->bits, 17), "trial %d: code lengths differ", trial);
+        int n = 0, kraft = 0; /* in units of 2^-16 */
+        for (int l = 1; l <= 16; l++) n += bits[l], kraft += bits[l] << (16 - l);
+        ck_assert_msg(!memcmp(vals, ref->huffval, (size_t)n), "trial %d: symbols differ", trial);
+        ck_assert_int_lt(kraft, 1 << 16); /* no code is all ones */
+        for (int k = 0; k < 256; k++) {   /* every counted symbol has a code */
+            bool coded = false;
+            for (int i = 0; i < n; i++) coded |= vals[i] == k;
+            ck_assert_int_eq(coded, counts[k] > 0);
+        }
+    }
+    jpeg_destroy_compress(&c);
 }
 END_TEST
 
@@ -1266,6 +1342,8 @@ int main(void)
     tcase_add_test(tc, roi_decode_matches_full_decode);
     tcase_add_test(tc, restart_interval_divides_the_row);
     tcase_add_test(tc, segmented_files_keep_their_coefficients);
+    tcase_add_test(tc, counted_tables_write_libjpegs_bytes);
+    tcase_add_test(tc, optimal_tables_equal_libjpegs);
     tcase_add_test(tc, segment_decode_equals_the_whole_stream_decode);
     tcase_add_test(tc, damaged_segments_fail_cleanly);
     tcase_add_test(tc, roi_decode_rejects_a_wrong_size_and_bad_bounds);
