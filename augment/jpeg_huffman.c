@@ -87,6 +87,32 @@ static bool count_ac(const JCOEF *b, int64_t *ac)
     return true;
 }
 
+/* Count the blocks of one component in MCU (mx, my); `rows` are its block
+ * rows of that MCU row. Blocks past the component's edge are the padding
+ * ("dummy") blocks jctrans.c writes: DC equal to the block before (a
+ * difference of 0), no AC (EOB). */
+static bool count_blocks(const jpeg_component_info *comp, bool one, JBLOCKARRAY rows, JDIMENSION mx,
+                         JDIMENSION my, int *pred, int64_t *dc, int64_t *ac)
+{
+    int h = one ? 1 : comp->h_samp_factor, v = one ? 1 : comp->v_samp_factor;
+    for (int yy = 0; yy < v; yy++)
+        for (int xx = 0; xx < h; xx++) {
+            JDIMENSION bx = mx * (JDIMENSION)h + (JDIMENSION)xx;
+            JDIMENSION by = my * (JDIMENSION)v + (JDIMENSION)yy;
+            if (bx >= comp->width_in_blocks || by >= comp->height_in_blocks) {
+                dc[0]++;
+                ac[0x00]++;
+                continue;
+            }
+            const JCOEF *b = rows[yy][bx];
+            int size = category(b[0] - *pred);
+            if (size > MAX_AC_BITS + 1 || !count_ac(b, ac)) return false;
+            dc[size]++;
+            *pred = b[0];
+        }
+    return true;
+}
+
 bool stk_jpeg_count_symbols(j_decompress_ptr d, jvirt_barray_ptr *coefs, j_compress_ptr c,
                             stk_huff_counts *n)
 {
@@ -95,8 +121,7 @@ bool stk_jpeg_count_symbols(j_decompress_ptr d, jvirt_barray_ptr *coefs, j_compr
     int nc = d->num_components;
     if (nc < 1 || nc > 4 || c->num_components != nc) return false;
     /* One component: not interleaved, an MCU is one block. Otherwise MCUs of
-     * h x v blocks per component; blocks past a component's edge are the
-     * dummies jctrans.c writes (DC repeats the block before, no AC). */
+     * h x v blocks per component (count_blocks). */
     bool one = nc == 1;
     JDIMENSION mcus_x, mcus_y;
     if (one) {
@@ -127,26 +152,10 @@ bool stk_jpeg_count_symbols(j_decompress_ptr d, jvirt_barray_ptr *coefs, j_compr
         }
         for (JDIMENSION mx = 0; mx < mcus_x; mx++, mcu++) {
             if (interval && mcu % interval == 0) memset(pred, 0, sizeof pred);
-            for (int ci = 0; ci < nc; ci++) {
-                jpeg_component_info *comp = &d->comp_info[ci];
-                int h = one ? 1 : comp->h_samp_factor, v = one ? 1 : comp->v_samp_factor;
-                int64_t *dc = n->dc[dc_tbl[ci]], *ac = n->ac[ac_tbl[ci]];
-                for (int yy = 0; yy < v; yy++)
-                    for (int xx = 0; xx < h; xx++) {
-                        JDIMENSION bx = mx * (JDIMENSION)h + (JDIMENSION)xx;
-                        JDIMENSION by = my * (JDIMENSION)v + (JDIMENSION)yy;
-                        if (bx >= comp->width_in_blocks || by >= comp->height_in_blocks) {
-                            dc[0]++; /* a dummy block */
-                            ac[0x00]++;
-                            continue;
-                        }
-                        const JCOEF *b = rows[ci][yy][bx];
-                        int size = category(b[0] - pred[ci]);
-                        if (size > MAX_AC_BITS + 1 || !count_ac(b, ac)) return false;
-                        dc[size]++;
-                        pred[ci] = b[0];
-                    }
-            }
+            for (int ci = 0; ci < nc; ci++)
+                if (!count_blocks(&d->comp_info[ci], one, rows[ci], mx, my, &pred[ci],
+                                  n->dc[dc_tbl[ci]], n->ac[ac_tbl[ci]]))
+                    return false;
         }
     }
     return true;

@@ -34,8 +34,8 @@ typedef struct stk_huff_counts {
 
 /* Count the symbols of the one interleaved baseline scan jpeg_write_coefficients
  * writes for coefs (the arrays of decompressor d) with c's restart interval
- * and table assignment, dummy blocks of partial edge MCUs included as libjpeg
- * makes them. False when a coefficient is out of baseline range (libjpeg
+ * and table assignment, the padding blocks of partial edge MCUs included as
+ * libjpeg makes them. False when a coefficient is out of baseline range (libjpeg
  * itself then reports it). */
 bool stk_jpeg_count_symbols(j_decompress_ptr d, jvirt_barray_ptr *coefs, j_compress_ptr c,
                             stk_huff_counts *n);
