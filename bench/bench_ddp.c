@@ -108,7 +108,9 @@ static int train_bench(stk_comm *c, const char *name, int batch, int steps, bool
         stk_device_spec_open(&spec, &ce) != STK_OK ||
         (tc.device = ce, stk_trainer_create(&tc, m, opt, &t)) != STK_OK)
         goto fail;
-    stk_ddp_check_item items[] = {{"batch", (uint64_t)batch}};
+    char batch_text[24];
+    snprintf(batch_text, sizeof batch_text, "%d", batch);
+    stk_ddp_check_item items[] = {{"batch", batch_text}};
     if (stk_ddp_attach(t, m, c, 1, items, &d) != STK_OK) goto fail;
     if (sync_bn) stk_ddp_sync_batch_norm(d);
     int64_t xs[4] = {batch, ch, size, size}, ys[1] = {batch};
@@ -189,7 +191,7 @@ int main(int argc, char **argv)
     }
     stk_cpu_set_threads(threads);
     stk_comm *c;
-    if (stk_comm_open(&c) != STK_OK) {
+    if (stk_comm_open(300, &c) != STK_OK) {
         fprintf(stderr, "bench_ddp: %s\n", stk_last_error());
         return 1;
     }

@@ -3,7 +3,7 @@
  * from the launcher's environment (mpirun, mpiexec, srun).
  *
  *     stk_comm *c;
- *     TRY(stk_comm_open(&c));                 // world 1 without a launcher: no MPI at all
+ *     TRY(stk_comm_open(300, &c));            // world 1 without a launcher: no MPI at all
  *     if (stk_comm_world(c) > 1) {
  *         TRY(stk_comm_broadcast(c, weights, bytes, 0));
  *         TRY(stk_comm_allreduce_sum(c, grads, n));
@@ -14,6 +14,16 @@
  * is a no-op and MPI is never initialised (no cost, no MPI library needed at
  * run time). A build without MPI refuses a launch of several ranks, saying
  * how to get one. Collectives are called in the same order on every rank.
+ *
+ * The watchdog: no rank waits forever for another that hung, stopped or
+ * died. Joining the job (MPI_Init) and leaving it (MPI_Finalize) are bounded
+ * by the timeout given to open: past it the process says so on stderr and
+ * exits (status 1), which makes the launcher stop the job. Broadcast,
+ * all-gather and barrier fail with STK_ERR_IO past it ("the barrier has not
+ * finished after 300 s: another rank has hung, stopped or died"); the
+ * caller then stops the job (stk_comm_abort). stk_comm_allreduce_sum blocks
+ * (MPI's tuned all-reduce, for gradients on a communication thread): its
+ * caller bounds the wait (dist/ddp.h).
  *
  * Threading: MPI is initialised for serialized use: one thread at a time
  * calls into a communicator (data-parallel training's communication thread
@@ -37,10 +47,11 @@ typedef struct stk_launch {
 } stk_launch;
 stk_launch stk_launch_detect(void);
 
-/* Join the job (MPI_Init_thread when world > 1). Errors: UNSUPPORTED (several
- * ranks and a build without MPI), STK_ERR_IO (MPI failed to start, with its
- * message), NOMEM. */
-stk_status stk_comm_open(stk_comm **out);
+/* Join the job (MPI_Init_thread when world > 1), with the watchdog's
+ * timeout in seconds (<= 0: 300). Errors: UNSUPPORTED (several ranks and a
+ * build without MPI), STK_ERR_IO (MPI failed to start, with its message),
+ * NOMEM. */
+stk_status stk_comm_open(double timeout_s, stk_comm **out);
 /* Leave the job (MPI_Finalize). NULL is a no-op. */
 void stk_comm_close(stk_comm *c);
 
@@ -50,14 +61,16 @@ int stk_comm_local_rank(const stk_comm *c);
 /* "Open MPI v4.1.4", "MPICH ...", or "none" (world of one). */
 const char *stk_comm_library(const stk_comm *c);
 
-/* Collectives; each names the operation and the MPI error on failure
- * (STK_ERR_IO). */
+/* Collectives; each names the operation and the MPI error on failure, or
+ * the watchdog's timeout (STK_ERR_IO). */
 stk_status stk_comm_broadcast(stk_comm *c, void *buf, size_t bytes, int root);
 /* In place: buf[i] = the sum of buf[i] over the ranks. */
 stk_status stk_comm_allreduce_sum(stk_comm *c, float *buf, size_t n);
 /* all[r * bytes .. ] = rank r's `mine` (all: world * bytes). */
 stk_status stk_comm_allgather(stk_comm *c, const void *mine, size_t bytes, void *all);
-stk_status stk_comm_barrier(stk_comm *c);
+/* timeout_s > 0: this wait's own bound (a rank waiting for rank 0's
+ * evaluation); <= 0: the watchdog's. */
+stk_status stk_comm_barrier(stk_comm *c, double timeout_s);
 
 /* A rank that cannot go on stops every rank of the job now (MPI_Abort with
  * `code`) instead of leaving them waiting in a collective. Returns only in a

@@ -4,7 +4,6 @@
 #include "common/trace.h"
 
 #include "common/clock.h"
-#include "common/crc32c.h"
 #include "kernels/device_collective.h"
 
 #include <errno.h>
@@ -240,41 +239,76 @@ static stk_status after_backward(void *ctx, const stk_step_info *info)
 
 /* ---- set-up ----------------------------------------------------------------------- */
 
-/* Every rank's items against rank 0's; the model's names and shapes are one
- * more item (a CRC of them). */
+/* 64-bit FNV-1a: a fingerprint of an item's text, compared across ranks. */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+#define FNV_BASIS 0xcbf29ce484222325ull
+
+/* The model as every rank must hold it: parameter names, shapes, and which
+ * are trainable (ranks that freeze other parameters would all-reduce buckets
+ * of other sizes). */
+static uint64_t model_fingerprint(const stk_ddp *d)
+{
+    uint64_t h = FNV_BASIS;
+    for (int i = 0; i < d->n_params; i++) {
+        const stk_param *p = stk_model_param(d->model, i);
+        h = fnv1a(h, p->name, strlen(p->name) + 1);
+        const char *shape = stk_tensor_shape_str(p->value);
+        h = fnv1a(h, shape, strlen(shape) + 1);
+        unsigned char trainable = !p->is_buffer && stk_tensor_requires_grad(p->value);
+        h = fnv1a(h, &trainable, 1);
+    }
+    return h;
+}
+
+#define ITEM_TEXT 120 /* bytes of an item's value shown in a difference */
+
+/* Item `i` differs between rank r and rank 0: both values, gathered from
+ * every rank (each rank takes the same decision, so all of them call this). */
+static stk_status name_difference(stk_ddp *d, const stk_ddp_check_item *item, int r)
+{
+    int world = stk_comm_world(d->comm);
+    char mine[ITEM_TEXT] = "", *all = calloc((size_t)world, ITEM_TEXT);
+    if (!all) return stk_error(STK_ERR_NOMEM, "out of memory");
+    snprintf(mine, sizeof mine, "%s", item->value);
+    stk_status st = stk_comm_allgather(d->comm, mine, ITEM_TEXT, all);
+    if (st == STK_OK) {
+        all[(size_t)r * ITEM_TEXT + ITEM_TEXT - 1] = all[ITEM_TEXT - 1] = '\0';
+        st = stk_error(STK_ERR_INVALID_ARG, "rank %d differs from rank 0: %s %s against %s", r,
+                       item->name, all + (size_t)r * ITEM_TEXT, all);
+    }
+    free(all);
+    return st;
+}
+
+/* Every rank's items against rank 0's; the model is one more item. */
 static stk_status check_same(stk_ddp *d, int n_items, const stk_ddp_check_item *items)
 {
     int world = stk_comm_world(d->comm), n = n_items + 1;
-    uint32_t crc = 0;
-    for (int i = 0; i < d->n_params; i++) {
-        const stk_param *p = stk_model_param(d->model, i);
-        crc = stk_crc32c(crc, p->name, strlen(p->name) + 1);
-        char shape[64];
-        snprintf(shape, sizeof shape, "%s", stk_tensor_shape_str(p->value));
-        crc = stk_crc32c(crc, shape, strlen(shape) + 1);
-    }
     uint64_t *mine = calloc((size_t)n, sizeof *mine), *all = calloc((size_t)n * world, sizeof *all);
     stk_status st = STK_OK;
     if (!mine || !all) {
         st = stk_error(STK_ERR_NOMEM, "out of memory");
         goto out;
     }
-    for (int i = 0; i < n_items; i++) mine[i] = items[i].value;
-    mine[n_items] = crc;
+    for (int i = 0; i < n_items; i++) mine[i] = fnv1a(FNV_BASIS, items[i].value, strlen(items[i].value));
+    mine[n_items] = model_fingerprint(d);
     if ((st = stk_comm_allgather(d->comm, mine, (size_t)n * sizeof *mine, all)) != STK_OK) goto out;
-    for (int r = 1; r < world && st == STK_OK; r++)
-        for (int i = 0; i < n; i++) {
-            uint64_t v = all[(size_t)r * n + i], v0 = all[i];
-            if (v == v0) continue;
+    /* the first item that differs, and the first rank it differs on */
+    for (int i = 0; i < n && st == STK_OK; i++)
+        for (int r = 1; r < world; r++) {
+            if (all[(size_t)r * n + i] == all[i]) continue;
             if (i == n_items)
                 st = stk_error(STK_ERR_INVALID_ARG,
-                               "rank %d runs another model than rank 0 (parameter names or "
-                               "shapes differ)",
+                               "rank %d runs another model than rank 0 (parameter names, "
+                               "shapes or which are trainable differ)",
                                r);
             else
-                st = stk_error(STK_ERR_INVALID_ARG,
-                               "rank %d differs from rank 0: %s %llu against %llu", r,
-                               items[i].name, (unsigned long long)v, (unsigned long long)v0);
+                st = name_difference(d, &items[i], r);
             break;
         }
 out:

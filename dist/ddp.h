@@ -6,7 +6,7 @@
  *     TRY(stk_comm_open(&c));
  *     o.rank = stk_comm_rank(c), o.world = stk_comm_world(c);   // the loader's shard
  *     ... model, optimizer, trainer ...
- *     stk_ddp_check_item items[] = {{"batch", batch}, {"records", n}};
+ *     stk_ddp_check_item items[] = {{"--batch", "32"}, {"--lr", "0.05"}};
  *     stk_ddp *d;
  *     TRY(stk_ddp_attach(trainer, model, c, 2, items, &d));  // rank 0's weights everywhere
  *     ... stk_trainer_train_epoch as usual ...
@@ -14,9 +14,10 @@
  *     stk_ddp_destroy(d);
  *
  * How: attach checks that every rank runs the same configuration (the
- * model's parameter names and shapes, and the caller's items: a message
- * names the first difference and the rank), then broadcasts parameters and
- * buffers from rank 0. The trainable parameters are cut into buckets in
+ * caller's items, then the model's parameter names, shapes and which are
+ * trainable: every rank learns the first difference, with both values, and
+ * fails with the same message), then broadcasts parameters and buffers
+ * from rank 0. Both are collectives under the communicator's watchdog. The trainable parameters are cut into buckets in
  * reverse order (the order their gradients become final in backward): the
  * first about 1 MB, the others about 25 MB. The trainer's GRAD_READY hook
  * copies each gradient into its bucket's flat buffer; when a bucket is full
@@ -48,14 +49,16 @@
 
 typedef struct stk_ddp stk_ddp;
 
-/* A value every rank must agree on before training starts. */
+/* A value every rank must agree on before training starts, as text (a flag's
+ * value, a file's fingerprint in hex). */
 typedef struct stk_ddp_check_item {
     const char *name;
-    uint64_t value;
+    const char *value;
 } stk_ddp_check_item;
 
-/* Errors: INVALID_ARG (a rank differs: "rank R: batch 32, rank 0: 16"),
- * the communicator's, NOMEM. */
+/* Errors: INVALID_ARG (a rank differs: "rank 1 differs from rank 0: --batch
+ * 32 against 16", the same message on every rank), the communicator's
+ * (the watchdog's timeout among them), NOMEM. */
 stk_status stk_ddp_attach(stk_trainer *t, stk_model *m, stk_comm *c, int n_items,
                           const stk_ddp_check_item *items, stk_ddp **out);
 /* Stop the communication thread and free. Destroy the trainer first (its

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_SLOTS 64
 
@@ -446,6 +447,69 @@ static stk_status setup_workers(stk_loader *l)
     return STK_OK;
 }
 
+/* The options' ranges, the same for every entry point (the CLI's flags, the
+ * C API, Python), in the words of the CLI's flags. */
+static stk_status check_options(const stk_loader_options *o)
+{
+    if (o->batch_size < 1 || o->batch_size > STK_LOADER_MAX_BATCH)
+        return stk_error(STK_ERR_INVALID_ARG, "batch size %d: expected an integer in 1..%d", o->batch_size,
+                         STK_LOADER_MAX_BATCH);
+    if (o->workers < 1 || o->workers > STK_LOADER_MAX_WORKERS)
+        return stk_error(STK_ERR_INVALID_ARG, "workers %d: expected an integer in 1..%d", o->workers,
+                         STK_LOADER_MAX_WORKERS);
+    if (o->prefetch < 1 || o->prefetch > MAX_SLOTS)
+        return stk_error(STK_ERR_INVALID_ARG, "prefetch %d: expected an integer in 1..%d", o->prefetch,
+                         MAX_SLOTS);
+    if (o->io_depth < 1 || o->io_depth > 4096)
+        return stk_error(STK_ERR_INVALID_ARG, "io depth %d: expected an integer in 1..4096", o->io_depth);
+    if (o->seed > (uint64_t)INT64_MAX)
+        return stk_error(STK_ERR_INVALID_ARG, "seed %" PRIu64 ": expected an integer in 0..%" PRId64,
+                         o->seed, INT64_MAX);
+    if (o->world < 1 || o->world > STK_LOADER_MAX_WORLD)
+        return stk_error(STK_ERR_INVALID_ARG, "world size %d: expected an integer in 1..%d", o->world,
+                         STK_LOADER_MAX_WORLD);
+    if (o->rank < 0 || o->rank >= o->world)
+        return stk_error(STK_ERR_INVALID_ARG, "rank %d: expected an integer in 0..%d (world size %d)",
+                         o->rank, o->world - 1, o->world);
+    return STK_OK;
+}
+
+stk_status stk_loader_check_upscale(const char *path, const char *spec, const stk_meta *m,
+                                    int out_w, int out_h)
+{
+    uint32_t largest = m->max_width > m->max_height ? m->max_width : m->max_height;
+    int side = out_w > out_h ? out_w : out_h;
+    if (side > STK_LOADER_UPSCALE_FLOOR &&
+        (uint64_t)side > (uint64_t)largest * STK_LOADER_MAX_UPSCALE)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "%s: transform \"%s\" makes %dx%d images from images of at most %ux%u "
+                         "(more than %d times the side): a size meant for another dataset?",
+                         path, spec, out_w, out_h, m->max_width, m->max_height,
+                         STK_LOADER_MAX_UPSCALE);
+    return STK_OK;
+}
+
+/* A transform's output size against the images (stk_loader_check_upscale)
+ * and the memory: a batch ring larger than half the machine's memory is
+ * refused before anything is allocated. */
+static stk_status check_size(const char *path, const char *spec, const stk_meta *m,
+                             const stk_loader_options *o, int size)
+{
+    TRY(stk_loader_check_upscale(path, spec, m, size, size));
+    size_t elem = o->format == STK_PIXELS_F32_CHW ? 4 : o->format == STK_PIXELS_F16_CHW ? 2 : 1;
+    double ring = (double)o->prefetch * o->batch_size * size * size * m->channels * (double)elem;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double memory = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+    if (memory > 0 && ring > memory / 2)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "%s: transform \"%s\": %d batches of %d %dx%d images need %.1f GB, more "
+                         "than half of this machine's %.1f GB; lower the size, the batch or "
+                         "prefetch",
+                         path, spec, o->prefetch, o->batch_size, size, size, ring / 1e9,
+                         memory / 1e9);
+    return STK_OK;
+}
+
 stk_status stk_loader_open(const char *path, const stk_loader_options *opts, stk_loader **out)
 {
     *out = NULL;
@@ -460,14 +524,7 @@ stk_status stk_loader_open(const char *path, const stk_loader_options *opts, stk
     if (st) goto fail;
     const stk_meta *m = stk_dataset_meta(l->ds);
     stk_loader_options *o = &l->o;
-    if (o->batch_size < 1 || o->workers < 1 || o->workers > 1024 || o->prefetch < 1 ||
-        o->prefetch > MAX_SLOTS || o->io_depth < 1 || o->io_depth > 4096) {
-        st = stk_error(
-            STK_ERR_INVALID_ARG,
-            "loader: batch %d, workers %d, prefetch %d (1..%d), io depth %d: out of range",
-            o->batch_size, o->workers, o->prefetch, MAX_SLOTS, o->io_depth);
-        goto fail;
-    }
+    if ((st = check_options(o)) != STK_OK) goto fail;
     char deflt[64];
     stk_loader_default_transform(m, deflt, sizeof deflt);
     if (!(l->transform = strdup(o->transform ? o->transform : deflt))) {
@@ -489,6 +546,7 @@ stk_status stk_loader_open(const char *path, const stk_loader_options *opts, stk
                        l->transform);
         goto fail;
     }
+    if ((st = check_size(path, l->transform, m, o, size)) != STK_OK) goto fail;
     l->out_w = l->out_h = size;
     l->channels = m->channels;
     size_t elem = o->format == STK_PIXELS_F32_CHW ? 4 : o->format == STK_PIXELS_F16_CHW ? 2 : 1;

@@ -85,7 +85,24 @@ typedef struct stk_loader_options {
     const stk_host_allocator *host_memory;
 } stk_loader_options;
 
+/* The options' ranges, checked by stk_loader_open whoever calls it (the CLI
+ * flags have the same): batch 1..65536, workers 1..1024, prefetch 1..64,
+ * seed 0..2^63-1, world 1..65536, rank 0..world-1. A transform whose images
+ * are more than 8 times the dataset's largest side (and above 1024 px), or
+ * whose batch ring needs more than half the machine's memory, is refused. */
+#define STK_LOADER_MAX_BATCH    65536
+#define STK_LOADER_MAX_WORKERS  1024
+#define STK_LOADER_MAX_WORLD    65536
+#define STK_LOADER_MAX_UPSCALE  8
+#define STK_LOADER_UPSCALE_FLOOR 1024
+
 stk_loader_options stk_loader_defaults(void);
+
+/* The upscale rule alone, for a transform's out_w x out_h images of the
+ * dataset at `path` (stoke peek, whose transforms may give varying sizes):
+ * STK_ERR_INVALID_ARG naming the file, the transform and both sizes. */
+stk_status stk_loader_check_upscale(const char *path, const char *spec, const stk_meta *m,
+                                    int out_w, int out_h);
 
 typedef struct stk_batch {
     void *data; /* count samples, each sample_bytes apart */

@@ -5,6 +5,7 @@
 #include "common/text.h"
 
 #include <stdlib.h>
+#include <inttypes.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -76,14 +77,25 @@ static stk_status prepare_jpeg(void *ctx, int worker, const uint8_t *in, size_t 
 static stk_status check_request(const stk_pack_request *r, const char *from)
 {
     if (!r->src || !r->out) return stk_error(STK_ERR_INVALID_ARG, "pack: a source and an output");
-    if (r->workers < 1) return stk_error(STK_ERR_INVALID_ARG, "--workers: expected at least 1");
+    if (r->workers < 1 || r->workers > 1024)
+        return stk_error(STK_ERR_INVALID_ARG, "--workers %d: expected an integer in 1..1024",
+                         r->workers);
+    if (r->seed > (uint64_t)INT64_MAX)
+        return stk_error(STK_ERR_INVALID_ARG, "--seed %" PRIu64 ": expected an integer in 0..%" PRId64,
+                         r->seed, INT64_MAX);
     if (r->quality < 1 || r->quality > 100)
-        return stk_error(STK_ERR_INVALID_ARG, "--quality %d: expected 1..100", r->quality);
+        return stk_error(STK_ERR_INVALID_ARG, "--quality %d: expected an integer in 1..100",
+                         r->quality);
     if (r->max_side > 65500)
-        return stk_error(STK_ERR_INVALID_ARG, "--max-side %u: expected 1..65500", r->max_side);
-    if (r->max_pixels < 1) return stk_error(STK_ERR_INVALID_ARG, "--max-pixels: expected >= 1");
+        return stk_error(STK_ERR_INVALID_ARG, "--max-side %u: expected an integer in 1..65500",
+                         r->max_side);
+    if (r->max_pixels < 1 || r->max_pixels > (uint64_t)INT64_MAX)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--max-pixels %" PRIu64 ": expected an integer in 1..%" PRId64,
+                         r->max_pixels, INT64_MAX);
     if (r->restart_mcus < 0 || r->restart_mcus > 64)
-        return stk_error(STK_ERR_INVALID_ARG, "--restart %d: expected 0..64", r->restart_mcus);
+        return stk_error(STK_ERR_INVALID_ARG, "--restart %d: expected an integer in 0..64",
+                         r->restart_mcus);
     if (r->labels && strcmp(from, "idx") != 0)
         return stk_error(STK_ERR_INVALID_ARG,
                          "three paths are only for --from idx (IMAGES LABELS OUT)");

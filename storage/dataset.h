@@ -75,5 +75,12 @@ stk_status stk_dataset_pread(const stk_dataset *ds, uint64_t index, void *buf, s
 stk_status stk_dataset_map_view(const stk_dataset *ds, uint64_t index, const uint8_t **data,
                                 uint32_t *length);
 
+/* A 64-bit fingerprint of the content: the meta's counts, class names,
+ * sizes and per-channel statistics (exact over every pixel, so other images
+ * give other values), and the CRCs of 64 records spread over the file
+ * (read and checked). Copies of one file at other paths agree. Errors: the
+ * reads' (STK_ERR_IO, STK_ERR_CORRUPT naming the record), NOMEM. */
+stk_status stk_dataset_fingerprint(const stk_dataset *ds, uint64_t *out);
+
 /* Largest record length in bytes (to size read buffers). */
 uint32_t stk_dataset_max_record_bytes(const stk_dataset *ds);

@@ -10,6 +10,7 @@
 
 #include <check.h>
 #include <stdio.h>
+#include <unistd.h>
 
 static stk_comm *comm;
 
@@ -32,7 +33,7 @@ START_TEST(test_collectives)
     int all[8] = {0};
     ck_assert_int_eq(stk_comm_allgather(comm, &rank, sizeof rank, all), STK_OK);
     for (int r = 0; r < world; r++) ck_assert_int_eq(all[r], r);
-    ck_assert_int_eq(stk_comm_barrier(comm), STK_OK);
+    ck_assert_int_eq(stk_comm_barrier(comm, 0), STK_OK);
 }
 END_TEST
 
@@ -129,7 +130,7 @@ static void train_as_one(const char *model, bool sync, float tol)
     stk_model *m = make_named(model, 1 + (uint64_t)rank);
     stk_optim *o = sgd(m);
     stk_trainer *t = trainer(m, o);
-    stk_ddp_check_item items[1] = {{"batch", PER_RANK}};
+    stk_ddp_check_item items[1] = {{"batch", "4"}};
     stk_ddp *d;
     stk_status st = stk_ddp_attach(t, m, comm, 1, items, &d);
     ck_assert_msg(st == STK_OK, "%s", stk_last_error());
@@ -185,7 +186,7 @@ START_TEST(test_a_different_rank_is_refused)
     stk_model *m = make(1);
     stk_optim *o = sgd(m);
     stk_trainer *t = trainer(m, o);
-    stk_ddp_check_item items[2] = {{"records", 100}, {"batch", rank == 1 ? 32 : 16}};
+    stk_ddp_check_item items[2] = {{"records", "100"}, {"batch", rank == 1 ? "32" : "16"}};
     stk_ddp *d = NULL;
     stk_status st = stk_ddp_attach(t, m, comm, 2, items, &d);
     if (world > 1) { /* every rank refuses, with the same message */
@@ -202,9 +203,61 @@ START_TEST(test_a_different_rank_is_refused)
 }
 END_TEST
 
+/* Ranks that freeze other parameters would all-reduce buckets of other
+ * sizes (memory corruption inside MPI): the model check compares which
+ * parameters are trainable. */
+START_TEST(test_another_trainable_set_is_refused)
+{
+    int rank = stk_comm_rank(comm), world = stk_comm_world(comm);
+    stk_model *m = make(1);
+    if (rank == 1) ck_assert_int_gt(stk_model_set_requires_grad(m, "fc1", false), 0);
+    stk_optim *o = sgd(m);
+    stk_trainer *t = trainer(m, o);
+    stk_ddp_check_item items[1] = {{"batch", "16"}};
+    stk_ddp *d = NULL;
+    stk_status st = stk_ddp_attach(t, m, comm, 1, items, &d);
+    if (world > 1) {
+        ck_assert_int_eq(st, STK_ERR_INVALID_ARG);
+        ck_assert_str_eq(stk_last_error(), "rank 1 runs another model than rank 0 (parameter "
+                                           "names, shapes or which are trainable differ)");
+    } else {
+        ck_assert_int_eq(st, STK_OK);
+    }
+    stk_trainer_destroy(t);
+    stk_ddp_destroy(d);
+    stk_optim_destroy(o);
+    stk_model_destroy(m);
+}
+END_TEST
+
+/* A rank that arrives 3 s late at a barrier bounded to 1 s: the others fail
+ * with the watchdog's message instead of waiting; the late rank then
+ * finds the barrier complete (every rank entered it). */
+START_TEST(test_a_late_rank_times_out)
+{
+    int rank = stk_comm_rank(comm), world = stk_comm_world(comm);
+    if (world == 1) {
+        ck_assert_int_eq(stk_comm_barrier(comm, 1), STK_OK);
+        return;
+    }
+    if (rank == 1) sleep(3);
+    stk_status st = stk_comm_barrier(comm, 1);
+    if (rank == 1) {
+        ck_assert_int_eq(st, STK_OK);
+    } else {
+        ck_assert_int_eq(st, STK_ERR_IO);
+        ck_assert_str_eq(stk_last_error(), "the barrier has not finished after 1 s: another rank "
+                                           "has hung, stopped or died (its own output may say "
+                                           "why); stopping the job");
+    }
+    /* the late rank's entry completes the pending barrier on the others */
+    ck_assert_int_eq(stk_comm_barrier(comm, 0), STK_OK);
+}
+END_TEST
+
 int main(void)
 {
-    if (stk_comm_open(&comm) != STK_OK) {
+    if (stk_comm_open(60, &comm) != STK_OK) {
         fprintf(stderr, "test_dist: %s\n", stk_last_error());
         return 1;
     }
@@ -215,6 +268,8 @@ int main(void)
     tcase_add_test(tc, test_ranks_train_as_one_process);
     tcase_add_test(tc, test_sync_batch_norm);
     tcase_add_test(tc, test_a_different_rank_is_refused);
+    tcase_add_test(tc, test_another_trainable_set_is_refused);
+    tcase_add_test(tc, test_a_late_rank_times_out);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

@@ -88,6 +88,13 @@ static int run(int argc, char **argv)
         rc = stk_cli_usage("peek", "%s", stk_last_error());
         goto out;
     }
+    int big_w, big_h; /* what the largest image becomes */
+    if (stk_augment_output_size(a, m->max_width, m->max_height, &big_w, &big_h) ==
+            STK_OK &&
+        stk_loader_check_upscale(pos[0], spec, m, big_w, big_h) != STK_OK) {
+        rc = stk_cli_fail();
+        goto out;
+    }
     uint64_t first = index >= 0 ? (uint64_t)index : 0;
     uint64_t n = index >= 0 ? 1 : (uint64_t)count;
     if (first >= m->count) {

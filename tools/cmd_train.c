@@ -103,9 +103,12 @@ static const stk_flag flags[] = {
                   "data-parallel: batch norm statistics over every rank's batch\n"
                   "(as PyTorch's SyncBatchNorm); default: each rank's own"),
     STK_FLAG_INT(T, dist_timeout, "dist-timeout", "S", 1, 86400,
-                 "data-parallel watchdog: a step whose gradient all-reduce has\n"
-                 "not finished S seconds after backward (another rank hung or\n"
-                 "died) stops the job with a message; default 300"),
+                 "data-parallel watchdog: starting MPI, the check of the\n"
+                 "ranks' flags, a step whose gradient all-reduce has not\n"
+                 "finished S seconds after backward, or leaving MPI (another\n"
+                 "rank hung, stopped or died) stops the job with a message;\n"
+                 "the ranks wait for rank 0's evaluation S seconds plus twice\n"
+                 "their training time for as many images; default 300"),
     STK_FLAG_SECTION("output"),
     STK_FLAG_TEXT(T, out, "out", "RUNDIR",
                   "default run-MODEL; holds metrics.csv (per epoch), steps.csv\n"
@@ -177,7 +180,10 @@ static const stk_cli cli = {
              "rank trains on its shard of each epoch and the gradients are averaged\n"
              "(MPI) before each step; --batch is per rank, the global batch is N times it;\n"
              "rank 0 prints, evaluates and writes RUNDIR; images/s are the job's. Every\n"
-             "rank must be given the same flags (checked before the first step). With\n"
+             "rank must be given the same flags and data: before the first step the ranks\n"
+             "compare the model, its trainable parameters, every flag that changes what\n"
+             "is computed or when ranks synchronise, and a fingerprint of --data's\n"
+             "content; each rank names the first difference and the job ends. With\n"
              "--device cuda each rank takes its local GPU and gradients are averaged by\n"
              "NCCL on the GPUs (when the build found it). A rank that fails stops the job.\n"
              "--resume works on another number of ranks: the next epoch starts from its\n"
@@ -249,6 +255,8 @@ typedef struct run_state {
     stk_comm *comm;              /* the data-parallel job (a world of one alone) */
     stk_ddp *ddp;                /* with more than one rank */
     int rank, world;
+    uint64_t val_count;         /* images in --val */
+    bool ranks_agree_on_error;  /* every rank failed alike: no need to stop the others */
 } run_state;
 
 /* The run's own metadata beside the trainer's position. */
@@ -324,6 +332,16 @@ static stk_status resume_from(run_state *r)
     return continue_on_this_world(r);
 }
 
+static int trainable_count(const stk_model *m)
+{
+    int n = 0;
+    for (int i = 0; i < stk_model_param_count(m); i++) {
+        const stk_param *p = stk_model_param(m, i);
+        n += !p->is_buffer && stk_tensor_requires_grad(p->value);
+    }
+    return n;
+}
+
 /* The model as the flags describe it: created, --init, --freeze, on the device. */
 static stk_status make_model(run_state *r, const stk_meta *m)
 {
@@ -352,11 +370,17 @@ static stk_status make_model(run_state *r, const stk_meta *m)
         stk_log_info("%s", rep.text);
     }
     for (int i = 0; i < a->n_freeze; i++)
-        if (stk_model_set_requires_grad(r->model, a->freeze[i], false) == 0)
+        if (!a->freeze[i][0])
+            return stk_error(STK_ERR_INVALID_ARG,
+                             "--freeze '': an empty prefix would freeze every parameter");
+        else if (stk_model_set_requires_grad(r->model, a->freeze[i], false) == 0)
             return stk_error(STK_ERR_INVALID_ARG,
                              "--freeze %s matches no parameter of %s (names "
                              "like conv1, layer1.0, fc)",
                              a->freeze[i], a->model);
+    if (a->n_freeze && trainable_count(r->model) == 0)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--freeze: every parameter of %s is frozen; nothing would train", a->model);
     TRY(stk_model_to(r->model, a->device.kind));
     stk_optim_config oc = {.kind = (stk_optim_kind)a->optimizer,
                            .lr = (float)a->lr,
@@ -373,6 +397,7 @@ static stk_status check_val(run_state *r, const stk_meta *m)
     stk_dataset *vd;
     TRY(stk_dataset_open(a->val, &vd));
     const stk_meta *vm = stk_dataset_meta(vd);
+    r->val_count = vm->count;
     int vsize;
     stk_status st;
     if (vm->num_classes != m->num_classes || vm->channels != m->channels)
@@ -421,6 +446,78 @@ static stk_status open_record(run_state *r)
     return st;
 }
 
+/* x as the shortest text that reads back as x (0.1, not 0.10000000000000001) */
+static void exact(char buf[48], double x)
+{
+    for (int digits = 6; digits <= 17; digits++) {
+        snprintf(buf, 48, "%.*g", digits, x);
+        if (strtod(buf, NULL) == x) return;
+    }
+}
+
+/* Data-parallel: every rank must compute the same thing, so before the
+ * first step the ranks compare everything that changes what is computed or
+ * when they synchronise (ddp.h names the first difference on every rank). */
+static stk_status attach_ranks(run_state *r, stk_dataset *ds, int64_t per_epoch)
+{
+    const train_args *a = &r->a;
+    uint64_t fp;
+    TRY(stk_dataset_fingerprint(ds, &fp));
+    char freeze[512] = "", v[13][48];
+    for (int i = 0; i < a->n_freeze; i++)
+        snprintf(freeze + strlen(freeze), sizeof freeze - strlen(freeze), "%s%s", i ? "," : "",
+                 a->freeze[i]);
+    snprintf(v[0], sizeof v[0], "%" PRId64, a->batch);
+    snprintf(v[1], sizeof v[1], "%" PRId64, a->epochs);
+    snprintf(v[2], sizeof v[2], "%" PRId64, a->seed);
+    exact(v[3], a->lr);
+    exact(v[4], a->momentum);
+    exact(v[5], a->wd);
+    snprintf(v[6], sizeof v[6], "%" PRId64, a->step_epochs);
+    exact(v[7], a->warmup_epochs);
+    exact(v[8], a->smoothing);
+    snprintf(v[9], sizeof v[9], "%" PRId64, a->stop_after);
+    snprintf(v[10], sizeof v[10], "%016" PRIx64, fp);
+    snprintf(v[11], sizeof v[11], "%d", r->size);
+    snprintf(v[12], sizeof v[12], "%" PRId64, per_epoch);
+    const char *no_yes[] = {"no", "yes"};
+    stk_ddp_check_item items[] = {
+        {"--model", a->model},
+        {"--data (content fingerprint)", v[10]},
+        {"--batch", v[0]},
+        {"--epochs", v[1]},
+        {"--stop-after", a->stop_after ? v[9] : "(none)"},
+        {"--resume", no_yes[a->resume]},
+        {"--seed", v[2]},
+        {"--optimizer", optimizers[a->optimizer]},
+        {"--lr", v[3]},
+        {"--momentum", v[4]},
+        {"--nesterov", no_yes[a->nesterov]},
+        {"--wd", v[5]},
+        {"--schedule", schedules[a->schedule]},
+        {"--step-epochs", v[6]},
+        {"--warmup-epochs", v[7]},
+        {"--label-smoothing", v[8]},
+        {"--transform", r->transform},
+        {"--val", a->val ? "given" : "none"},
+        {"--val-transform", r->val_transform},
+        {"--freeze", a->n_freeze ? freeze : "(none)"},
+        {"--sync-bn", no_yes[a->sync_bn]},
+        {"--amp", no_yes[a->amp]},
+        {"--device", stk_device_name(a->device.kind)},
+        {"image size", v[11]},
+        {"steps per epoch", v[12]},
+    };
+    stk_status st = stk_ddp_attach(r->trainer, r->model, r->comm,
+                                   (int)(sizeof items / sizeof *items), items, &r->ddp);
+    /* a difference is found by every rank alike: each says so and leaves */
+    r->ranks_agree_on_error = st == STK_ERR_INVALID_ARG;
+    TRY(st);
+    stk_ddp_set_timeout(r->ddp, (double)a->dist_timeout);
+    if (a->sync_bn) stk_ddp_sync_batch_norm(r->ddp);
+    return STK_OK;
+}
+
 static stk_status setup_run(run_state *r, stk_dataset *ds)
 {
     train_args *a = &r->a;
@@ -463,29 +560,7 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
                        .step_size = a->step_epochs * per_epoch,
                        .gamma = 0.1f};
     TRY(stk_trainer_create(&r->tc, r->model, r->opt, &r->trainer));
-    if (r->world > 1) {
-        /* what every rank must agree on before the first step */
-        union {
-            double d;
-            uint64_t u;
-        } lr = {.d = a->lr};
-        stk_ddp_check_item items[] = {{"--batch", (uint64_t)a->batch},
-                                      {"--epochs", (uint64_t)a->epochs},
-                                      {"--seed", (uint64_t)a->seed},
-                                      {"--optimizer", (uint64_t)a->optimizer},
-                                      {"--lr (bits)", lr.u},
-                                      {"--resume", a->resume},
-                                      {"--sync-bn", a->sync_bn},
-                                      {"--device (0 cpu, 1 cuda)", (uint64_t)a->device.kind},
-                                      {"dataset records", stk_dataset_count(ds)},
-                                      {"dataset classes", m->num_classes},
-                                      {"image size", (uint64_t)r->size},
-                                      {"steps per epoch", (uint64_t)per_epoch}};
-        TRY(stk_ddp_attach(r->trainer, r->model, r->comm, (int)(sizeof items / sizeof *items),
-                           items, &r->ddp));
-        stk_ddp_set_timeout(r->ddp, (double)a->dist_timeout);
-        if (a->sync_bn) stk_ddp_sync_batch_norm(r->ddp);
-    }
+    if (r->world > 1) TRY(attach_ranks(r, ds, per_epoch));
     TRY(stk_h2d_open(r->loader, r->ce, &r->h2d));
     if (mkdir(a->out, 0755) != 0 && errno != EEXIST)
         return stk_error(STK_ERR_IO, "--out %s: %s", a->out, strerror(errno));
@@ -564,9 +639,14 @@ static stk_status train_epoch(run_state *r, int64_t epoch, stk_epoch_stats *es,
         es->stall_pct = m[2] / r->world;
     }
     TRY(evaluate(r, val));
-    /* the other ranks wait for rank 0's evaluation here, outside the watchdog
-     * (an evaluation may take longer than --dist-timeout) */
-    return r->a.val && r->world > 1 ? stk_comm_barrier(r->comm) : STK_OK;
+    if (!r->a.val || r->world == 1) return STK_OK;
+    /* The other ranks wait for rank 0's evaluation, which may take longer
+     * than --dist-timeout: the wait is bounded by --dist-timeout plus twice
+     * the time this rank took to train on as many images as --val holds
+     * (evaluation is forward only, training forward and backward). */
+    double per_rank = es->images_per_sec / r->world;
+    double allowance = per_rank > 0 ? 2.0 * (double)r->val_count / per_rank : 0;
+    return stk_comm_barrier(r->comm, (double)r->a.dist_timeout + allowance);
 }
 
 static void close_run(run_state *r)
@@ -623,7 +703,7 @@ static int fail_run(run_state *r)
     if (r->world > 1) {
         fprintf(stderr, "stoke: rank %d of %d: %s\n", r->rank, r->world, stk_last_error());
         fflush(stderr);
-        stk_comm_abort(r->comm, STK_EXIT_ERROR);
+        if (!r->ranks_agree_on_error) stk_comm_abort(r->comm, STK_EXIT_ERROR);
     } else {
         fprintf(stderr, "stoke: %s\n", stk_last_error());
     }
@@ -642,7 +722,7 @@ static int run(int argc, char **argv)
     train_args *a = &r.a;
     stk_cli_catch_interrupt();
     stk_cpu_set_threads((int)a->threads);
-    if (stk_comm_open(&r.comm) != STK_OK) {
+    if (stk_comm_open((double)a->dist_timeout, &r.comm) != STK_OK) {
         close_run(&r);
         return stk_cli_fail();
     }

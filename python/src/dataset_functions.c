@@ -12,6 +12,7 @@
 #include "storage/dataset.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -26,6 +27,23 @@ int stoke_path_or_none(PyObject *arg, void *out)
         return 1;
     }
     return PyUnicode_FSConverter(arg, out);
+}
+
+bool stoke_int_arg(PyObject *v, const char *name, long long lo, long long hi, long long *out)
+{
+    if (!PyLong_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "%s=%R: expected an integer", name, v);
+        return false;
+    }
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred()) return false;
+    if (overflow || x < lo || x > hi) {
+        PyErr_Format(PyExc_ValueError, "%s=%R: expected an integer in %lld..%lld", name, v, lo, hi);
+        return false;
+    }
+    *out = x;
+    return true;
 }
 
 static const char *bytes_or_null(PyObject *b) { return b ? PyBytes_AsString(b) : NULL; }
@@ -135,15 +153,25 @@ static PyObject *py_pack(PyObject *self, PyObject *args, PyObject *kw)
                             "max_side", "quality", "progress", "restart",  NULL};
     PyObject *src = NULL, *out = NULL, *labels = NULL, *classes = NULL, *result = NULL;
     const char *kind = NULL, *split = NULL;
-    int workers = 0, shuffle = 0, skip_bad = 0, validate = 1, quality = 90, progress = 0;
-    int restart = STK_PACK_DEFAULT_RESTART;
-    unsigned long long seed = 0, max_pixels = 64000000;
-    unsigned int max_side = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|$O&zzO&ipKppKIipi", names,
+    int shuffle = 0, skip_bad = 0, validate = 1, progress = 0;
+    PyObject *workers_o = NULL, *seed_o = NULL, *max_pixels_o = NULL, *max_side_o = NULL,
+             *quality_o = NULL, *restart_o = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|$O&zzO&OpOppOOOpO", names,
                                      PyUnicode_FSConverter, &src, PyUnicode_FSConverter, &out,
                                      stoke_path_or_none, &labels, &kind, &split, stoke_path_or_none,
-                                     &classes, &workers, &shuffle, &seed, &skip_bad, &validate,
-                                     &max_pixels, &max_side, &quality, &progress, &restart))
+                                     &classes, &workers_o, &shuffle, &seed_o, &skip_bad, &validate,
+                                     &max_pixels_o, &max_side_o, &quality_o, &progress, &restart_o))
+        goto fail;
+    /* the CLI's ranges; 0 workers: one per core, max_side 0 or None: no limit */
+    long long workers = 0, seed = 0, max_pixels = 64000000, max_side = 0, quality = 90,
+              restart = STK_PACK_DEFAULT_RESTART;
+    if ((workers_o && !stoke_int_arg(workers_o, "workers", 0, 1024, &workers)) ||
+        (seed_o && !stoke_int_arg(seed_o, "seed", 0, INT64_MAX, &seed)) ||
+        (max_pixels_o && !stoke_int_arg(max_pixels_o, "max_pixels", 1, INT64_MAX, &max_pixels)) ||
+        (max_side_o && max_side_o != Py_None &&
+         !stoke_int_arg(max_side_o, "max_side", 0, 65500, &max_side)) ||
+        (quality_o && !stoke_int_arg(quality_o, "quality", 1, 100, &quality)) ||
+        (restart_o && !stoke_int_arg(restart_o, "restart", 0, 64, &restart)))
         goto fail;
     pack_thread *t = calloc(1, sizeof *t);
     if (!t) {
@@ -158,15 +186,15 @@ static PyObject *py_pack(PyObject *self, PyObject *args, PyObject *kw)
     t->req.split = split;
     t->req.classes = bytes_or_null(classes);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    t->req.workers = workers > 0 ? workers : (int)(cores > 0 ? cores : 1);
+    t->req.workers = workers > 0 ? (int)workers : (int)(cores > 0 ? cores : 1);
     t->req.shuffle = shuffle;
-    t->req.seed = seed;
+    t->req.seed = (uint64_t)seed;
     t->req.skip_bad = skip_bad;
     t->req.validate = validate;
-    t->req.max_pixels = max_pixels;
-    t->req.max_side = max_side;
-    t->req.quality = quality;
-    t->req.restart_mcus = restart;
+    t->req.max_pixels = (uint64_t)max_pixels;
+    t->req.max_side = (uint32_t)max_side;
+    t->req.quality = (int)quality;
+    t->req.restart_mcus = (int)restart;
     t->req.progress = progress ? stderr : NULL;
     t->req.cancel = &t->cancel;
     pthread_mutex_init(&t->mu, NULL);

@@ -14,5 +14,12 @@ PyObject *stoke_raise(void);
  * (PyUnicode_FSConverter), None to NULL. Release with Py_XDECREF. */
 int stoke_path_or_none(PyObject *arg, void *out);
 
+/* An integer argument in lo..hi into *out; otherwise false with ValueError
+ * "NAME=V: expected an integer in LO..HI" (the CLI's words and ranges),
+ * Python integers too large for any C type included, or TypeError when v
+ * is not an integer. */
+#include <stdbool.h>
+bool stoke_int_arg(PyObject *v, const char *name, long long lo, long long hi, long long *out);
+
 /* The module's functions over datasets: pack(), info() (dataset_functions.c). */
 extern PyMethodDef stoke_dataset_functions[];

@@ -28,8 +28,12 @@
 #include "loader/loader.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
 
 PyObject *stoke_error;
 static PyTypeObject *LoaderType, *BatchType, *ArrayType;
@@ -46,6 +50,8 @@ typedef struct {
     /* device="cuda[:N]": the ring of device buffers (it holds the copy engine) */
     stoke_device_ring *ring;
     int gpu;
+    int busy;   /* calls inside the loader with the GIL released (next, restore) */
+    pid_t pid;  /* the process that opened it: a forked child cannot use it */
 } LoaderObject;
 
 typedef struct {
@@ -136,6 +142,11 @@ static PyObject *array_dlpack(PyObject *self_, PyObject *args, PyObject *kw)
     DLDevice dev = b->slot >= 0 ? (DLDevice){kDLCUDA, b->loader->gpu} : (DLDevice){kDLCPU, 0};
     if (dl_device != Py_None) {
         long type = -1, id = -1;
+        if (!PyTuple_Check(dl_device)) {
+            PyErr_Format(PyExc_TypeError, "__dlpack__: dl_device=%R: expected a (type, id) tuple",
+                         dl_device);
+            return NULL;
+        }
         if (!PyArg_ParseTuple(dl_device, "ll", &type, &id)) return NULL;
         if (type != dev.device_type || id != dev.device_id) {
             PyErr_Format(PyExc_BufferError, "stoke.Array: the data is on %s %d, not (%ld, %ld)",
@@ -159,6 +170,12 @@ static PyObject *array_dlpack(PyObject *self_, PyObject *args, PyObject *kw)
     bool versioned = false;
     if (max_version != Py_None) {
         long major = 0, minor = 0;
+        if (!PyTuple_Check(max_version)) {
+            PyErr_Format(PyExc_TypeError,
+                         "__dlpack__: max_version=%R: expected a (major, minor) tuple",
+                         max_version);
+            return NULL;
+        }
         if (!PyArg_ParseTuple(max_version, "ll", &major, &minor)) return NULL;
         versioned = major >= 1;
     }
@@ -246,7 +263,21 @@ static PyGetSetDef array_getset[] = {
      "the address of the first element (in the host ring, or device memory)", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
+/* Arrays and batches come from a Loader only: built directly they would view
+ * nothing (and stable-ABI heap types inherit object's tp_new). */
+static PyObject *not_constructible(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    (void)args, (void)kw;
+    PyObject *name = PyObject_GetAttrString((PyObject *)type, "__name__");
+    PyErr_Format(PyExc_TypeError,
+                 "stoke.%S cannot be created directly: iterate a stoke.Loader to get batches",
+                 name ? name : Py_None);
+    Py_XDECREF(name);
+    return NULL;
+}
+
 static PyType_Slot array_slots[] = {
+    {Py_tp_new, not_constructible},
     {Py_tp_dealloc, array_dealloc},
     {Py_tp_methods, array_methods},
     {Py_tp_getset, array_getset},
@@ -261,7 +292,7 @@ static PyType_Spec array_spec = {"stoke.Array", sizeof(ArrayObject), 0, Py_TPFLA
 
 static void loader_free_if_closing(LoaderObject *l)
 {
-    if (l->closing && l->outstanding == 0 && l->l) {
+    if (l->closing && l->outstanding == 0 && l->busy == 0 && l->l) {
         stk_loader *ld = l->l;
         l->l = NULL;
         PyThreadState *ts = PyEval_SaveThread(); /* closing joins the workers */
@@ -277,8 +308,9 @@ static void batch_dealloc(PyObject *self_)
     BatchObject *self = (BatchObject *)self_;
     LoaderObject *l = self->loader;
     if (l) {
-        if (l->l && self->b) stk_loader_release(l->l, self->b);
-        if (l->ring && self->slot >= 0)
+        bool here = l->pid == getpid(); /* in a forked child the ring is the parent's */
+        if (here && l->l && self->b) stk_loader_release(l->l, self->b);
+        if (here && l->ring && self->slot >= 0)
             stoke_device_ring_release(l->ring, self->slot, self->stream);
         l->outstanding--;
         loader_free_if_closing(l);
@@ -287,7 +319,8 @@ static void batch_dealloc(PyObject *self_)
     free_object(self_);
 }
 
-static PyType_Slot batch_slots[] = {{Py_tp_dealloc, batch_dealloc}, {0, NULL}};
+static PyType_Slot batch_slots[] = {
+    {Py_tp_new, not_constructible}, {Py_tp_dealloc, batch_dealloc}, {0, NULL}};
 static PyType_Spec batch_spec = {"stoke._Batch", sizeof(BatchObject), 0, Py_TPFLAGS_DEFAULT,
                                  batch_slots};
 
@@ -397,13 +430,24 @@ static int loader_init(PyObject *self_, PyObject *args, PyObject *kw)
     PyObject *path = NULL; /* bytes: str and os.PathLike accepted */
     const char *transform = NULL, *output = "u8", *layout = "NHWC", *device = "cpu",
                *on_bad = "skip";
-    int batch = 0, workers = 0, shuffle = 1, drop_last = 0, rank = 0, world = 1, prefetch = 3;
-    unsigned long long seed = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&i|$zipKpiississ", names, PyUnicode_FSConverter,
-                                     &path, &batch, &transform, &workers, &shuffle, &seed,
-                                     &drop_last, &rank, &world, &output, &layout, &prefetch,
+    int shuffle = 1, drop_last = 0;
+    PyObject *batch_o = NULL, *workers_o = NULL, *seed_o = NULL, *rank_o = NULL, *world_o = NULL,
+             *prefetch_o = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O|$zOpOpOOssOss", names, PyUnicode_FSConverter,
+                                     &path, &batch_o, &transform, &workers_o, &shuffle, &seed_o,
+                                     &drop_last, &rank_o, &world_o, &output, &layout, &prefetch_o,
                                      &device, &on_bad))
         return -1;
+    /* the library's ranges (loader/loader.h), checked before anything is
+     * converted: a Python integer never wraps into another value */
+    long long batch = 0, workers = 0, seed = 0, rank = 0, world = 1, prefetch = 3;
+    if (!stoke_int_arg(batch_o, "batch_size", 1, STK_LOADER_MAX_BATCH, &batch) ||
+        (workers_o && !stoke_int_arg(workers_o, "workers", 0, STK_LOADER_MAX_WORKERS, &workers)) ||
+        (seed_o && !stoke_int_arg(seed_o, "seed", 0, INT64_MAX, &seed)) ||
+        (world_o && !stoke_int_arg(world_o, "world_size", 1, STK_LOADER_MAX_WORLD, &world)) ||
+        (rank_o && !stoke_int_arg(rank_o, "rank", 0, world - 1, &rank)) ||
+        (prefetch_o && !stoke_int_arg(prefetch_o, "prefetch", 1, 64, &prefetch)))
+        goto fail;
     if (self->l) {
         PyErr_SetString(PyExc_RuntimeError, "stoke.Loader: already open");
         goto fail;
@@ -423,7 +467,7 @@ static int loader_init(PyObject *self_, PyObject *args, PyObject *kw)
     int gpu = -1;
     if (!parse_device(device, &gpu)) goto fail;
     if (gpu >= 0 && (prefetch < 1 || prefetch > 32)) { /* the copy engine marks 64 buffers */
-        PyErr_Format(PyExc_ValueError, "prefetch=%d: 1..32 with device=%s", prefetch, device);
+        PyErr_Format(PyExc_ValueError, "prefetch=%lld: 1..32 with device=%s", prefetch, device);
         goto fail;
     }
     stk_status st;
@@ -439,16 +483,16 @@ static int loader_init(PyObject *self_, PyObject *args, PyObject *kw)
     }
     stk_loader_options o = stk_loader_defaults();
     if (ce) o.host_memory = ce->host_memory;
-    o.batch_size = batch;
-    if (workers > 0) o.workers = workers;
-    o.prefetch = prefetch;
+    o.batch_size = (int)batch;
+    if (workers > 0) o.workers = (int)workers;
+    o.prefetch = (int)prefetch;
     o.transform = transform;
     o.shuffle = shuffle;
-    o.seed = seed;
+    o.seed = (uint64_t)seed;
     o.drop_last = drop_last;
     o.bad_policy = strcmp(on_bad, "error") ? STK_BAD_SKIP : STK_BAD_ERROR;
-    o.rank = rank;
-    o.world = world;
+    o.rank = (int)rank;
+    o.world = (int)world;
     o.format = strcmp(output, "f32") ? STK_PIXELS_U8_HWC : STK_PIXELS_F32_CHW;
     self->f32 = o.format == STK_PIXELS_F32_CHW;
     self->nchw = !strcmp(layout, "NCHW");
@@ -466,6 +510,7 @@ static int loader_init(PyObject *self_, PyObject *args, PyObject *kw)
     self->l = l;
     self->ring = ring;
     self->gpu = gpu;
+    self->pid = getpid();
     Py_DECREF(path);
     return 0;
 fail:
@@ -479,7 +524,38 @@ static bool check_open(LoaderObject *self)
         PyErr_SetString(PyExc_ValueError, "stoke.Loader: closed");
         return false;
     }
+    if (self->pid != getpid()) {
+        /* fork() copies the loader's memory but not its worker threads */
+        PyErr_Format(stoke_error,
+                     "stoke.Loader: opened in process %ld, used in process %ld (a forked child: "
+                     "multiprocessing, a DataLoader worker); its worker threads do not exist "
+                     "here: open a new Loader in the child",
+                     (long)self->pid, (long)getpid());
+        return false;
+    }
     return true;
+}
+
+/* Only one thread inside the loader at a time (next, load_state_dict):
+ * the loader has one consumer. */
+static bool enter(LoaderObject *self)
+{
+    if (!check_open(self)) return false;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "stoke.Loader: another thread is using this loader (one consumer at a "
+                        "time)");
+        return false;
+    }
+    self->busy++;
+    return true;
+}
+
+/* Leave; a close() asked meanwhile happens now. */
+static void leave(LoaderObject *self)
+{
+    self->busy--;
+    loader_free_if_closing(self);
 }
 
 /* Begin the pass of self->epoch unless one is going on (or was restored). */
@@ -501,15 +577,29 @@ static bool begin_pass(LoaderObject *self)
 static PyObject *loader_iter(PyObject *self_)
 {
     LoaderObject *self = (LoaderObject *)self_;
-    if (!check_open(self) || !begin_pass(self)) return NULL;
+    if (!enter(self)) return NULL;
+    bool ok = begin_pass(self);
+    leave(self);
+    if (!ok) return NULL;
     Py_INCREF(self_);
     return self_;
 }
 
+static PyObject *next_batch(LoaderObject *self);
+
 static PyObject *loader_next(PyObject *self_)
 {
     LoaderObject *self = (LoaderObject *)self_;
-    if (!check_open(self) || !begin_pass(self)) return NULL;
+    if (!enter(self)) return NULL;
+    PyObject *r = next_batch(self);
+    leave(self);
+    return r;
+}
+
+/* The next batch (inside enter/leave: close() from another thread waits). */
+static PyObject *next_batch(LoaderObject *self)
+{
+    if (!begin_pass(self)) return NULL;
     stk_batch *b = NULL;
     stk_status st;
     for (;;) { /* waits of 0.1 s, so that Ctrl-C (KeyboardInterrupt) is seen while waiting */
@@ -518,6 +608,10 @@ static PyObject *loader_next(PyObject *self_)
         PyEval_RestoreThread(ts);
         if (st != STK_AGAIN) break;
         if (PyErr_CheckSignals() < 0) return NULL; /* the pass goes on at the next call */
+        if (self->closing) {
+            PyErr_SetString(PyExc_ValueError, "stoke.Loader: closed by another thread");
+            return NULL;
+        }
     }
     if (st == STK_END) { /* the pass is over: the next one is the next epoch */
         self->in_pass = false;
@@ -592,7 +686,7 @@ static PyObject *loader_load_state_dict(PyObject *self_, PyObject *d)
 {
     LoaderObject *self = (LoaderObject *)self_;
     if (!check_open(self)) return NULL;
-    stk_loader_position p;
+    stk_loader_position p = {0};
     const char *keys[3] = {"seed", "epoch", "cursor"};
     uint64_t *vals[3] = {&p.seed, &p.epoch, &p.cursor};
     for (int i = 0; i < 3; i++) {
@@ -602,10 +696,12 @@ static PyObject *loader_load_state_dict(PyObject *self_, PyObject *d)
         Py_DECREF(v);
         if (PyErr_Occurred()) return NULL;
     }
+    if (!enter(self)) return NULL;
     stk_status st;
     PyThreadState *ts = PyEval_SaveThread();
     st = stk_loader_restore(self->l, &p);
     PyEval_RestoreThread(ts);
+    leave(self);
     if (st != STK_OK) return stoke_raise();
     self->epoch = (int64_t)p.epoch;
     self->in_pass = true; /* the next iteration goes on from the cursor */
@@ -629,7 +725,19 @@ static PyObject *loader_close(PyObject *self_, PyObject *unused)
 {
     (void)unused;
     LoaderObject *self = (LoaderObject *)self_;
+    if (self->l && self->pid != getpid()) {
+        /* a forked child: the workers are the parent's; leave its memory be */
+        self->l = NULL;
+        self->ring = NULL;
+        Py_RETURN_NONE;
+    }
     self->closing = true; /* batches still alive keep the ring until they go */
+    /* Another thread inside next() sees closing within 0.1 s and leaves;
+     * wait for it (the GIL released) so that the loader is closed on return. */
+    while (self->busy) {
+        Py_BEGIN_ALLOW_THREADS nanosleep(&(struct timespec){0, 1000000}, NULL);
+        Py_END_ALLOW_THREADS
+    }
     loader_free_if_closing(self);
     Py_RETURN_NONE;
 }
@@ -652,10 +760,14 @@ static PyObject *loader_exit(PyObject *self, PyObject *args)
 static void loader_dealloc(PyObject *self_)
 {
     LoaderObject *self = (LoaderObject *)self_;
-    if (self->l) { /* no batch is alive: each holds a reference to the loader */
+    if (self->l && self->pid == getpid()) { /* no batch is alive: each holds a reference */
         stk_loader_close(self->l);
-        self->l = NULL;
+        stoke_device_ring_destroy(self->ring);
     }
+    /* in a forked child the loader's threads are the parent's: its memory
+     * is left as it is (freeing would join threads that do not exist here) */
+    self->l = NULL;
+    self->ring = NULL;
     free_object(self_);
 }
 

@@ -45,6 +45,12 @@ run 2 "$STOKE" peek --out x.png good.stoke
 expect err.txt "--out x.png: write .ppm/.pgm (lossless) or .jpg"
 run 2 "$STOKE" peek --index 1 --count 2 good.stoke
 run 1 "$STOKE" peek missing.stoke
+# a size meant for another dataset (Fashion-MNIST at 16384 px: 8 GB of grid)
+run 0 "$STOKE" pack --from idx "$FX/idx" tiny.stoke
+run 1 "$STOKE" peek --count 16 --transform resize:16384,center:16384 tiny.stoke
+expect err.txt 'tiny.stoke: transform "resize:16384,center:16384" makes 16384x16384 images from images of at most 28x28 (more than 8 times the side)'
+[ -e peek.ppm ] && [ peek.ppm -nt tiny.stoke ] && fail "a refused peek wrote its image"
+run 0 "$STOKE" peek --count 2 --transform resize:224,center:224 --out up.pgm tiny.stoke
 
 # On a full disk the previous image stays whole (temporary + rename): the
 # write fails with ENOSPC, the old file is unchanged, no temporary is left.

@@ -119,6 +119,47 @@ run 1 $MPIRUN --oversubscribe -np 1 "$STOKE" train $T --batch 8 --out bad : \
     -np 1 "$STOKE" train $T --batch 4 --out bad
 expect err.txt "stoke: rank 0 of 2: rank 1 differs from rank 0: --batch 4 against 8"
 [ -f bad/last.safetensors ] && fail "a refused job wrote a checkpoint"
+# Every flag that changes what is computed or when ranks synchronise, the
+# trainable set and the data's content: each rank names the first difference
+# and leaves (exit 1), nothing written. (Differing --freeze once corrupted
+# memory inside MPI_Allreduce: buckets of other sizes.)
+run 0 "$STOKE" pack --from idx --shuffle --seed 1 "$STOKE_FIXTURES/idx" shuffled.stoke
+# differ "FLAGS OF RANK 0" "FLAGS OF RANK 1" MESSAGE
+differ() {
+    rm -rf bad
+    run 1 $MPIRUN --oversubscribe -np 1 "$STOKE" train $T --batch 8 --out bad $1 : \
+        -np 1 "$STOKE" train $T --batch 8 --out bad $2
+    expect err.txt "stoke: rank 0 of 2: rank 1 differs from rank 0: $3"
+    expect err.txt "stoke: rank 1 of 2: rank 1 differs from rank 0: $3"
+    [ -f bad/last.safetensors ] && fail "$1 / $2: a refused job wrote a checkpoint"
+}
+differ "--freeze fc1" "" "--freeze (none) against fc1"
+differ "--wd 0" "--wd 0.1" "--wd 0.1 against 0"
+differ "" "--transform pad:2,crop:28" "--transform pad:2,crop:28 against center:28"
+differ "--schedule step" "" "--schedule cosine against step"
+differ "" "--data shuffled.stoke" "--data (content fingerprint)"
+differ "--stop-after 1" "" "--stop-after (none) against 1"
+differ "--momentum 0.8" "" "--momentum 0.9 against 0.8"
+differ "--label-smoothing 0.1" "" "--label-smoothing 0 against 0.1"
+T1="--data tiny.stoke --threads 1 --workers 1 --model mlp --epochs 2 --transform center:28 --batch 8"
+rm -rf bad
+run 1 $MPIRUN --oversubscribe -np 1 "$STOKE" train $T1 --out bad : -np 1 "$STOKE" train $T1 --out bad --val tiny.stoke
+expect err.txt "rank 1 differs from rank 0: --val given against none"
+# a rank stopped before it starts MPI, or 0.3 s in: the job ends by the
+# watchdog within its timeout, saying why
+for delay in 0 0.3; do
+    rm -f job.rc
+    ($MPIRUN --oversubscribe -np 1 "$STOKE" train $T1 --out early --dist-timeout 3 : \
+        -np 1 sh -c 'sleep "$0"; kill -STOP $$; exec "$@"' $delay "$STOKE" train $T1 --out early \
+        --dist-timeout 3 >out.txt 2>err.txt; echo $? >job.rc) &
+    i=0
+    while [ ! -f job.rc ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    [ -f job.rc ] || { fail "stopped at $delay s: the job did not end within 30 s"; pkill -KILL -x stoke; }
+    wait
+    [ "$(cat job.rc 2>/dev/null)" != 0 ] || fail "stopped at $delay s: the job exited 0"
+    expect err.txt "has not finished after 3 s: another rank has hung, stopped or died"
+done
+
 # Failures stop the job within a bounded time, the last checkpoint intact.
 # rank_pid R: the pid of the stoke process of rank R (from its environment).
 rank_pid() {

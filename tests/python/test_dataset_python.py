@@ -82,8 +82,20 @@ def test_errors_carry_the_cli_messages(tmp_path):
         stoke.pack(f"{FIX}/idx", tmp_path)
     with pytest.raises(stoke.StokeError, match="--split x: expected train or test"):
         stoke.pack(f"{FIX}/idx", out, split="x")
-    with pytest.raises(stoke.StokeError, match="--quality 0"):
-        stoke.pack(f"{FIX}/good", out, quality=0)
+    # every integer in the CLI's range, never wrapped into another value
+    for kw, text in [(dict(quality=0), "quality=0: expected an integer in 1..100"),
+                     (dict(workers=-1), "workers=-1: expected an integer in 0..1024"),
+                     (dict(max_pixels=-1), "max_pixels=-1: expected an integer in 1..9223372036854775807"),
+                     (dict(seed=-1), "seed=-1: expected an integer in 0..9223372036854775807"),
+                     (dict(seed=2**64), "seed=18446744073709551616: expected an integer in 0.."),
+                     (dict(max_side=-1), "max_side=-1: expected an integer in 0..65500"),
+                     (dict(restart=65), "restart=65: expected an integer in 0..64")]:
+        with pytest.raises(ValueError) as e:
+            stoke.pack(f"{FIX}/good", out, **kw)
+        assert str(e.value).startswith(text), kw
+        assert not out.exists()
+    with pytest.raises(TypeError, match="quality='high': expected an integer"):
+        stoke.pack(f"{FIX}/good", out, quality="high")
     damaged = tmp_path / "damaged.stoke"
     damaged.write_bytes(b"\0" * 100)
     for path in (damaged, tmp_path / "none.stoke"):

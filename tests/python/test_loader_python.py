@@ -166,6 +166,116 @@ def test_errors_carry_the_cli_messages(tiny, tmp_path):
         iter(loader)
 
 
+def test_arguments_in_the_library_ranges(tiny):
+    cases = [(dict(seed=2**64), "seed=18446744073709551616: expected an integer in 0..9223372036854775807"),
+             (dict(seed=-1), "seed=-1: expected an integer in 0..9223372036854775807"),
+             (dict(world_size=0), "world_size=0: expected an integer in 1..65536"),
+             (dict(world_size=-3), "world_size=-3: expected an integer in 1..65536"),
+             (dict(world_size=2, rank=2), "rank=2: expected an integer in 0..1"),
+             (dict(workers=-5), "workers=-5: expected an integer in 0..1024"),
+             (dict(prefetch=0), "prefetch=0: expected an integer in 1..64")]
+    for kw, text in cases:
+        with pytest.raises(ValueError) as e:
+            stoke.Loader(tiny, 8, **kw)
+        assert str(e.value) == text, kw
+    for batch in (0, -1, 2**70):
+        with pytest.raises(ValueError, match=f"batch_size={batch}: expected an integer in 1..65536"):
+            stoke.Loader(tiny, batch)
+    with pytest.raises(TypeError, match="expected an integer"):
+        stoke.Loader(tiny, 8, seed=1.5)
+    # a size meant for another dataset: refused before anything is allocated
+    with pytest.raises(stoke.StokeError) as e:
+        stoke.Loader(tiny, 8, transform="rrc:16384")
+    assert "makes 16384x16384 images from images of at most 28x28 (more than 8 times the side)" \
+        in str(e.value)
+    # 8 times is fine (MNIST at 224 px for an ImageNet model)
+    with stoke.Loader(tiny, 2, transform="resize:224,center:224", workers=1) as l:
+        assert next(iter(l))[0].shape == (2, 224, 224, 1)
+
+
+def test_array_and_dlpack_arguments(tiny):
+    with pytest.raises(TypeError, match="cannot be created directly"):
+        stoke.Array()
+    with plain(tiny) as loader:
+        images, _ = next(iter(loader))
+        for kw in (dict(max_version="x"), dict(dl_device="cpu")):
+            with pytest.raises(TypeError, match="expected a"):
+                images.__dlpack__(**kw)
+        del images, _
+
+
+@pytest.mark.parametrize("delay", [0, 0.001, 0.02])
+def test_close_from_another_thread_while_next_runs(jpeg, delay):
+    # one worker decoding 128-px crops: next() waits, or starts an epoch
+    for _ in range(4):
+        loader = stoke.Loader(jpeg, 11, transform="rrc:128,flip", workers=1, prefetch=2)
+        seen = []
+
+        def consume():
+            try:
+                for _ in range(50):
+                    for x, y in loader:
+                        del x, y
+            except ValueError as e:
+                seen.append(str(e))
+
+        t = threading.Thread(target=consume)
+        t.start()
+        threading.Event().wait(delay)
+        loader.close()  # waits for the other thread to leave the loader
+        t.join(30)
+        assert not t.is_alive()
+        assert seen and "closed" in seen[0]
+        with pytest.raises(ValueError, match="closed"):
+            next(iter(loader))
+
+
+def test_two_threads_cannot_consume_at_once(jpeg):
+    loader = stoke.Loader(jpeg, 11, transform="rrc:128,flip", workers=1, prefetch=2)
+    errors = []
+
+    def consume():
+        try:
+            for _ in range(20):
+                for x, y in loader:
+                    del x, y
+        except RuntimeError as e:
+            errors.append(str(e))
+
+    threads = [threading.Thread(target=consume) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors and "another thread is using this loader" in errors[0]
+    loader.close()
+
+
+def test_a_forked_child_gets_an_error_not_a_hang(tiny):
+    import multiprocessing as mp
+    loader = plain(tiny)
+    next(iter(loader))
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+
+    def child():
+        try:
+            next(iter(loader))
+            q.put("no error")
+        except stoke.StokeError as e:
+            q.put(str(e))
+        loader.close()  # a no-op here: the parent's threads are not in this process
+
+    p = ctx.Process(target=child)
+    p.start()
+    p.join(30)
+    assert p.exitcode == 0, "the child hung or crashed"
+    msg = q.get(timeout=5)
+    assert "a forked child" in msg and "open a new Loader in the child" in msg
+    assert sum(x.shape[0] for x, _ in loader) == 50 - 8  # the parent goes on with its pass
+    loader.close()
+
+
 def test_close_with_live_batches(tiny):
     loader = plain(tiny)
     x, _ = next(iter(loader))
