@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 stk_status stk_file_read_all(const char *path, uint64_t max_bytes, uint8_t **data, size_t *len)
@@ -183,4 +186,86 @@ fail:
 out:
     free(tmp);
     return st;
+}
+
+/* The pid holding a flock on the file (dev, ino), from /proc/locks; 0 when
+ * not found. Lines read "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF". */
+static long lock_holder(dev_t dev, ino_t ino)
+{
+    FILE *f = fopen("/proc/locks", "re");
+    if (!f) return 0;
+    char line[256];
+    long found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        char kind[16];
+        long pid;
+        unsigned maj, min;
+        unsigned long long inode;
+        if (sscanf(line, "%*s %15s %*s %*s %ld %x:%x:%llu", kind, &pid, &maj, &min, &inode) == 5 &&
+            !strcmp(kind, "FLOCK") && maj == major(dev) && min == minor(dev) &&
+            inode == (unsigned long long)ino)
+            found = pid;
+    }
+    fclose(f);
+    return found;
+}
+
+/* pid's command line, arguments joined by spaces and made printable. */
+static void command_of(long pid, char *buf, size_t size)
+{
+    char path[64], raw[512];
+    snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
+    buf[0] = '\0';
+    FILE *f = fopen(path, "re");
+    if (!f) return;
+    size_t n = fread(raw, 1, sizeof raw - 1, f);
+    fclose(f);
+    while (n > 0 && raw[n - 1] == '\0') n--;
+    for (size_t i = 0; i < n; i++)
+        if (raw[i] == '\0') raw[i] = ' ';
+    raw[n] = '\0';
+    stk_printable(raw, buf, size);
+}
+
+stk_status stk_dir_lock(const char *dir, int *fd_out)
+{
+    *fd_out = -1;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return stk_error(STK_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        *fd_out = fd;
+        return STK_OK;
+    }
+    int err = errno;
+    struct stat sb;
+    long pid = err == EWOULDBLOCK && fstat(fd, &sb) == 0 ? lock_holder(sb.st_dev, sb.st_ino) : 0;
+    close(fd);
+    if (err != EWOULDBLOCK)
+        return stk_error(STK_ERR_IO, "%s: cannot lock: %s", dir, strerror(err));
+    char cmd[300];
+    if (pid > 0) command_of(pid, cmd, sizeof cmd);
+    if (pid > 0 && cmd[0])
+        return stk_error(STK_ERR_BUSY, "%s is in use by pid %ld (%s)", dir, pid, cmd);
+    if (pid > 0) return stk_error(STK_ERR_BUSY, "%s is in use by pid %ld", dir, pid);
+    return stk_error(STK_ERR_BUSY, "%s is in use by another process", dir);
+}
+
+int stk_remove_stale_temporaries(const char *dir, const char *const *names, int n)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        for (int i = 0; i < n; i++) {
+            size_t len = strlen(names[i]);
+            /* NAME.tmp.XXXXXX: mkstemp's six characters */
+            if (strncmp(e->d_name, names[i], len) || strncmp(e->d_name + len, ".tmp.", 5) ||
+                strlen(e->d_name + len + 5) != 6)
+                continue;
+            if (unlinkat(dirfd(d), e->d_name, 0) == 0) removed++;
+        }
+    }
+    closedir(d);
+    return removed;
 }

@@ -1,5 +1,5 @@
 /* Small file-system helpers shared by the modules: reading a whole file
- * safely, UTF-8 checks, printable names, and directory fsync.
+ * safely, UTF-8 checks, printable names, directory fsync and locks.
  */
 #pragma once
 
@@ -41,3 +41,16 @@ stk_status stk_file_write_atomic(const char *path, const stk_file_part *parts, i
 
 /* fsync the directory holding `path`, so a rename into it is durable. */
 stk_status stk_fsync_parent_dir(const char *path);
+
+/* Take an exclusive lock (flock) on the directory `dir`, without waiting,
+ * for as long as *fd (returned) stays open: close(*fd) releases it, and so
+ * does the process's end, however it ends. Errors: STK_ERR_BUSY ("DIR is in
+ * use by pid 1234 (stoke train --out DIR ...)": the holder named from
+ * /proc/locks when it can be), STK_ERR_IO. The message is the reason only;
+ * callers prefix the flag. */
+stk_status stk_dir_lock(const char *dir, int *fd);
+
+/* Remove DIR/NAME.tmp.XXXXXX files (stk_file_write_atomic's temporaries,
+ * left by a writer that was killed) for each of the n names; call it only
+ * while holding DIR's lock. Returns how many were removed. */
+int stk_remove_stale_temporaries(const char *dir, const char *const *names, int n);

@@ -14,5 +14,11 @@
  * when c needs none. Bytes from 0x80 up pass through: UTF-8 stays as is. */
 const char *stk_json_escape(unsigned char c, char esc[8]);
 
-/* Write s to f as a JSON string literal (quoted, escaped). */
+/* Write s to f as a JSON string literal (quoted, escaped). Bytes that are
+ * not well-formed UTF-8 become U+FFFD: the output is always valid JSON. */
 void stk_json_write_string(FILE *f, const char *s);
+
+/* x with `decimals` decimals, or "null" when x is NaN or infinite (JSON has
+ * neither): printf("%s", stk_json_number(x, 4, buf)). */
+#define STK_JSON_NUMBER 352 /* room for %.*f of any double */
+const char *stk_json_number(double x, int decimals, char buf[STK_JSON_NUMBER]);

@@ -60,6 +60,7 @@ const char *stk_status_name(stk_status st)
     case STK_ERR_LIMIT: return "limit exceeded";
     case STK_ERR_INTERNAL: return "internal error";
     case STK_ERR_DIVERGED: return "training diverged";
+    case STK_ERR_BUSY: return "in use by another process";
     }
     return "unknown status";
 }

@@ -36,6 +36,7 @@ typedef enum stk_status {
     STK_ERR_LIMIT = -9,     /* refused by a limit (pixel count, map size, ...) */
     STK_ERR_INTERNAL = -10,
     STK_ERR_DIVERGED = -11, /* training produced a loss or parameter that is not finite */
+    STK_ERR_BUSY = -12,     /* held by another process (a run folder's lock) */
 } stk_status;
 
 /* The message of the last error set on this thread ("" when none). */

@@ -302,3 +302,37 @@ out:
     stk_safetensors_free(f);
     return st;
 }
+
+/* One tensor's dimension against what the metadata implies. */
+static stk_status expect_dim(const stk_safetensors *f, const char *tensor, int ndim, int dim,
+                             int64_t want, const char *why)
+{
+    const stk_st_entry *e = stk_safetensors_find(f, tensor);
+    if (!e)
+        return stk_error(STK_ERR_FORMAT, "%s: no tensor %s (a checkpoint of another model?)",
+                         f->path, tensor);
+    if (e->ndim != ndim || e->shape[dim] != want)
+        return stk_error(STK_ERR_FORMAT,
+                         "%s: its metadata (%s) gives %s dimension %d the size %lld, the tensor "
+                         "has %lld in %d dimensions: the metadata does not match the tensors",
+                         f->path, why, tensor, dim, (long long)want,
+                         e->ndim > dim ? (long long)e->shape[dim] : -1LL, e->ndim);
+    return STK_OK;
+}
+
+stk_status stk_checkpoint_check_config(const stk_safetensors *f, const stk_model_config *cfg)
+{
+    char why[96];
+    bool mlp = cfg->name && !strcmp(cfg->name, "mlp");
+    if (mlp) {
+        snprintf(why, sizeof why, "in_channels %d, image_size %d", cfg->in_channels,
+                 cfg->image_size);
+        TRY(expect_dim(f, "fc1.weight", 2, 1,
+                       (int64_t)cfg->in_channels * cfg->image_size * cfg->image_size, why));
+    } else {
+        snprintf(why, sizeof why, "in_channels %d", cfg->in_channels);
+        TRY(expect_dim(f, "conv1.weight", 4, 1, cfg->in_channels, why));
+    }
+    snprintf(why, sizeof why, "classes %d", cfg->classes);
+    return expect_dim(f, mlp ? "fc3.weight" : "fc.weight", 2, 0, cfg->classes, why);
+}

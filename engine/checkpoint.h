@@ -49,3 +49,14 @@ typedef struct stk_load_report {
  * STK_ERR_CORRUPT, STK_ERR_NOMEM. */
 stk_status stk_checkpoint_load(const char *path, stk_model *m, stk_optim *opt, bool strict,
                                stk_load_report *report);
+
+/* Before building a model from a checkpoint's metadata (model, in_channels,
+ * classes, image_size), check that the checkpoint's own tensors have the
+ * shapes that metadata gives the input layer and the classifier, so a
+ * metadata value that does not match its tensors (an image_size of 2048 for
+ * a 28 px mlp: a 12.9 GB model) is refused before anything large is
+ * allocated. Errors: STK_ERR_FORMAT naming the file, the tensor and both
+ * shapes. */
+struct stk_safetensors;
+stk_status stk_checkpoint_check_config(const struct stk_safetensors *f,
+                                       const stk_model_config *cfg);

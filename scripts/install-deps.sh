@@ -10,7 +10,7 @@ check zlib1g-dev libdnnl-dev strace python3 python3-lmdb python3-pil python3-num
 python3-torch python3-torchvision python3-venv python3-dev python3-pytest librsvg2-bin
 clang libclang-rt-14-dev
 openmpi-bin libopenmpi-dev
-dataset-fashion-mnist"
+dataset-fashion-mnist time"
 
 missing=""
 for p in $PKGS; do

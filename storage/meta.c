@@ -1,6 +1,7 @@
 #include "storage/meta.h"
 
 #include "common/crc32c.h"
+#include "common/fs.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -283,6 +284,11 @@ stk_status stk_meta_decode(stk_meta *m, stk_meta_get_fn get, void *ctx)
         if ((nl == NULL) != (i == n - 1)) {
             bad = "classes";
             goto fail;
+        }
+        if (!stk_utf8_valid(names, len) || memchr(names, '\0', len)) {
+            /* pack writes UTF-8 names only: JSON and terminals rely on it */
+            st = stk_error(STK_ERR_CORRUPT, "meta: the name of class %u is not UTF-8", i);
+            goto out;
         }
         if (!(m->class_names[i] = strndup(names, len))) {
             st = stk_error(STK_ERR_NOMEM, "out of memory");

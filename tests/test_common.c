@@ -2,6 +2,7 @@
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/fs.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "common/progress.h"
 #include "common/rng.h"
@@ -13,6 +14,7 @@
 
 #include <check.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -410,6 +412,37 @@ START_TEST(trace_records_threads_flows_and_the_schedule)
 }
 END_TEST
 
+/* JSON output is always JSON: no NaN or inf numbers, no bytes that are not UTF-8. */
+START_TEST(json_numbers_and_strings_stay_json)
+{
+    char b[STK_JSON_NUMBER];
+    ck_assert_str_eq(stk_json_number(1.5, 2, b), "1.50");
+    ck_assert_str_eq(stk_json_number(NAN, 2, b), "null");
+    ck_assert_str_eq(stk_json_number(-INFINITY, 2, b), "null");
+    ck_assert_uint_gt(strlen(stk_json_number(-1.7976931348623157e308, 6, b)), 300);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    stk_json_write_string(f, "caf\xc3\xa9 c\xe4t \xe2\x82 \"q\"\n");
+    fclose(f);
+    ck_assert_str_eq(text, "\"caf\xc3\xa9 c\\ufffdt \\ufffd\\ufffd \\\"q\\\"\\n\"");
+    free(text);
+    /* the lock: a second holder is refused, naming this process */
+    char dir[] = "/tmp/stoke-lock-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    int fd, fd2;
+    ck_assert_int_eq(stk_dir_lock(dir, &fd), STK_OK);
+    ck_assert_int_eq(stk_dir_lock(dir, &fd2), STK_ERR_BUSY);
+    char pid[32];
+    snprintf(pid, sizeof pid, "by pid %ld (", (long)getpid());
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), pid));
+    close(fd);
+    ck_assert_int_eq(stk_dir_lock(dir, &fd2), STK_OK);
+    close(fd2);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("common");
@@ -430,6 +463,7 @@ int main(void)
     tcase_add_test(tc, read_all_refuses_fifo_without_blocking);
     tcase_add_test(tc, log_levels_and_clock);
     tcase_add_test(tc, trace_records_threads_flows_and_the_schedule);
+    tcase_add_test(tc, json_numbers_and_strings_stay_json);
     suite_add_tcase(s, tc);
     return stk_check_run(s);
 }

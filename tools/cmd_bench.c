@@ -252,22 +252,27 @@ static int run(int argc, char **argv)
     stk_loader_default_transform(stk_dataset_meta(stk_loader_dataset(l)), deflt, sizeof deflt);
     const char *tbuf = o.transform ? o.transform : deflt;
     if (json) {
+        char j[11][STK_JSON_NUMBER]; /* each number its own buffer: one printf uses them all */
+#define J(k, x, d) stk_json_number((x), (d), j[k])
         printf(
-            "{\"images\": %" PRIu64 ", \"seconds\": %.3f, \"images_per_sec\": %.1f, "
-            "\"mb_per_sec\": %.1f, \"stall_pct\": %.2f, \"peak_rss_mb\": %.1f, \"read_s\": %.3f, "
-            "\"decode_s\": %.3f, \"augment_s\": %.3f, \"wait_s\": %.3f, \"bad_records\": %" PRIu64
-            ", \"checksum\": %s, \"cpu_pct\": %.1f, \"workers\": %d, \"batch\": %d, "
+            "{\"images\": %" PRIu64 ", \"seconds\": %s, \"images_per_sec\": %s, "
+            "\"mb_per_sec\": %s, \"stall_pct\": %s, \"peak_rss_mb\": %s, \"read_s\": %s, "
+            "\"decode_s\": %s, \"augment_s\": %s, \"wait_s\": %s, \"bad_records\": %" PRIu64
+            ", \"checksum\": %s, \"cpu_pct\": %s, \"workers\": %d, \"batch\": %d, "
             "\"prefetch\": %d, \"io\": \"%s\", \"direct\": %s, \"cold\": %s, \"decode\": %s, "
-            "\"compute_ms\": %.3f, \"transform\": ",
-            n, secs, rate, mbps, stall, rss_mb, tot.read_s, tot.decode_s, tot.augment_s, tot.wait_s,
-            tot.bad_records, sum, 100.0 * cpu / secs, o.workers, o.batch_size, o.prefetch,
-            stk_io_backend_name(info.io), o.direct ? "true" : "false", cold ? "true" : "false",
-            o.read_only ? "false" : "true", compute_ms);
+            "\"compute_ms\": %s, \"transform\": ",
+            n, J(0, secs, 3), J(1, rate, 1), J(2, mbps, 1), J(3, stall, 2), J(4, rss_mb, 1),
+            J(5, tot.read_s, 3), J(6, tot.decode_s, 3), J(7, tot.augment_s, 3),
+            J(8, tot.wait_s, 3), tot.bad_records, sum, J(9, 100.0 * cpu / secs, 1), o.workers,
+            o.batch_size, o.prefetch, stk_io_backend_name(info.io), o.direct ? "true" : "false",
+            cold ? "true" : "false", o.read_only ? "false" : "true", J(10, compute_ms, 3));
         stk_json_write_string(stdout, tbuf);
         printf(", \"ring_locked\": %s, \"per_worker\": [", info.ring_locked ? "true" : "false");
         for (int i = 0; i < o.workers && i < STK_LOADER_STATS_WORKERS; i++)
-            printf("%s{\"read_s\": %.3f, \"decode_s\": %.3f, \"augment_s\": %.3f}", i ? ", " : "",
-                   tot.worker[i].read_s, tot.worker[i].decode_s, tot.worker[i].augment_s);
+            printf("%s{\"read_s\": %s, \"decode_s\": %s, \"augment_s\": %s}", i ? ", " : "",
+                   J(0, tot.worker[i].read_s, 3), J(1, tot.worker[i].decode_s, 3),
+                   J(2, tot.worker[i].augment_s, 3));
+#undef J
         printf("]}\n");
     } else {
         printf("%s: %" PRIu64 " images in %.2f s: %.0f images/s, %.1f MB/s read\n", path, n, secs,

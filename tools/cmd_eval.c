@@ -1,4 +1,5 @@
 /* stoke eval: a checkpoint's loss, top-1 and top-5 on a dataset. */
+#include "common/json.h"
 #include "common/text.h"
 #include "storage/record.h"
 #include "common/thread_pool.h"
@@ -84,6 +85,12 @@ static int run(int argc, char **argv)
         stk_safetensors_free(f);
         return stk_cli_fail();
     }
+    stk_model_config checked = {
+        .name = name, .in_channels = (int)ch, .classes = (int)cl, .image_size = (int)sz};
+    if (stk_checkpoint_check_config(f, &checked) != STK_OK) {
+        stk_safetensors_free(f);
+        return stk_cli_fail();
+    }
     char *model_name = strdup(name);
     /* Messages about the transform name where it came from. */
     char *tf = strdup(transform ? transform : vt ? vt : "");
@@ -142,11 +149,16 @@ static int run(int argc, char **argv)
             stk_loader_close(l);
         }
     }
+    if (st == STK_ERR_DIVERGED)
+        st = stk_error(st, "%s: %s: its weights give outputs that are not finite (damaged, or "
+                           "saved from a run that diverged)", ckpt, stk_last_error());
     if (st != STK_OK) goto fail;
+    char j[4][STK_JSON_NUMBER];
     if (json)
-        printf("{\"val_loss\": %.6f, \"val_top1\": %.4f, \"val_top5\": %.4f, \"images\": %" PRIu64
-               ", \"seconds\": %.2f}\n",
-               r.loss, r.top1, r.top5, r.images, r.seconds);
+        printf("{\"val_loss\": %s, \"val_top1\": %s, \"val_top5\": %s, \"images\": %" PRIu64
+               ", \"seconds\": %s}\n",
+               stk_json_number(r.loss, 6, j[0]), stk_json_number(r.top1, 4, j[1]),
+               stk_json_number(r.top5, 4, j[2]), r.images, stk_json_number(r.seconds, 2, j[3]));
     else
         printf("%s on %s (%" PRIu64 " images, transform %s): loss %.4f, top-1 %.2f%%, top-5 "
                "%.2f%% (%.1f s)\n",

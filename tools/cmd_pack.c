@@ -1,4 +1,5 @@
 /* stoke pack: read a source, prepare its images, write one .stoke file. */
+#include "common/json.h"
 #include "common/thread_pool.h"
 #include "loader/pack_job.h"
 #include "tools/cli.h"
@@ -128,11 +129,12 @@ static int run(int argc, char **argv)
     if (stk_pack_job_run(&r, &sum, &enc) != STK_OK) return stk_cli_fail();
     double rate = sum.seconds > 0 ? (double)sum.records / sum.seconds : 0;
     if (a.json) {
+        char j[2][STK_JSON_NUMBER];
         printf("{\"records\": %llu, \"classes\": %u, \"skipped\": %llu, \"bytes_in\": %llu, "
-               "\"bytes_out\": %llu, \"seconds\": %.3f, \"images_per_sec\": %.1f",
+               "\"bytes_out\": %llu, \"seconds\": %s, \"images_per_sec\": %s",
                (unsigned long long)sum.records, sum.classes, (unsigned long long)sum.skipped,
-               (unsigned long long)sum.bytes_in, (unsigned long long)sum.bytes_out, sum.seconds,
-               rate);
+               (unsigned long long)sum.bytes_in, (unsigned long long)sum.bytes_out,
+               stk_json_number(sum.seconds, 3, j[0]), stk_json_number(rate, 1, j[1]));
         if (enc == STK_ENCODING_JPEG)
             for (int i = 0; i < STK_PACK_ACTIONS; i++)
                 printf(", \"%s\": %llu", stk_pack_action_names[i],

@@ -2,6 +2,7 @@
 #include "common/text.h"
 #include "common/clock.h"
 #include "common/fs.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "common/progress.h"
 #include "common/thread_pool.h"
@@ -27,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct train_args {
     const char *data, *val, *model, *transform, *val_transform, *init, *out;
@@ -257,6 +259,7 @@ typedef struct run_state {
     int rank, world;
     uint64_t val_count;         /* images in --val */
     bool ranks_agree_on_error;  /* every rank failed alike: no need to stop the others */
+    int out_lock;               /* RUNDIR's lock: its descriptor + 1 (0: none) */
 } run_state;
 
 /* The run's own metadata beside the trainer's position. */
@@ -446,6 +449,27 @@ static stk_status open_record(run_state *r)
     return st;
 }
 
+/* RUNDIR is written by one run at a time (rank 0 writes it): a second
+ * writer is refused, naming the holder, before it reads or writes anything
+ * there; the lock goes with the process, however it ends. Temporaries left
+ * by a writer that was killed are removed once the lock is held. */
+static stk_status lock_run_folder(run_state *r)
+{
+    int fd;
+    stk_status st = stk_dir_lock(r->a.out, &fd);
+    if (st == STK_ERR_BUSY)
+        return stk_error(st, "--out %s; wait for that run to end, or choose another --out",
+                         stk_last_error());
+    if (st != STK_OK) return stk_error_prefix(st, "--out");
+    r->out_lock = fd + 1;
+    static const char *const written[] = {"last.safetensors", "best.safetensors", "metrics.csv",
+                                          "steps.csv"};
+    int n = stk_remove_stale_temporaries(r->a.out, written, 4);
+    if (n) stk_log_info("removed %d temporary file%s left in %s by an earlier run that was killed",
+                        n, n == 1 ? "" : "s", r->a.out);
+    return STK_OK;
+}
+
 /* x as the shortest text that reads back as x (0.1, not 0.10000000000000001) */
 static void exact(char buf[48], double x)
 {
@@ -564,6 +588,7 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
     TRY(stk_h2d_open(r->loader, r->ce, &r->h2d));
     if (mkdir(a->out, 0755) != 0 && errno != EEXIST)
         return stk_error(STK_ERR_IO, "--out %s: %s", a->out, strerror(errno));
+    if (r->rank == 0) TRY(lock_run_folder(r));
     if (!(r->path_last = stk_text_printf("%s/last.safetensors", a->out)) ||
         !(r->path_best = stk_text_printf("%s/best.safetensors", a->out)))
         return stk_error(STK_ERR_NOMEM, "out of memory");
@@ -658,6 +683,7 @@ static void close_run(run_state *r)
     stk_optim_destroy(r->opt);
     stk_model_destroy(r->model);
     run_record_close(r->record);
+    if (r->out_lock) close(r->out_lock - 1); /* after the last write into RUNDIR */
     free(r->transform);
     free(r->val_transform);
     free(r->path_last);
@@ -789,12 +815,15 @@ static int run(int argc, char **argv)
     double seconds = stk_clock_sec() - t_all;
     if (st != STK_OK) return fail_run(&r);
     if (a->json && r.rank == 0) {
-        printf("{\"epochs\": %" PRId64 ", \"val_top1\": %.4f, \"val_top5\": %.4f, "
-               "\"val_loss\": %.6f, \"train_images_per_sec\": %.1f, \"stall_pct\": %.2f, "
-               "\"seconds\": %.2f, \"peak_rss_mb\": %.1f, \"ranks\": %d}\n",
-               start_epoch + epochs_run, val.top1, val.top5, val.loss,
-               epochs_run ? ips_sum / epochs_run : 0, epochs_run ? stall_sum / epochs_run : 0,
-               seconds, peak_rss_mb(), r.world);
+        char j[7][STK_JSON_NUMBER];
+        printf("{\"epochs\": %" PRId64 ", \"val_top1\": %s, \"val_top5\": %s, "
+               "\"val_loss\": %s, \"train_images_per_sec\": %s, \"stall_pct\": %s, "
+               "\"seconds\": %s, \"peak_rss_mb\": %s, \"ranks\": %d}\n",
+               start_epoch + epochs_run, stk_json_number(val.top1, 4, j[0]),
+               stk_json_number(val.top5, 4, j[1]), stk_json_number(val.loss, 6, j[2]),
+               stk_json_number(epochs_run ? ips_sum / epochs_run : 0, 1, j[3]),
+               stk_json_number(epochs_run ? stall_sum / epochs_run : 0, 2, j[4]),
+               stk_json_number(seconds, 2, j[5]), stk_json_number(peak_rss_mb(), 1, j[6]), r.world);
     } else if (epochs_run) {
         say(lines, "done: %d epochs in %.1f s, %.0f images/s, stall %.1f%%; checkpoints in %s\n",
             epochs_run, seconds, ips_sum / epochs_run, stall_sum / epochs_run, a->out);

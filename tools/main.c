@@ -3,6 +3,7 @@
 #include "tools/flags.h"
 
 #include <stdio.h>
+#include <signal.h>
 #include <string.h>
 
 static const stk_command *const commands[] = {&stk_cmd_pack, &stk_cmd_info,  &stk_cmd_verify,
@@ -36,6 +37,10 @@ static const stk_command *find(const char *name)
 
 int main(int argc, char **argv)
 {
+    /* A file-size limit (ulimit -f) makes write() fail with EFBIG instead of
+     * killing the process: the writer then removes its temporary and says
+     * which file could not be written (as Python does). */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
         print_overview(stderr);
         return STK_EXIT_USAGE;

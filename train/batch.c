@@ -4,6 +4,7 @@
 #include "common/log.h"
 #include "engine/ops.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 void stk_batch_norm_stats(const stk_meta *m, const char *path, float mean[3], float std[3])
@@ -48,6 +49,12 @@ stk_status stk_batch_count_correct(stk_tensor *logits, const int32_t *labels, in
     }
     for (int i = 0; i < n; i++) {
         const float *row = v + (int64_t)i * c;
+        for (int64_t j = 0; j < c; j++)
+            if (!isfinite(row[j])) { /* a NaN never ranks above the label: it would count */
+                free(copy);
+                return stk_error(STK_ERR_DIVERGED, "the logits of sample %d are not finite (%s)",
+                                 i, isnan(row[j]) ? "NaN" : "infinite");
+            }
         float mine = row[labels[i]];
         int better = 0; /* classes ranked above the true one (ties count for it) */
         for (int64_t j = 0; j < c; j++)

@@ -26,6 +26,7 @@ stk_status stk_batch_tensors(const stk_device_batch *b, const float *mean, const
 
 /* Correct top-1 and top-5 predictions in a batch of logits (on any device;
  * GPU logits are copied to the host, which waits for the step's work). A
- * tie with the true class counts for the class with the lower index. */
+ * tie with the true class counts for the class with the lower index. A
+ * logit that is NaN or infinite is STK_ERR_DIVERGED (never counted right). */
 stk_status stk_batch_count_correct(stk_tensor *logits, const int32_t *labels, int n, int *top1,
                                    int *top5);

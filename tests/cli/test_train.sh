@@ -134,6 +134,30 @@ PY
 run 1 "$STOKE" train $T --model mlp --epochs 1 --init nan.safetensors --out r5
 expect err.txt "fc1.weight is not finite after step 1 (epoch 1): training diverged"
 
+# eval: weights that give NaN logits are an error naming the checkpoint (a
+# NaN never ranks above the label: it once read "top-1 100.00%"), in JSON too;
+# metadata that does not match its tensors is refused before the model is built.
+"$PYTHON3" - <<PY || fail "making eval's hostile checkpoints"
+import sys
+sys.path.insert(0, "$STOKE_TESTS/python")
+import numpy as np, st_io
+t, meta = st_io.load("good.safetensors")
+t = {k: v for k, v in t.items() if not k.startswith("optim.")}
+t["fc3.bias"] = np.full_like(t["fc3.bias"], np.nan)
+st_io.save("allnan.safetensors", t, meta)
+t, meta = st_io.load("good.safetensors")
+meta = dict(meta, image_size="2048")
+st_io.save("huge.safetensors", t, meta)
+PY
+for j in "" --json; do
+    run 1 "$STOKE" eval --data tiny.stoke --checkpoint allnan.safetensors $j
+    expect err.txt "stoke: allnan.safetensors: the logits of sample 0 are not finite (NaN): its weights give outputs that are not finite"
+    grep -qi "nan\|100" out.txt && fail "eval $j printed a result for NaN weights"
+done
+run 1 /usr/bin/time -f "%M" "$STOKE" eval --data tiny.stoke --checkpoint huge.safetensors
+expect err.txt "huge.safetensors: its metadata (in_channels 1, image_size 2048) gives fc1.weight dimension 1 the size 4194304, the tensor has 784"
+[ "$(tail -1 err.txt)" -lt 500000 ] || fail "eval of a forged image_size took $(tail -1 err.txt) kB"
+
 # Checkpoint metadata is input: bad values are named with the file, never
 # blamed on flags the user did not give, never turned into negative steps.
 "$PYTHON3" - <<PY || fail "making damaged-metadata checkpoints"
@@ -172,6 +196,37 @@ run 0 "$STOKE" train --help
 expect out.txt "--resume"
 run 0 "$STOKE" help eval
 expect out.txt "--checkpoint"
+
+# One writer per run folder: a second run into it is refused (exit 1, the
+# holder named) and the first one's folder stays its own; the lock goes with
+# the process. (Two runs once left one's best with the other's last.)
+TL="--data tiny.stoke --batch 8 --threads 1 --workers 1 --model mlp --transform center:28"
+rm -f first.rc
+("$STOKE" train $TL --epochs 100000 --out locked >/dev/null 2>first.err; echo $? >first.rc) &
+i=0
+while [ ! -f locked/last.safetensors ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+run 1 "$STOKE" train $TL --epochs 3 --out locked
+expect err.txt "stoke: --out locked is in use by pid "
+expect err.txt "train $TL --epochs 100000 --out locked); wait for that run to end, or choose another --out"
+run 1 "$STOKE" train $TL --epochs 100000 --out locked --resume
+expect err.txt "is in use by pid"
+pkill -INT -f -- "--epochs 100000 --out locked" || fail "the first run is gone"
+i=0
+while [ ! -f first.rc ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+wait
+[ "$(cat first.rc)" = 1 ] || fail "the interrupted run exited $(cat first.rc)"   # Ctrl-C: 1
+grep -q "in use" first.err && fail "the first run saw the second"
+# a temporary left by a killed writer is removed once the lock is held
+touch locked/last.safetensors.tmp.AbC123 locked/notes.tmp.AbC123
+run 0 "$STOKE" train $TL --epochs 100000 --stop-after 1 --out locked --resume
+expect err.txt "removed 1 temporary file left in locked by an earlier run that was killed"
+[ -e locked/last.safetensors.tmp.AbC123 ] && fail "the stale temporary stayed"
+[ -e locked/notes.tmp.AbC123 ] || fail "a file that is not a checkpoint temporary was removed"
+# a file-size limit: the checkpoint write fails with EFBIG (not SIGXFSZ), no temporary left
+(ulimit -f 200; "$STOKE" train $TL --epochs 1 --out fsz >out.txt 2>err.txt; echo $? >fsz.rc)
+[ "$(cat fsz.rc)" = 1 ] || fail "train under ulimit -f exited $(cat fsz.rc)"
+expect err.txt "last.safetensors: write failed: File too large"
+ls fsz/*.tmp.* 2>/dev/null && fail "a failed write left its temporary"
 
 # Real data: one epoch of the mlp on Fashion-MNIST learns (>= 75% test top-1).
 FM=/usr/share/datasets/fashion-mnist

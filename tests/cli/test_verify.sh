@@ -35,6 +35,30 @@ run 0 "$STOKE" verify novalid.stoke
 run 1 "$STOKE" verify --decode novalid.stoke
 expect out.txt "record 1 (a/corrupt.jpg): bad JPEG"
 
+# A class name that is not UTF-8 (pack never writes one; the meta's checksum
+# made right): refused at open by verify, info and info --json alike
+# (it once reached info --json as raw bytes, and verify called the file good).
+cp good.stoke latin1.stoke
+"$PYTHON3" - "$STOKE_TESTS" <<'PY' || fail "making latin1.stoke"
+import sys, lmdb
+sys.path.insert(0, sys.argv[1])
+from read_stoke import crc32c
+env = lmdb.open("latin1.stoke", subdir=False, lock=False, max_dbs=2, map_size=1 << 30)
+db = env.open_db(b"meta", create=False)
+with env.begin(write=True) as txn:
+    names = bytes(txn.get(b"classes", db=db))
+    txn.put(b"classes", names.replace(b"cat", b"c\xe4t", 1), db=db)
+    crc = 0
+    for k, v in txn.cursor(db=db):
+        if bytes(k) != b"checksum":
+            crc = crc32c(bytes(k) + b"\0" + bytes(v) + b"\0", crc)
+    txn.put(b"checksum", f"{crc:08x}".encode(), db=db)
+env.close()
+PY
+for cmd in verify info "info --json"; do
+    run 1 "$STOKE" $cmd latin1.stoke
+    expect err.txt "latin1.stoke: meta: the name of class 0 is not UTF-8"
+done
 run 1 "$STOKE" verify missing.stoke
 run 2 "$STOKE" verify --workers x good.stoke
 finish
