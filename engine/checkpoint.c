@@ -2,6 +2,8 @@
  * optimizer) and the named tensors of a file. */
 #include "engine/checkpoint.h"
 
+#include "common/fs.h"
+
 #include "storage/safetensors.h"
 #include "engine/tensor_impl.h"
 
@@ -177,6 +179,14 @@ static stk_status copy_in(const stk_safetensors *f, const stk_st_entry *e, stk_t
     return STK_OK;
 }
 
+/* v is exactly the decimal digits of `want` ("1x", "+1", " 1" are not). */
+static bool version_is(const char *v, int want)
+{
+    char digits[16];
+    snprintf(digits, sizeof digits, "%d", want);
+    return !strcmp(v, digits);
+}
+
 stk_status stk_checkpoint_load(const char *path, stk_model *m, stk_optim *opt, bool strict,
                                stk_load_report *r)
 {
@@ -192,10 +202,11 @@ stk_status stk_checkpoint_load(const char *path, stk_model *m, stk_optim *opt, b
         st = stk_error(STK_ERR_FORMAT, "%s: format '%s' is not a Stoke checkpoint", path, fmt);
         goto out;
     }
-    if (ver && atoi(ver) != STK_CHECKPOINT_VERSION) {
+    if (ver && !version_is(ver, STK_CHECKPOINT_VERSION)) {
+        char shown[64];
         st = stk_error(STK_ERR_FORMAT,
-                       "%s: checkpoint format version %s; this Stoke reads version %d", path, ver,
-                       STK_CHECKPOINT_VERSION);
+                       "%s: checkpoint format version '%s'; this Stoke reads version %d", path,
+                       stk_printable(ver, shown, sizeof shown), STK_CHECKPOINT_VERSION);
         goto out;
     }
     if (strict && model && strcmp(model, stk_model_name(m))) {

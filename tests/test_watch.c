@@ -260,6 +260,51 @@ START_TEST(run_log_reads_columns_by_name)
 }
 END_TEST
 
+/* Hostile logs: bytes parsed with explicit lengths (a buffer without NUL,
+ * a blank row), long logs averaged down to what a chart draws, values whose
+ * range overflows a double drawn without NaN coordinates. */
+START_TEST(run_log_hostile_rows_and_sizes)
+{
+    /* no NUL after the bytes: a heap copy of exactly len (ASan sees a read past it) */
+    const char csv[] = "epoch,loss\n1,2\n   \n3,1e308\n4,-1e308\n";
+    char *exact = malloc(sizeof csv - 1);
+    memcpy(exact, csv, sizeof csv - 1);
+    stk_run_log *log;
+    ck_assert_int_eq(stk_run_log_parse("d", exact, sizeof csv - 1, NULL, 0, &log), STK_OK);
+    const stk_series *l = stk_run_log_epoch(log, "loss");
+    ck_assert_uint_eq(l->n, 4);
+    ck_assert(isnan(l->x[1]) && isnan(l->y[1])); /* the blank row: empty cells */
+    ck_assert_double_eq(l->y[2], 1e308);
+    stk_svg *svg;
+    ck_assert_int_eq(stk_svg_begin(900, 600, &svg), STK_OK);
+    stk_chart_line line = {.s = l, .color = "#123456", .dashed = false};
+    stk_svg_panel(svg, (stk_rect){60, 40, 380, 220}, "loss", "epoch", &line, 1);
+    char *text;
+    size_t len;
+    ck_assert_int_eq(stk_svg_end(svg, &text, &len), STK_OK);
+    ck_assert_ptr_null(strstr(text, "nan"));
+    ck_assert_ptr_null(strstr(text, "inf"));
+    ck_assert_ptr_nonnull(strstr(text, "<polyline"));
+    free(text);
+    stk_run_log_free(log);
+    free(exact);
+    /* 100,000 rows: kept as 8,192 points at most, each the mean of its run */
+    size_t rows = 100000, cap = 32 + rows * 24, n = 0;
+    char *big = malloc(cap);
+    n += (size_t)snprintf(big + n, cap - n, "step,epoch,loss,lr\n");
+    for (size_t i = 0; i < rows; i++)
+        n += (size_t)snprintf(big + n, cap - n, "%zu,1,%zu,0.5\n", i + 1, i % 2);
+    ck_assert_int_eq(stk_run_log_parse("d", "epoch,step\n", 11, big, n, &log), STK_OK);
+    const stk_series *s = stk_run_log_step(log, "loss");
+    ck_assert_uint_le(s->n, 8192);
+    ck_assert_uint_ge(s->n, 4096);
+    ck_assert_double_eq_tol(s->y[0], 6.0 / 13, 1e-12); /* 0,1,0,...,0: six ones in 13 */
+    ck_assert_double_eq_tol(s->x[0], (1 + 13) / 2.0, 1e-9); /* steps 1..13: 13 rows per point */
+    stk_run_log_free(log);
+    free(big);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("watch");
@@ -271,6 +316,7 @@ static Suite *suite(void)
     tcase_add_test(tc, tfevents_records_are_framed);
     tcase_add_test(tc, chart_ticks_are_nice);
     tcase_add_test(tc, run_log_reads_columns_by_name);
+    tcase_add_test(tc, run_log_hostile_rows_and_sizes);
     suite_add_tcase(s, tc);
     return s;
 }

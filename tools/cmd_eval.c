@@ -1,4 +1,5 @@
 /* stoke eval: a checkpoint's loss, top-1 and top-5 on a dataset. */
+#include "common/fs.h"
 #include "common/json.h"
 #include "common/text.h"
 #include "storage/record.h"
@@ -84,6 +85,22 @@ static int run(int argc, char **argv)
         stk_safetensors_meta_int(f, "image_size", 1, STK_MAX_SIDE, &sz) != STK_OK) {
         stk_safetensors_free(f);
         return stk_cli_fail();
+    }
+    bool known = false;
+    for (const char *const *n = stk_model_names(); *n; n++) known |= !strcmp(*n, name);
+    char shown[160];
+    if (!known) {
+        fprintf(stderr, "stoke: %s: its model '%s' is not one this Stoke knows (mlp, cnn, resnet8, "
+                        "resnet18)\n",
+                ckpt, stk_printable(name, shown, sizeof shown));
+        stk_safetensors_free(f);
+        return STK_EXIT_ERROR;
+    }
+    if (!transform && vt && strcmp(stk_printable(vt, shown, sizeof shown), vt)) {
+        /* a checkpoint is input: its text is never echoed raw to a terminal */
+        fprintf(stderr, "stoke: %s: its val_transform '%s' is not printable text\n", ckpt, shown);
+        stk_safetensors_free(f);
+        return STK_EXIT_ERROR;
     }
     stk_model_config checked = {
         .name = name, .in_channels = (int)ch, .classes = (int)cl, .image_size = (int)sz};

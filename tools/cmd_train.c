@@ -303,8 +303,20 @@ static stk_status continue_on_this_world(run_state *r)
         st = stk_safetensors_meta_int(f, "batch_per_rank", 1, 1 << 20, &batch);
     stk_safetensors_free(f);
     TRY(st);
-    if (ranks == r->world && batch == r->a.batch) return STK_OK;
     stk_train_position *pos = stk_trainer_position(r->trainer);
+    if (ranks == r->world && batch == r->a.batch) {
+        /* checkpoints are written at the end of an epoch: the scheduler's
+         * clock is a whole number of this run's epochs */
+        int64_t per_epoch = (int64_t)stk_loader_batches(r->loader);
+        if (pos->step != pos->epoch * per_epoch)
+            return stk_error(STK_ERR_CORRUPT,
+                             "%s: damaged checkpoint metadata: \"step\" is %" PRId64 ", but %" PRId64
+                             " epochs of %" PRId64 " steps make %" PRId64
+                             " (or the checkpoint is of another --data)",
+                             r->path_last, pos->step, pos->epoch, per_epoch,
+                             pos->epoch * per_epoch);
+        return STK_OK;
+    }
     pos->step = pos->epoch * (int64_t)stk_loader_batches(r->loader);
     FILE *out = r->rank ? NULL : r->a.json ? stderr : stdout;
     say(out,

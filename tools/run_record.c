@@ -36,9 +36,27 @@ static int count_char(const char *s, size_t n, char c)
     return k;
 }
 
+/* The integer that starts [p, end) and ends at a comma: the first cells of
+ * a row, read with an explicit end (the file's bytes have no NUL). */
+static bool leading_int(const char *p, const char *end, int64_t *v, const char **after)
+{
+    bool neg = p < end && *p == '-';
+    if (neg) p++;
+    const char *digits = p;
+    uint64_t x = 0;
+    for (; p < end && *p >= '0' && *p <= '9'; p++) {
+        if (x > ((uint64_t)INT64_MAX - (uint64_t)(*p - '0')) / 10) return false;
+        x = x * 10 + (uint64_t)(*p - '0');
+    }
+    if (p == digits || p == end || *p != ',') return false;
+    *v = neg ? -(int64_t)x : (int64_t)x;
+    *after = p + 1;
+    return true;
+}
+
 /* metrics.csv of an earlier run, continued: rows up to the checkpoint's
  * epoch, widened to today's columns (a file from before the memory columns
- * gets empty ones). */
+ * gets empty ones). One pass, each kept row appended once: linear time. */
 static stk_status continue_metrics(run_record *r, int64_t resume_epoch)
 {
     uint8_t *text;
@@ -48,28 +66,41 @@ static stk_status continue_metrics(run_record *r, int64_t resume_epoch)
     const char *s = (const char *)text, *end = s + len;
     const char *nl = memchr(s, '\n', len);
     int want = count_char(METRICS_HEADER, strlen(METRICS_HEADER), ',');
-    char *out = strdup(METRICS_HEADER);
-    for (const char *line = nl ? nl + 1 : end; out && line < end;) {
+    size_t header = strlen(METRICS_HEADER);
+    size_t rows = 0;
+    for (const char *q = s; q < end && (q = memchr(q, '\n', (size_t)(end - q))); q++) rows++;
+    /* at most the file and the commas each row can gain */
+    char *out = malloc(header + len + (size_t)want * rows + 1);
+    if (!out) {
+        free(text);
+        return stk_error(STK_ERR_NOMEM, "out of memory");
+    }
+    memcpy(out, METRICS_HEADER, header);
+    size_t n = header;
+    for (const char *line = nl ? nl + 1 : end; line < end;) {
         const char *eol = memchr(line, '\n', (size_t)(end - line));
         if (!eol) break; /* a torn last line: dropped */
         int64_t epoch;
-        if (sscanf(line, "%" SCNd64 ",", &epoch) != 1) {
+        const char *rest;
+        if (!leading_int(line, eol, &epoch, &rest)) {
+            char shown[48];
+            snprintf(shown, sizeof shown, "%.*s", (int)(eol - line < 40 ? eol - line : 40), line);
             free(out);
             free(text);
-            return stk_error(STK_ERR_CORRUPT, "%s: a row that is not epoch,step,...: %.40s",
-                             r->path_metrics, line);
+            return stk_error(STK_ERR_CORRUPT, "%s: a row that is not epoch,step,...: %s",
+                             r->path_metrics, shown);
         }
         if (epoch <= resume_epoch) {
             int have = count_char(line, (size_t)(eol - line), ',');
-            char *next = stk_text_printf("%s%.*s%.*s\n", out, (int)(eol - line), line,
-                                         have < want ? want - have : 0, ",,,,,,,,,,,,,,,,");
-            free(out);
-            out = next;
+            memcpy(out + n, line, (size_t)(eol - line));
+            n += (size_t)(eol - line);
+            for (int k = have; k < want; k++) out[n++] = ',';
+            out[n++] = '\n';
         }
         line = eol + 1;
     }
+    out[n] = '\0';
     free(text);
-    if (!out) return stk_error(STK_ERR_NOMEM, "out of memory");
     r->metrics = out;
     return STK_OK;
 }
@@ -91,8 +122,9 @@ static stk_status continue_steps(run_record *r, int64_t resume_epoch)
     for (size_t at = nl ? (size_t)(nl - s) + 1 : 0; nl && at < len;) {
         const char *eol = memchr(s + at, '\n', len - at);
         int64_t step, epoch;
-        if (!eol || sscanf(s + at, "%" SCNd64 ",%" SCNd64 ",", &step, &epoch) != 2 ||
-            epoch > resume_epoch)
+        const char *rest;
+        if (!eol || !leading_int(s + at, eol, &step, &rest) ||
+            !leading_int(rest, eol, &epoch, &rest) || epoch > resume_epoch)
             break;
         at = (size_t)(eol - s) + 1;
         keep = at;

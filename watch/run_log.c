@@ -4,12 +4,14 @@
 #include "common/text.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_COLUMNS 32
 #define MAX_FILE    ((uint64_t)1 << 31)
+#define MAX_POINTS  8192 /* kept per column: what a chart draws (svg_chart.h) */
 
 /* One CSV file: its header's names and a column-major table of numbers. */
 typedef struct table {
@@ -41,7 +43,30 @@ static int column_index(const table *t, const char *name)
     return -1;
 }
 
-/* Parse `text` (len bytes) as CSV of numbers with a header line. */
+/* One cell: the bytes [p, end) of a field, trimmed of blanks. Empty: NaN.
+ * Parsed from a bounded copy, never past the field (the buffer has no NUL,
+ * and strtod would skip a newline into the next row). */
+static bool parse_cell(const char *p, const char *end, double *v)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r')) p++;
+    while (end > p && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r')) end--;
+    *v = NAN;
+    if (p == end) return true;
+    char buf[64];
+    size_t n = (size_t)(end - p);
+    if (n >= sizeof buf) return false;
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    char *after;
+    errno = 0;
+    *v = strtod(buf, &after);
+    return after == buf + n && errno != ERANGE;
+}
+
+/* Parse `text` (len bytes) as CSV of numbers with a header line, in one
+ * pass over the rows (linear time). Memory is bounded by what a chart can
+ * draw: past MAX_POINTS rows, each kept point is the mean of a run of rows
+ * (of the finite cells; NaN when none), as the chart would average them. */
 static stk_status table_parse(const char *path, const char *text, size_t len, table *t)
 {
     memset(t, 0, sizeof *t);
@@ -49,39 +74,47 @@ static stk_status table_parse(const char *path, const char *text, size_t len, ta
     const char *eol = memchr(p, '\n', len);
     if (!eol) return stk_error(STK_ERR_CORRUPT, "%s: no header line", path);
     while (p < eol) { /* the header */
-        const char *c = p;
-        while (c < eol && *c != ',') c++;
+        const char *c = memchr(p, ',', (size_t)(eol - p));
+        if (!c) c = eol;
         if (t->n_cols == MAX_COLUMNS)
             return stk_error(STK_ERR_CORRUPT, "%s: more than %d columns", path, MAX_COLUMNS);
         if (!(t->names[t->n_cols++] = stk_text_printf("%.*s", (int)(c - p), p)))
             return stk_error(STK_ERR_NOMEM, "out of memory");
         p = c < eol ? c + 1 : c;
     }
-    size_t rows = 0;
-    for (const char *q = eol + 1; q < end; q++) rows += *q == '\n';
+    size_t rows = 0; /* complete rows: a torn last line (the run was cut off) is ignored */
+    for (const char *q = eol + 1; q < end && (q = memchr(q, '\n', (size_t)(end - q))); q++) rows++;
+    size_t per = (rows + MAX_POINTS - 1) / MAX_POINTS, points = per ? (rows + per - 1) / per : 0;
+    if (per == 0) per = 1;
+    double sum[MAX_COLUMNS], w = 1.0 / (double)per; /* scaled: sums of 1e308s stay finite */
+    int count[MAX_COLUMNS];
     for (int i = 0; i < t->n_cols; i++)
-        if (!(t->cols[i] = malloc((rows ? rows : 1) * sizeof(double))))
+        if (!(t->cols[i] = malloc((points ? points : 1) * sizeof(double))))
             return stk_error(STK_ERR_NOMEM, "out of memory");
-    size_t line = 1;
-    for (p = eol + 1; p < end; p = eol + 1) {
+    size_t line = 1, in_bucket = 0;
+    for (p = eol + 1; p < end && (eol = memchr(p, '\n', (size_t)(end - p))); p = eol + 1) {
         line++;
-        eol = memchr(p, '\n', (size_t)(end - p));
-        if (!eol) break; /* a torn last line (the run was cut off): ignored */
+        if (in_bucket == 0)
+            for (int i = 0; i < t->n_cols; i++) sum[i] = 0, count[i] = 0;
+        const char *c = p;
         for (int i = 0; i < t->n_cols; i++) {
+            const char *comma = c <= eol ? memchr(c, ',', (size_t)(eol - c)) : NULL;
+            const char *cell_end = comma ? comma : eol;
             double v = NAN;
-            if (p < eol && *p != ',') {
-                char *after;
-                errno = 0;
-                v = strtod(p, &after);
-                if (after == p || (after < eol && *after != ',') || errno == ERANGE)
-                    return stk_error(STK_ERR_CORRUPT, "%s: line %zu: %s is not a number", path,
-                                     line, t->names[i]);
-                p = after;
-            }
-            t->cols[i][t->n_rows] = v;
-            if (p < eol && *p == ',') p++;
+            if (c <= eol && !parse_cell(c, cell_end, &v))
+                return stk_error(STK_ERR_CORRUPT, "%s: line %zu: %s is not a number", path, line,
+                                 t->names[i]);
+            if (isfinite(v)) sum[i] += v * w, count[i]++;
+            c = comma ? comma + 1 : eol + 1; /* past eol: the row's missing cells are empty */
         }
-        t->n_rows++;
+        if (++in_bucket == per || line - 1 == rows) {
+            for (int i = 0; i < t->n_cols; i++)
+                t->cols[i][t->n_rows] =
+                    count[i] ? fmin(fmax(sum[i] * ((double)per / count[i]), -DBL_MAX), DBL_MAX)
+                             : NAN;
+            t->n_rows++;
+            in_bucket = 0;
+        }
     }
     int step = column_index(t, "step");
     for (int i = 0; i < t->n_cols; i++) {

@@ -1,5 +1,6 @@
 #include "watch/svg_chart.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +65,7 @@ int stk_chart_ticks(double lo, double hi, double *ticks, int max)
         if (max > 0) ticks[0] = lo;
         return max > 0;
     }
-    double raw = (hi - lo) / 5, mag = pow(10, floor(log10(raw))), step = mag;
+    double raw = (hi / 2 - lo / 2) / 2.5, mag = pow(10, floor(log10(raw))), step = mag;
     static const double mult[] = {1, 2, 5, 10};
     for (int i = 0; i < 4; i++)
         if (mag * mult[i] >= raw) {
@@ -72,7 +73,9 @@ int stk_chart_ticks(double lo, double hi, double *ticks, int max)
             break;
         }
     int n = 0;
-    for (double t = ceil(lo / step - 1e-9) * step; t <= hi + step * 1e-9 && n < max; t += step)
+    /* halves and isfinite: ranges near DBL_MAX (1e308 .. -1e308) overflow no sum */
+    for (double t = ceil(lo / step - 1e-9) * step; isfinite(t) && t <= hi + step * 1e-9 && n < max;
+         t += step)
         ticks[n++] = fabs(t) < step * 1e-9 ? 0 : t;
     return n;
 }
@@ -104,6 +107,25 @@ static void tick_label(char *buf, size_t n, double v)
         snprintf(buf, n, "%g", v);
 }
 
+/* v's place in [lo, hi] as 0..1, without overflow: hi - lo may exceed
+ * DBL_MAX (values of 1e308 and -1e308), their halves' difference cannot. */
+static double unit(double v, double lo, double hi) { return (v / 2 - lo / 2) / (hi / 2 - lo / 2); }
+
+/* The mean of the finite points x[i..i+per) (and y), scaled per term so that
+ * sums of values near DBL_MAX stay finite; k: how many were finite. */
+static int bucket_mean(const stk_series *se, size_t i, size_t per, double *mx, double *my)
+{
+    double sx = 0, sy = 0, w = 1.0 / (double)per;
+    int k = 0;
+    for (size_t j = i; j < i + per && j < se->n; j++)
+        if (isfinite(se->x[j]) && isfinite(se->y[j])) sx += se->x[j] * w, sy += se->y[j] * w, k++;
+    if (k) {
+        *mx = fmin(fmax(sx * ((double)per / k), -DBL_MAX), DBL_MAX);
+        *my = fmin(fmax(sy * ((double)per / k), -DBL_MAX), DBL_MAX);
+    }
+    return k;
+}
+
 /* A line's points in pixels, means over runs when there are too many. */
 static void draw_line(stk_svg *s, const stk_chart_line *l, stk_rect a, double x0, double x1,
                       double y0, double y1)
@@ -114,17 +136,14 @@ static void draw_line(stk_svg *s, const stk_chart_line *l, stk_rect a, double x0
     bool open = false;
     int on_path = 0;
     for (size_t i = 0; i < se->n; i += per) {
-        double sx = 0, sy = 0;
-        int k = 0;
-        for (size_t j = i; j < i + per && j < se->n; j++)
-            if (isfinite(se->x[j]) && isfinite(se->y[j])) sx += se->x[j], sy += se->y[j], k++;
-        if (!k) { /* a gap */
+        double mx, my;
+        if (!bucket_mean(se, i, per, &mx, &my)) { /* a gap */
             if (open) fprintf(s->f, "\"/>\n");
             open = false;
             continue;
         }
-        double px = a.x + (sx / k - x0) / (x1 - x0) * a.w;
-        double py = a.y + a.h - (sy / k - y0) / (y1 - y0) * a.h;
+        double px = a.x + unit(mx, x0, x1) * a.w;
+        double py = a.y + a.h - unit(my, y0, y1) * a.h;
         if (!open) {
             fprintf(s->f,
                     "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\" "
@@ -140,8 +159,16 @@ static void draw_line(stk_svg *s, const stk_chart_line *l, stk_rect a, double x0
         for (size_t i = 0; i < se->n; i++)
             if (isfinite(se->x[i]) && isfinite(se->y[i]))
                 fprintf(s->f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>\n",
-                        a.x + (se->x[i] - x0) / (x1 - x0) * a.w,
-                        a.y + a.h - (se->y[i] - y0) / (y1 - y0) * a.h, l->color);
+                        a.x + unit(se->x[i], x0, x1) * a.w,
+                        a.y + a.h - unit(se->y[i], y0, y1) * a.h, l->color);
+}
+
+/* One value (a flat line): a band around it, wide enough to differ from it
+ * at its magnitude (0.5 either side, more for values beyond 5e8). */
+static void widen(double *lo, double *hi)
+{
+    double d = fmax(0.5, fabs(*lo) * 1e-9);
+    *lo = fmax(*lo - d, -DBL_MAX), *hi = fmin(*hi + d, DBL_MAX);
 }
 
 void stk_svg_panel(stk_svg *s, stk_rect a, const char *title, const char *x_label,
@@ -158,15 +185,15 @@ void stk_svg_panel(stk_svg *s, stk_rect a, const char *title, const char *x_labe
         return;
     }
     /* pad the y range a little; a flat line gets a unit band */
-    if (y1 - y0 < 1e-12 * fmax(1, fabs(y0))) y0 -= 0.5, y1 += 0.5;
-    double pad = (y1 - y0) * 0.05;
-    y0 -= pad, y1 += pad;
-    if (x1 <= x0) x0 -= 0.5, x1 += 0.5;
+    if (y1 / 2 - y0 / 2 < 0.5e-12 * fmax(1, fabs(y0))) widen(&y0, &y1);
+    double pad = (y1 / 2 - y0 / 2) * 0.1;
+    y0 = fmax(y0 - pad, -DBL_MAX), y1 = fmin(y1 + pad, DBL_MAX);
+    if (x1 <= x0) widen(&x0, &x1);
     double t[16];
     char lab[32];
     int n = stk_chart_ticks(y0, y1, t, 16);
     for (int i = 0; i < n; i++) {
-        double py = a.y + a.h - (t[i] - y0) / (y1 - y0) * a.h;
+        double py = a.y + a.h - unit(t[i], y0, y1) * a.h;
         fprintf(s->f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
                 a.x, py, a.x + a.w, py);
         tick_label(lab, sizeof lab, t[i]);
@@ -174,7 +201,7 @@ void stk_svg_panel(stk_svg *s, stk_rect a, const char *title, const char *x_labe
     }
     n = stk_chart_ticks(x0, x1, t, 16);
     for (int i = 0; i < n; i++) {
-        double px = a.x + (t[i] - x0) / (x1 - x0) * a.w;
+        double px = a.x + unit(t[i], x0, x1) * a.w;
         fprintf(s->f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
                 px, a.y, px, a.y + a.h);
         tick_label(lab, sizeof lab, t[i]);

@@ -179,6 +179,42 @@ expect err.txt "vt/last.safetensors: its val_transform"
 grep -q -- "--transform" err.txt && fail "a checkpoint's value blamed on --transform"
 run 1 "$STOKE" eval --data tiny.stoke --checkpoint cls/last.safetensors
 expect err.txt "\"classes\" is \"10x\""
+# more forged metadata: a step the epochs cannot make (it resumed at lr 0 and
+# exited 0), versions that only start with 1, no model name, a terminal
+# escape in val_transform (it was echoed raw)
+"$PYTHON3" - <<PY || fail "making forged checkpoints"
+import sys, os
+sys.path.insert(0, "$STOKE_TESTS/python")
+import st_io
+t, meta = st_io.load("r1/last.safetensors")
+for name, key, value in (("bigstep", "step", str(2**61)), ("v1x", "format_version", "1x"),
+                         ("vplus", "format_version", "+1"), ("noname", "model", ""),
+                         ("esc", "val_transform", "center:28\x1b[31m")):
+    m = dict(meta)
+    m[key] = value
+    os.makedirs(name, exist_ok=True)
+    st_io.save(name + "/last.safetensors", t, m)
+PY
+run 1 "$STOKE" train $T --model cnn --epochs 3 --out bigstep --resume
+expect err.txt "bigstep/last.safetensors: damaged checkpoint metadata: \"step\" is 2305843009213693952, but 2 epochs of 6 steps make 12"
+for v in v1x vplus; do
+    run 1 "$STOKE" eval --data tiny.stoke --checkpoint $v/last.safetensors
+    expect err.txt "$v/last.safetensors: checkpoint format version '"
+done
+run 1 "$STOKE" eval --data tiny.stoke --checkpoint noname/last.safetensors
+expect err.txt "stoke: noname/last.safetensors: its model '' is not one this Stoke knows"
+run 1 "$STOKE" eval --data tiny.stoke --checkpoint esc/last.safetensors
+expect err.txt "esc/last.safetensors: its val_transform 'center:28\\x1B[31m' is not printable text"
+grep -q "$(printf '\033')" err.txt out.txt && fail "an escape byte from a checkpoint reached the terminal"
+# a blank row in metrics.csv (the old reader took the next row's epoch)
+cp -r r1 blank && printf '   \n' >> blank/metrics.csv && printf '2,12,0,0,0\n' >> blank/metrics.csv
+run 1 "$STOKE" train $T --model cnn --epochs 3 --out blank --resume
+expect err.txt "blank/metrics.csv: a row that is not epoch,step,...:"
+# --freeze that leaves nothing to train is named at once
+run 1 "$STOKE" train $T --model mlp --epochs 1 --freeze "" --out fz
+expect err.txt "--freeze '': an empty prefix would freeze every parameter"
+run 1 "$STOKE" train $T --model mlp --epochs 1 --freeze fc1 --freeze fc2 --freeze fc3 --out fz
+expect err.txt "--freeze: every parameter of mlp is frozen; nothing would train"
 
 # Long user strings are used whole, never cut: a transform of 300 characters
 # whose size token comes last, and a deep --out path.
