@@ -21,7 +21,7 @@ run() {
     name=$1
     shift
     echo "== $name =="
-    "$STOKE" train $COMMON --out "$DATA/run-$name" "$@" 2>"$DATA/run-$name.log" | tee "$DATA/stoke-$name.json"
+    "$STOKE" train $COMMON --out "$DATA/run-$name" --overwrite "$@" 2>"$DATA/run-$name.log" | tee "$DATA/stoke-$name.json"
 }
 run mlp --model mlp --optimizer sgd --momentum 0.9 --lr 0.1 --wd 0 --schedule constant --transform center:28
 "$PY" "$HERE/pytorch_train.py" --model mlp --epochs 5 --lr 0.1 --schedule constant --json
@@ -32,5 +32,5 @@ run resnet8 --model resnet8 --nesterov --lr 0.05 --wd 5e-4 --transform pad:2,cro
 if [ -n "${JPEG_SET:-}" ]; then
     echo "== resnet18 on $JPEG_SET (rrc:64,flip) =="
     "$STOKE" train --data "$JPEG_SET" --model resnet18 --epochs 1 --batch 64 --transform rrc:64,flip \
-        --out "$DATA/run-resnet18-jpeg" --json
+        --out "$DATA/run-resnet18-jpeg" --overwrite --json
 fi

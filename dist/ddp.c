@@ -473,6 +473,27 @@ stk_status stk_ddp_allreduce(stk_ddp *d, float *buf, size_t n)
     return failed == STK_OK ? STK_OK : stk_error(failed, "%s", d->error);
 }
 
+stk_status stk_ddp_reduce_epoch(stk_ddp *d, stk_epoch_stats *es, stk_eval_result *val,
+                                double eval_allowance_s)
+{
+    int world = stk_comm_world(d->comm);
+    es->images_per_sec *= world; /* equal batches on every rank: the job's rate */
+    if (world == 1) return STK_OK;
+    /* rank 0 evaluates while the others wait here, longer than a step may */
+    if (val) TRY(stk_comm_barrier(d->comm, d->timeout_s + eval_allowance_s));
+    float m[3] = {(float)es->loss, (float)es->accuracy, (float)es->stall_pct};
+    TRY(stk_ddp_allreduce(d, m, 3));
+    es->loss = m[0] / world;
+    es->accuracy = m[1] / world;
+    es->stall_pct = m[2] / world;
+    if (!val) return STK_OK;
+    /* rank 0's evaluation, bit for bit: every rank decides early stopping alike */
+    double v[3] = {val->loss, val->top1, val->top5};
+    TRY(stk_comm_broadcast(d->comm, v, sizeof v, 0));
+    val->loss = v[0], val->top1 = v[1], val->top5 = v[2];
+    return STK_OK;
+}
+
 static stk_status sync_bn_sum(void *ctx, float *buf, size_t n)
 {
     return stk_ddp_allreduce(ctx, buf, n);

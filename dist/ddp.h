@@ -76,6 +76,15 @@ void stk_ddp_set_timeout(stk_ddp *d, double seconds);
  * or the statistics of sync batch norm. Main thread only. */
 stk_status stk_ddp_allreduce(stk_ddp *d, float *buf, size_t n);
 
+/* An epoch's figures for the job, on every rank (stk_trainer_fit's reduce
+ * step, train/fit.h): the training loss, accuracy and stall averaged over
+ * the ranks (equal shards: plain means), images/s summed; with `val` (the
+ * run has a validation set), rank 0's evaluation given to every rank
+ * exactly. The ranks wait for rank 0's evaluation at most the watchdog's
+ * timeout plus `eval_allowance_s`. Main thread only. */
+stk_status stk_ddp_reduce_epoch(stk_ddp *d, stk_epoch_stats *es, stk_eval_result *val,
+                                double eval_allowance_s);
+
 /* Batch norm in train mode takes its statistics over every rank's batch
  * (PyTorch's SyncBatchNorm; engine/ops.h stk_batch_norm_sync), through
  * stk_ddp_allreduce. Nothing in a world of one. */

@@ -31,10 +31,10 @@ echo "== peek: 16 training samples as the model will see them =="
 echo "..."
 echo
 echo "== train: resnet8, 3 epochs on the CPU, evaluated on the test set =="
-rm -rf "$OUT/run-resnet8" # a fresh run (TensorBoard would merge an earlier run's events)
+# --overwrite: a second `make demo` replaces the first one's run (event files included)
 "$STOKE" train --data "$OUT/fmnist-train.stoke" --val "$OUT/fmnist-test.stoke" --model resnet8 \
     --epochs 3 --batch 128 --nesterov --lr 0.05 --wd 5e-4 --transform pad:2,crop:28,flip \
-    --out "$OUT/run-resnet8"
+    --out "$OUT/run-resnet8" --overwrite
 echo
 echo "== plot: the run's curves (or: tensorboard --logdir $OUT/run-resnet8) =="
 "$STOKE" plot "$OUT/run-resnet8" --out "$OUT/run-resnet8/curves.svg"

@@ -15,6 +15,7 @@
 #include "train/trainer.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,7 +49,9 @@ static const stk_cli cli = {
     .cmd = "eval",
     .usage = "stoke eval --data VAL.stoke --checkpoint FILE [OPTIONS]",
     .about = "Evaluate a checkpoint written by stoke train (eval mode, no augmentation):\n"
-             "mean cross-entropy loss, top-1 and top-5 accuracy.\n",
+             "mean cross-entropy loss, top-1 and top-5 accuracy. Inputs are normalised with\n"
+             "the statistics training used (saved in the checkpoint), so on the run's --val\n"
+             "set with its --batch the figures equal that epoch's line.\n",
     .flags = flags,
     .max_args = 0};
 
@@ -108,6 +111,13 @@ static int run(int argc, char **argv)
         stk_safetensors_free(f);
         return stk_cli_fail();
     }
+    /* the normalisation training used (its --data's statistics, not this
+     * set's): the same figures as the training run's evaluation */
+    float ck_mean[3] = {NAN, NAN, NAN}, ck_std[3] = {1, 1, 1};
+    if (stk_trainer_normalisation_from(f, ck_mean, ck_std) != STK_OK) {
+        stk_safetensors_free(f);
+        return stk_cli_fail();
+    }
     char *model_name = strdup(name);
     /* Messages about the transform name where it came from. */
     char *tf = strdup(transform ? transform : vt ? vt : "");
@@ -130,7 +140,11 @@ static int run(int argc, char **argv)
     const stk_meta *m = stk_dataset_meta(ds);
     stk_trainer_config tc = stk_trainer_defaults();
     tc.device = ce;
-    stk_batch_norm_stats(m, data, tc.mean, tc.std);
+    stk_batch_norm_stats(m, data, tc.mean, tc.std); /* a checkpoint from before: this set's */
+    if (!isnan(ck_mean[0])) {
+        memcpy(tc.mean, ck_mean, sizeof ck_mean);
+        memcpy(tc.std, ck_std, sizeof ck_std);
+    }
     int size = 0;
     stk_status st = STK_OK;
     if (!tf[0]) {

@@ -159,37 +159,31 @@ static stk_status step_body(stk_trainer *t, stk_step_info *info, const int32_t *
         stk_optim_set_lr(t->opt, stk_schedule_lr(&t->cfg.schedule, info->step));
     info->lr = stk_optim_lr(t->opt);
     TRY(run_hooks(t, info, STK_STEP_AFTER_FORWARD));
-    if (!t->cfg.amp) {
-        t->info = info;
-        stk_trace_begin("backward", "step");
-        stk_status st = stk_backward(info->loss, NULL, false);
-        stk_trace_end();
-        t->info = NULL;
-        TRY(st);
-        TRY(run_hooks(t, info, STK_STEP_AFTER_BACKWARD));
-        stk_trace_begin("optimizer", "step");
-        st = stk_optim_step(t->opt);
-        stk_trace_end();
-        TRY(st);
-        r->stepped = true;
-    } else {
-        stk_tensor *scaled;
+    /* backward (of the scaled loss under amp), the hooks, the optimizer (the
+     * loss scaler's under amp, in f32: it may skip the update) */
+    stk_tensor *target = info->loss;
+    if (t->cfg.amp) {
         info->loss_scale = t->scaler.scale;
-        TRY(stk_loss_scaler_scale(&t->scaler, info->loss, &scaled));
-        t->info = info;
-        stk_trace_begin("backward", "step");
-        stk_status st = stk_backward(scaled, NULL, false);
-        stk_trace_end();
-        t->info = NULL;
-        TRY(st);
-        TRY(run_hooks(t, info, STK_STEP_AFTER_BACKWARD));
-        stk_autocast_end(); /* the optimizer step is f32 */
-        stk_trace_begin("optimizer", "step");
-        st = stk_loss_scaler_step(&t->scaler, t->model, t->opt, &r->stepped);
-        stk_trace_end();
-        stk_autocast_begin(); /* balanced by the caller's end */
-        TRY(st);
+        TRY(stk_loss_scaler_scale(&t->scaler, info->loss, &target));
     }
+    t->info = info;
+    stk_trace_begin("backward", "step");
+    stk_status st = stk_backward(target, NULL, false);
+    stk_trace_end();
+    t->info = NULL;
+    TRY(st);
+    TRY(run_hooks(t, info, STK_STEP_AFTER_BACKWARD));
+    if (t->cfg.amp) stk_autocast_end(); /* the optimizer step is f32 */
+    stk_trace_begin("optimizer", "step");
+    if (t->cfg.amp) {
+        st = stk_loss_scaler_step(&t->scaler, t->model, t->opt, &r->stepped);
+    } else {
+        st = stk_optim_step(t->opt);
+        r->stepped = true;
+    }
+    stk_trace_end();
+    if (t->cfg.amp) stk_autocast_begin(); /* balanced by the caller's end */
+    TRY(st);
     const char *bad = NULL;
     TRY(stk_model_check_finite(t->model, &bad));
     if (bad)
@@ -368,6 +362,8 @@ out:
 
 stk_train_position *stk_trainer_position(stk_trainer *t) { return &t->pos; }
 
+stk_model *stk_trainer_model(stk_trainer *t) { return t->model; }
+
 float stk_trainer_loss_scale(const stk_trainer *t) { return t->scaler.scale; }
 
 int64_t stk_trainer_skipped_steps(const stk_trainer *t) { return t->scaler.skipped; }
@@ -376,17 +372,24 @@ stk_status stk_trainer_save(const stk_trainer *t, const char *path, int n_extra,
                             const char *const *keys, const char *const *values)
 {
     enum { MAX_META = 32 };
-    if (n_extra < 0 || n_extra > MAX_META - STK_TRAIN_POSITION_KEYS)
+    if (n_extra < 0 || n_extra > MAX_META - STK_TRAIN_POSITION_KEYS - 2)
         return stk_error(STK_ERR_INVALID_ARG, "save: at most %d extra metadata pairs",
-                         MAX_META - STK_TRAIN_POSITION_KEYS);
+                         MAX_META - STK_TRAIN_POSITION_KEYS - 2);
     const char *k[MAX_META], *v[MAX_META];
     stk_train_position_text text;
     stk_train_position_to_meta(&t->pos, k, v, &text);
-    for (int i = 0; i < n_extra; i++) {
-        k[STK_TRAIN_POSITION_KEYS + i] = keys[i];
-        v[STK_TRAIN_POSITION_KEYS + i] = values[i];
-    }
-    return stk_checkpoint_save(path, t->model, t->opt, STK_TRAIN_POSITION_KEYS + n_extra, k, v);
+    int n = STK_TRAIN_POSITION_KEYS;
+    /* the input normalisation, so that an evaluation of this checkpoint
+     * computes what training's did (stk_trainer_normalisation_from) */
+    char stats[2][96];
+    snprintf(stats[0], sizeof stats[0], "%.9g,%.9g,%.9g", (double)t->cfg.mean[0],
+             (double)t->cfg.mean[1], (double)t->cfg.mean[2]);
+    snprintf(stats[1], sizeof stats[1], "%.9g,%.9g,%.9g", (double)t->cfg.std[0],
+             (double)t->cfg.std[1], (double)t->cfg.std[2]);
+    k[n] = "input_mean", v[n++] = stats[0];
+    k[n] = "input_std", v[n++] = stats[1];
+    for (int i = 0; i < n_extra; i++) k[n] = keys[i], v[n++] = values[i];
+    return stk_checkpoint_save(path, t->model, t->opt, n, k, v);
 }
 
 stk_status stk_trainer_resume(stk_trainer *t, const char *path)
@@ -396,5 +399,30 @@ stk_status stk_trainer_resume(stk_trainer *t, const char *path)
     stk_load_report rep;
     TRY(stk_checkpoint_load(path, t->model, t->opt, true, &rep));
     t->pos = p;
+    return STK_OK;
+}
+
+stk_status stk_trainer_normalisation_from(const stk_safetensors *f, float mean[3], float std[3])
+{
+    const char *keys[2] = {"input_mean", "input_std"};
+    float *dst[2] = {mean, std};
+    float got[2][3];
+    for (int k = 0; k < 2; k++) {
+        const char *v = stk_safetensors_meta(f, keys[k]);
+        if (!v) return STK_OK; /* a checkpoint from before: the caller's values stay */
+        char *end = (char *)v;
+        for (int c = 0; c < 3; c++) {
+            const char *at = c ? end + 1 : end;
+            if (c && *end != ',') goto bad;
+            got[k][c] = strtof(at, &end);
+            if (end == at || !isfinite(got[k][c]) || (k == 1 && !(got[k][c] > 0))) goto bad;
+        }
+        if (*end) goto bad;
+        continue;
+    bad:
+        return stk_error(STK_ERR_CORRUPT, "%s: damaged checkpoint metadata: \"%s\" is \"%.60s\"",
+                         f->path, keys[k], v);
+    }
+    for (int k = 0; k < 2; k++) memcpy(dst[k], got[k], sizeof got[k]);
     return STK_OK;
 }

@@ -166,15 +166,25 @@ stk_status stk_trainer_evaluate(stk_trainer *t, stk_loader *l, const char *progr
  * epoch of a resumed run, or update best_metric). */
 stk_train_position *stk_trainer_position(stk_trainer *t);
 
+/* The model the trainer was made with. */
+stk_model *stk_trainer_model(stk_trainer *t);
+
 /* The loss scaler's state (amp): scale and skipped steps. */
 float stk_trainer_loss_scale(const stk_trainer *t);
 int64_t stk_trainer_skipped_steps(const stk_trainer *t);
 
-/* Save model, optimizer and position atomically, with n_extra more
- * metadata pairs (the run's transforms, data path, ...). Errors: as
+/* Save model, optimizer, position and input normalisation atomically, with
+ * n_extra (at most 22) more metadata pairs (the run's transforms, data path, ...). Errors: as
  * stk_checkpoint_save. */
 stk_status stk_trainer_save(const stk_trainer *t, const char *path, int n_extra,
                             const char *const *keys, const char *const *values);
+
+/* The input normalisation a checkpoint saved by stk_trainer_save was trained
+ * with ("input_mean", "input_std"), into mean and std; a checkpoint from
+ * before they were saved leaves them as they are. Evaluating with them
+ * reproduces the training run's evaluation exactly. Errors: STK_ERR_CORRUPT
+ * naming the file and the key. */
+stk_status stk_trainer_normalisation_from(const stk_safetensors *f, float mean[3], float std[3]);
 
 /* Continue from a checkpoint saved by stk_trainer_save: model, optimizer
  * and position, all checked before anything changes. Errors: as

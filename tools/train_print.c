@@ -1,0 +1,124 @@
+/* What `stoke train` prints and records as the run goes (train_print.h). */
+#include "tools/train_print.h"
+
+#include "common/json.h"
+#include "tools/cli.h"
+#include "tools/memory_report.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+void say(FILE *f, const char *fmt, ...)
+{
+    if (!f) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+}
+
+stk_status train_epoch_begin(void *ctx, int64_t epoch)
+{
+    train_printer *p = ctx;
+    char label[32];
+    snprintf(label, sizeof label, "epoch %" PRId64 "/%" PRId64, epoch + 1, p->r->a.epochs);
+    stk_device_reset_peak(p->r->a.device.kind); /* each epoch's own peak */
+    stk_progress_init(&p->bar, label, stk_loader_batches(p->r->loader), p->r->rank ? NULL : stderr);
+    return STK_OK;
+}
+
+stk_status train_progress(void *ctx, const stk_epoch_stats *es)
+{
+    train_printer *p = ctx;
+    char extra[96];
+    snprintf(extra, sizeof extra, "loss %.4f  %.0f img/s  stall %.1f%%", es->loss,
+             es->images_per_sec, es->stall_pct);
+    stk_progress_set_extra(&p->bar, extra);
+    stk_progress_update(&p->bar, es->steps);
+    return stk_cli_interrupted ? stk_error(STK_ERR_CANCELLED, "interrupted") : STK_OK;
+}
+
+/* The job's figures on every rank; the ranks wait for rank 0's evaluation at
+ * most --dist-timeout plus twice their training time for as many images. */
+stk_status train_reduce(void *ctx, stk_fit_epoch *e)
+{
+    train_printer *p = ctx;
+    stk_progress_finish(&p->bar);
+    if (!p->r->ddp) return STK_OK;
+    double per_rank = e->train->images_per_sec;
+    double allowance = per_rank > 0 ? 2.0 * (double)p->r->val_count / per_rank : 0;
+    return stk_ddp_reduce_epoch(p->r->ddp, e->train, e->val, allowance);
+}
+
+/* metrics.csv, TensorBoard and the epoch line (rank 0). */
+stk_status train_on_epoch(void *ctx, const stk_fit_epoch *e, bool *stop)
+{
+    train_printer *p = ctx;
+    run_state *r = p->r;
+    const stk_epoch_stats *es = e->train;
+    (void)stop;
+    p->ips_sum += es->images_per_sec;
+    p->stall_sum += es->stall_pct;
+    if (r->rank != 0) return STK_OK;
+    stk_run_memory mem;
+    stk_run_memory_read(r->a.device.kind, &mem);
+    if (mem.heap.peak_allocated > p->run_peak) p->run_peak = mem.heap.peak_allocated;
+    TRY(stk_run_record_epoch(r->record, e->epoch, stk_trainer_position(r->trainer)->step,
+                             stk_optim_lr(r->opt), es, e->val, &mem));
+    say(p->lines, "epoch %" PRId64 "/%" PRId64 ": loss %.4f, train acc %.2f%%", e->epoch + 1,
+        r->a.epochs, es->loss, es->accuracy);
+    if (e->val)
+        say(p->lines, ", val loss %.4f, top-1 %.2f%%, top-5 %.2f%%", e->val->loss, e->val->top1,
+            e->val->top5);
+    say(p->lines,
+        ", %.0f images/s, stall %.1f%%, %.1f s, %s memory %.0f MB (peak %.0f), rss %.0f MB%s\n",
+        es->images_per_sec, es->stall_pct, es->seconds, stk_device_name(r->a.device.kind),
+        mem.heap.allocated / 1e6, mem.heap.peak_allocated / 1e6, mem.peak_rss_mb,
+        e->improved ? " *" : "");
+    return STK_OK;
+}
+
+void train_print_summary(train_printer *p, const stk_fit_result *f, int64_t start, double seconds)
+{
+    run_state *r = p->r;
+    const train_args *a = &r->a;
+    double n = f->epochs_run ? (double)f->epochs_run : 1;
+    if (a->json && r->rank == 0) {
+        char j[8][STK_JSON_NUMBER];
+        printf("{\"epochs\": %" PRId64 ", \"val_top1\": %s, \"val_top5\": %s, \"val_loss\": %s, "
+               "\"train_images_per_sec\": %s, \"stall_pct\": %s, \"seconds\": %s, "
+               "\"peak_rss_mb\": %s, \"ranks\": %d, \"stopped_epoch\": %" PRId64
+               ", \"best_epoch\": %" PRId64 ", \"monitor\": \"%s\", \"best_value\": %s, "
+               "\"stop_reason\": \"%s\"}\n",
+               start + f->epochs_run, stk_json_number(f->val.top1, 4, j[0]),
+               stk_json_number(f->val.top5, 4, j[1]), stk_json_number(f->val.loss, 6, j[2]),
+               stk_json_number(p->ips_sum / n, 1, j[3]), stk_json_number(p->stall_sum / n, 2, j[4]),
+               stk_json_number(seconds, 2, j[5]),
+               stk_json_number(stk_run_memory_peak_rss_mb(), 1, j[6]), r->world,
+               f->stopped_epoch, f->best_epoch, a->monitor, stk_json_number(f->best_value, 6, j[7]),
+               stk_fit_stop_name(f->reason));
+    } else if (f->epochs_run) {
+        say(p->lines,
+            "done: %" PRId64 " epochs in %.1f s, %.0f images/s, stall %.1f%%; checkpoints in %s\n"
+            "stopped_epoch %" PRId64 ", best_epoch %" PRId64 " (%s %.6g), stop_reason %s%s\n",
+            f->epochs_run, seconds, p->ips_sum / n, p->stall_sum / n, a->out, f->stopped_epoch,
+            f->best_epoch, a->monitor, f->best_value, stk_fit_stop_name(f->reason),
+            a->restore_best && f->best_epoch ? " (the best epoch's weights restored)" : "");
+    }
+    if (r->ddp && r->rank == 0) { /* on stderr: --json keeps stdout one object */
+        stk_ddp_stats ds;
+        stk_ddp_get_stats(r->ddp, &ds);
+        fprintf(stderr,
+                "data-parallel: %.1f MB of gradients all-reduced per step in %d buckets by %s; "
+                "all-reduce %.2f s over %" PRIu64 " steps, %.2f s of it not hidden by backward\n",
+                ds.bytes_per_step / 1e6, ds.buckets, ds.library, ds.comm_s, ds.steps, ds.exposed_s);
+    }
+    if (a->memory_report && r->rank == 0) memory_report_print(stderr, a->device.kind, p->run_peak);
+    if (a->amp && r->rank == 0)
+        fprintf(stderr, "amp: %" PRId64 " of %" PRId64 " steps skipped for inf/NaN gradients, loss "
+                        "scale now %g\n",
+                stk_trainer_skipped_steps(r->trainer), stk_trainer_position(r->trainer)->step,
+                (double)stk_trainer_loss_scale(r->trainer));
+}
+

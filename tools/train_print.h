@@ -1,0 +1,32 @@
+/* What `stoke train` prints and records as the run goes: the callbacks of
+ * stk_trainer_fit (train/fit.h) that cmd_train.c hands it, and the summary.
+ * Rank 0 speaks for the job: `lines` is NULL on the other ranks.
+ */
+#pragma once
+
+#include "common/progress.h"
+#include "tools/train_setup.h"
+
+#include <stdio.h>
+
+typedef struct train_printer {
+    run_state *r;
+    FILE *lines; /* the epoch lines: stdout, stderr under --json, NULL on ranks > 0 */
+    stk_progress bar;
+    double ips_sum, stall_sum;
+    uint64_t run_peak; /* the highest epoch peak of the device heap */
+} train_printer;
+
+/* fprintf, except to NULL */
+void say(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* stk_fit_options callbacks (ctx: the printer): the progress bar, Ctrl-C,
+ * the job's figures under a launcher, metrics.csv/TensorBoard and the
+ * epoch line. */
+stk_status train_epoch_begin(void *ctx, int64_t epoch);
+stk_status train_progress(void *ctx, const stk_epoch_stats *es);
+stk_status train_reduce(void *ctx, stk_fit_epoch *e);
+stk_status train_on_epoch(void *ctx, const stk_fit_epoch *e, bool *stop);
+
+/* The last lines (or --json's object), the data-parallel, memory and amp notes. */
+void train_print_summary(train_printer *p, const stk_fit_result *f, int64_t start, double seconds);

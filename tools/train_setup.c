@@ -1,0 +1,517 @@
+/* `stoke train`'s wiring, from flags to a trainer ready to fit (train_setup.h). */
+#include "tools/train_setup.h"
+
+#include "tools/cli.h"
+
+#include "common/fs.h"
+#include "common/log.h"
+#include "common/text.h"
+#include "engine/checkpoint.h"
+#include "storage/dataset.h"
+#include "storage/safetensors.h"
+#include "train/batch.h"
+#include "train/inputs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *const train_optimizers[] = {"sgd", "adam", "adamw", NULL};
+const char *const train_schedules[] = {"cosine", "step", "onecycle", "constant", NULL};
+static const stk_schedule_kind schedule_kinds[] = {STK_SCHEDULE_COSINE, STK_SCHEDULE_STEP,
+                                                   STK_SCHEDULE_ONECYCLE, STK_SCHEDULE_CONSTANT};
+
+/* The run's own metadata in every checkpoint, beside the trainer's position. */
+static void checkpoint_metadata(run_state *r)
+{
+    snprintf(r->meta_text[0], sizeof r->meta_text[0], "%d", r->world);
+    snprintf(r->meta_text[1], sizeof r->meta_text[1], "%" PRId64, r->a.batch);
+    const char *keys[] = {"transform", "val_transform", "data", "ranks", "batch_per_rank"};
+    const char *vals[] = {r->transform, r->val_transform, r->a.data, r->meta_text[0],
+                          r->meta_text[1]};
+    memcpy(r->meta_keys, keys, sizeof keys);
+    memcpy(r->meta_values, vals, sizeof vals);
+}
+
+/* A run saved by another number of ranks or another batch continues here
+ * (train/position.h). (Checkpoints from before the "ranks" key: one rank,
+ * this batch.) */
+static stk_status continue_on_this_world(run_state *r)
+{
+    stk_safetensors *f;
+    TRY(stk_safetensors_read(r->path_last, &f));
+    int64_t ranks = 1, batch = r->a.batch;
+    stk_status st = STK_OK;
+    if (stk_safetensors_meta(f, "ranks"))
+        st = stk_safetensors_meta_int(f, "ranks", 1, 1 << 20, &ranks);
+    if (st == STK_OK && stk_safetensors_meta(f, "batch_per_rank"))
+        st = stk_safetensors_meta_int(f, "batch_per_rank", 1, 1 << 20, &batch);
+    stk_safetensors_free(f);
+    TRY(st);
+    stk_train_position *pos = stk_trainer_position(r->trainer);
+    bool rescaled;
+    TRY(stk_train_position_rescale(pos, r->path_last, ranks, batch, r->world, r->a.batch,
+                                   (int64_t)stk_loader_batches(r->loader), &rescaled));
+    FILE *out = r->rank ? NULL : r->a.json ? stderr : stdout;
+    if (!rescaled || !out) return STK_OK;
+    fprintf(out,
+            "resume: the run was saved by %" PRId64 " rank%s x batch %" PRId64 "; epoch %" PRId64
+            " starts from its beginning on %d x %" PRId64 " (scheduler at step %" PRId64 ")\n",
+            ranks, ranks == 1 ? "" : "s", batch, pos->epoch + 1, r->world, r->a.batch, pos->step);
+    if (ranks * batch != r->world * r->a.batch)
+        fprintf(out,
+                "resume: the global batch changes from %" PRId64 " to %" PRId64
+                ": the run goes on with other steps than the saved one would have taken\n",
+                ranks * batch, r->world * r->a.batch);
+    return STK_OK;
+}
+
+static stk_status resume_from(run_state *r)
+{
+    stk_train_position p;
+    stk_status st = stk_train_position_read(r->path_last, &p);
+    if (st == STK_ERR_IO)
+        return stk_error_prefix(st, "--resume: no checkpoint to continue from in %s", r->a.out);
+    if (st != STK_OK) return st;
+    if (p.seed != r->a.seed)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--resume: %s was trained with --seed %" PRId64 ", not %" PRId64,
+                         r->path_last, p.seed, r->a.seed);
+    TRY(stk_trainer_resume(r->trainer, r->path_last));
+    return continue_on_this_world(r);
+}
+
+static int trainable_count(const stk_model *m)
+{
+    int n = 0;
+    for (int i = 0; i < stk_model_param_count(m); i++) {
+        const stk_param *p = stk_model_param(m, i);
+        n += !p->is_buffer && stk_tensor_requires_grad(p->value);
+    }
+    return n;
+}
+
+/* The model as the flags describe it: created, --init, --freeze, on the device. */
+static stk_status make_model(run_state *r, const stk_meta *m)
+{
+    train_args *a = &r->a;
+    stk_model_config cfg = {.name = a->model,
+                            .in_channels = m->channels,
+                            .classes = (int)m->num_classes,
+                            .image_size = r->size,
+                            .seed = (uint64_t)a->seed};
+    TRY(stk_model_create(&cfg, &r->model));
+    if (a->init) {
+        stk_load_report rep;
+        stk_safetensors *f;
+        TRY(stk_safetensors_read(a->init, &f));
+        const char *mm = stk_safetensors_meta(f, "model");
+        stk_status st = STK_OK;
+        if (mm && strcmp(mm, a->model))
+            st = stk_error(STK_ERR_INVALID_ARG, "--init %s holds a %s model, not %s", a->init, mm,
+                           a->model);
+        stk_safetensors_free(f);
+        TRY(st);
+        TRY(stk_checkpoint_load(a->init, r->model, NULL, false, &rep));
+        if (rep.loaded == 0)
+            return stk_error(STK_ERR_INVALID_ARG, "--init %s: no tensor matches a %s model",
+                             a->init, a->model);
+        stk_log_info("%s", rep.text);
+    }
+    for (int i = 0; i < a->n_freeze; i++)
+        if (!a->freeze[i][0])
+            return stk_error(STK_ERR_INVALID_ARG,
+                             "--freeze '': an empty prefix would freeze every parameter");
+        else if (stk_model_set_requires_grad(r->model, a->freeze[i], false) == 0)
+            return stk_error(STK_ERR_INVALID_ARG,
+                             "--freeze %s matches no parameter of %s (names "
+                             "like conv1, layer1.0, fc)",
+                             a->freeze[i], a->model);
+    if (a->n_freeze && trainable_count(r->model) == 0)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--freeze: every parameter of %s is frozen; nothing would train", a->model);
+    TRY(stk_model_to(r->model, a->device.kind));
+    stk_optim_config oc = {.kind = (stk_optim_kind)a->optimizer,
+                           .lr = (float)a->lr,
+                           .weight_decay = (float)a->wd,
+                           .momentum = a->optimizer == STK_OPTIM_SGD ? (float)a->momentum : 0.f,
+                           .nesterov = a->nesterov};
+    return stk_optim_create(&oc, r->model, &r->opt);
+}
+
+/* --val must speak --data's classes, at the training image size. */
+static stk_status check_val(run_state *r, const stk_meta *m)
+{
+    train_args *a = &r->a;
+    stk_dataset *vd;
+    TRY(stk_dataset_open(a->val, &vd));
+    const stk_meta *vm = stk_dataset_meta(vd);
+    r->val_count = vm->count;
+    int vsize;
+    stk_status st;
+    if (vm->num_classes != m->num_classes || vm->channels != m->channels)
+        st = stk_error(STK_ERR_INVALID_ARG,
+                       "--val %s has %u classes and %d channels, --data %s has %u and %d", a->val,
+                       vm->num_classes, vm->channels, a->data, m->num_classes, m->channels);
+    else if ((st = stk_train_check_transform(vm, "--val-transform", r->val_transform, &vsize)) ==
+                 STK_OK &&
+             vsize != r->size)
+        st = stk_error(STK_ERR_INVALID_ARG,
+                       "--val-transform %s gives %d px images, training uses %d px",
+                       r->val_transform, vsize, r->size);
+    stk_dataset_close(vd);
+    return st;
+}
+
+/* The flags in use, as a Markdown table for TensorBoard's text tab. */
+static char *config_markdown(const run_state *r)
+{
+    const train_args *a = &r->a;
+    return stk_text_printf(
+        "| setting | value |\n| --- | --- |\n| model | %s |\n| data | %s |\n| val | %s |\n"
+        "| transform | %s |\n| val transform | %s |\n| epochs | %" PRId64 " |\n"
+        "| batch per rank | %" PRId64 " |\n| ranks | %d |\n| optimizer | %s |\n| lr | %g |\n"
+        "| schedule | %s |\n| momentum | %g |\n| weight decay | %g |\n| seed | %" PRId64 " |\n"
+        "| device | %s |\n| amp | %s |\n| workers | %" PRId64 " |\n| threads | %" PRId64 " |\n",
+        a->model, a->data, a->val ? a->val : "-", r->transform, r->val_transform, a->epochs,
+        a->batch, r->world, stk_optim_kind_name((stk_optim_kind)a->optimizer), a->lr,
+        train_schedules[a->schedule], a->momentum, a->wd, a->seed, stk_device_name(a->device.kind),
+        a->amp ? "yes" : "no", a->workers, a->threads);
+}
+
+/* metrics.csv, steps.csv and the event file (rank 0), continued on --resume. */
+static stk_status open_record(run_state *r)
+{
+    int64_t done = stk_trainer_position(r->trainer)->epoch;
+    TRY(stk_run_record_open(r->a.out, !r->a.no_tensorboard, done, &r->record));
+    stk_run_record_set_normalisation(r->record, r->tc.mean, r->tc.std);
+    TRY(stk_trainer_add_hook(r->trainer, STK_STEP_BEFORE_FORWARD, stk_run_record_step_hook, r->record));
+    TRY(stk_trainer_add_hook(r->trainer, STK_STEP_AFTER_OPTIMIZER, stk_run_record_step_hook,
+                             r->record));
+    char *md = config_markdown(r);
+    if (!md) return stk_error(STK_ERR_NOMEM, "out of memory");
+    stk_status st = stk_run_record_config(r->record, md);
+    free(md);
+    return st;
+}
+
+/* RUNDIR is written by one run at a time (rank 0 writes it): a second
+ * writer is refused, naming the holder, before it reads or writes anything
+ * there; the lock goes with the process, however it ends. Temporaries left
+ * by a writer that was killed are removed once the lock is held. */
+static stk_status lock_run_folder(run_state *r)
+{
+    int fd;
+    stk_status st = stk_dir_lock(r->a.out, &fd);
+    if (st == STK_ERR_BUSY)
+        return stk_error(st, "--out %s; wait for that run to end, or choose another --out",
+                         stk_last_error());
+    if (st != STK_OK) return stk_error_prefix(st, "--out");
+    r->out_lock = fd + 1;
+    static const char *const written[] = {"last.safetensors", "best.safetensors", "metrics.csv",
+                                          "steps.csv"};
+    int n = stk_remove_stale_temporaries(r->a.out, written, 4);
+    if (n) stk_log_info("removed %d temporary file%s left in %s by an earlier run that was killed",
+                        n, n == 1 ? "" : "s", r->a.out);
+    return STK_OK;
+}
+
+/* x as the shortest text that reads back as x (0.1, not 0.10000000000000001) */
+/* The files a run writes into RUNDIR: what --overwrite removes. */
+static bool run_file(const char *name)
+{
+    static const char *const names[] = {"last.safetensors", "best.safetensors", "metrics.csv",
+                                        "steps.csv", "curves.svg", NULL};
+    for (int i = 0; names[i]; i++) {
+        size_t n = strlen(names[i]);
+        /* the file, or its temporary (NAME.tmp.XXXXXX) */
+        if (!strncmp(name, names[i], n) && (!name[n] || !strncmp(name + n, ".tmp.", 5)))
+            return true;
+    }
+    return !strncmp(name, "events.out.tfevents.", 20);
+}
+
+/* RUNDIR holds something: refused unless --resume or --overwrite (which
+ * clears the old run's files first). Under the lock. */
+static stk_status claim_run_folder(run_state *r)
+{
+    const train_args *a = &r->a;
+    DIR *d = opendir(a->out);
+    if (!d) return stk_error(STK_ERR_IO, "--out %s: %s", a->out, strerror(errno));
+    int entries = 0, removed = 0;
+    char first[256] = "";
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (a->overwrite && run_file(e->d_name) && unlinkat(dirfd(d), e->d_name, 0) == 0) {
+            removed++;
+            continue;
+        }
+        if (!entries++) snprintf(first, sizeof first, "%s", e->d_name);
+    }
+    closedir(d);
+    if (removed) stk_log_info("--overwrite: removed %d file%s of the run in %s", removed,
+                              removed == 1 ? "" : "s", a->out);
+    if (entries && !a->resume && !a->overwrite) {
+        char shown[96];
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--out %s already holds a run (%s%s): continue it with --resume, or "
+                         "replace it with --overwrite",
+                         a->out, stk_printable(first, shown, sizeof shown),
+                         entries > 1 ? ", ..." : "");
+    }
+    return STK_OK;
+}
+
+/* Make RUNDIR, lock it and claim it (rank 0, which alone writes it). */
+static stk_status prepare_run_folder(run_state *r)
+{
+    if (mkdir(r->a.out, 0755) != 0 && errno != EEXIST)
+        return stk_error(STK_ERR_IO, "--out %s: %s", r->a.out, strerror(errno));
+    TRY(lock_run_folder(r));
+    return claim_run_folder(r);
+}
+
+static void exact(char buf[48], double x)
+{
+    for (int digits = 6; digits <= 17; digits++) {
+        snprintf(buf, 48, "%.*g", digits, x);
+        if (strtod(buf, NULL) == x) return;
+    }
+}
+
+/* Data-parallel: every rank must compute the same thing, so before the
+ * first step the ranks compare everything that changes what is computed or
+ * when they synchronise (ddp.h names the first difference on every rank). */
+static stk_status attach_ranks(run_state *r, stk_dataset *ds, int64_t per_epoch)
+{
+    const train_args *a = &r->a;
+    uint64_t fp;
+    TRY(stk_dataset_fingerprint(ds, &fp));
+    char freeze[512] = "", v[17][48];
+    for (int i = 0; i < a->n_freeze; i++)
+        snprintf(freeze + strlen(freeze), sizeof freeze - strlen(freeze), "%s%s", i ? "," : "",
+                 a->freeze[i]);
+    snprintf(v[0], sizeof v[0], "%" PRId64, a->batch);
+    snprintf(v[1], sizeof v[1], "%" PRId64, a->epochs);
+    snprintf(v[2], sizeof v[2], "%" PRId64, a->seed);
+    exact(v[3], a->lr);
+    exact(v[4], a->momentum);
+    exact(v[5], a->wd);
+    snprintf(v[6], sizeof v[6], "%" PRId64, a->step_epochs);
+    exact(v[7], a->warmup_epochs);
+    exact(v[8], a->smoothing);
+    snprintf(v[9], sizeof v[9], "%" PRId64, a->stop_after);
+    snprintf(v[10], sizeof v[10], "%016" PRIx64, fp);
+    snprintf(v[11], sizeof v[11], "%d", r->size);
+    snprintf(v[12], sizeof v[12], "%" PRId64, per_epoch);
+    snprintf(v[13], sizeof v[13], "%" PRId64, a->early_stop);
+    exact(v[14], a->min_delta);
+    snprintf(v[15], sizeof v[15], "%d", a->mode);
+    snprintf(v[16], sizeof v[16], "%" PRId64, a->start_from_epoch);
+    const char *no_yes[] = {"no", "yes"};
+    stk_ddp_check_item items[] = {
+        {"--model", a->model},
+        {"--data (content fingerprint)", v[10]},
+        {"--batch", v[0]},
+        {"--epochs", v[1]},
+        {"--stop-after", a->stop_after ? v[9] : "(none)"},
+        {"--resume", no_yes[a->resume]},
+        {"--seed", v[2]},
+        {"--optimizer", train_optimizers[a->optimizer]},
+        {"--lr", v[3]},
+        {"--momentum", v[4]},
+        {"--nesterov", no_yes[a->nesterov]},
+        {"--wd", v[5]},
+        {"--schedule", train_schedules[a->schedule]},
+        {"--step-epochs", v[6]},
+        {"--warmup-epochs", v[7]},
+        {"--label-smoothing", v[8]},
+        {"--transform", r->transform},
+        {"--val", a->val ? "given" : "none"},
+        {"--val-transform", r->val_transform},
+        {"--freeze", a->n_freeze ? freeze : "(none)"},
+        {"--early-stop", v[13]},
+        {"--monitor", a->monitor},
+        {"--min-delta", v[14]},
+        {"--mode", v[15]},
+        {"--start-from-epoch", v[16]},
+        {"--restore-best", no_yes[a->restore_best]},
+        {"--sync-bn", no_yes[a->sync_bn]},
+        {"--amp", no_yes[a->amp]},
+        {"--device", stk_device_name(a->device.kind)},
+        {"image size", v[11]},
+        {"steps per epoch", v[12]},
+    };
+    stk_status st = stk_ddp_attach(r->trainer, r->model, r->comm,
+                                   (int)(sizeof items / sizeof *items), items, &r->ddp);
+    /* a difference is found by every rank alike: each says so and leaves */
+    r->ranks_agree_on_error = st == STK_ERR_INVALID_ARG;
+    TRY(st);
+    stk_ddp_set_timeout(r->ddp, (double)a->dist_timeout);
+    if (a->sync_bn) stk_ddp_sync_batch_norm(r->ddp);
+    return STK_OK;
+}
+
+static stk_status setup_run(run_state *r, stk_dataset *ds)
+{
+    train_args *a = &r->a;
+    const stk_meta *m = stk_dataset_meta(ds);
+    char deflt[64];
+    stk_loader_default_transform(m, deflt, sizeof deflt);
+    if (!(r->transform = strdup(a->transform ? a->transform : deflt)))
+        return stk_error(STK_ERR_NOMEM, "out of memory");
+    TRY(stk_train_check_transform(m, "--transform", r->transform, &r->size));
+    stk_train_default_eval_transform(m, r->size, deflt, sizeof deflt);
+    if (!(r->val_transform = strdup(a->val_transform ? a->val_transform : deflt)))
+        return stk_error(STK_ERR_NOMEM, "out of memory");
+    r->tc = stk_trainer_defaults();
+    r->tc.device = r->ce;
+    r->tc.amp = a->amp;
+    r->tc.label_smoothing = (float)a->smoothing;
+    r->tc.seed = a->seed;
+    stk_batch_norm_stats(m, a->data, r->tc.mean, r->tc.std);
+    if (a->val) TRY(check_val(r, m));
+    TRY(make_model(r, m));
+    stk_loader_options o = stk_loader_defaults();
+    o.batch_size = (int)a->batch;
+    o.workers = (int)a->workers;
+    o.seed = (uint64_t)a->seed;
+    o.drop_last = true; /* every step sees a full batch (batch norm, the schedule) */
+    o.transform = r->transform;
+    o.host_memory = r->ce->host_memory;
+    o.rank = r->rank; /* each rank its shard of every epoch, all the same length */
+    o.world = r->world;
+    TRY(stk_loader_open(a->data, &o, &r->loader));
+    int64_t per_epoch = (int64_t)stk_loader_batches(r->loader);
+    if (per_epoch == 0)
+        return stk_error(STK_ERR_INVALID_ARG, "%s: fewer images than one batch of %" PRId64,
+                         a->data, a->batch);
+    r->tc.schedule =
+        (stk_schedule){.kind = schedule_kinds[a->schedule],
+                       .base_lr = (float)a->lr,
+                       .total_steps = per_epoch * a->epochs,
+                       .warmup_steps = (int64_t)llround(a->warmup_epochs * (double)per_epoch),
+                       .step_size = a->step_epochs * per_epoch,
+                       .gamma = 0.1f};
+    TRY(stk_trainer_create(&r->tc, r->model, r->opt, &r->trainer));
+    if (a->val && r->rank == 0) { /* rank 0 evaluates for the job */
+        stk_loader_options vo =
+            stk_trainer_eval_options(r->trainer, r->val_transform, (int)a->batch, (int)a->workers);
+        TRY(stk_loader_open(a->val, &vo, &r->val_loader));
+    }
+    if (r->world > 1) TRY(attach_ranks(r, ds, per_epoch));
+    TRY(stk_h2d_open(r->loader, r->ce, &r->h2d));
+    if (r->rank == 0) TRY(prepare_run_folder(r));
+    if (!(r->path_last = stk_text_printf("%s/last.safetensors", a->out)))
+        return stk_error(STK_ERR_NOMEM, "out of memory");
+    checkpoint_metadata(r);
+    if (a->resume) TRY(resume_from(r));
+    if (r->rank == 0) return open_record(r);
+    return STK_OK;
+}
+
+stk_status train_setup(run_state *r)
+{
+    train_args *a = &r->a;
+    /* one GPU per rank: "cuda" is the rank's local GPU under a launcher */
+    if (r->world > 1 && a->device.kind == STK_DEVICE_CUDA && !a->device.indexed)
+        a->device.index = stk_comm_local_rank(r->comm);
+    /* the device first: its copy engine says what the loader's batch memory is */
+    stk_status st = stk_device_spec_open(&a->device, &r->ce);
+    if (st != STK_OK) return st;
+    /* the training set: its meta decides the model's input and the defaults */
+    stk_dataset *ds;
+    TRY(stk_dataset_open(a->data, &ds));
+    st = setup_run(r, ds);
+    stk_dataset_close(ds);
+    return st;
+}
+
+void train_close(run_state *r)
+{
+    stk_h2d_close(r->h2d);
+    stk_loader_close(r->loader);
+    stk_loader_close(r->val_loader);
+    stk_trainer_destroy(r->trainer); /* before the ddp its hooks point to */
+    stk_ddp_destroy(r->ddp);
+    stk_optim_destroy(r->opt);
+    stk_model_destroy(r->model);
+    stk_run_record_close(r->record);
+    if (r->out_lock) close(r->out_lock - 1); /* after the last write into RUNDIR */
+    free(r->transform);
+    free(r->val_transform);
+    free(r->path_last);
+    free(r->a.out_buf);
+}
+
+void train_finish_trace(run_state *r)
+{
+    if (!r->a.trace) return;
+    char *path =
+        r->rank ? stk_text_printf("%s.rank%d.json", r->a.trace, r->rank) : strdup(r->a.trace);
+    stk_trace_summary s;
+    if (!path) {
+        stk_trace_discard();
+        fprintf(stderr, "stoke: out of memory for the trace's name\n");
+    } else if (stk_trace_finish(path, &s) != STK_OK) {
+        fprintf(stderr, "stoke: %s\n", stk_last_error());
+    } else {
+        fprintf(stderr,
+                "trace: %llu events from %llu threads over %.2f s in %s%s (open in "
+                "https://ui.perfetto.dev)\n",
+                (unsigned long long)s.events, (unsigned long long)s.threads, s.seconds, path,
+                s.dropped ? " (some dropped: a thread's buffer was full)" : "");
+    }
+    free(path);
+}
+
+/* The error that ends the run: printed, and under a launcher every other
+ * rank is stopped now rather than left waiting in a collective. */
+int train_fail(run_state *r)
+{
+    if (r->world > 1) {
+        fprintf(stderr, "stoke: rank %d of %d: %s\n", r->rank, r->world, stk_last_error());
+        fflush(stderr);
+        if (!r->ranks_agree_on_error) stk_comm_abort(r->comm, STK_EXIT_ERROR);
+    } else {
+        fprintf(stderr, "stoke: %s\n", stk_last_error());
+    }
+    train_close(r);
+    train_finish_trace(r); /* what led to the error is worth seeing */
+    stk_comm_close(r->comm);
+    return STK_EXIT_ERROR;
+}
+
+/* runs/MODEL-N: a fresh N for a new run (one more than the highest there),
+ * the highest for --resume. */
+stk_status train_default_out(train_args *a)
+{
+    int highest = 0;
+    size_t len = strlen(a->model);
+    DIR *d = opendir("runs");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char *end;
+        if (strncmp(e->d_name, a->model, len) || e->d_name[len] != '-') continue;
+        long n = strtol(e->d_name + len + 1, &end, 10);
+        if (end != e->d_name + len + 1 && !*end && n > highest && n < 1000000) highest = (int)n;
+    }
+    if (d) closedir(d);
+    if (a->resume && highest == 0)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--resume: no runs/%s-N to continue; name the run folder with --out",
+                         a->model);
+    if (!a->resume && mkdir("runs", 0755) != 0 && errno != EEXIST)
+        return stk_error(STK_ERR_IO, "runs: %s", strerror(errno));
+    if (!(a->out_buf = stk_text_printf("runs/%s-%d", a->model, highest + !a->resume)))
+        return stk_error(STK_ERR_NOMEM, "out of memory");
+    a->out = a->out_buf;
+    return STK_OK;
+}

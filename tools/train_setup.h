@@ -1,0 +1,79 @@
+/* `stoke train`'s wiring (train_setup.c): from the parsed flags to a
+ * trainer ready for stk_trainer_fit (train/fit.h): the device, the data and
+ * its transforms, the model (--init, --freeze), the loaders, the
+ * data-parallel check of every rank's configuration, the run folder (its
+ * lock and the rule that a used one is never silently overwritten),
+ * --resume, and the run's record. cmd_train.c keeps the flags, the fit
+ * call and the printing.
+ */
+#pragma once
+
+#include "common/trace.h"
+#include "dist/comm.h"
+#include "dist/ddp.h"
+#include "kernels/device.h"
+#include "train/device.h"
+#include "train/fit.h"
+#include "train/run_record.h"
+#include "train/trainer.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct train_args {
+    const char *data, *val, *model, *transform, *val_transform, *init, *out, *monitor;
+    const char *trace, *trace_steps;
+    bool trace_ops;
+    stk_trace_options trace_opts;
+    const char *freeze[32];
+    int n_freeze;
+    int64_t epochs, batch, workers, threads, step_epochs, seed, stop_after, dist_timeout;
+    int64_t early_stop, start_from_epoch; /* early_stop -1: off */
+    double lr, momentum, wd, warmup_epochs, smoothing, min_delta;
+    bool nesterov, resume, overwrite, restore_best, json, amp, sync_bn, tensorboard,
+        no_tensorboard, memory_report;
+    int optimizer; /* index in train_optimizers (= stk_optim_kind) */
+    int schedule;  /* index in train_schedules */
+    int mode;      /* stk_mode */
+    char *out_buf; /* a default --out (owned) */
+    stk_device_spec device;
+} train_args;
+
+extern const char *const train_optimizers[];
+extern const char *const train_schedules[];
+
+typedef struct run_state {
+    train_args a;
+    stk_loader *loader, *val_loader;
+    const stk_copy_engine *ce; /* the device's copy engine */
+    stk_h2d *h2d;
+    stk_model *model;
+    stk_optim *opt;
+    stk_trainer *trainer;
+    stk_trainer_config tc;
+    stk_run_record *record;          /* metrics.csv, steps.csv, TensorBoard (rank 0) */
+    char *transform, *val_transform; /* the specs in use (owned): never cut to a buffer */
+    int size;
+    char *path_last; /* under --out (owned) */
+    char meta_text[3][24];
+    const char *meta_keys[5], *meta_values[5]; /* the run's checkpoint metadata */
+    stk_comm *comm;            /* the data-parallel job (a world of one alone) */
+    stk_ddp *ddp;              /* with more than one rank */
+    int rank, world;
+    uint64_t val_count;        /* images in --val */
+    bool ranks_agree_on_error; /* every rank failed alike: no need to stop the others */
+    int out_lock;              /* RUNDIR's lock: its descriptor + 1 (0: none) */
+} run_state;
+
+/* No --out: runs/MODEL-N, a fresh N (or the latest one with --resume). */
+stk_status train_default_out(train_args *a);
+
+/* Everything up to the first epoch. Errors name the flag or file. */
+stk_status train_setup(run_state *r);
+/* Free what setup made (any part of it). */
+void train_close(run_state *r);
+/* Write --trace's file (once every traced thread is joined: after train_close). */
+void train_finish_trace(run_state *r);
+/* The error that ends the run: printed; under a launcher every other rank is
+ * stopped now rather than left waiting in a collective. Returns the exit code. */
+int train_fail(run_state *r);
