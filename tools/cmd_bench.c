@@ -91,6 +91,13 @@ static const stk_cli cli = {
     .args_error = "expected one DATA.stoke"};
 
 /* Add what the loader did since `since` (this epoch's stats) to *tot. */
+static double peak_rss_mb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_maxrss / 1024.0;
+}
+
 static void add_stats(stk_loader_stats *tot, const stk_loader *l, const stk_loader_stats *since)
 {
     stk_loader_stats now;
@@ -108,196 +115,238 @@ static void add_stats(stk_loader_stats *tot, const stk_loader *l, const stk_load
     }
 }
 
-static int run(int argc, char **argv)
+/* The flags into loader options; returns -1 to go on, or the exit code. */
+static int parse(int argc, char **argv, bench_args *a, stk_loader_options *o, const char **path)
 {
-    stk_loader_options o = stk_loader_defaults();
-    bench_args a = {.batch = o.batch_size,
-                    .workers = o.workers,
-                    .prefetch = o.prefetch,
-                    .io_depth = o.io_depth,
-                    .io = (int)o.io,
-                    .warmup = 2};
+    *o = stk_loader_defaults();
+    *a = (bench_args){.batch = o->batch_size,
+                      .workers = o->workers,
+                      .prefetch = o->prefetch,
+                      .io_depth = o->io_depth,
+                      .io = (int)o->io,
+                      .warmup = 2};
     char **pos;
     int n_pos;
-    int parsed = stk_cli_parse(&cli, &a, argc, argv, &pos, &n_pos);
+    int parsed = stk_cli_parse(&cli, a, argc, argv, &pos, &n_pos);
     if (parsed >= 0) return parsed;
-    o.batch_size = (int)a.batch;
-    o.workers = (int)a.workers;
-    o.prefetch = (int)a.prefetch;
-    o.io = (stk_io_backend)a.io;
-    o.io_depth = (int)a.io_depth;
-    o.direct = a.direct;
-    o.transform = a.transform;
-    o.format = a.output == 1 ? STK_PIXELS_F32_CHW : STK_PIXELS_U8_HWC;
-    o.fast_decode = !a.accurate;
-    o.read_only = a.no_decode;
-    o.seed = (uint64_t)a.seed;
-    int64_t images = a.images, epochs = a.epochs, warmup = a.warmup;
-    double compute_ms = a.compute_ms;
-    bool cold = a.cold, json = a.json, no_checksum = a.no_checksum;
-    if (images && epochs) return stk_cli_usage("bench", "--images and --epochs do not go together");
-    stk_trace_options trace = {0};
-    if (a.trace_steps && !a.trace)
+    o->batch_size = (int)a->batch;
+    o->workers = (int)a->workers;
+    o->prefetch = (int)a->prefetch;
+    o->io = (stk_io_backend)a->io;
+    o->io_depth = (int)a->io_depth;
+    o->direct = a->direct;
+    o->transform = a->transform;
+    o->format = a->output == 1 ? STK_PIXELS_F32_CHW : STK_PIXELS_U8_HWC;
+    o->fast_decode = !a->accurate;
+    o->read_only = a->no_decode;
+    o->seed = (uint64_t)a->seed;
+    o->checksum = !a->no_checksum;
+    if (a->images && a->epochs)
+        return stk_cli_usage("bench", "--images and --epochs do not go together");
+    if (a->trace_steps && !a->trace)
         return stk_cli_usage("bench", "--trace-steps needs --trace FILE.json");
+    *path = pos[0];
+    return -1;
+}
+
+/* What a measurement found. */
+typedef struct bench_result {
+    uint64_t images;
+    double seconds, cpu_s;
+    stk_loader_stats tot;  /* the measured epochs' figures */
+    stk_loader_stats info; /* the loader's state at the end (backend, ring) */
+    uint64_t checksum;     /* pixels' CRC << 32 | labels' and indices' CRC */
+} bench_result;
+
+static double cpu_seconds(const struct rusage *r)
+{
+    return (double)(r->ru_utime.tv_sec + r->ru_stime.tv_sec) +
+           (double)(r->ru_utime.tv_usec + r->ru_stime.tv_usec) * 1e-6;
+}
+
+/* Drop what the warmup (and earlier runs) left of the file in the page cache. */
+static void drop_cache(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        close(fd);
+    }
+}
+
+/* The warmup (untimed), then --images or --epochs of batches, timed. */
+static stk_status measure(stk_loader *l, const bench_args *a, const stk_loader_options *o,
+                          const char *path, bench_result *res)
+{
+    memset(res, 0, sizeof *res);
+    uint64_t epoch = 0, done_epochs = 0, n = 0, wanted = (uint64_t)a->images;
+    uint64_t epochs = !wanted && !a->epochs ? 1 : (uint64_t)a->epochs;
+    uint32_t crc_px = 0, crc_lab = 0;
+    stk_batch *b;
+    TRY(stk_loader_start_epoch(l, epoch));
+    for (int64_t i = 0; i < a->warmup; i++) { /* not timed, not counted */
+        stk_status st = stk_loader_next(l, &b);
+        if (st == STK_END) break;
+        TRY(st);
+        stk_loader_release(l, b);
+    }
+    if (a->warmup) TRY(stk_loader_start_epoch(l, epoch)); /* whole epochs from their start */
+    if (a->cold) drop_cache(path);
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_SELF, &ru0);
+    stk_loader_stats s0;
+    stk_loader_stats_get(l, &s0);
+    double t0 = stk_clock_sec();
+    stk_progress bar;
+    stk_progress_init(&bar, "bench", wanted ? wanted : epochs * stk_loader_samples(l), stderr);
+    for (;;) {
+        stk_trace_step();
+        if (stk_cli_interrupted)
+            return stk_error(STK_ERR_CANCELLED, "bench interrupted after %" PRIu64 " images", n);
+        stk_trace_begin("wait for batch", "consumer");
+        stk_status st = stk_loader_next(l, &b);
+        stk_trace_end();
+        if (st == STK_END) {
+            add_stats(&res->tot, l, &s0);
+            memset(&s0, 0, sizeof s0); /* the next epoch's stats start from zero */
+            if (epochs && ++done_epochs >= epochs) break;
+            TRY(stk_loader_start_epoch(l, ++epoch));
+            continue;
+        }
+        TRY(st);
+        stk_trace_begin("consume", "consumer");
+        stk_trace_flow('f', b->trace_id);
+        stk_trace_end();
+        if (o->checksum && !o->read_only) /* per-sample CRCs from the workers, combined in order */
+            crc_px = stk_crc32c(crc_px, b->checksums, sizeof *b->checksums * (size_t)b->count);
+        crc_lab = stk_crc32c(crc_lab, b->labels, sizeof *b->labels * (size_t)b->count);
+        crc_lab = stk_crc32c(crc_lab, b->indices, sizeof *b->indices * (size_t)b->count);
+        n += (uint64_t)b->count;
+        if (a->compute_ms > 0) { /* a training step that leaves the CPU free, like a GPU's */
+            struct timespec ts = {(time_t)(a->compute_ms / 1000),
+                                  (long)(fmod(a->compute_ms, 1000) * 1e6)};
+            nanosleep(&ts, NULL);
+        }
+        stk_loader_release(l, b);
+        stk_progress_update(&bar, n);
+        if (wanted && n >= wanted) {
+            add_stats(&res->tot, l, &s0);
+            break;
+        }
+    }
+    res->seconds = stk_clock_sec() - t0;
+    stk_progress_finish(&bar);
+    getrusage(RUSAGE_SELF, &ru1);
+    res->cpu_s = cpu_seconds(&ru1) - cpu_seconds(&ru0);
+    res->images = n;
+    stk_loader_stats_get(l, &res->info);
+    res->checksum = (uint64_t)crc_px << 32 | crc_lab;
+    return STK_OK;
+}
+
+static void report_json(const bench_result *r, const bench_args *a, const stk_loader_options *o,
+                        const char *tbuf, const char *sum)
+{
+    const stk_loader_stats *tot = &r->tot;
+    double secs = r->seconds;
+    char j[11][STK_JSON_NUMBER]; /* each number its own buffer: one printf uses them all */
+#define J(k, x, d) stk_json_number((x), (d), j[k])
+    printf("{\"images\": %" PRIu64 ", \"seconds\": %s, \"images_per_sec\": %s, "
+           "\"mb_per_sec\": %s, \"stall_pct\": %s, \"peak_rss_mb\": %s, \"read_s\": %s, "
+           "\"decode_s\": %s, \"augment_s\": %s, \"wait_s\": %s, \"bad_records\": %" PRIu64
+           ", \"checksum\": %s, \"cpu_pct\": %s, \"workers\": %d, \"batch\": %d, "
+           "\"prefetch\": %d, \"io\": \"%s\", \"direct\": %s, \"cold\": %s, \"decode\": %s, "
+           "\"compute_ms\": %s, \"transform\": ",
+           r->images, J(0, secs, 3), J(1, (double)r->images / secs, 1),
+           J(2, (double)tot->bytes_read / secs / 1e6, 1), J(3, 100.0 * tot->wait_s / secs, 2),
+           J(4, peak_rss_mb(), 1), J(5, tot->read_s, 3), J(6, tot->decode_s, 3),
+           J(7, tot->augment_s, 3), J(8, tot->wait_s, 3), tot->bad_records, sum,
+           J(9, 100.0 * r->cpu_s / secs, 1), o->workers, o->batch_size, o->prefetch,
+           stk_io_backend_name(r->info.io), o->direct ? "true" : "false",
+           a->cold ? "true" : "false", o->read_only ? "false" : "true", J(10, a->compute_ms, 3));
+    stk_json_write_string(stdout, tbuf);
+    printf(", \"ring_locked\": %s, \"per_worker\": [", r->info.ring_locked ? "true" : "false");
+    for (int i = 0; i < o->workers && i < STK_LOADER_STATS_WORKERS; i++)
+        printf("%s{\"read_s\": %s, \"decode_s\": %s, \"augment_s\": %s}", i ? ", " : "",
+               J(0, tot->worker[i].read_s, 3), J(1, tot->worker[i].decode_s, 3),
+               J(2, tot->worker[i].augment_s, 3));
+#undef J
+    printf("]}\n");
+}
+
+static void report_text(const bench_result *r, const bench_args *a, const stk_loader_options *o,
+                        const char *path, const char *tbuf, const char *sum)
+{
+    const stk_loader_stats *tot = &r->tot;
+    double secs = r->seconds, stall = 100.0 * tot->wait_s / secs;
+    printf("%s: %" PRIu64 " images in %.2f s: %.0f images/s, %.1f MB/s read\n", path, r->images,
+           secs, (double)r->images / secs, (double)tot->bytes_read / secs / 1e6);
+    printf("  transform %s, batch %d, %d workers, prefetch %d, io %s%s%s\n", tbuf, o->batch_size,
+           o->workers, o->prefetch, stk_io_backend_name(r->info.io), o->direct ? " (O_DIRECT)" : "",
+           o->read_only ? ", read only" : "");
+    for (int i = 0; i < o->workers && i < STK_LOADER_STATS_WORKERS; i++)
+        printf("  worker %d: read %.2f s, decode %.2f s, augment %.2f s\n", i,
+               tot->worker[i].read_s, tot->worker[i].decode_s, tot->worker[i].augment_s);
+    printf("  all workers: read %.2f s, decode %.2f s, augment %.2f s; consumer waited %.2f s "
+           "(stall %.1f%%%s)\n",
+           tot->read_s, tot->decode_s, tot->augment_s, tot->wait_s, stall,
+           a->compute_ms > 0 ? " with a simulated step" : "");
+    printf("  CPU %.0f%% (of %d cores), peak RSS %.0f MB (ring %.0f MB%s), bad records %" PRIu64
+           ", checksum %s\n",
+           100.0 * r->cpu_s / secs, stk_cpu_count(), peak_rss_mb(),
+           (double)r->info.bytes_held / 1e6, r->info.ring_locked ? ", locked" : "",
+           tot->bad_records, sum);
+}
+
+/* The figures, as text or one JSON object. */
+static void report(const bench_result *r, const bench_args *a, const stk_loader_options *o,
+                   stk_loader *l, const char *path)
+{
+    char sum[32] = "null", sum_text[32] = "off";
+    if (!a->no_checksum) {
+        snprintf(sum, sizeof sum, "\"%016" PRIx64 "\"", r->checksum);
+        snprintf(sum_text, sizeof sum_text, "%016" PRIx64, r->checksum);
+    }
+    char deflt[64];
+    stk_loader_default_transform(stk_dataset_meta(stk_loader_dataset(l)), deflt, sizeof deflt);
+    const char *tbuf = o->transform ? o->transform : deflt;
+    if (a->json)
+        report_json(r, a, o, tbuf, sum);
+    else
+        report_text(r, a, o, path, tbuf, sum_text);
+}
+
+static int run(int argc, char **argv)
+{
+    bench_args a;
+    stk_loader_options o;
+    const char *path = NULL;
+    int rc = parse(argc, argv, &a, &o, &path);
+    if (rc >= 0) return rc;
+    stk_trace_options trace = {0};
     if (a.trace_steps && stk_trace_parse_schedule(a.trace_steps, &trace) != STK_OK)
         return stk_cli_usage("bench", "%s", stk_last_error());
-    const char *path = pos[0];
-    o.checksum = !no_checksum;
     stk_cli_catch_interrupt(); /* early: a Ctrl-C during the warmup is an interrupt too */
-    stk_loader *l;
     if (a.trace) { /* paused through the warmup: the first measured batch starts it */
         trace.start_paused = true;
         stk_trace_start(&trace);
         stk_trace_thread_name("consumer");
     }
+    stk_loader *l;
     stk_status st = stk_loader_open(path, &o, &l);
     if (st != STK_OK) stk_trace_discard();
     if (st == STK_ERR_INVALID_ARG) /* a bad transform or setting: a usage error */
         return stk_cli_usage("bench", "%s", stk_last_error());
     if (st) return stk_cli_fail();
-    int rc = STK_EXIT_ERROR;
-    uint64_t batches = stk_loader_batches(l);
-    if (batches == 0) {
-        stk_error(STK_ERR_INVALID_ARG, "%s: no batches to deliver (%" PRIu64 " records, batch %d)",
-                  path, stk_dataset_count(stk_loader_dataset(l)), o.batch_size);
-        rc = stk_cli_fail();
-        goto out;
-    }
-    uint64_t epoch = 0, done_epochs = 0, n = 0, wanted = images ? (uint64_t)images : 0;
-    uint32_t crc_px = 0, crc_lab = 0;
-    stk_loader_start_epoch(l, epoch);
-    stk_batch *b;
-    for (int64_t i = 0; i < warmup; i++) { /* not timed, not counted */
-        st = stk_loader_next(l, &b);
-        if (st == STK_END) break;
-        if (st) goto fail;
-        stk_loader_release(l, b);
-    }
-    if (warmup) stk_loader_start_epoch(l, epoch); /* measure whole epochs from their start */
-    if (cold) { /* drop what the warmup (and earlier runs) left in the page cache */
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-            close(fd);
-        }
-    }
-    if (!wanted && !epochs) epochs = 1;
-    struct rusage ru0, ru1;
-    getrusage(RUSAGE_SELF, &ru0);
-    stk_loader_stats s0;
-    stk_loader_stats_get(l, &s0);
-    double t0 = stk_clock_sec(), compute_s = 0;
-    stk_progress bar;
-    stk_progress_init(&bar, "bench", wanted ? wanted : (uint64_t)epochs * stk_loader_samples(l),
-                      stderr);
-    stk_loader_stats tot = {0};
-    for (;;) {
-        stk_trace_step();
-        if (stk_cli_interrupted) {
-            stk_error(STK_ERR_CANCELLED, "bench interrupted after %" PRIu64 " images", n);
-            goto fail;
-        }
-        stk_trace_begin("wait for batch", "consumer");
-        st = stk_loader_next(l, &b);
-        stk_trace_end();
-        if (st == STK_END) {
-            add_stats(&tot, l, &s0);
-            memset(&s0, 0, sizeof s0); /* the next epoch's stats start from zero */
-            if (epochs && ++done_epochs >= (uint64_t)epochs) break;
-            stk_loader_start_epoch(l, ++epoch);
-            continue;
-        }
-        if (st) goto fail;
-        stk_trace_begin("consume", "consumer");
-        stk_trace_flow('f', b->trace_id);
-        stk_trace_end();
-        if (o.checksum && !o.read_only) /* per-sample CRCs from the workers, combined in order */
-            crc_px = stk_crc32c(crc_px, b->checksums, sizeof *b->checksums * (size_t)b->count);
-        crc_lab = stk_crc32c(crc_lab, b->labels, sizeof *b->labels * (size_t)b->count);
-        crc_lab = stk_crc32c(crc_lab, b->indices, sizeof *b->indices * (size_t)b->count);
-        n += (uint64_t)b->count;
-        if (compute_ms > 0) { /* a training step that leaves the CPU free, like a GPU's */
-            double c0 = stk_clock_sec();
-            struct timespec ts = {(time_t)(compute_ms / 1000),
-                                  (long)(fmod(compute_ms, 1000) * 1e6)};
-            nanosleep(&ts, NULL);
-            compute_s += stk_clock_sec() - c0;
-        }
-        stk_loader_release(l, b);
-        stk_progress_update(&bar, n);
-        if (wanted && n >= wanted) {
-            add_stats(&tot, l, &s0);
-            break;
-        }
-    }
-    double secs = stk_clock_sec() - t0;
-    stk_progress_finish(&bar);
-    getrusage(RUSAGE_SELF, &ru1);
-    double cpu = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec + ru1.ru_stime.tv_sec -
-                          ru0.ru_stime.tv_sec) +
-                 (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec + ru1.ru_stime.tv_usec -
-                          ru0.ru_stime.tv_usec) *
-                     1e-6;
-    stk_loader_stats info;
-    stk_loader_stats_get(l, &info);
-    double rate = (double)n / secs, mbps = (double)tot.bytes_read / secs / 1e6;
-    double stall = 100.0 * tot.wait_s / secs, rss_mb = (double)ru1.ru_maxrss / 1024.0;
-    uint64_t checksum = (uint64_t)crc_px << 32 | crc_lab;
-    char sum[32] = "null", sum_text[32] = "off";
-    if (!no_checksum) {
-        snprintf(sum, sizeof sum, "\"%016" PRIx64 "\"", checksum);
-        snprintf(sum_text, sizeof sum_text, "%016" PRIx64, checksum);
-    }
-    char deflt[64];
-    stk_loader_default_transform(stk_dataset_meta(stk_loader_dataset(l)), deflt, sizeof deflt);
-    const char *tbuf = o.transform ? o.transform : deflt;
-    if (json) {
-        char j[11][STK_JSON_NUMBER]; /* each number its own buffer: one printf uses them all */
-#define J(k, x, d) stk_json_number((x), (d), j[k])
-        printf(
-            "{\"images\": %" PRIu64 ", \"seconds\": %s, \"images_per_sec\": %s, "
-            "\"mb_per_sec\": %s, \"stall_pct\": %s, \"peak_rss_mb\": %s, \"read_s\": %s, "
-            "\"decode_s\": %s, \"augment_s\": %s, \"wait_s\": %s, \"bad_records\": %" PRIu64
-            ", \"checksum\": %s, \"cpu_pct\": %s, \"workers\": %d, \"batch\": %d, "
-            "\"prefetch\": %d, \"io\": \"%s\", \"direct\": %s, \"cold\": %s, \"decode\": %s, "
-            "\"compute_ms\": %s, \"transform\": ",
-            n, J(0, secs, 3), J(1, rate, 1), J(2, mbps, 1), J(3, stall, 2), J(4, rss_mb, 1),
-            J(5, tot.read_s, 3), J(6, tot.decode_s, 3), J(7, tot.augment_s, 3),
-            J(8, tot.wait_s, 3), tot.bad_records, sum, J(9, 100.0 * cpu / secs, 1), o.workers,
-            o.batch_size, o.prefetch, stk_io_backend_name(info.io), o.direct ? "true" : "false",
-            cold ? "true" : "false", o.read_only ? "false" : "true", J(10, compute_ms, 3));
-        stk_json_write_string(stdout, tbuf);
-        printf(", \"ring_locked\": %s, \"per_worker\": [", info.ring_locked ? "true" : "false");
-        for (int i = 0; i < o.workers && i < STK_LOADER_STATS_WORKERS; i++)
-            printf("%s{\"read_s\": %s, \"decode_s\": %s, \"augment_s\": %s}", i ? ", " : "",
-                   J(0, tot.worker[i].read_s, 3), J(1, tot.worker[i].decode_s, 3),
-                   J(2, tot.worker[i].augment_s, 3));
-#undef J
-        printf("]}\n");
-    } else {
-        printf("%s: %" PRIu64 " images in %.2f s: %.0f images/s, %.1f MB/s read\n", path, n, secs,
-               rate, mbps);
-        printf("  transform %s, batch %d, %d workers, prefetch %d, io %s%s%s\n", tbuf, o.batch_size,
-               o.workers, o.prefetch, stk_io_backend_name(info.io), o.direct ? " (OPT_DIRECT)" : "",
-               o.read_only ? ", read only" : "");
-        for (int i = 0; i < o.workers && i < STK_LOADER_STATS_WORKERS; i++)
-            printf("  worker %d: read %.2f s, decode %.2f s, augment %.2f s\n", i,
-                   tot.worker[i].read_s, tot.worker[i].decode_s, tot.worker[i].augment_s);
-        printf("  all workers: read %.2f s, decode %.2f s, augment %.2f s; consumer waited %.2f s "
-               "(stall %.1f%%%s)\n",
-               tot.read_s, tot.decode_s, tot.augment_s, tot.wait_s, stall,
-               compute_ms > 0 ? " with a simulated step" : "");
-        printf("  CPU %.0f%% (of %d cores), peak RSS %.0f MB (ring %.0f MB%s), bad records %" PRIu64
-               ", checksum %s\n",
-               100.0 * cpu / secs, stk_cpu_count(), rss_mb, (double)info.bytes_held / 1e6,
-               info.ring_locked ? ", locked" : "", tot.bad_records, sum_text);
-    }
-    (void)compute_s;
-    rc = STK_EXIT_OK;
-    goto out;
-fail:
-    rc = stk_cli_fail();
-out:
+    bench_result res;
+    if (stk_loader_batches(l) == 0)
+        st = stk_error(STK_ERR_INVALID_ARG,
+                       "%s: no batches to deliver (%" PRIu64 " records, batch %d)", path,
+                       stk_dataset_count(stk_loader_dataset(l)), o.batch_size);
+    else
+        st = measure(l, &a, &o, path, &res);
+    if (st == STK_OK) report(&res, &a, &o, l, path);
+    rc = st == STK_OK ? STK_EXIT_OK : stk_cli_fail();
     stk_loader_close(l);
     if (a.trace) { /* the workers are joined: their buffers are complete */
         stk_trace_summary ts;

@@ -264,6 +264,35 @@ expect err.txt "removed 1 temporary file left in locked by an earlier run that w
 expect err.txt "last.safetensors: write failed: File too large"
 ls fsz/*.tmp.* 2>/dev/null && fail "a failed write left its temporary"
 
+# A used run folder is never silently overwritten: a second run into it is
+# refused naming --resume and --overwrite; --overwrite clears the old run,
+# event files included; without --out each run gets a fresh runs/MODEL-N.
+run 0 "$STOKE" train $TL --epochs 1 --out used
+run 1 "$STOKE" train $TL --epochs 1 --out used
+expect err.txt "stoke: --out used already holds a run ("
+expect err.txt "): continue it with --resume, or replace it with --overwrite"
+old_events=$(ls used/events.out.tfevents.*)
+sleep 1   # another second: another event file name
+run 0 "$STOKE" train $TL --epochs 1 --out used --overwrite
+expect err.txt "--overwrite: removed 5 files of the run in used"
+[ -e "$old_events" ] && fail "--overwrite kept the old run's event file"
+only_entries used 5
+run 2 "$STOKE" train $TL --epochs 1 --out used --overwrite --resume
+expect err.txt "--resume and --overwrite: choose one"
+rm -rf runs
+run 0 "$STOKE" train $TL --epochs 1
+run 0 "$STOKE" train $TL --epochs 1
+[ -f runs/mlp-1/last.safetensors ] && [ -f runs/mlp-2/last.safetensors ] || fail "runs/mlp-1 and runs/mlp-2"
+expect out.txt "checkpoints in runs/mlp-2"
+run 0 "$STOKE" train $TL --epochs 2 --resume
+expect out.txt "(resumed)"
+expect out.txt "checkpoints in runs/mlp-2"
+# --monitor needs what it monitors
+run 2 "$STOKE" train $TL --epochs 1 --out mon --monitor val_loss
+expect err.txt "--monitor val_loss: needs --val (without it: train_loss or train_top1)"
+run 2 "$STOKE" train $TL --epochs 1 --out mon --monitor accuracy
+expect err.txt "--monitor accuracy: val_loss, val_top1, val_top5, train_loss or train_top1"
+
 # Real data: one epoch of the mlp on Fashion-MNIST learns (>= 75% test top-1).
 FM=/usr/share/datasets/fashion-mnist
 if [ -f "$FM/train-images-idx3-ubyte.gz" ]; then
@@ -273,5 +302,39 @@ if [ -f "$FM/train-images-idx3-ubyte.gz" ]; then
         --lr 0.1 --wd 0 --schedule constant --transform center:28 --out fm --json
     "$PYTHON3" -c 'import json,sys; d=json.load(open("out.txt")); sys.exit(0 if d["val_top1"] >= 75 else 1)' \
         || fail "mlp on Fashion-MNIST: $(cat out.txt)"
+    # Early stopping on an overfitting run: 500 training images, validated on
+    # the 10,000 of the test set; it stops 3 epochs after its best, ends with
+    # the best epoch's weights (the summary's val_* are that epoch's row), and
+    # stoke eval of best.safetensors gives the same figures.
+    "$PYTHON3" - "$FM" <<'PY' || fail "making the 500-image subset"
+import gzip, struct, sys
+im = gzip.open(sys.argv[1] + "/train-images-idx3-ubyte.gz").read()
+lb = gzip.open(sys.argv[1] + "/train-labels-idx1-ubyte.gz").read()
+open("sub-images", "wb").write(struct.pack(">IIII", 2051, 500, 28, 28) + im[16:16 + 500 * 784])
+open("sub-labels", "wb").write(struct.pack(">II", 2049, 500) + lb[8:8 + 500])
+PY
+    run 0 "$STOKE" pack --from idx sub-images sub-labels fm-sub.stoke
+    run 0 "$STOKE" train --data fm-sub.stoke --val fm-test.stoke --model mlp --epochs 60 --batch 50 \
+        --lr 0.1 --wd 0 --schedule constant --transform center:28 --early-stop 3 --restore-best \
+        --out es --json
+    cp out.txt es.json
+    "$PYTHON3" - <<'PY' || fail "early stopping: $(cat es.json)"
+import csv, json
+d = json.load(open("es.json"))
+rows = list(csv.DictReader(open("es/metrics.csv")))
+assert d["stop_reason"] == "early_stop" and d["stopped_epoch"] < 60, d
+assert d["stopped_epoch"] == d["best_epoch"] + 3 == len(rows), (d, len(rows))
+best = rows[d["best_epoch"] - 1]
+assert all(float(r["val_loss"]) > float(best["val_loss"]) for r in rows[d["best_epoch"]:]), rows
+assert abs(d["val_loss"] - float(best["val_loss"])) < 1e-5 and d["val_top1"] == float(best["val_top1"]), (d, best)
+assert d["monitor"] == "val_loss" and abs(d["best_value"] - d["val_loss"]) < 1e-6, d
+PY
+    expect err.txt "epoch 1/60"
+    run 0 "$STOKE" eval --data fm-test.stoke --checkpoint es/best.safetensors --batch 50 --json
+    "$PYTHON3" -c '
+import json, sys
+a, b = json.load(open("es.json")), json.load(open("out.txt"))
+sys.exit(0 if (a["val_loss"], a["val_top1"], a["val_top5"]) == (b["val_loss"], b["val_top1"], b["val_top5"]) else 1)' \
+        || fail "stoke eval differs from the best epoch: $(cat out.txt) against $(cat es.json)"
 fi
 finish
