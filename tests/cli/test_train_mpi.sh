@@ -100,6 +100,16 @@ close straight chain 1e-5
 close cnn1 cnn2 1e-5    # running statistics included
 apart cnn1 cnn2l 1e-4
 
+# early stopping decides alike on every rank (rank 0's evaluation is given
+# to all): both ranks stop after the same epoch and the job exits 0
+run 0 $MPI "$STOKE" train $T --batch 8 --epochs 20 --out es2 --early-stop 2 --monitor train_top1 \
+    --mode min --json
+expect out.txt '"stopped_epoch": 3, "best_epoch": 1'
+expect out.txt '"stop_reason": "early_stop"'
+run 0 $MPI "$STOKE" train $T --batch 8 --epochs 20 --out es3 --early-stop 1 --monitor val_top1 \
+    --mode min --restore-best --json
+expect out.txt '"stop_reason": "early_stop"'
+
 # On GPUs (a real one, or the STOKE_CUDA=EMULATE build's host emulation,
 # with two emulated GPUs and tests/cuda_host's NCCL between the processes):
 # each rank on its local GPU, gradients averaged by NCCL on the device, the
