@@ -33,7 +33,7 @@ stk_status stk_augment_create(const stk_augment_options *o, stk_augment **out)
     *out = NULL;
     stk_transform t;
     stk_status st = stk_transform_parse(o->spec ? o->spec : "none", &t);
-    if (st) return st;
+    if (st != STK_OK) return st;
     if (o->channels != 1 && o->channels != 3)
         return stk_error(STK_ERR_INVALID_ARG, "augment: %d channels (1 or 3)", o->channels);
     if (o->format < STK_PIXELS_U8_HWC || o->format > STK_PIXELS_F16_CHW)
@@ -129,7 +129,7 @@ static stk_status source_view(stk_augment *a, const stk_sample *s, const stk_sam
     stk_jpeg_region r;
     stk_status st = stk_jpeg_decoder_region(a->dec, s->data, s->len, bx0, by0, bx1, by1, ww, wh, ow,
                                             oh, a->channels, s->width, s->height, &r);
-    if (st) return st;
+    if (st != STK_OK) return st;
     *dct_scale = r.scale;
     *v = (stk_view){r.pixels, r.stride, r.width, r.height, r.channels};
     /* Source pixels -> region pixels: scale, then shift by the region's origin. */
@@ -174,7 +174,7 @@ stk_status stk_augment_output_size(const stk_augment *a, uint32_t width, uint32_
 {
     stk_sample_plan p;
     stk_status st = stk_plan_sample(&a->t, width, height, a->seed, 0, 0, &p);
-    if (st) return st;
+    if (st != STK_OK) return st;
     *out_w = p.out_w;
     *out_h = p.out_h;
     return STK_OK;
@@ -197,7 +197,7 @@ static stk_status apply(stk_augment *a, const stk_sample *s, uint64_t epoch, uin
 {
     stk_sample_plan p;
     stk_status st = stk_plan_sample(&a->t, s->width, s->height, a->seed, epoch, index, &p);
-    if (st) return st;
+    if (st != STK_OK) return st;
     int c = a->channels, w = p.out_w, h = p.out_h;
     size_t elem = a->format == STK_PIXELS_F32_CHW ? 4 : a->format == STK_PIXELS_F16_CHW ? 2 : 1;
     size_t row_bytes = (size_t)w * elem * (a->format == STK_PIXELS_U8_HWC ? (size_t)c : 1);
@@ -217,7 +217,7 @@ static stk_status apply(stk_augment *a, const stk_sample *s, uint64_t epoch, uin
     st = source_view(a, s, &p, &v, &win, &out->dct_scale);
     stk_trace_end();
     out->decode_ns = stk_clock_ns() - t0;
-    if (st) return st;
+    if (st != STK_OK) return st;
 
     bool float_out = a->format == STK_PIXELS_F32_CHW || a->format == STK_PIXELS_F16_CHW;
     if (float_out && p.resize) { /* the float path: no rounding to u8 on the way */
@@ -231,7 +231,7 @@ static stk_status apply(stk_augment *a, const stk_sample *s, uint64_t epoch, uin
         }
         st = stk_resize_f32_window(a->rz, &v, &win, dst, row, row * (size_t)h, w, h, p.flip,
                                    a->scale, a->bias);
-        if (st || a->format == STK_PIXELS_F32_CHW) return st;
+        if (st != STK_OK || a->format == STK_PIXELS_F32_CHW) return st;
         write_f16(a->ftile, w, h, c, out);
         return STK_OK;
     }
@@ -246,7 +246,7 @@ static stk_status apply(stk_augment *a, const stk_sample *s, uint64_t epoch, uin
     }
     if (p.resize) {
         st = stk_resize_u8_window(a->rz, &v, &win, tile, tile_stride, w, h, p.flip);
-        if (st) return st;
+        if (st != STK_OK) return st;
     } else {
         stk_copy_window_u8(&v, (int)lround(win.x0), (int)lround(win.y0), tile, tile_stride, w, h,
                            p.flip);

@@ -33,6 +33,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum stk_pixel_format {
     STK_PIXELS_U8_HWC = 0,
     STK_PIXELS_U8_CHW = 1,
@@ -88,3 +92,7 @@ stk_status stk_augment_output_size(const stk_augment *a, uint32_t width, uint32_
  * too small, image smaller than a crop, raw channels != output channels). */
 stk_status stk_augment_apply(stk_augment *a, const stk_sample *s, uint64_t epoch, uint64_t index,
                              stk_augment_out *out);
+
+#ifdef __cplusplus
+}
+#endif

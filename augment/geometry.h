@@ -32,6 +32,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct stk_sample_plan {
     double x0, y0, w, h;    /* source window (source pixels; may be fractional) */
     int bx0, by0, bx1, by1; /* pixels the filter may read: [bx0, bx1) x [by0, by1) */
@@ -47,3 +51,7 @@ void stk_rng_for_sample(stk_rng *r, uint64_t seed, uint64_t epoch, uint64_t inde
  * when the image cannot give the output (crop larger than the padded image). */
 stk_status stk_plan_sample(const stk_transform *t, uint32_t width, uint32_t height, uint64_t seed,
                            uint64_t epoch, uint64_t index, stk_sample_plan *p);
+
+#ifdef __cplusplus
+}
+#endif

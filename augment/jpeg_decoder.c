@@ -223,7 +223,7 @@ stk_status stk_jpeg_decoder_validate(stk_jpeg_decoder *dec, const uint8_t *data,
         return stk_jpeg_error_status(&dec->err);
     }
     stk_status st = read_header(dec, data, len, info);
-    if (st) goto fail;
+    if (st != STK_OK) goto fail;
     /* Decode to the stored colour layout; CMYK stays 4 channels. */
     d->out_color_space = info->kind == STK_JPEG_GRAY   ? JCS_GRAYSCALE
                          : info->kind == STK_JPEG_CMYK ? JCS_CMYK
@@ -270,7 +270,7 @@ stk_status stk_jpeg_decoder_pixels(stk_jpeg_decoder *dec, const uint8_t *data, s
     }
     stk_jpeg_info info;
     stk_status st = read_header(dec, data, len, &info);
-    if (st) goto fail;
+    if (st != STK_OK) goto fail;
     d->scale_num = (unsigned)(scale_num < 1 ? 1 : scale_num > 8 ? 8 : scale_num);
     d->scale_denom = 8;
     d->out_color_space = info.kind == STK_JPEG_GRAY   ? JCS_GRAYSCALE
@@ -323,7 +323,7 @@ static stk_status region_decode(stk_jpeg_decoder *dec, const uint8_t *data, size
     }
     stk_jpeg_info info;
     stk_status st = read_header(dec, data, len, &info);
-    if (st) goto fail;
+    if (st != STK_OK) goto fail;
     if ((expect_w && info.width != expect_w) || (expect_h && info.height != expect_h)) {
         st = stk_error(STK_ERR_CORRUPT, "JPEG is %ux%u but its record says %ux%u", info.width,
                        info.height, expect_w, expect_h);
@@ -438,7 +438,7 @@ stk_status stk_jpeg_decoder_region(stk_jpeg_decoder *dec, const uint8_t *data, s
     }
     size_t n = stk_jpeg_segments_assemble(s, data, mx0, mx1, my0, my1, dec->sub, need);
     int ox = mx0 * s->mcu_w, oy = my0 * s->mcu_h; /* multiples of 8: exact at every scale */
-    TRY(region_decode(dec, dec->sub, n, bx0 - ox, by0 - oy, bx1 - ox, by1 - oy, win_w, win_h, out_w,
+    STK_TRY(region_decode(dec, dec->sub, n, bx0 - ox, by0 - oy, bx1 - ox, by1 - oy, win_w, win_h, out_w,
                       out_h, channels, 0, 0, out));
     out->origin_x += ox * out->scale / 8;
     out->origin_y += oy * out->scale / 8;

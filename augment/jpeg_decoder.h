@@ -24,6 +24,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Colour layout of a JPEG as stored. */
 typedef enum stk_jpeg_kind {
     STK_JPEG_GRAY = 1,
@@ -118,3 +122,7 @@ stk_status stk_jpeg_decoder_region(stk_jpeg_decoder *dec, const uint8_t *data, s
 
 /* Scans allowed in a progressive JPEG before it is refused. */
 #define STK_JPEG_MAX_SCANS 256
+
+#ifdef __cplusplus
+}
+#endif

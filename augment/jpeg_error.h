@@ -25,6 +25,10 @@
 
 #include <jpeglib.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct stk_jpeg_error {
     struct jpeg_error_mgr pub; /* first: libjpeg casts cinfo->err to this */
     jmp_buf jump;
@@ -46,3 +50,7 @@ stk_status stk_jpeg_error_status(const stk_jpeg_error *e);
 /* When `data` is not a JPEG, describe what it is ("a PNG image", "empty
  * file", ...) and return non-zero; return 0 when it starts like a JPEG. */
 int stk_jpeg_sniff_not_jpeg(const unsigned char *data, size_t len, char *what, size_t size);
+
+#ifdef __cplusplus
+}
+#endif

@@ -26,6 +26,10 @@
 
 #include <jpeglib.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Symbol counts of the tables of one scan: [table][symbol], symbols 0..255. */
 typedef struct stk_huff_counts {
     int64_t dc[NUM_HUFF_TBLS][256];
@@ -51,3 +55,7 @@ bool stk_huff_optimal_table(const int64_t freq[256], uint8_t bits[17], uint8_t h
  * false when a step fails (then c's tables may be partly replaced: set
  * optimize_coding, which makes them anew). */
 bool stk_jpeg_optimal_tables(j_decompress_ptr d, jvirt_barray_ptr *coefs, j_compress_ptr c);
+
+#ifdef __cplusplus
+}
+#endif

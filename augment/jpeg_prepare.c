@@ -35,7 +35,7 @@ stk_status stk_jpeg_preparer_create(const stk_jpeg_prepare_options *opts, stk_jp
     p->opts = *opts;
     p->counted_tables = true;
     stk_status st = stk_jpeg_decoder_create(opts->max_pixels, &p->dec);
-    if (st) {
+    if (st != STK_OK) {
         free(p);
         return st;
     }
@@ -166,7 +166,7 @@ static stk_status reencode(stk_jpeg_preparer *p, const uint8_t *in, size_t len,
     uint32_t w, h;
     int channels;
     stk_status st = stk_jpeg_decoder_pixels(p->dec, in, len, scale, &pixels, &w, &h, &channels);
-    if (st) return st;
+    if (st != STK_OK) return st;
     if (shrink) {
         uint32_t dw, dh;
         if (w >= h) {
@@ -209,7 +209,7 @@ stk_status stk_jpeg_prepare(stk_jpeg_preparer *p, const uint8_t *in, size_t len,
     memset(out, 0, sizeof *out);
     stk_jpeg_info info;
     stk_status st = stk_jpeg_decoder_header(p->dec, in, len, &info);
-    if (st) return st;
+    if (st != STK_OK) return st;
     uint32_t longer = info.width > info.height ? info.width : info.height;
     bool shrink = p->opts.max_side && longer > p->opts.max_side;
     if (shrink || info.kind == STK_JPEG_CMYK)
@@ -223,7 +223,7 @@ stk_status stk_jpeg_prepare(stk_jpeg_preparer *p, const uint8_t *in, size_t len,
         out->len = len;
         out->action = STK_JPEG_STORED;
     }
-    if (st) return st;
+    if (st != STK_OK) return st;
     /* Validate what will be stored, and take its size from it. */
     if (p->opts.validate) {
         st = stk_jpeg_decoder_validate(p->dec, out->data, out->len, &info, &out->stats);
@@ -231,7 +231,7 @@ stk_status stk_jpeg_prepare(stk_jpeg_preparer *p, const uint8_t *in, size_t len,
     } else if (out->data != in) {
         st = stk_jpeg_decoder_header(p->dec, out->data, out->len, &info);
     }
-    if (st) {
+    if (st != STK_OK) {
         stk_jpeg_prepared_free(out, in);
         return st;
     }

@@ -35,6 +35,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct stk_jpeg_prepare_options {
     uint64_t max_pixels; /* refuse larger images (decompression bombs) */
     uint32_t max_side;   /* 0: keep the size */
@@ -80,3 +84,7 @@ stk_status stk_jpeg_prepare(stk_jpeg_preparer *p, const uint8_t *in, size_t len,
 
 /* Free out->data if it is not `in`. */
 void stk_jpeg_prepared_free(stk_jpeg_prepared *out, const uint8_t *in);
+
+#ifdef __cplusplus
+}
+#endif

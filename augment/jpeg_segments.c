@@ -63,7 +63,7 @@ static stk_status parse_headers(const uint8_t *d, size_t len, stk_jpeg_segments 
         size_t n = l - 2;
         if (m == 0xC0 || m == 0xC1) {
             if (ncomp) return stk_error(STK_ERR_UNSUPPORTED, "two frame headers");
-            TRY(parse_sof(p, n, s, &ncomp));
+            STK_TRY(parse_sof(p, n, s, &ncomp));
             s->sof_at = at;
             s->sof_len = l + 2;
         } else if ((m >= 0xC2 && m <= 0xCF) && m != 0xC4 && m != 0xC8 && m != 0xCC) {
@@ -134,7 +134,7 @@ stk_status stk_jpeg_segments_parse(const uint8_t *d, size_t len, stk_jpeg_segmen
     s->end = keep;
     s->cap = cap;
     if (len > UINT32_MAX) return stk_error(STK_ERR_UNSUPPORTED, "over 4 GB");
-    TRY(parse_headers(d, len, s));
+    STK_TRY(parse_headers(d, len, s));
     if (s->interval == 0) return stk_error(STK_ERR_UNSUPPORTED, "no restart markers");
     s->mcus_x = (int)((s->width + (uint32_t)s->mcu_w - 1) / (uint32_t)s->mcu_w);
     s->mcus_y = (int)((s->height + (uint32_t)s->mcu_h - 1) / (uint32_t)s->mcu_h);

@@ -35,6 +35,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct stk_jpeg_segments {
     uint32_t width, height; /* the image, from the frame header */
     int mcu_w, mcu_h;       /* pixels of one MCU */
@@ -79,3 +83,7 @@ size_t stk_jpeg_segments_assemble(const stk_jpeg_segments *s, const uint8_t *dat
  * the largest divisor of mcus_x that is at most `target` MCUs (1 when
  * mcus_x is prime and larger than target). */
 int stk_jpeg_restart_interval(int mcus_x, int target);
+
+#ifdef __cplusplus
+}
+#endif

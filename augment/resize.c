@@ -222,7 +222,7 @@ static stk_status plans(stk_resizer *rz, const stk_view *src, const stk_window *
                         int out_h, bool flip, const stk_axis_plan **h, const stk_axis_plan **v)
 {
     stk_status st = check_args(src, win, out_w, out_h);
-    if (st) return st;
+    if (st != STK_OK) return st;
     *h = get_plan(rz, 0, win->x0, win->w, win->bx0, win->bx1, out_w, flip);
     *v = get_plan(rz, 1, win->y0, win->h, win->by0, win->by1, out_h, false);
     return *h && *v ? STK_OK : stk_error(STK_ERR_NOMEM, "resize: out of memory");
@@ -233,7 +233,7 @@ stk_status stk_resize_u8_window(stk_resizer *rz, const stk_view *src, const stk_
 {
     const stk_axis_plan *h, *v;
     stk_status st = plans(rz, src, win, out_w, out_h, flip, &h, &v);
-    if (st) return st;
+    if (st != STK_OK) return st;
     /* The per-pixel horizontal pass costs the most, so it runs on the fewer
      * rows: before the vertical pass when the window is shorter than the
      * output (upscaling), after it otherwise (bench/README.md, "Resize: pass
@@ -291,7 +291,7 @@ stk_status stk_resize_f32_window(stk_resizer *rz, const stk_view *src, const stk
 {
     const stk_axis_plan *h, *v;
     stk_status st = plans(rz, src, win, out_w, out_h, flip, &h, &v);
-    if (st) return st;
+    if (st != STK_OK) return st;
     int c = src->channels;
     size_t row = (size_t)out_w * (size_t)c;
     int y_lo, y_hi;
@@ -351,7 +351,7 @@ stk_status stk_resize_u8(const uint8_t *src, int sw, int sh, int channels, uint8
                          channels, dw, dh);
     stk_resizer *rz;
     stk_status st = stk_resizer_create(&rz);
-    if (st) return st;
+    if (st != STK_OK) return st;
     stk_view v = {src, (size_t)sw * (size_t)channels, sw, sh, channels};
     stk_window win = {0, 0, sw, sh, 0, 0, sw, sh};
     st = stk_resize_u8_window(rz, &v, &win, dst, (size_t)dw * (size_t)channels, dw, dh, false);

@@ -30,6 +30,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct stk_view {
     const uint8_t *data; /* interleaved u8 pixels */
     size_t stride;       /* bytes between rows */
@@ -68,3 +72,7 @@ void stk_copy_window_u8(const stk_view *src, int x0, int y0, uint8_t *dst, size_
 /* Whole image sw x sh -> dw x dh (pack --max-side); makes a resizer per call. */
 stk_status stk_resize_u8(const uint8_t *src, int sw, int sh, int channels, uint8_t *dst, int dw,
                          int dh);
+
+#ifdef __cplusplus
+}
+#endif

@@ -7,6 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Weights in 16-bit fixed point with 14 fraction bits, so that SIMD can
  * multiply-add u8 pixels (widened to i16) by them in pairs (pmaddwd). PIL
  * uses 22 bits in 32-bit lanes; the difference is far below one grey level
@@ -60,3 +64,7 @@ bool stk_hpass_rgb_simd(const uint8_t *in, int origin, uint8_t *out, const stk_a
 /* Vertical pass of one output row of n bytes from `taps` input rows. */
 void stk_vpass_u8_simd(const uint8_t *const *rows, const int16_t *w, int taps, uint8_t *out,
                        size_t n);
+
+#ifdef __cplusplus
+}
+#endif

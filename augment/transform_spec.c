@@ -152,7 +152,7 @@ stk_status stk_transform_parse(const char *spec, stk_transform *t)
         memcpy(orig, tok, strlen(tok) + 1); /* fits: checked above */
         memcpy(work, tok, strlen(tok) + 1);
         stk_status st = parse_token(work, orig, t);
-        if (st) return st;
+        if (st != STK_OK) return st;
         if (!comma) break;
         tok = comma + 1;
     }

@@ -28,6 +28,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum stk_norm_kind {
     STK_NORM_NONE = 0,
     STK_NORM_DATASET = 1,  /* mean/std from the dataset's meta */
@@ -66,3 +70,7 @@ stk_status stk_transform_check_fits(const stk_transform *t, uint32_t min_width,
 
 /* Write the canonical spec text of t into buf (for messages and metadata). */
 void stk_transform_format(const stk_transform *t, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif

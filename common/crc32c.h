@@ -11,6 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* CRC-32C of `len` bytes continuing from `crc` (0 to start). */
 uint32_t stk_crc32c(uint32_t crc, const void *data, size_t len);
 
@@ -19,3 +23,7 @@ uint32_t stk_crc32c_table(uint32_t crc, const void *data, size_t len);
 
 /* Non-zero when stk_crc32c uses the SSE4.2 instruction. */
 int stk_crc32c_hw(void);
+
+#ifdef __cplusplus
+}
+#endif

@@ -9,6 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Read the whole regular file at `path` into a new malloc'd buffer (*data,
  * *len; free() it). Refuses anything that is not a regular file (FIFO, device,
  * directory) without blocking on it, and files larger than `max_bytes`.
@@ -54,3 +58,7 @@ stk_status stk_dir_lock(const char *dir, int *fd);
  * left by a writer that was killed) for each of the n names; call it only
  * while holding DIR's lock. Returns how many were removed. */
 int stk_remove_stale_temporaries(const char *dir, const char *const *names, int n);
+
+#ifdef __cplusplus
+}
+#endif

@@ -8,6 +8,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 static inline STK_HD uint16_t stk_f32_to_f16(float f)
 {
     uint32_t x;
@@ -54,3 +58,7 @@ static inline STK_HD float stk_f16_to_f32(uint16_t h)
     memcpy(&f, &x, 4);
     return f;
 }
+
+#ifdef __cplusplus
+}
+#endif

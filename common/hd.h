@@ -3,8 +3,16 @@
  * serves the CPU loops, the CUDA kernels and the kernels' host emulation. */
 #pragma once
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #ifdef __CUDACC__
 #define STK_HD __host__ __device__
 #else
 #define STK_HD
+#endif
+
+#ifdef __cplusplus
+}
 #endif

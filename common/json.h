@@ -9,6 +9,10 @@
 
 #include <stdio.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The escape sequence of byte c inside a JSON string (backslash-quote,
  * backslash-n, backslash-u0001, ...), possibly written into esc, or NULL
  * when c needs none. Bytes from 0x80 up pass through: UTF-8 stays as is. */
@@ -22,3 +26,7 @@ void stk_json_write_string(FILE *f, const char *s);
  * neither): printf("%s", stk_json_number(x, 4, buf)). */
 #define STK_JSON_NUMBER 352 /* room for %.*f of any double */
 const char *stk_json_number(double x, int decimals, char buf[STK_JSON_NUMBER]);
+
+#ifdef __cplusplus
+}
+#endif

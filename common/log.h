@@ -11,6 +11,10 @@
  */
 #pragma once
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum stk_log_level {
     STK_LOG_DEBUG = 0,
     STK_LOG_INFO = 1,
@@ -31,3 +35,7 @@ void stk_log(stk_log_level level, const char *fmt, ...) __attribute__((format(pr
 #define stk_log_info(...)  stk_log(STK_LOG_INFO, __VA_ARGS__)
 #define stk_log_warn(...)  stk_log(STK_LOG_WARN, __VA_ARGS__)
 #define stk_log_error(...) stk_log(STK_LOG_ERROR, __VA_ARGS__)
+
+#ifdef __cplusplus
+}
+#endif

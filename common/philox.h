@@ -9,6 +9,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 static inline STK_HD void stk_philox_block(const uint32_t ctr[4], const uint32_t key[2],
                                            uint32_t out[4])
 {
@@ -29,3 +33,7 @@ static inline STK_HD void stk_philox_block(const uint32_t ctr[4], const uint32_t
     }
     out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
 }
+
+#ifdef __cplusplus
+}
+#endif

@@ -19,6 +19,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct stk_progress {
     FILE *out;
     char label[32];
@@ -47,3 +51,7 @@ void stk_progress_finish(stk_progress *p);
 
 /* Format "H:MM:SS" or "M:SS" into buf (for ETA and summaries). */
 void stk_format_duration(double seconds, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif

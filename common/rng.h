@@ -17,6 +17,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct stk_rng {
     uint32_t key[2];
     uint32_t ctr[4];
@@ -41,3 +45,7 @@ uint32_t stk_rng_below(stk_rng *r, uint32_t n);
 
 /* Uniform 64-bit integer in [0, n) without bias; n > 0. */
 uint64_t stk_rng_below64(stk_rng *r, uint64_t n);
+
+#ifdef __cplusplus
+}
+#endif

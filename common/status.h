@@ -13,12 +13,29 @@
  *         return 1;
  *     }
  *
+ * The contract (as DALI's daliGetLastErrorMessage states its own):
+ *   - Test a status with `!= STK_OK` (or `stk_failed(st)`, which is true for
+ *     the negative codes only: STK_END and STK_AGAIN are outcomes, not errors).
+ *   - The message is set only by a failure; success never clears it, so read
+ *     it right after the failing call (a later failure replaces it).
+ *   - stk_last_error() points into thread-local storage: valid until the
+ *     thread's next failure (or stk_error_clear) and for the thread's life;
+ *     copy it to keep it longer or to hand it to another thread.
+ *   - Messages are UTF-8 text of at most STK_ERROR_MAX - 1 bytes, truncated
+ *     at the end (the start names what failed).
+ *
  * Threading: the message is per thread; a worker's error is carried to the
- * caller's thread with stk_error_copy()/stk_set_error("%s", saved).
+ * caller's thread by copying the text and setting it there with
+ * stk_error(st, "%s", saved).
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum stk_status {
     STK_OK = 0,
@@ -38,6 +55,9 @@ typedef enum stk_status {
     STK_ERR_DIVERGED = -11, /* training produced a loss or parameter that is not finite */
     STK_ERR_BUSY = -12,     /* held by another process (a run folder's lock) */
 } stk_status;
+
+/* True for the error codes (negative): STK_END and STK_AGAIN are not errors. */
+static inline bool stk_failed(stk_status st) { return st < 0; }
 
 /* The message of the last error set on this thread ("" when none). */
 const char *stk_last_error(void);
@@ -61,9 +81,13 @@ const char *stk_status_name(stk_status st);
 #define STK_ERROR_MAX 1024
 
 /* Status-checking helper for code that chains fallible calls:
- * TRY(call) returns the call's status from the enclosing function on error. */
-#define TRY(call)                                                                                  \
+ * STK_TRY(call) returns the call's status from the enclosing function on error. */
+#define STK_TRY(call)                                                                                  \
     do {                                                                                           \
         stk_status try_st_ = (call);                                                               \
         if (try_st_ != STK_OK) return try_st_;                                                     \
     } while (0)
+
+#ifdef __cplusplus
+}
+#endif

@@ -7,6 +7,14 @@
  */
 #pragma once
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* A malloc'd string formatted as printf would; NULL when out of memory.
  * The caller frees it. */
 char *stk_text_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#ifdef __cplusplus
+}
+#endif

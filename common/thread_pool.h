@@ -24,6 +24,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct stk_pool stk_pool;
 
 typedef void (*stk_pool_fn)(void *ctx, size_t index, int worker);
@@ -44,3 +48,7 @@ void stk_pool_parallel_for(stk_pool *pool, size_t n, stk_pool_fn fn, void *ctx);
 
 /* Number of online CPUs (>= 1). */
 int stk_cpu_count(void);
+
+#ifdef __cplusplus
+}
+#endif

@@ -2,7 +2,7 @@
  * chrome://tracing): `stoke train --trace FILE.json`, `stoke bench --trace`.
  *
  *     stk_trace_options o = {.wait_steps = 5, .active_steps = 20};
- *     TRY(stk_trace_start(&o));                  // before the threads to trace start
+ *     STK_TRY(stk_trace_start(&o));                  // before the threads to trace start
  *     ...
  *     stk_trace_step(step);                      // the trainer, at each step: the schedule
  *     stk_trace_begin("forward", "step");        // any thread: a span, nested
@@ -14,7 +14,7 @@
  *     stk_trace_flow('f', batch_id);             // ... to the enclosing span elsewhere
  *     ...
  *     stk_trace_summary sum;
- *     TRY(stk_trace_finish("trace.json", &sum));  // once every traced thread is joined
+ *     STK_TRY(stk_trace_finish("trace.json", &sum));  // once every traced thread is joined
  *
  * Cost. Off (no stk_trace_start): each call is one relaxed load and a
  * branch. On: events go to a buffer per thread (blocks of 4096, linked, never
@@ -36,6 +36,10 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct stk_trace_options {
     int64_t wait_steps, active_steps; /* the schedule; active 0: to the end */
@@ -132,3 +136,7 @@ void stk_trace_thread_name(const char *name);
 stk_status stk_trace_finish(const char *path, stk_trace_summary *out);
 /* Stop and drop everything (error paths). */
 void stk_trace_discard(void);
+
+#ifdef __cplusplus
+}
+#endif

@@ -3,10 +3,10 @@
  * from the launcher's environment (mpirun, mpiexec, srun).
  *
  *     stk_comm *c;
- *     TRY(stk_comm_open(300, &c));            // world 1 without a launcher: no MPI at all
+ *     STK_TRY(stk_comm_open(300, &c));            // world 1 without a launcher: no MPI at all
  *     if (stk_comm_world(c) > 1) {
- *         TRY(stk_comm_broadcast(c, weights, bytes, 0));
- *         TRY(stk_comm_allreduce_sum(c, grads, n));
+ *         STK_TRY(stk_comm_broadcast(c, weights, bytes, 0));
+ *         STK_TRY(stk_comm_allreduce_sum(c, grads, n));
  *     }
  *     stk_comm_close(c);
  *
@@ -35,6 +35,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct stk_comm stk_comm;
 
@@ -76,3 +80,7 @@ stk_status stk_comm_barrier(stk_comm *c, double timeout_s);
  * `code`) instead of leaving them waiting in a collective. Returns only in a
  * world of one (then it does nothing). */
 void stk_comm_abort(stk_comm *c, int code);
+
+#ifdef __cplusplus
+}
+#endif

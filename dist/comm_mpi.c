@@ -190,7 +190,7 @@ stk_status stk_comm_broadcast(stk_comm *c, void *buf, size_t bytes, int root)
         MPI_Request req;
         int rc = MPI_Ibcast((char *)buf + off, (int)n, MPI_BYTE, root, MPI_COMM_WORLD, &req);
         if (rc != MPI_SUCCESS) return mpi_error(rc, "broadcast");
-        TRY(wait_for(c, &req, "broadcast", 0));
+        STK_TRY(wait_for(c, &req, "broadcast", 0));
     }
     return STK_OK;
 }

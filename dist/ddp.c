@@ -130,13 +130,13 @@ static stk_status on_grad_ready(void *ctx, const stk_step_info *info)
     if (d->dc) {
         if (!stk_tensor_is_contiguous(info->grad))
             return stk_error(STK_ERR_INVALID_ARG, "data-parallel: a non-contiguous gradient");
-        TRY(stk_device_comm_copy(d->dc, b->buf + s->offset, stk_tensor_device_data(info->grad),
+        STK_TRY(stk_device_comm_copy(d->dc, b->buf + s->offset, stk_tensor_device_data(info->grad),
                                  s->numel * sizeof(float)));
         s->got = true;
         /* NCCL queues the all-reduce behind the copies on its own stream */
         return --b->pending == 0 ? stk_device_comm_allreduce_avg(d->dc, b->buf, b->numel) : STK_OK;
     }
-    TRY(stk_tensor_to_host(info->grad, b->buf + s->offset, s->numel * sizeof(float)));
+    STK_TRY(stk_tensor_to_host(info->grad, b->buf + s->offset, s->numel * sizeof(float)));
     s->got = true;
     pthread_mutex_lock(&d->lock);
     if (--b->pending == 0) push_job(d, (job){b->buf, b->numel, s->bucket});
@@ -169,14 +169,14 @@ static stk_status after_backward_device(stk_ddp *d, const stk_step_info *info)
                          "step %lld: %s: another rank has hung, stopped or died (its own output "
                          "may say why); stopping the job",
                          (long long)info->step + 1, stk_last_error());
-    TRY(st);
+    STK_TRY(st);
     for (int k = 0; k < d->n_buckets; k++) d->buckets[k].pending = d->buckets[k].params;
     for (int i = 0; i < d->n_params; i++) {
         slot *s = &d->slots[i];
         if (!s->numel) continue;
         s->got = false;
         stk_tensor *g = stk_tensor_grad(stk_model_param(d->model, i)->value);
-        TRY(stk_device_comm_copy(d->dc, stk_tensor_device_data(g),
+        STK_TRY(stk_device_comm_copy(d->dc, stk_tensor_device_data(g),
                                  d->buckets[s->bucket].buf + s->offset, s->numel * sizeof(float)));
     }
     d->steps++;
@@ -230,7 +230,7 @@ static stk_status after_backward(void *ctx, const stk_step_info *info)
         if (!s->numel) continue;
         s->got = false;
         stk_tensor *g = stk_tensor_grad(stk_model_param(d->model, i)->value);
-        TRY(stk_tensor_copy_from_host(g, d->buckets[s->bucket].buf + s->offset,
+        STK_TRY(stk_tensor_copy_from_host(g, d->buckets[s->bucket].buf + s->offset,
                                       s->numel * sizeof(float)));
     }
     d->steps++;
@@ -349,8 +349,8 @@ static stk_status open_device_comm(stk_ddp *d)
     if (!on_gpu) return STK_OK;
     uint8_t id[STK_DEVICE_COMM_ID_BYTES] = {0};
     int rank = stk_comm_rank(d->comm);
-    if (rank == 0) TRY(stk_device_comm_make_id(id));
-    TRY(stk_comm_broadcast(d->comm, id, sizeof id, 0));
+    if (rank == 0) STK_TRY(stk_device_comm_make_id(id));
+    STK_TRY(stk_comm_broadcast(d->comm, id, sizeof id, 0));
     stk_status st = stk_device_comm_open(id, rank, world, &d->dc);
     return st == STK_OK ? st : stk_error_prefix(st, "starting NCCL");
 }
@@ -381,7 +381,7 @@ static stk_status make_buckets(stk_ddp *d)
         bucket *bk = &d->buckets[k];
         if (d->dc) {
             int64_t n = (int64_t)bk->numel;
-            TRY(stk_tensor_zeros_on(STK_DEVICE_CUDA, STK_F32, 1, &n, &bk->dev));
+            STK_TRY(stk_tensor_zeros_on(STK_DEVICE_CUDA, STK_F32, 1, &n, &bk->dev));
             bk->buf = stk_tensor_device_data(bk->dev);
         } else if (!(bk->buf = malloc(bk->numel * sizeof(float)))) {
             return stk_error(STK_ERR_NOMEM, "no memory for a %zu-byte gradient bucket",
@@ -480,16 +480,16 @@ stk_status stk_ddp_reduce_epoch(stk_ddp *d, stk_epoch_stats *es, stk_eval_result
     es->images_per_sec *= world; /* equal batches on every rank: the job's rate */
     if (world == 1) return STK_OK;
     /* rank 0 evaluates while the others wait here, longer than a step may */
-    if (val) TRY(stk_comm_barrier(d->comm, d->timeout_s + eval_allowance_s));
+    if (val) STK_TRY(stk_comm_barrier(d->comm, d->timeout_s + eval_allowance_s));
     float m[3] = {(float)es->loss, (float)es->accuracy, (float)es->stall_pct};
-    TRY(stk_ddp_allreduce(d, m, 3));
+    STK_TRY(stk_ddp_allreduce(d, m, 3));
     es->loss = m[0] / world;
     es->accuracy = m[1] / world;
     es->stall_pct = m[2] / world;
     if (!val) return STK_OK;
     /* rank 0's evaluation, bit for bit: every rank decides early stopping alike */
     double v[3] = {val->loss, val->top1, val->top5};
-    TRY(stk_comm_broadcast(d->comm, v, sizeof v, 0));
+    STK_TRY(stk_comm_broadcast(d->comm, v, sizeof v, 0));
     val->loss = v[0], val->top1 = v[1], val->top5 = v[2];
     return STK_OK;
 }

@@ -3,12 +3,12 @@
  * the gradients are averaged over the ranks before each optimizer step.
  *
  *     stk_comm *c;
- *     TRY(stk_comm_open(&c));
+ *     STK_TRY(stk_comm_open(&c));
  *     o.rank = stk_comm_rank(c), o.world = stk_comm_world(c);   // the loader's shard
  *     ... model, optimizer, trainer ...
  *     stk_ddp_check_item items[] = {{"--batch", "32"}, {"--lr", "0.05"}};
  *     stk_ddp *d;
- *     TRY(stk_ddp_attach(trainer, model, c, 2, items, &d));  // rank 0's weights everywhere
+ *     STK_TRY(stk_ddp_attach(trainer, model, c, 2, items, &d));  // rank 0's weights everywhere
  *     ... stk_trainer_train_epoch as usual ...
  *     stk_trainer_destroy(trainer);                           // then
  *     stk_ddp_destroy(d);
@@ -46,6 +46,10 @@
 #include "train/trainer.h"
 
 #include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct stk_ddp stk_ddp;
 
@@ -99,3 +103,7 @@ typedef struct stk_ddp_stats {
     double exposed_s; /* the step's time waiting for it after backward */
 } stk_ddp_stats;
 void stk_ddp_get_stats(const stk_ddp *d, stk_ddp_stats *out);
+
+#ifdef __cplusplus
+}
+#endif

@@ -17,7 +17,15 @@
 
 #include <stdbool.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 void stk_autocast_begin(void);
 void stk_autocast_end(void);
 /* Inside begin/end on this thread. */
 bool stk_autocast_active(void);
+
+#ifdef __cplusplus
+}
+#endif

@@ -10,9 +10,9 @@
  *     stk_scope *scope;
  *     stk_scope_begin(&scope);                  // one training step
  *     stk_tensor *logits, *loss;
- *     TRY(model_forward(x, &logits));           // ops: the scope owns the results
- *     TRY(stk_cross_entropy(logits, labels, 0.f, &loss));
- *     TRY(stk_backward(loss, NULL, false));      // grads land in the parameters
+ *     STK_TRY(model_forward(x, &logits));           // ops: the scope owns the results
+ *     STK_TRY(stk_cross_entropy(logits, labels, 0.f, &loss));
+ *     STK_TRY(stk_backward(loss, NULL, false));      // grads land in the parameters
  *     stk_optim_step(opt);
  *     stk_scope_end(scope);                     // every intermediate and node freed
  *
@@ -26,6 +26,10 @@
 #pragma once
 
 #include "engine/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct stk_scope stk_scope;
 
@@ -58,3 +62,7 @@ stk_status stk_tensor_set_grad_hook(stk_tensor *leaf, stk_grad_hook fn, void *ct
 void stk_no_grad_begin(void);
 void stk_no_grad_end(void);
 bool stk_grad_enabled(void);
+
+#ifdef __cplusplus
+}
+#endif

@@ -43,7 +43,7 @@ stk_status eng_node_grad_like(stk_node *n, int i, bool zero, stk_tensor **out);
 
 /* Ops built from other ops run them inside a scope of their own, which owns
  * the intermediates (the graph keeps what backward needs):
- *     stk_scope *s; TRY(stk_scope_begin(&s));
+ *     stk_scope *s; STK_TRY(stk_scope_begin(&s));
  *     st = ...ops..., leaving the result in y;
  *     return eng_compose_end(s, st, y, out);
  * eng_compose_end hands y to the caller (or the caller's scope) on success. */

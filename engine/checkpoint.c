@@ -338,11 +338,11 @@ stk_status stk_checkpoint_check_config(const stk_safetensors *f, const stk_model
     if (mlp) {
         snprintf(why, sizeof why, "in_channels %d, image_size %d", cfg->in_channels,
                  cfg->image_size);
-        TRY(expect_dim(f, "fc1.weight", 2, 1,
+        STK_TRY(expect_dim(f, "fc1.weight", 2, 1,
                        (int64_t)cfg->in_channels * cfg->image_size * cfg->image_size, why));
     } else {
         snprintf(why, sizeof why, "in_channels %d", cfg->in_channels);
-        TRY(expect_dim(f, "conv1.weight", 4, 1, cfg->in_channels, why));
+        STK_TRY(expect_dim(f, "conv1.weight", 4, 1, cfg->in_channels, why));
     }
     snprintf(why, sizeof why, "classes %d", cfg->classes);
     return expect_dim(f, mlp ? "fc3.weight" : "fc.weight", 2, 0, cfg->classes, why);

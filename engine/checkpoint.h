@@ -2,10 +2,10 @@
  * metadata, in one safetensors file (docs/FORMAT.md).
  *
  *     const char *keys[] = {"epoch", "step"}, *values[] = {"3", "1407"};
- *     TRY(stk_checkpoint_save("run/last.safetensors", model, opt, 2, keys, values));
+ *     STK_TRY(stk_checkpoint_save("run/last.safetensors", model, opt, 2, keys, values));
  *
  *     stk_load_report rep;
- *     TRY(stk_checkpoint_load("run/last.safetensors", model, opt, true, &rep));
+ *     STK_TRY(stk_checkpoint_load("run/last.safetensors", model, opt, true, &rep));
  *     // transfer learning: strict = false loads what matches and says what did not
  *     stk_checkpoint_load("imagenet.safetensors", model, NULL, false, &rep);
  *     fprintf(stderr, "%s\n", rep.text);
@@ -21,6 +21,10 @@
 #pragma once
 
 #include "engine/optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define STK_CHECKPOINT_FORMAT  "stoke-checkpoint"
 #define STK_CHECKPOINT_VERSION 1
@@ -60,3 +64,7 @@ stk_status stk_checkpoint_load(const char *path, stk_model *m, stk_optim *opt, b
 struct stk_safetensors;
 stk_status stk_checkpoint_check_config(const struct stk_safetensors *f,
                                        const stk_model_config *cfg);
+
+#ifdef __cplusplus
+}
+#endif

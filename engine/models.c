@@ -60,7 +60,7 @@ stk_status eng_mod_init(stk_module *m, eng_init_kind conv_init, uint64_t seed, i
             fill_uniform(m->bias, &r, 1.0 / sqrt((double)fi));
         }
     }
-    for (int i = 0; i < m->n_kids; i++) TRY(eng_mod_init(m->kids[i], conv_init, seed, counter));
+    for (int i = 0; i < m->n_kids; i++) STK_TRY(eng_mod_init(m->kids[i], conv_init, seed, counter));
     return STK_OK;
 }
 

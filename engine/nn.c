@@ -213,7 +213,7 @@ stk_status stk_model_check_finite(const stk_model *m, const char **bad)
                     break;
                 }
         free(h);
-        if (st) return st;
+        if (st != STK_OK) return st;
     }
     if (!*bad) *bad = "?";
     return STK_OK;
@@ -264,7 +264,7 @@ static stk_status forward(stk_model *m, stk_module *mod, stk_tensor *x, stk_tens
 static stk_status forward_kids(stk_model *m, stk_module *mod, stk_tensor *x, stk_tensor **out)
 {
     stk_tensor *h = x;
-    for (int i = 0; i < mod->n_kids; i++) TRY(forward(m, mod->kids[i], h, &h));
+    for (int i = 0; i < mod->n_kids; i++) STK_TRY(forward(m, mod->kids[i], h, &h));
     *out = h;
     return STK_OK;
 }
@@ -272,13 +272,13 @@ static stk_status forward_kids(stk_model *m, stk_module *mod, stk_tensor *x, stk
 static stk_status basic_block(stk_model *m, stk_module *b, stk_tensor *x, stk_tensor **out)
 {
     stk_tensor *h, *id = x, *s;
-    TRY(forward(m, b->kids[0], x, &h)); /* conv1 */
-    TRY(forward(m, b->kids[1], h, &h)); /* bn1 */
-    TRY(stk_relu(h, &h));
-    TRY(forward(m, b->kids[2], h, &h));                     /* conv2 */
-    TRY(forward(m, b->kids[3], h, &h));                     /* bn2 */
-    if (b->n_kids > 4) TRY(forward(m, b->kids[4], x, &id)); /* downsample */
-    TRY(stk_add(h, id, &s));
+    STK_TRY(forward(m, b->kids[0], x, &h)); /* conv1 */
+    STK_TRY(forward(m, b->kids[1], h, &h)); /* bn1 */
+    STK_TRY(stk_relu(h, &h));
+    STK_TRY(forward(m, b->kids[2], h, &h));                     /* conv2 */
+    STK_TRY(forward(m, b->kids[3], h, &h));                     /* bn2 */
+    if (b->n_kids > 4) STK_TRY(forward(m, b->kids[4], x, &id)); /* downsample */
+    STK_TRY(stk_add(h, id, &s));
     return stk_relu(s, out);
 }
 
@@ -362,7 +362,7 @@ stk_status stk_model_forward(stk_model *m, stk_tensor *x, stk_tensor **out)
     /* Intermediates belong to a scope of the forward's own (the graph keeps
      * what backward needs), so a forward outside any scope leaks nothing. */
     stk_scope *s;
-    TRY(stk_scope_begin(&s));
+    STK_TRY(stk_scope_begin(&s));
     stk_tensor *y = NULL;
     stk_status st = forward(m, m->root, x, &y);
     return eng_compose_end(s, st, y, out);

@@ -3,10 +3,10 @@
  *     stk_model *m;
  *     stk_model_config cfg = {.name = "resnet8", .in_channels = 1, .classes = 10,
  *                             .image_size = 28, .seed = 1};
- *     TRY(stk_model_create(&cfg, &m));
+ *     STK_TRY(stk_model_create(&cfg, &m));
  *     stk_model_train(m, true);                      // train mode: batch statistics, dropout
  *     stk_tensor *logits;
- *     TRY(stk_model_forward(m, x, &logits));         // x: f32 [N, C, H, W]
+ *     STK_TRY(stk_model_forward(m, x, &logits));         // x: f32 [N, C, H, W]
  *     ...
  *     for (int i = 0; i < stk_model_param_count(m); i++) {
  *         const stk_param *p = stk_model_param(m, i); // "layer1.0.conv1.weight", ...
@@ -40,6 +40,10 @@
 
 #include "engine/ops.h"
 #include "engine/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct stk_model stk_model;
 
@@ -104,14 +108,14 @@ const stk_model_config *stk_model_get_config(const stk_model *m);
 /* ---- custom models from modules ------------------------------------------
  *
  *     stk_module *net, *m;
- *     TRY(stk_module_sequential("", &net));
- *     TRY(stk_module_conv2d("conv1", 3, 16, 3, 1, 1, false, &m)); TRY(stk_module_add(net, m));
- *     TRY(stk_module_batchnorm2d("bn1", 16, &m));                  TRY(stk_module_add(net, m));
- *     TRY(stk_module_relu("relu", &m));                            TRY(stk_module_add(net, m));
- *     TRY(stk_module_global_avgpool("pool", &m));                  TRY(stk_module_add(net, m));
- *     TRY(stk_module_linear("fc", 16, 10, true, &m));              TRY(stk_module_add(net, m));
+ *     STK_TRY(stk_module_sequential("", &net));
+ *     STK_TRY(stk_module_conv2d("conv1", 3, 16, 3, 1, 1, false, &m)); STK_TRY(stk_module_add(net, m));
+ *     STK_TRY(stk_module_batchnorm2d("bn1", 16, &m));                  STK_TRY(stk_module_add(net, m));
+ *     STK_TRY(stk_module_relu("relu", &m));                            STK_TRY(stk_module_add(net, m));
+ *     STK_TRY(stk_module_global_avgpool("pool", &m));                  STK_TRY(stk_module_add(net, m));
+ *     STK_TRY(stk_module_linear("fc", 16, 10, true, &m));              STK_TRY(stk_module_add(net, m));
  *     stk_model_config cfg = {.name = "tiny", .in_channels = 3, .classes = 10, .seed = 1};
- *     TRY(stk_model_from_module(net, &cfg, &model));  // takes net; torch.nn's init
+ *     STK_TRY(stk_model_from_module(net, &cfg, &model));  // takes net; torch.nn's init
  *
  * Names become the state-dict prefixes ("conv1.weight"). A module belongs to
  * its parent once added (stk_module_add takes it even on failure) and to the
@@ -142,3 +146,7 @@ void stk_module_destroy(stk_module *m);
  * cfg->seed as torch.nn does. cfg->name is free text here; in_channels is
  * checked at forward, classes is informational. */
 stk_status stk_model_from_module(stk_module *root, const stk_model_config *cfg, stk_model **out);
+
+#ifdef __cplusplus
+}
+#endif

@@ -15,7 +15,7 @@ static stk_status check_name(const char *name)
     return STK_OK;
 }
 
-#define TRY_NAME(name) TRY(check_name(name))
+#define TRY_NAME(name) STK_TRY(check_name(name))
 
 static stk_status done(stk_module *m, stk_module **out)
 {
@@ -73,7 +73,7 @@ static stk_status check_sizes(const char *what, int64_t a, int64_t b)
 stk_status stk_module_linear(const char *name, int64_t in, int64_t out, bool bias, stk_module **m)
 {
     TRY_NAME(name);
-    TRY(check_sizes("linear", in, out));
+    STK_TRY(check_sizes("linear", in, out));
     return done(eng_mod_linear(name, in, out, bias), m);
 }
 
@@ -81,7 +81,7 @@ stk_status stk_module_conv2d(const char *name, int64_t in, int64_t out, int kern
                              int padding, bool bias, stk_module **m)
 {
     TRY_NAME(name);
-    TRY(check_sizes("conv2d", in, out));
+    STK_TRY(check_sizes("conv2d", in, out));
     if (kernel < 1 || stride < 1 || padding < 0)
         return stk_error(STK_ERR_INVALID_ARG, "conv2d %s: kernel %d, stride %d, padding %d", name,
                          kernel, stride, padding);
@@ -91,7 +91,7 @@ stk_status stk_module_conv2d(const char *name, int64_t in, int64_t out, int kern
 stk_status stk_module_batchnorm2d(const char *name, int64_t channels, stk_module **m)
 {
     TRY_NAME(name);
-    TRY(check_sizes("batchnorm2d", channels, 1));
+    STK_TRY(check_sizes("batchnorm2d", channels, 1));
     return done(eng_mod_bn(name, channels), m);
 }
 
@@ -136,7 +136,7 @@ stk_status stk_module_basic_block(const char *name, int64_t in, int64_t out, int
                                   stk_module **m)
 {
     TRY_NAME(name);
-    TRY(check_sizes("basic_block", in, out));
+    STK_TRY(check_sizes("basic_block", in, out));
     if (stride < 1)
         return stk_error(STK_ERR_INVALID_ARG, "basic_block %s: stride %d", name, stride);
     return done(eng_mod_basic_block(name, in, out, stride), m);

@@ -5,15 +5,19 @@
  * when one is active).
  *
  *     stk_tensor *h, *a, *logits, *loss;
- *     TRY(stk_linear(x, w1, b1, &h));          // x [N, 784], w1 [256, 784], b1 [256]
- *     TRY(stk_relu(h, &a));
- *     TRY(stk_linear(a, w2, b2, &logits));
- *     TRY(stk_cross_entropy(logits, labels, 0.1f, &loss));   // labels: i32 [N]
- *     TRY(stk_backward(loss, NULL, false));
+ *     STK_TRY(stk_linear(x, w1, b1, &h));          // x [N, 784], w1 [256, 784], b1 [256]
+ *     STK_TRY(stk_relu(h, &a));
+ *     STK_TRY(stk_linear(a, w2, b2, &logits));
+ *     STK_TRY(stk_cross_entropy(logits, labels, 0.1f, &loss));   // labels: i32 [N]
+ *     STK_TRY(stk_backward(loss, NULL, false));
  */
 #pragma once
 
 #include "engine/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Element-wise with broadcasting (NumPy/PyTorch rules). */
 stk_status stk_add(stk_tensor *a, stk_tensor *b, stk_tensor **out);
@@ -111,3 +115,7 @@ stk_status stk_input_u8_nhwc(stk_tensor *x, const float *mean, const float *std,
  * back from the device (waits for the queued work). The loss scaler unscales
  * gradients with it. Errors: INVALID_ARG (dtype, layout, devices differ). */
 stk_status stk_scale_check_finite(int n, stk_tensor *const *ts, float factor, bool *finite);
+
+#ifdef __cplusplus
+}
+#endif

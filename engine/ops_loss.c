@@ -57,7 +57,7 @@ static stk_status softmax_dim(stk_tensor *x, int dim, bool log, stk_tensor **out
     if (x->ndim == 0 || d == x->ndim - 1) return softmax_last(x, log, out);
     /* Move dim last, compute, move it back (all differentiable views). */
     stk_scope *s;
-    TRY(stk_scope_begin(&s));
+    STK_TRY(stk_scope_begin(&s));
     stk_tensor *t = NULL, *y = NULL, *r = NULL;
     if ((st = stk_transpose(x, d, -1, &t)) == STK_OK && (st = softmax_last(t, log, &y)) == STK_OK)
         st = stk_transpose(y, d, -1, &r);
@@ -150,7 +150,7 @@ stk_status stk_mse_loss(stk_tensor *a, stk_tensor *b, stk_tensor **out)
                          stk_tensor_shape_str(b));
     }
     stk_scope *s;
-    TRY(stk_scope_begin(&s));
+    STK_TRY(stk_scope_begin(&s));
     stk_tensor *d = NULL, *sq = NULL, *m = NULL;
     stk_status st;
     if ((st = stk_sub(a, b, &d)) == STK_OK && (st = stk_mul(d, d, &sq)) == STK_OK)

@@ -233,7 +233,7 @@ stk_status stk_adaptive_avg_pool2d(stk_tensor *x, int oh, int ow, stk_tensor **o
                          stk_tensor_shape_str(x), oh, ow);
     if (oh == 1 && ow == 1) {
         stk_scope *s;
-        TRY(stk_scope_begin(&s));
+        STK_TRY(stk_scope_begin(&s));
         stk_tensor *m = NULL;
         int dims[2] = {2, 3};
         stk_status st = stk_mean(x, 2, dims, true, &m);

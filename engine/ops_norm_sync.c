@@ -45,7 +45,7 @@ static stk_status channel_tensor(const stk_tensor *x, const float *h, stk_tensor
 {
     int64_t shape[4];
     channel_shape(x, shape);
-    TRY(eng_tensor_new(x->storage->device, STK_F32, x->ndim, shape, false, out));
+    STK_TRY(eng_tensor_new(x->storage->device, STK_F32, x->ndim, shape, false, out));
     return stk_tensor_copy_from_host(*out, h, (size_t)x->shape[1] * sizeof(float));
 }
 
@@ -128,7 +128,7 @@ static stk_status sync_backward(stk_node *n, stk_tensor *g, stk_tensor **gin)
     stk_tensor *x = n->saved[0], *mean = n->saved[1], *var = n->saved[2], *gamma = n->inputs[1];
     int64_t N = x->shape[0], C = x->shape[1], HW = x->ndim == 4 ? x->shape[2] * x->shape[3] : 1;
     const stk_backend *be;
-    TRY(eng_backend_of(g, &be));
+    STK_TRY(eng_backend_of(g, &be));
     stk_tensor *gc = NULL, *gg = NULL, *gb = NULL;
     float *h = malloc((size_t)(5 * C) * sizeof *h);
     stk_status st = h ? STK_OK : stk_error(STK_ERR_NOMEM, "out of memory");
@@ -179,7 +179,7 @@ stk_status stk_batch_norm_sync(stk_tensor *x, stk_tensor *gamma, stk_tensor *bet
                                stk_tensor *running_mean, stk_tensor *running_var, float momentum,
                                float eps, const stk_allreduce *ar, stk_tensor **out)
 {
-    TRY(eng_check_f32("batch_norm_sync", x, "the input"));
+    STK_TRY(eng_check_f32("batch_norm_sync", x, "the input"));
     if (x->ndim != 4 && x->ndim != 2)
         return stk_error(STK_ERR_INVALID_ARG,
                          "batch_norm_sync: input %s must be [N, C, H, W] or [N, C]",
@@ -187,15 +187,15 @@ stk_status stk_batch_norm_sync(stk_tensor *x, stk_tensor *gamma, stk_tensor *bet
     if (!ar || !ar->sum)
         return stk_error(STK_ERR_INVALID_ARG, "batch_norm_sync: no all-reduce given");
     int64_t C = x->shape[1];
-    TRY(eng_bn_check_channel_vec("weight", gamma, C));
-    TRY(eng_bn_check_channel_vec("bias", beta, C));
-    TRY(eng_bn_check_channel_vec("running_mean", running_mean, C));
-    TRY(eng_bn_check_channel_vec("running_var", running_var, C));
+    STK_TRY(eng_bn_check_channel_vec("weight", gamma, C));
+    STK_TRY(eng_bn_check_channel_vec("bias", beta, C));
+    STK_TRY(eng_bn_check_channel_vec("running_mean", running_mean, C));
+    STK_TRY(eng_bn_check_channel_vec("running_var", running_var, C));
     if (!running_mean != !running_var)
         return stk_error(STK_ERR_INVALID_ARG,
                          "batch_norm_sync: give both running statistics or neither");
     const stk_backend *be;
-    TRY(eng_backend_of(x, &be));
+    STK_TRY(eng_backend_of(x, &be));
     int64_t N = x->shape[0], HW = x->ndim == 4 ? x->shape[2] * x->shape[3] : 1;
     stk_tensor *xc = NULL, *y = NULL, *mean = NULL, *var = NULL;
     float *h = malloc((size_t)(2 * C) * sizeof *h);

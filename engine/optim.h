@@ -3,12 +3,12 @@
  *     stk_optim_config oc = {.kind = STK_OPTIM_SGD, .lr = 0.05f, .momentum = 0.9f,
  *                            .nesterov = true, .weight_decay = 5e-4f};
  *     stk_optim *opt;
- *     TRY(stk_optim_create(&oc, model, &opt));        // the model's trainable parameters
+ *     STK_TRY(stk_optim_create(&oc, model, &opt));        // the model's trainable parameters
  *     stk_schedule sch = {.kind = STK_SCHEDULE_COSINE, .base_lr = 0.05f, .total_steps = n};
  *     for (step...) {
  *         ... forward, backward ...
  *         stk_optim_set_lr(opt, stk_schedule_lr(&sch, step));
- *         TRY(stk_optim_step(opt));                   // then clears the gradients
+ *         STK_TRY(stk_optim_step(opt));                   // then clears the gradients
  *     }
  *     stk_optim_destroy(opt);
  *
@@ -23,6 +23,10 @@
 #pragma once
 
 #include "engine/nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum stk_optim_kind {
     STK_OPTIM_SGD,
@@ -88,3 +92,7 @@ typedef struct stk_schedule {
 } stk_schedule;
 
 float stk_schedule_lr(const stk_schedule *s, int64_t step);
+
+#ifdef __cplusplus
+}
+#endif

@@ -34,6 +34,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define STK_MAX_DIMS 6
 
 typedef struct stk_tensor stk_tensor;
@@ -131,3 +135,7 @@ stk_status stk_tensor_to_device(const stk_tensor *t, stk_device dev, stk_tensor 
  * sees the moved tensor; its gradient is dropped. t must own its contiguous
  * storage (parameters and buffers do). Errors: INVALID_ARG (a view), NOMEM. */
 stk_status stk_tensor_move_to(stk_tensor *t, stk_device dev);
+
+#ifdef __cplusplus
+}
+#endif

@@ -28,6 +28,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* A 2-D convolution, NCHW input [n, c, h, w], weight [k, c/groups, r, s],
  * output [n, k, oh, ow]. */
 typedef struct stk_conv2d_desc {
@@ -170,3 +174,7 @@ void stk_cpu_set_threads(int n);
 int stk_cpu_threads(void);
 /* One line about the CPU backend: cores, oneDNN version and ISA, threads. */
 void stk_cpu_describe(char *buf, size_t n);
+
+#ifdef __cplusplus
+}
+#endif

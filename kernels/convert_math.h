@@ -10,6 +10,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 static inline STK_HD uint16_t stk_f32_to_bf16(float f)
 {
     uint32_t x;
@@ -49,3 +53,7 @@ static inline STK_HD void stk_store_f64(stk_dtype dt, void *p, int64_t i, double
     case STK_U8: ((uint8_t *)p)[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v); break;
     }
 }
+
+#ifdef __cplusplus
+}
+#endif

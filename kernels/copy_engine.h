@@ -28,6 +28,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct stk_copy_engine {
     void *ctx;
     stk_device device;
@@ -68,3 +72,7 @@ const stk_copy_engine *stk_copy_engine_cpu(void);
  * the CUDA backend: the message says why), STK_ERR_INVALID_ARG (index out
  * of range, or another GPU already in use), STK_ERR_CUDA. */
 stk_status stk_copy_engine_open(stk_device dev, int index, const stk_copy_engine **out);
+
+#ifdef __cplusplus
+}
+#endif

@@ -6,6 +6,10 @@
 
 #include "kernels/backend.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 void cpu_copy_strided(size_t elem_size, int ndim, const int64_t *shape, void *dst,
                       const int64_t *dst_strides, const void *src, const int64_t *src_strides);
 void cpu_convert(stk_dtype dst_dt, void *dst, stk_dtype src_dt, const void *src, int64_t n);
@@ -84,3 +88,7 @@ void cpu_adam_step(int64_t n, float *p, const float *g, float *m, float *v, floa
 
 /* Parallelise a loop only when it is worth a fork/join (about 32K elements of work). */
 #define STK_OMP_MIN_WORK 32768
+
+#ifdef __cplusplus
+}
+#endif

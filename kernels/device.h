@@ -23,6 +23,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct stk_host_allocator {
     void *ctx;
     /* `bytes` of page-aligned host memory, locked when possible (*locked
@@ -34,3 +38,7 @@ typedef struct stk_host_allocator {
 
 /* mmap'd pages, mlock()ed when the limit allows. */
 const stk_host_allocator *stk_host_allocator_locked(void);
+
+#ifdef __cplusplus
+}
+#endif

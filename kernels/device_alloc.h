@@ -30,6 +30,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum stk_device {
     STK_DEVICE_CPU = 0,
     STK_DEVICE_CUDA = 1,
@@ -85,3 +89,7 @@ int stk_device_mem_classes(stk_device dev, stk_mem_class *out, int max);
 
 /* The bin size that a request of `bytes` is rounded up to (exposed for tests). */
 size_t stk_device_bin_size(size_t bytes);
+
+#ifdef __cplusplus
+}
+#endif

@@ -4,14 +4,14 @@
  * engine's compute stream.
  *
  *     uint8_t id[STK_DEVICE_COMM_ID_BYTES];
- *     if (rank == 0) TRY(stk_device_comm_make_id(id));
- *     TRY(stk_comm_broadcast(comm, id, sizeof id, 0));       // any transport
+ *     if (rank == 0) STK_TRY(stk_device_comm_make_id(id));
+ *     STK_TRY(stk_comm_broadcast(comm, id, sizeof id, 0));       // any transport
  *     stk_device_comm *dc;
- *     TRY(stk_device_comm_open(id, rank, world, &dc));       // every rank
- *     TRY(stk_device_comm_copy(dc, bucket + off, grad, bytes));  // on the compute stream
- *     TRY(stk_device_comm_allreduce_avg(dc, bucket, n));     // on the comm stream, after it
+ *     STK_TRY(stk_device_comm_open(id, rank, world, &dc));       // every rank
+ *     STK_TRY(stk_device_comm_copy(dc, bucket + off, grad, bytes));  // on the compute stream
+ *     STK_TRY(stk_device_comm_allreduce_avg(dc, bucket, n));     // on the comm stream, after it
  *     ... more backward on the compute stream, overlapping ...
- *     TRY(stk_device_comm_finish(dc, 300));                  // compute waits; the host too,
+ *     STK_TRY(stk_device_comm_finish(dc, 300));                  // compute waits; the host too,
  * bounded stk_device_comm_close(dc);
  *
  * Streams: an all-reduce starts on the communication stream once the work
@@ -33,6 +33,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define STK_DEVICE_COMM_ID_BYTES 128
 
@@ -59,3 +63,7 @@ stk_status stk_device_comm_finish(stk_device_comm *c, double timeout_s);
 double stk_device_comm_seconds(const stk_device_comm *c);
 /* NULL is a no-op. */
 void stk_device_comm_close(stk_device_comm *c);
+
+#ifdef __cplusplus
+}
+#endif

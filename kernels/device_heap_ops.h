@@ -8,6 +8,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct stk_heap_ops {
     /* Fresh memory of `size` bytes (a bin size, 64-byte aligned at least). */
     stk_status (*sys_alloc)(size_t size, void **out);
@@ -25,4 +29,8 @@ typedef struct stk_heap_ops {
 
 #ifdef STOKE_CUDA_BACKEND
 extern const stk_heap_ops stk_cuda_heap_ops;
+#endif
+
+#ifdef __cplusplus
+}
 #endif

@@ -13,6 +13,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define STK_MAX_GPUS 16
 
 typedef struct stk_gpu_info {
@@ -32,3 +36,7 @@ typedef struct stk_cuda_report {
 } stk_cuda_report;
 
 void stk_cuda_query(stk_cuda_report *r);
+
+#ifdef __cplusplus
+}
+#endif

@@ -4,6 +4,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum stk_dtype {
     STK_F32 = 0,
     STK_F16 = 1,
@@ -18,3 +22,7 @@ static inline size_t stk_dtype_size(stk_dtype dt)
     static const size_t size[] = {4, 2, 2, 4, 1};
     return (unsigned)dt < 5 ? size[dt] : 0;
 }
+
+#ifdef __cplusplus
+}
+#endif

@@ -8,6 +8,10 @@
 #include <math.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* q = softmax(p) or log_softmax(p) over `cols` values. */
 static inline STK_HD void stk_softmax_row(int64_t cols, const float *p, float *q, int log)
 {
@@ -60,3 +64,7 @@ static inline STK_HD void stk_ce_backward_row(int64_t cols, const float *logp, i
     for (int64_t j = 0; j < cols; j++) q[j] = scale * (expf(logp[j]) - off);
     q[label] -= scale * (on - off);
 }
+
+#ifdef __cplusplus
+}
+#endif

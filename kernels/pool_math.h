@@ -8,6 +8,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* A 2-D pooling window over NCHW [n, c, h, w] -> [n, c, oh, ow]. */
 typedef struct stk_pool2d_desc {
     int64_t n, c, h, w, oh, ow;
@@ -69,3 +73,7 @@ static inline STK_HD void stk_pool_outputs_covering(int64_t i, int k, int s, int
     int64_t hi = (i + p) / s + 1;
     *o1 = hi < out ? hi : out;
 }
+
+#ifdef __cplusplus
+}
+#endif

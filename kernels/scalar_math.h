@@ -9,6 +9,10 @@
 #include <math.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum stk_unary_op {
     STK_UNARY_NEG,
     STK_UNARY_RELU,
@@ -130,3 +134,7 @@ static inline STK_HD int stk_amp_unscale(float *g, float inv_scale)
     *g *= inv_scale;
     return !isfinite(*g);
 }
+
+#ifdef __cplusplus
+}
+#endif

@@ -2,7 +2,7 @@
  * the device, so that copying batch k+1 overlaps the compute on batch k.
  *
  *     stk_h2d *h;
- *     TRY(stk_h2d_open(loader, stk_copy_engine_cpu(), &h));
+ *     STK_TRY(stk_h2d_open(loader, stk_copy_engine_cpu(), &h));
  *     stk_h2d_drain(h);                               // before start_epoch / restore
  *     stk_loader_start_epoch(loader, epoch);
  *     stk_device_batch *b;
@@ -27,6 +27,10 @@
 
 #include "kernels/copy_engine.h"
 #include "loader/loader.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct stk_device_batch {
     void *data;                 /* device memory: count samples of sample_bytes */
@@ -56,3 +60,7 @@ void stk_h2d_release(stk_h2d *h, stk_device_batch *b);
 /* Number of copies started (0 on an in-place device). */
 uint64_t stk_h2d_copies(const stk_h2d *h);
 void stk_h2d_close(stk_h2d *h);
+
+#ifdef __cplusplus
+}
+#endif

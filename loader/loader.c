@@ -131,7 +131,7 @@ static stk_status make_sample(worker *w, slot *s, int j, const uint8_t *bytes, s
     stk_loader *l = w->l;
     stk_record r;
     stk_status st = stk_dataset_decode(l->ds, bytes, len, !l->o.read_only, &r);
-    if (st) return st;
+    if (st != STK_OK) return st;
     s->b.labels[j] = r.label;
     s->b.indices[j] = index;
     if (l->o.read_only) return STK_OK;
@@ -223,11 +223,11 @@ static void handle_bad(worker *w, slot *s, int j, uint64_t k, uint64_t index, st
             note_error(s, j, st, stk_last_error());
             return;
         }
-        if (!st) {
+        if (st == STK_OK) {
             count(&w->n[s->b.epoch & 1].bytes, got);
             st = make_sample(w, s, j, w->spare, got, idx);
         }
-        if (!st) return;
+        if (st == STK_OK) return;
         count(&w->n[s->b.epoch & 1].bad, 1);
         warn_bad(l, "record %" PRIu64 " (%s): %s; trying the next", idx,
                  record_name(w->spare, got, name, sizeof name), stk_last_error());
@@ -308,7 +308,7 @@ static void finish_chunk(worker *w, chunk_job *c)
             continue;
         }
         stk_status st = make_sample(w, s, j0 + j, q->data, q->len, q->index);
-        if (st) {
+        if (st != STK_OK) {
             char why[STK_ERROR_MAX];
             snprintf(why, sizeof why, "%s", stk_last_error());
             handle_bad(w, s, j0 + j, k, q->index, st, why, q->data, q->len);
@@ -436,8 +436,8 @@ static stk_status setup_workers(stk_loader *l)
         w->index = i;
         stk_status st = stk_record_reader_create(l->ds, l->o.io, l->o.direct, l->chunk_size,
                                                  &w->reader, &l->io_used);
-        if (!st) st = stk_augment_create(&ao, &w->aug);
-        if (st) return st;
+        if (st == STK_OK) st = stk_augment_create(&ao, &w->aug);
+        if (st != STK_OK) return st;
         w->reqs[0] = calloc((size_t)l->chunk_size, sizeof *w->reqs[0]);
         w->reqs[1] = calloc((size_t)l->chunk_size, sizeof *w->reqs[1]);
         w->spare = malloc(stk_dataset_max_record_bytes(l->ds) + 1);
@@ -495,7 +495,7 @@ stk_status stk_loader_check_upscale(const char *path, const char *spec, const st
 static stk_status check_size(const char *path, const char *spec, const stk_meta *m,
                              const stk_loader_options *o, int size)
 {
-    TRY(stk_loader_check_upscale(path, spec, m, size, size));
+    STK_TRY(stk_loader_check_upscale(path, spec, m, size, size));
     size_t elem = o->format == STK_PIXELS_F32_CHW ? 4 : o->format == STK_PIXELS_F16_CHW ? 2 : 1;
     double ring = (double)o->prefetch * o->batch_size * size * size * m->channels * (double)elem;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -521,7 +521,7 @@ stk_status stk_loader_open(const char *path, const stk_loader_options *opts, stk
     pthread_cond_init(&l->work_cv, NULL);
     pthread_cond_init(&l->done_cv, NULL);
     stk_status st = stk_dataset_open(path, &l->ds);
-    if (st) goto fail;
+    if (st != STK_OK) goto fail;
     const stk_meta *m = stk_dataset_meta(l->ds);
     stk_loader_options *o = &l->o;
     if ((st = check_options(o)) != STK_OK) goto fail;

@@ -56,6 +56,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum stk_bad_policy {
     STK_BAD_SKIP = 0,
     STK_BAD_ERROR = 1,
@@ -183,3 +187,7 @@ void stk_loader_close(stk_loader *l);
 /* The training transform a dataset gets by default: rrc:224,flip for JPEG,
  * pad:4,crop:SIDE,flip for raw images. */
 void stk_loader_default_transform(const stk_meta *m, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif

@@ -58,7 +58,7 @@ static stk_status prepare_jpeg(void *ctx, int worker, const uint8_t *in, size_t 
     jpeg_hook *h = ctx;
     stk_jpeg_prepared r;
     stk_status st = stk_jpeg_prepare(h->workers[worker], in, len, &r);
-    if (st) return st;
+    if (st != STK_OK) return st;
     *out = (stk_pack_item){.action = (int)r.action,
                            .data = r.data,
                            .len = r.len,
@@ -152,10 +152,10 @@ stk_status stk_pack_job_run(const stk_pack_request *r, stk_pack_summary *summary
                             stk_encoding *encoding)
 {
     const char *from = r->from ? r->from : stk_pack_guess_kind(r->src, r->labels != NULL);
-    TRY(check_request(r, from));
+    STK_TRY(check_request(r, from));
     stk_source *src = NULL;
     stk_status st = open_source(r, from, &src);
-    if (st) {
+    if (st != STK_OK) {
         stk_source_destroy(src);
         return st;
     }
@@ -182,7 +182,7 @@ stk_status stk_pack_job_run(const stk_pack_request *r, stk_pack_summary *summary
                                        .restart_mcus = r->restart_mcus};
         for (; hook.n < r->workers; hook.n++) {
             st = stk_jpeg_preparer_create(&jo, &hook.workers[hook.n]);
-            if (st) goto out;
+            if (st != STK_OK) goto out;
         }
     }
     stk_pack_options o = {.workers = r->workers,

@@ -23,6 +23,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct stk_pack_request {
     const char *src;     /* folder, list file, IDX folder/images file, CIFAR-10 folder/.bin */
     const char *labels;  /* IDX labels file when src is the images file; else NULL */
@@ -64,3 +68,7 @@ stk_status stk_pack_job_run(const stk_pack_request *req, stk_pack_summary *summa
 
 /* Names of stk_pack_summary.actions for JPEG sources. */
 extern const char *const stk_pack_action_names[STK_PACK_ACTIONS];
+
+#ifdef __cplusplus
+}
+#endif

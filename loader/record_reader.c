@@ -109,7 +109,7 @@ stk_status stk_record_reader_create(const stk_dataset *ds, stk_io_backend io, bo
     posix_fadvise(r->fd, 0, 0, POSIX_FADV_RANDOM);
     if (io == STK_IO_URING) {
         st = stk_uring_reader_create(r->fd, r->bufs, r->buf_size, 2 * depth, &r->uring);
-        if (st) {
+        if (st != STK_OK) {
             if (!__atomic_exchange_n(&notice_given, 1, __ATOMIC_RELAXED))
                 stk_log_warn("%s; reading with pread instead", stk_last_error());
             r->io = STK_IO_PREAD;

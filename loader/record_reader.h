@@ -29,6 +29,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum stk_io_backend {
     STK_IO_URING = 0,
     STK_IO_PREAD = 1,
@@ -76,3 +80,7 @@ void stk_uring_reader_submit(stk_uring_reader *u, int first, const uint64_t *off
                              const bool *skip, int n);
 /* Wait for the reads into bufs[first .. first + n); res[i] gets bytes read or -errno. */
 void stk_uring_reader_wait(stk_uring_reader *u, int first, int n, int64_t *res);
+
+#ifdef __cplusplus
+}
+#endif

@@ -23,6 +23,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct stk_sampler_options {
     uint64_t count; /* records in the dataset */
     int batch_size;
@@ -59,3 +63,7 @@ uint64_t stk_sampler_position(const stk_sampler *s, uint64_t k);
 
 /* Samples in batch b. */
 int stk_sampler_batch_len(const stk_sampler *s, uint64_t b);
+
+#ifdef __cplusplus
+}
+#endif

@@ -130,7 +130,7 @@ static stk_status build_index(stk_dataset *ds, stk_lmdb_file *f)
     uint64_t n = ds->meta.count;
     stk_lmdb_db recs;
     stk_status st = stk_lmdb_file_find_db(f, "records", &recs);
-    if (st) return st;
+    if (st != STK_OK) return st;
     /* The count comes from the file: bound it before allocating for it. */
     if (recs.entries != n || n > ds->file_size / STK_RECORD_HEADER_SIZE)
         return stk_error(STK_ERR_CORRUPT,
@@ -142,7 +142,7 @@ static stk_status build_index(stk_dataset *ds, stk_lmdb_file *f)
     if (!ds->offsets || !ds->lengths) return stk_error(STK_ERR_NOMEM, "out of memory");
     index_walk w = {ds, 0};
     st = stk_lmdb_file_walk(f, "records", index_entry, &w);
-    if (st) return st;
+    if (st != STK_OK) return st;
     if (w.i != n)
         return stk_error(STK_ERR_CORRUPT,
                          "damaged (meta says %" PRIu64 " records, the file holds %" PRIu64 ")", n,
@@ -156,7 +156,7 @@ static stk_status read_dataset(stk_dataset *ds)
     stk_lmdb_file f;
     stk_status st = stk_lmdb_file_init(&f, ds->map, ds->file_size);
     if (st == STK_ERR_FORMAT) return stk_error_prefix(st, "not a Stoke dataset");
-    if (st) return st;
+    if (st != STK_OK) return st;
     meta_pairs *m = calloc(1, sizeof *m);
     if (!m) {
         st = stk_error(STK_ERR_NOMEM, "out of memory");
@@ -170,10 +170,10 @@ static stk_status read_dataset(stk_dataset *ds)
                                        "\"meta\" and \"records\" databases)");
         goto out;
     }
-    if (st) goto out;
+    if (st != STK_OK) goto out;
     st = stk_meta_decode(&ds->meta, meta_get, m);
     for (int i = 0; i < m->ncopies; i++) free(m->copies[i]);
-    if (st) goto out;
+    if (st != STK_OK) goto out;
     if (ds->meta.version >= 2 && (st = check_meta_checksum(m))) goto out;
     st = build_index(ds, &f);
 out:
@@ -261,11 +261,11 @@ static stk_status check_index(const stk_dataset *ds, uint64_t index)
 stk_status stk_dataset_get(stk_dataset *ds, uint64_t index, stk_record *out, bool check_crc)
 {
     stk_status st = check_index(ds, index);
-    if (st) return st;
+    if (st != STK_OK) return st;
     const uint8_t *val = ds->map + ds->offsets[index];
     size_t len = ds->lengths[index];
     st = stk_dataset_decode(ds, val, len, check_crc, out);
-    if (st) {
+    if (st != STK_OK) {
         /* Name the source when the header is sane enough to find it. */
         if (out->name_len > 0 && out->name_len <= STK_RECORD_MAX_NAME &&
             STK_RECORD_HEADER_SIZE + (size_t)out->name_len <= len)
@@ -280,7 +280,7 @@ stk_status stk_dataset_decode(const stk_dataset *ds, const void *bytes, size_t l
                               stk_record *out)
 {
     stk_status st = stk_record_decode(bytes, len, check_crc, out);
-    if (st) return st;
+    if (st != STK_OK) return st;
     const stk_meta *m = &ds->meta;
     /* A version 1 record inside a version 2 file would dodge the header CRC. */
     if (out->version != m->version)
@@ -303,7 +303,7 @@ stk_status stk_dataset_span(const stk_dataset *ds, uint64_t index, uint64_t *off
                             uint32_t *length)
 {
     stk_status st = check_index(ds, index);
-    if (st) return st;
+    if (st != STK_OK) return st;
     *offset = ds->offsets[index];
     *length = ds->lengths[index];
     return STK_OK;
@@ -313,7 +313,7 @@ stk_status stk_dataset_pread(const stk_dataset *ds, uint64_t index, void *buf, s
                              size_t *len)
 {
     stk_status st = check_index(ds, index);
-    if (st) return st;
+    if (st != STK_OK) return st;
     uint64_t off = ds->offsets[index];
     size_t want = ds->lengths[index];
     if (cap < want)
@@ -343,7 +343,7 @@ stk_status stk_dataset_map_view(const stk_dataset *ds, uint64_t index, const uin
 {
     uint64_t off;
     stk_status st = stk_dataset_span(ds, index, &off, length);
-    if (st) return st;
+    if (st != STK_OK) return st;
     *data = ds->map + off;
     return STK_OK;
 }

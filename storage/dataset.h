@@ -30,6 +30,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct stk_dataset stk_dataset;
 
 /* Open `path`. Errors: STK_ERR_IO (missing, unreadable), STK_ERR_FORMAT (not
@@ -84,3 +88,7 @@ stk_status stk_dataset_fingerprint(const stk_dataset *ds, uint64_t *out);
 
 /* Largest record length in bytes (to size read buffers). */
 uint32_t stk_dataset_max_record_bytes(const stk_dataset *ds);
+
+#ifdef __cplusplus
+}
+#endif

@@ -169,7 +169,7 @@ static stk_status leaf_node(walk *w, uint64_t pgno, unsigned i, const uint8_t *n
         uint64_t first = get64(data);
         uint64_t pages = (PAGE_HEADER - 1 + dsize) / f->page_size + 1;
         stk_status st = claim_pages(w, first, pages, "an overflow run");
-        if (st) return st;
+        if (st != STK_OK) return st;
         w->overflow += pages;
         value_offset = first * f->page_size + PAGE_HEADER;
     } else {
@@ -183,7 +183,7 @@ static stk_status walk_page(walk *w, uint64_t pgno, unsigned level)
 {
     stk_lmdb_file *f = w->f;
     stk_status st = claim_pages(w, pgno, 1, level ? "a child page" : "the root page");
-    if (st) return st;
+    if (st != STK_OK) return st;
     const uint8_t *p = f->base + pgno * f->page_size;
     bool leaf = level + 1u == w->db->depth;
     uint16_t want = leaf ? P_LEAF : P_BRANCH;
@@ -227,7 +227,7 @@ static stk_status walk_page(walk *w, uint64_t pgno, unsigned level)
             }
             st = walk_page(w, child, level + 1);
         }
-        if (st) return st;
+        if (st != STK_OK) return st;
     }
     if (leaf)
         w->leaf++;
@@ -342,7 +342,7 @@ stk_status stk_lmdb_file_init(stk_lmdb_file *f, const uint8_t *base, uint64_t si
     }
     /* The main database maps names to named databases: read it once here. */
     stk_status st = walk_db(f, &f->main, "main", true, collect_named, f);
-    if (st) stk_lmdb_file_deinit(f);
+    if (st != STK_OK) stk_lmdb_file_deinit(f);
     return st;
 }
 

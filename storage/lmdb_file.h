@@ -47,6 +47,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* A database record (LMDB's MDB_db), read from a meta page or a leaf. */
 typedef struct stk_lmdb_db {
     uint16_t flags;
@@ -90,3 +94,7 @@ typedef stk_status (*stk_lmdb_entry_fn)(void *ctx, const uint8_t *key, uint32_t 
  * once per file: a second walk finds its pages already claimed and reports
  * them as reached twice. */
 stk_status stk_lmdb_file_walk(stk_lmdb_file *f, const char *name, stk_lmdb_entry_fn fn, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif

@@ -120,12 +120,12 @@ stk_status stk_meta_encode(const stk_meta *m, stk_meta_put_fn put, void *ctx)
 {
     pair_list l = {.n = 0};
     stk_status st = encode_pairs(m, collect_pair, &l);
-    if (st) goto out;
+    if (st != STK_OK) goto out;
     qsort(l.item, l.n, sizeof *l.item, pair_cmp); /* LMDB's key order */
     char sum[16];
     snprintf(sum, sizeof sum, "%08x", stk_meta_checksum(l.item, l.n));
     for (size_t i = 0; i < l.n && !st; i++) st = put(ctx, l.item[i].key, l.item[i].value);
-    if (!st) st = put(ctx, "checksum", sum);
+    if (st == STK_OK) st = put(ctx, "checksum", sum);
 out:
     for (size_t i = 0; i < l.n; i++) {
         free((char *)l.item[i].key);

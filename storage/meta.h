@@ -12,6 +12,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define STK_FORMAT_NAME    "stoke-dataset"
 #define STK_FORMAT_VERSION 2 /* written; 1 is still read */
 
@@ -64,3 +68,7 @@ stk_status stk_meta_encode(const stk_meta *m, stk_meta_put_fn put, void *ctx);
  * or a std outside [0, 0.5]). The checksum is the caller's to verify
  * (stk_meta_checksum over every pair). */
 stk_status stk_meta_decode(stk_meta *m, stk_meta_get_fn get, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif

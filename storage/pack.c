@@ -77,13 +77,13 @@ static void prepare_one(void *p, size_t i, int worker)
         size_t len;
         uint64_t limit = ctx->opts->max_file_bytes ? ctx->opts->max_file_bytes : (1u << 30);
         st = stk_file_read_all(it->path, limit, &s->file, &len);
-        if (!st) {
+        if (st == STK_OK) {
             s->bytes_in = len;
             st = ctx->opts->prepare_jpeg(ctx->opts->prepare_ctx, worker, s->file, len, &s->item);
         }
     }
     s->status = st;
-    if (st) s->error = strdup(stk_last_error());
+    if (st != STK_OK) s->error = strdup(stk_last_error());
 }
 
 static void release_slot(slot *s)

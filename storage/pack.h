@@ -23,6 +23,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define STK_PACK_ACTIONS 5
 
 /* What the prepare hook returns for one encoded file. */
@@ -69,3 +73,7 @@ typedef struct stk_pack_summary {
  * pack). On any error nothing is left at out_path and no temporary remains. */
 stk_status stk_pack_run(stk_source *src, const char *out_path, const stk_pack_options *opts,
                         stk_pack_summary *summary);
+
+#ifdef __cplusplus
+}
+#endif

@@ -20,6 +20,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define STK_RECORD_MAGIC       0x524B5453u /* "STKR" as little-endian bytes */
 #define STK_RECORD_VERSION     2           /* written; 1 is still read */
 #define STK_RECORD_HEADER_SIZE 32
@@ -76,3 +80,7 @@ void stk_record_key(uint64_t index, uint8_t key[8]);
 
 /* "jpeg" / "raw_u8" / "unknown". */
 const char *stk_encoding_name(int encoding);
+
+#ifdef __cplusplus
+}
+#endif

@@ -426,7 +426,7 @@ static stk_status check_entries(stk_safetensors *f)
                            "bytes (truncated?)",
                            path, e->name, (unsigned long long)e->end, data_len);
     }
-    if (!st) {
+    if (st == STK_OK) {
         qsort(order, (size_t)f->n, sizeof *order, cmp_begin);
         uint64_t at = 0;
         for (int i = 0; i < f->n && !st; i++) {
@@ -445,13 +445,13 @@ static stk_status check_entries(stk_safetensors *f)
                            "%s: the tensors' data ends at byte %llu, the file has %zu data bytes",
                            path, (unsigned long long)at, data_len);
     }
-    if (!st) {
+    if (st == STK_OK) {
         qsort(order, (size_t)f->n, sizeof *order, cmp_name);
         for (int i = 1; i < f->n && !st; i++)
             if (!strcmp(order[i - 1]->name, order[i]->name))
                 st = stk_error(STK_ERR_FORMAT, "%s: tensor %s appears twice", path, order[i]->name);
     }
-    if (!st) {
+    if (st == STK_OK) {
         f->by_name = order; /* kept for stk_safetensors_find */
         return STK_OK;
     }

@@ -6,10 +6,10 @@
  *
  *     stk_st_tensor t[2] = {{"fc.weight", STK_ST_F32, 2, shape_w, w, bytes_w}, ...};
  *     const char *keys[1] = {"epoch"}, *values[1] = {"3"};
- *     TRY(stk_safetensors_write("ckpt.safetensors", 2, t, 1, keys, values));
+ *     STK_TRY(stk_safetensors_write("ckpt.safetensors", 2, t, 1, keys, values));
  *
  *     stk_safetensors *f;
- *     TRY(stk_safetensors_read("ckpt.safetensors", &f));
+ *     STK_TRY(stk_safetensors_read("ckpt.safetensors", &f));
  *     const stk_st_entry *e = stk_safetensors_find(f, "fc.weight");
  *     const float *v = stk_safetensors_data(f, e);
  *     stk_safetensors_free(f);
@@ -27,6 +27,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum stk_st_dtype {
     STK_ST_F32,
@@ -93,3 +97,7 @@ const char *stk_safetensors_meta(const stk_safetensors *f, const char *key);
  * when absent, STK_ERR_CORRUPT when not a decimal integer in range. */
 stk_status stk_safetensors_meta_int(const stk_safetensors *f, const char *key, int64_t min,
                                     int64_t max, int64_t *out);
+
+#ifdef __cplusplus
+}
+#endif

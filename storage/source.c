@@ -54,7 +54,7 @@ stk_status stk_source_load_class_names(stk_source *src, const char *file)
     uint8_t *data;
     size_t len;
     stk_status st = stk_file_read_all(file, 64u << 20, &data, &len);
-    if (st) return stk_error_prefix(st, "%s", file);
+    if (st != STK_OK) return stk_error_prefix(st, "%s", file);
     char **names = NULL;
     uint32_t n = 0, cap = 0;
     size_t start = 0;

@@ -28,6 +28,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct stk_source_item {
     char *name; /* source name stored in the record (relative path, "file#index") */
     char *path; /* file to read (file sources), else NULL */
@@ -80,3 +84,7 @@ stk_status stk_source_create(stk_source **out, const char *description);
 stk_status stk_source_add_item(stk_source *src, char *name, char *path, int32_t label,
                                const uint8_t *pixels);
 stk_status stk_source_set_numbered_classes(stk_source *src, uint32_t n);
+
+#ifdef __cplusplus
+}
+#endif

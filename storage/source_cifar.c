@@ -25,7 +25,7 @@ static stk_status add_batch(stk_source *src, const char *path)
     uint8_t *data;
     size_t len;
     stk_status st = stk_file_read_all(path, (uint64_t)1 << 32, &data, &len);
-    if (st) return stk_error_prefix(st, "%s", path);
+    if (st != STK_OK) return stk_error_prefix(st, "%s", path);
     if (len == 0 || len % CIFAR_RECORD != 0) {
         free(data);
         return stk_error(STK_ERR_FORMAT,
@@ -89,7 +89,7 @@ stk_status stk_source_open_cifar10(const char *dir, const char *split, stk_sourc
     snprintf(desc, sizeof desc, "cifar10:%s", dir);
     stk_source *src;
     stk_status st = stk_source_create(&src, desc);
-    if (st) return st;
+    if (st != STK_OK) return st;
     src->encoding = STK_ENCODING_RAW_U8;
     src->width = src->height = CIFAR_SIDE;
     src->channels = 3;
@@ -109,13 +109,13 @@ stk_status stk_source_open_cifar10(const char *dir, const char *split, stk_sourc
         dir_copy = strdup(dir);
         meta_dir = dir_copy ? dirname(dir_copy) : ".";
     }
-    if (!st) {
+    if (st == STK_OK) {
         for (size_t i = 0; i < src->count; i++)
             src->items[i].pixels = src->pixels + i * 3 * CIFAR_PIXELS;
         st = load_meta_names(src, meta_dir);
     }
     free(dir_copy);
-    if (st) {
+    if (st != STK_OK) {
         stk_source_destroy(src);
         return st;
     }

@@ -118,7 +118,7 @@ stk_status stk_source_open_folder(const char *dir, stk_source **out)
     snprintf(desc, sizeof desc, "imagefolder:%s", dir);
     stk_source *src;
     stk_status st = stk_source_create(&src, desc);
-    if (st) return st;
+    if (st != STK_OK) return st;
     src->encoding = STK_ENCODING_JPEG;
     name_list classes = {0}, files = {0};
     DIR *d = opendir(dir);
@@ -141,7 +141,7 @@ stk_status stk_source_open_folder(const char *dir, stk_source **out)
         if ((st = list_push(&classes, strdup(e->d_name)))) break;
     }
     closedir(d);
-    if (st) goto fail;
+    if (st != STK_OK) goto fail;
     if (classes.n == 0) {
         st = stk_error(STK_ERR_FORMAT, "%s: no class subfolders (expected %s/<class>/<image>.jpg)",
                        dir, dir);
@@ -172,7 +172,7 @@ stk_status stk_source_open_folder(const char *dir, stk_source **out)
             st = stk_source_add_item(src, files.v[i], path, (int32_t)c, NULL);
             files.v[i] = NULL;
             if (!st && !path) st = stk_error(STK_ERR_NOMEM, "out of memory");
-            if (st) goto fail;
+            if (st != STK_OK) goto fail;
         }
         list_free(&files);
     }
@@ -198,7 +198,7 @@ stk_status stk_source_open_list(const char *list_file, stk_source **out)
     uint8_t *data;
     size_t len;
     stk_status st = stk_file_read_all(list_file, (uint64_t)1 << 32, &data, &len);
-    if (st) return stk_error_prefix(st, "%s", list_file);
+    if (st != STK_OK) return stk_error_prefix(st, "%s", list_file);
     stk_source *src;
     if ((st = stk_source_create(&src, desc))) {
         free(data);
@@ -267,8 +267,8 @@ stk_status stk_source_open_list(const char *list_file, stk_source **out)
     free(data);
     if (!st && src->count == 0)
         st = stk_error(STK_ERR_INVALID_ARG, "%s: lists no images", list_file);
-    if (!st) st = stk_source_set_numbered_classes(src, (uint32_t)(max_label + 1));
-    if (st) {
+    if (st == STK_OK) st = stk_source_set_numbered_classes(src, (uint32_t)(max_label + 1));
+    if (st != STK_OK) {
         stk_source_destroy(src);
         return st;
     }

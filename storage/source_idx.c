@@ -57,7 +57,7 @@ static stk_status read_idx(const char *path, int ndims, uint32_t *dims, uint8_t 
     uint8_t head[4];
     uint8_t dimbuf[12];
     stk_status st = gz_read_exact(f, path, head, 4);
-    if (st) goto out;
+    if (st != STK_OK) goto out;
     if (head[0] != 0 || head[1] != 0 || head[2] != 0x08 || head[3] != ndims) {
         st = stk_error(STK_ERR_FORMAT,
                        "%s: not an IDX u8 file with %d dimension%s (magic %02x %02x %02x %02x)",
@@ -83,7 +83,7 @@ static stk_status read_idx(const char *path, int ndims, uint32_t *dims, uint8_t 
     st = gz_read_exact(f, path, *body, total);
 out:
     gzclose(f);
-    if (st) {
+    if (st != STK_OK) {
         free(*body);
         *body = NULL;
     }
@@ -177,12 +177,12 @@ stk_status stk_source_open_idx(const char *images, const char *labels, const cha
         if (!st && !src->items[src->count - 1].name) st = stk_error(STK_ERR_NOMEM, "out of memory");
     }
     free(base_copy);
-    if (!st) st = stk_source_set_numbered_classes(src, idims[0] ? (uint32_t)max_label + 1 : 0);
+    if (st == STK_OK) st = stk_source_set_numbered_classes(src, idims[0] ? (uint32_t)max_label + 1 : 0);
 out:
     free(img_path);
     free(lbl_path);
     free(label_data);
-    if (st)
+    if (st != STK_OK)
         stk_source_destroy(src);
     else
         *out = src;

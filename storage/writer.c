@@ -184,7 +184,7 @@ stk_status stk_writer_put(stk_writer *w, stk_record *r)
 {
     /* The reader's own checks: what is written can be read back. */
     stk_status st = stk_record_check(r);
-    if (st) return st;
+    if (st != STK_OK) return st;
     size_t size = stk_record_size(r);
     if (size > UINT32_MAX)
         return stk_error(STK_ERR_LIMIT, "record of %zu bytes is larger than 4 GiB", size);
@@ -247,7 +247,7 @@ static stk_status write_meta(stk_writer *w, const stk_meta *meta)
 stk_status stk_writer_finish(stk_writer *w, const stk_meta *meta, uint64_t *file_bytes)
 {
     stk_status st = flush_batch(w);
-    if (st) return st;
+    if (st != STK_OK) return st;
     stk_meta m = *meta; /* shallow: only the count is overridden */
     m.count = w->count;
     if ((st = write_meta(w, &m))) return st;

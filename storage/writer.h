@@ -28,6 +28,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct stk_writer stk_writer;
 
 /* Start a dataset that will be published at `path`. Errors: STK_ERR_IO
@@ -57,3 +61,7 @@ void stk_writer_close(stk_writer *w);
 /* Delete temporaries for `path` left by writers whose process is gone
  * (called by stk_writer_open; exposed for tests). Returns how many. */
 int stk_writer_remove_stale(const char *path);
+
+#ifdef __cplusplus
+}
+#endif

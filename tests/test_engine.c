@@ -241,7 +241,7 @@ static stk_status f_scalar(stk_tensor **in, void *c, stk_tensor **o)
 {
     (void)c;
     stk_tensor *t;
-    TRY(stk_mul_scalar(in[0], -3.f, &t));
+    STK_TRY(stk_mul_scalar(in[0], -3.f, &t));
     return stk_add_scalar(t, 0.5f, o);
 }
 
@@ -669,20 +669,20 @@ static stk_status f_views(stk_tensor **in, void *c, stk_tensor **o)
     (void)c;
     stk_tensor *t;
     int perm[3] = {2, 0, 1};
-    TRY(stk_permute(in[0], perm, &t)); /* [4, 2, 3] */
-    TRY(stk_narrow(t, 0, 1, 2, &t));   /* [2, 2, 3] */
-    TRY(stk_unsqueeze(t, 1, &t));      /* [2, 1, 2, 3] */
+    STK_TRY(stk_permute(in[0], perm, &t)); /* [4, 2, 3] */
+    STK_TRY(stk_narrow(t, 0, 1, 2, &t));   /* [2, 2, 3] */
+    STK_TRY(stk_unsqueeze(t, 1, &t));      /* [2, 1, 2, 3] */
     int64_t ex[4] = {2, 3, 2, 3};
-    TRY(stk_expand(t, 4, ex, &t)); /* [2, 3, 2, 3] */
+    STK_TRY(stk_expand(t, 4, ex, &t)); /* [2, 3, 2, 3] */
     int64_t rs[2] = {6, 6};
-    TRY(stk_reshape(t, 2, rs, &t)); /* copies: not viewable */
-    TRY(stk_unsqueeze(t, 0, &t));
-    TRY(stk_squeeze(t, 0, &t));
-    TRY(stk_transpose(t, 0, 1, &t));
-    TRY(stk_flatten(t, 0, -1, &t));
-    TRY(stk_clone(t, &t));
+    STK_TRY(stk_reshape(t, 2, rs, &t)); /* copies: not viewable */
+    STK_TRY(stk_unsqueeze(t, 0, &t));
+    STK_TRY(stk_squeeze(t, 0, &t));
+    STK_TRY(stk_transpose(t, 0, 1, &t));
+    STK_TRY(stk_flatten(t, 0, -1, &t));
+    STK_TRY(stk_clone(t, &t));
     int64_t vs[2] = {9, 4};
-    TRY(stk_view(t, 2, vs, &t));
+    STK_TRY(stk_view(t, 2, vs, &t));
     return stk_mul(t, in[1], o);
 }
 

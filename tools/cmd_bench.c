@@ -183,14 +183,14 @@ static stk_status measure(stk_loader *l, const bench_args *a, const stk_loader_o
     uint64_t epochs = !wanted && !a->epochs ? 1 : (uint64_t)a->epochs;
     uint32_t crc_px = 0, crc_lab = 0;
     stk_batch *b;
-    TRY(stk_loader_start_epoch(l, epoch));
+    STK_TRY(stk_loader_start_epoch(l, epoch));
     for (int64_t i = 0; i < a->warmup; i++) { /* not timed, not counted */
         stk_status st = stk_loader_next(l, &b);
         if (st == STK_END) break;
-        TRY(st);
+        STK_TRY(st);
         stk_loader_release(l, b);
     }
-    if (a->warmup) TRY(stk_loader_start_epoch(l, epoch)); /* whole epochs from their start */
+    if (a->warmup) STK_TRY(stk_loader_start_epoch(l, epoch)); /* whole epochs from their start */
     if (a->cold) drop_cache(path);
     struct rusage ru0, ru1;
     getrusage(RUSAGE_SELF, &ru0);
@@ -210,10 +210,10 @@ static stk_status measure(stk_loader *l, const bench_args *a, const stk_loader_o
             add_stats(&res->tot, l, &s0);
             memset(&s0, 0, sizeof s0); /* the next epoch's stats start from zero */
             if (epochs && ++done_epochs >= epochs) break;
-            TRY(stk_loader_start_epoch(l, ++epoch));
+            STK_TRY(stk_loader_start_epoch(l, ++epoch));
             continue;
         }
-        TRY(st);
+        STK_TRY(st);
         stk_trace_begin("consume", "consumer");
         stk_trace_flow('f', b->trace_id);
         stk_trace_end();
@@ -337,7 +337,7 @@ static int run(int argc, char **argv)
     if (st != STK_OK) stk_trace_discard();
     if (st == STK_ERR_INVALID_ARG) /* a bad transform or setting: a usage error */
         return stk_cli_usage("bench", "%s", stk_last_error());
-    if (st) return stk_cli_fail();
+    if (st != STK_OK) return stk_cli_fail();
     bench_result res;
     if (stk_loader_batches(l) == 0)
         st = stk_error(STK_ERR_INVALID_ARG,

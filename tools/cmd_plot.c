@@ -102,7 +102,7 @@ static stk_status draw(char **dirs, int n_runs, stk_run_log **logs, const char *
                        size_t *len)
 {
     stk_svg *s;
-    TRY(stk_svg_begin(WIDTH, HEIGHT, &s));
+    STK_TRY(stk_svg_begin(WIDTH, HEIGHT, &s));
     stk_svg_text(s, WIDTH / 2.0, 28, 18, "middle", title);
     /* the legend: one swatch per run, then what the line styles mean */
     double x = 70;

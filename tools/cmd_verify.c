@@ -65,7 +65,7 @@ static void decode_one(void *p, size_t i, int worker)
     if (!st && (info.components == 1 ? 1 : 3) != j->rec.channels)
         st = stk_error(STK_ERR_CORRUPT, "JPEG has %d components but the header says %u",
                        info.components, j->rec.channels);
-    if (st) {
+    if (st != STK_OK) {
         j->status = st;
         j->error = strdup(stk_last_error());
         j->decoded = true;

@@ -64,7 +64,7 @@ stk_status train_on_epoch(void *ctx, const stk_fit_epoch *e, bool *stop)
     stk_run_memory mem;
     stk_run_memory_read(r->a.device.kind, &mem);
     if (mem.heap.peak_allocated > p->run_peak) p->run_peak = mem.heap.peak_allocated;
-    TRY(stk_run_record_epoch(r->record, e->epoch, stk_trainer_position(r->trainer)->step,
+    STK_TRY(stk_run_record_epoch(r->record, e->epoch, stk_trainer_position(r->trainer)->step,
                              stk_optim_lr(r->opt), es, e->val, &mem));
     say(p->lines, "epoch %" PRId64 "/%" PRId64 ": loss %.4f, train acc %.2f%%", e->epoch + 1,
         r->a.epochs, es->loss, es->accuracy);

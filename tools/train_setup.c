@@ -45,7 +45,7 @@ static void checkpoint_metadata(run_state *r)
 static stk_status continue_on_this_world(run_state *r)
 {
     stk_safetensors *f;
-    TRY(stk_safetensors_read(r->path_last, &f));
+    STK_TRY(stk_safetensors_read(r->path_last, &f));
     int64_t ranks = 1, batch = r->a.batch;
     stk_status st = STK_OK;
     if (stk_safetensors_meta(f, "ranks"))
@@ -53,10 +53,10 @@ static stk_status continue_on_this_world(run_state *r)
     if (st == STK_OK && stk_safetensors_meta(f, "batch_per_rank"))
         st = stk_safetensors_meta_int(f, "batch_per_rank", 1, 1 << 20, &batch);
     stk_safetensors_free(f);
-    TRY(st);
+    STK_TRY(st);
     stk_train_position *pos = stk_trainer_position(r->trainer);
     bool rescaled;
-    TRY(stk_train_position_rescale(pos, r->path_last, ranks, batch, r->world, r->a.batch,
+    STK_TRY(stk_train_position_rescale(pos, r->path_last, ranks, batch, r->world, r->a.batch,
                                    (int64_t)stk_loader_batches(r->loader), &rescaled));
     FILE *out = r->rank ? NULL : r->a.json ? stderr : stdout;
     if (!rescaled || !out) return STK_OK;
@@ -83,7 +83,7 @@ static stk_status resume_from(run_state *r)
         return stk_error(STK_ERR_INVALID_ARG,
                          "--resume: %s was trained with --seed %" PRId64 ", not %" PRId64,
                          r->path_last, p.seed, r->a.seed);
-    TRY(stk_trainer_resume(r->trainer, r->path_last));
+    STK_TRY(stk_trainer_resume(r->trainer, r->path_last));
     return continue_on_this_world(r);
 }
 
@@ -106,19 +106,19 @@ static stk_status make_model(run_state *r, const stk_meta *m)
                             .classes = (int)m->num_classes,
                             .image_size = r->size,
                             .seed = (uint64_t)a->seed};
-    TRY(stk_model_create(&cfg, &r->model));
+    STK_TRY(stk_model_create(&cfg, &r->model));
     if (a->init) {
         stk_load_report rep;
         stk_safetensors *f;
-        TRY(stk_safetensors_read(a->init, &f));
+        STK_TRY(stk_safetensors_read(a->init, &f));
         const char *mm = stk_safetensors_meta(f, "model");
         stk_status st = STK_OK;
         if (mm && strcmp(mm, a->model))
             st = stk_error(STK_ERR_INVALID_ARG, "--init %s holds a %s model, not %s", a->init, mm,
                            a->model);
         stk_safetensors_free(f);
-        TRY(st);
-        TRY(stk_checkpoint_load(a->init, r->model, NULL, false, &rep));
+        STK_TRY(st);
+        STK_TRY(stk_checkpoint_load(a->init, r->model, NULL, false, &rep));
         if (rep.loaded == 0)
             return stk_error(STK_ERR_INVALID_ARG, "--init %s: no tensor matches a %s model",
                              a->init, a->model);
@@ -136,7 +136,7 @@ static stk_status make_model(run_state *r, const stk_meta *m)
     if (a->n_freeze && trainable_count(r->model) == 0)
         return stk_error(STK_ERR_INVALID_ARG,
                          "--freeze: every parameter of %s is frozen; nothing would train", a->model);
-    TRY(stk_model_to(r->model, a->device.kind));
+    STK_TRY(stk_model_to(r->model, a->device.kind));
     stk_optim_config oc = {.kind = (stk_optim_kind)a->optimizer,
                            .lr = (float)a->lr,
                            .weight_decay = (float)a->wd,
@@ -150,7 +150,7 @@ static stk_status check_val(run_state *r, const stk_meta *m)
 {
     train_args *a = &r->a;
     stk_dataset *vd;
-    TRY(stk_dataset_open(a->val, &vd));
+    STK_TRY(stk_dataset_open(a->val, &vd));
     const stk_meta *vm = stk_dataset_meta(vd);
     r->val_count = vm->count;
     int vsize;
@@ -189,10 +189,10 @@ static char *config_markdown(const run_state *r)
 static stk_status open_record(run_state *r)
 {
     int64_t done = stk_trainer_position(r->trainer)->epoch;
-    TRY(stk_run_record_open(r->a.out, !r->a.no_tensorboard, done, &r->record));
+    STK_TRY(stk_run_record_open(r->a.out, !r->a.no_tensorboard, done, &r->record));
     stk_run_record_set_normalisation(r->record, r->tc.mean, r->tc.std);
-    TRY(stk_trainer_add_hook(r->trainer, STK_STEP_BEFORE_FORWARD, stk_run_record_step_hook, r->record));
-    TRY(stk_trainer_add_hook(r->trainer, STK_STEP_AFTER_OPTIMIZER, stk_run_record_step_hook,
+    STK_TRY(stk_trainer_add_hook(r->trainer, STK_STEP_BEFORE_FORWARD, stk_run_record_step_hook, r->record));
+    STK_TRY(stk_trainer_add_hook(r->trainer, STK_STEP_AFTER_OPTIMIZER, stk_run_record_step_hook,
                              r->record));
     char *md = config_markdown(r);
     if (!md) return stk_error(STK_ERR_NOMEM, "out of memory");
@@ -274,7 +274,7 @@ static stk_status prepare_run_folder(run_state *r)
 {
     if (mkdir(r->a.out, 0755) != 0 && errno != EEXIST)
         return stk_error(STK_ERR_IO, "--out %s: %s", r->a.out, strerror(errno));
-    TRY(lock_run_folder(r));
+    STK_TRY(lock_run_folder(r));
     return claim_run_folder(r);
 }
 
@@ -293,7 +293,7 @@ static stk_status attach_ranks(run_state *r, stk_dataset *ds, int64_t per_epoch)
 {
     const train_args *a = &r->a;
     uint64_t fp;
-    TRY(stk_dataset_fingerprint(ds, &fp));
+    STK_TRY(stk_dataset_fingerprint(ds, &fp));
     char freeze[512] = "", v[17][48];
     for (int i = 0; i < a->n_freeze; i++)
         snprintf(freeze + strlen(freeze), sizeof freeze - strlen(freeze), "%s%s", i ? "," : "",
@@ -353,7 +353,7 @@ static stk_status attach_ranks(run_state *r, stk_dataset *ds, int64_t per_epoch)
                                    (int)(sizeof items / sizeof *items), items, &r->ddp);
     /* a difference is found by every rank alike: each says so and leaves */
     r->ranks_agree_on_error = st == STK_ERR_INVALID_ARG;
-    TRY(st);
+    STK_TRY(st);
     stk_ddp_set_timeout(r->ddp, (double)a->dist_timeout);
     if (a->sync_bn) stk_ddp_sync_batch_norm(r->ddp);
     return STK_OK;
@@ -367,7 +367,7 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
     stk_loader_default_transform(m, deflt, sizeof deflt);
     if (!(r->transform = strdup(a->transform ? a->transform : deflt)))
         return stk_error(STK_ERR_NOMEM, "out of memory");
-    TRY(stk_train_check_transform(m, "--transform", r->transform, &r->size));
+    STK_TRY(stk_train_check_transform(m, "--transform", r->transform, &r->size));
     stk_train_default_eval_transform(m, r->size, deflt, sizeof deflt);
     if (!(r->val_transform = strdup(a->val_transform ? a->val_transform : deflt)))
         return stk_error(STK_ERR_NOMEM, "out of memory");
@@ -377,8 +377,8 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
     r->tc.label_smoothing = (float)a->smoothing;
     r->tc.seed = a->seed;
     stk_batch_norm_stats(m, a->data, r->tc.mean, r->tc.std);
-    if (a->val) TRY(check_val(r, m));
-    TRY(make_model(r, m));
+    if (a->val) STK_TRY(check_val(r, m));
+    STK_TRY(make_model(r, m));
     stk_loader_options o = stk_loader_defaults();
     o.batch_size = (int)a->batch;
     o.workers = (int)a->workers;
@@ -388,7 +388,7 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
     o.host_memory = r->ce->host_memory;
     o.rank = r->rank; /* each rank its shard of every epoch, all the same length */
     o.world = r->world;
-    TRY(stk_loader_open(a->data, &o, &r->loader));
+    STK_TRY(stk_loader_open(a->data, &o, &r->loader));
     int64_t per_epoch = (int64_t)stk_loader_batches(r->loader);
     if (per_epoch == 0)
         return stk_error(STK_ERR_INVALID_ARG, "%s: fewer images than one batch of %" PRId64,
@@ -400,19 +400,19 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
                        .warmup_steps = (int64_t)llround(a->warmup_epochs * (double)per_epoch),
                        .step_size = a->step_epochs * per_epoch,
                        .gamma = 0.1f};
-    TRY(stk_trainer_create(&r->tc, r->model, r->opt, &r->trainer));
+    STK_TRY(stk_trainer_create(&r->tc, r->model, r->opt, &r->trainer));
     if (a->val && r->rank == 0) { /* rank 0 evaluates for the job */
         stk_loader_options vo =
             stk_trainer_eval_options(r->trainer, r->val_transform, (int)a->batch, (int)a->workers);
-        TRY(stk_loader_open(a->val, &vo, &r->val_loader));
+        STK_TRY(stk_loader_open(a->val, &vo, &r->val_loader));
     }
-    if (r->world > 1) TRY(attach_ranks(r, ds, per_epoch));
-    TRY(stk_h2d_open(r->loader, r->ce, &r->h2d));
-    if (r->rank == 0) TRY(prepare_run_folder(r));
+    if (r->world > 1) STK_TRY(attach_ranks(r, ds, per_epoch));
+    STK_TRY(stk_h2d_open(r->loader, r->ce, &r->h2d));
+    if (r->rank == 0) STK_TRY(prepare_run_folder(r));
     if (!(r->path_last = stk_text_printf("%s/last.safetensors", a->out)))
         return stk_error(STK_ERR_NOMEM, "out of memory");
     checkpoint_metadata(r);
-    if (a->resume) TRY(resume_from(r));
+    if (a->resume) STK_TRY(resume_from(r));
     if (r->rank == 0) return open_record(r);
     return STK_OK;
 }
@@ -428,7 +428,7 @@ stk_status train_setup(run_state *r)
     if (st != STK_OK) return st;
     /* the training set: its meta decides the model's input and the defaults */
     stk_dataset *ds;
-    TRY(stk_dataset_open(a->data, &ds));
+    STK_TRY(stk_dataset_open(a->data, &ds));
     st = setup_run(r, ds);
     stk_dataset_close(ds);
     return st;

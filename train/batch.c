@@ -24,8 +24,8 @@ stk_status stk_batch_tensors(const stk_device_batch *b, const float *mean, const
 {
     int64_t xs[4] = {b->count, b->height, b->width, b->channels}, ls[1] = {b->count};
     stk_tensor *px;
-    TRY(stk_tensor_wrap(b->device, STK_U8, 4, xs, b->data, &px));
-    TRY(stk_input_u8_nhwc(px, mean, std, x));
+    STK_TRY(stk_tensor_wrap(b->device, STK_U8, 4, xs, b->data, &px));
+    STK_TRY(stk_input_u8_nhwc(px, mean, std, x));
     return stk_tensor_wrap(b->device, STK_I32, 1, ls, b->labels, labels);
 }
 

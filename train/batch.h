@@ -4,16 +4,20 @@
  *     float mean[3], std[3];
  *     stk_batch_norm_stats(meta, path, mean, std);
  *     stk_tensor *x, *y;
- *     TRY(stk_batch_tensors(b, mean, std, &x, &y));   // inside a step scope
+ *     STK_TRY(stk_batch_tensors(b, mean, std, &x, &y));   // inside a step scope
  *     ... logits ...
  *     int top1, top5;
- *     TRY(stk_batch_count_correct(logits, b->host_labels, b->count, &top1, &top5));
+ *     STK_TRY(stk_batch_count_correct(logits, b->host_labels, b->count, &top1, &top5));
  */
 #pragma once
 
 #include "engine/tensor.h"
 #include "loader/h2d.h"
 #include "storage/meta.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Per-channel mean/std for the input op: the dataset's statistics, or 0.5 /
  * 0.5 with a warning naming `path` when it has none (pack --no-validate). */
@@ -30,3 +34,7 @@ stk_status stk_batch_tensors(const stk_device_batch *b, const float *mean, const
  * logit that is NaN or infinite is STK_ERR_DIVERGED (never counted right). */
 stk_status stk_batch_count_correct(stk_tensor *logits, const int32_t *labels, int n, int *top1,
                                    int *top5);
+
+#ifdef __cplusplus
+}
+#endif

@@ -2,9 +2,9 @@
  * and opening it.
  *
  *     stk_device_spec d;
- *     TRY(stk_device_spec_parse("cuda:1", &d));
+ *     STK_TRY(stk_device_spec_parse("cuda:1", &d));
  *     const stk_copy_engine *ce;
- *     TRY(stk_device_spec_open(&d, &ce));    // before the loader that feeds it
+ *     STK_TRY(stk_device_spec_open(&d, &ce));    // before the loader that feeds it
  *     o.host_memory = ce->host_memory;       // the loader's batch ring: pinned for ce
  */
 #pragma once
@@ -13,6 +13,10 @@
 #include "kernels/copy_engine.h"
 
 #include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct stk_device_spec {
     stk_device kind;
@@ -30,3 +34,7 @@ void stk_device_spec_name(const stk_device_spec *d, char *buf, size_t n);
  * messages start with the device's name and say what to do when there is
  * no GPU. Errors: as stk_copy_engine_open. */
 stk_status stk_device_spec_open(const stk_device_spec *d, const stk_copy_engine **ce);
+
+#ifdef __cplusplus
+}
+#endif

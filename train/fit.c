@@ -88,7 +88,7 @@ static stk_status snapshot_take(snapshot *s, stk_model *m)
         size_t bytes = param_bytes(t);
         if (!s->host[i] && !(s->host[i] = malloc(bytes ? bytes : 1)))
             return stk_error(STK_ERR_NOMEM, "no memory for the best epoch's weights");
-        TRY(stk_tensor_to_host(t, s->host[i], bytes));
+        STK_TRY(stk_tensor_to_host(t, s->host[i], bytes));
     }
     return STK_OK;
 }
@@ -97,7 +97,7 @@ static stk_status snapshot_restore(const snapshot *s, stk_model *m)
 {
     for (int i = 0; i < s->n; i++) {
         stk_tensor *t = stk_model_param(m, i)->value;
-        TRY(stk_tensor_copy_from_host(t, s->host[i], param_bytes(t)));
+        STK_TRY(stk_tensor_copy_from_host(t, s->host[i], param_bytes(t)));
     }
     return STK_OK;
 }
@@ -147,7 +147,7 @@ static stk_status write_checkpoints(fit_run *r, bool improved)
 {
     const stk_fit_options *o = r->o;
     if (!o->write || !o->run_dir) return STK_OK;
-    TRY(stk_trainer_save(r->t, r->path_last, o->n_meta, o->meta_keys, o->meta_values));
+    STK_TRY(stk_trainer_save(r->t, r->path_last, o->n_meta, o->meta_keys, o->meta_values));
     return improved ? stk_trainer_save(r->t, r->path_best, o->n_meta, o->meta_keys, o->meta_values)
                     : STK_OK;
 }
@@ -160,11 +160,11 @@ static stk_status run_epoch(fit_run *r, int64_t e, bool *stop)
     stk_train_position *pos = stk_trainer_position(r->t);
     stk_epoch_stats es;
     stk_eval_result val = {0};
-    if (o->epoch_begin) TRY(o->epoch_begin(o->ctx, e));
-    TRY(stk_trainer_train_epoch(r->t, o->train, o->h2d, e, o->progress, o->ctx, &es));
-    if (o->val) TRY(stk_trainer_evaluate(r->t, o->val, o->eval_label, &val));
+    if (o->epoch_begin) STK_TRY(o->epoch_begin(o->ctx, e));
+    STK_TRY(stk_trainer_train_epoch(r->t, o->train, o->h2d, e, o->progress, o->ctx, &es));
+    if (o->val) STK_TRY(stk_trainer_evaluate(r->t, o->val, o->eval_label, &val));
     stk_fit_epoch fe = {.epoch = e, .train = &es, .val = has_val(o) ? &val : NULL};
-    if (o->reduce) TRY(o->reduce(o->ctx, &fe));
+    if (o->reduce) STK_TRY(o->reduce(o->ctx, &fe));
     const stk_early_stop *early = &o->early;
     fe.monitored = monitored(early->monitor, &es, fe.val);
     /* Keras: epochs before start_from_epoch are not judged at all */
@@ -176,13 +176,13 @@ static stk_status run_epoch(fit_run *r, int64_t e, bool *stop)
             pos->wait = 0;
             r->out->best_val = val;
             r->have_best_val = true;
-            if (early->restore_best) TRY(snapshot_take(&r->best, stk_trainer_model(r->t)));
+            if (early->restore_best) STK_TRY(snapshot_take(&r->best, stk_trainer_model(r->t)));
         }
     }
     fe.wait = pos->wait;
     bool asked = false;
-    if (o->on_epoch) TRY(o->on_epoch(o->ctx, &fe, &asked));
-    TRY(write_checkpoints(r, fe.improved));
+    if (o->on_epoch) STK_TRY(o->on_epoch(o->ctx, &fe, &asked));
+    STK_TRY(write_checkpoints(r, fe.improved));
     stk_fit_result *out = r->out;
     out->epochs_run++;
     out->stopped_epoch = e + 1;
@@ -210,17 +210,17 @@ static stk_status restore_best(fit_run *r)
     stk_model *m = stk_trainer_model(r->t);
     if (pos->best_epoch == 0) return STK_OK;
     if (r->best.host) {
-        TRY(snapshot_restore(&r->best, m));
+        STK_TRY(snapshot_restore(&r->best, m));
     } else if (r->o->run_dir) { /* the best epoch ran before a resume */
         stk_load_report rep;
-        TRY(stk_checkpoint_load(r->path_best, m, NULL, true, &rep));
+        STK_TRY(stk_checkpoint_load(r->path_best, m, NULL, true, &rep));
     } else {
         return stk_error(STK_ERR_INVALID_ARG,
                          "fit: restore_best: the best epoch ran before this call and there is no "
                          "run_dir to read it from");
     }
     if (!r->o->val) return STK_OK;
-    if (!r->have_best_val) TRY(stk_trainer_evaluate(r->t, r->o->val, NULL, &r->out->best_val));
+    if (!r->have_best_val) STK_TRY(stk_trainer_evaluate(r->t, r->o->val, NULL, &r->out->best_val));
     r->out->val = r->out->best_val;
     return STK_OK;
 }
@@ -244,7 +244,7 @@ static stk_status fit_loop(fit_run *r)
     if (o->stop_after > 0 && pos->epoch + o->stop_after < end) end = pos->epoch + o->stop_after;
     r->out->reason = STK_FIT_FINISHED;
     bool stop = false;
-    for (int64_t e = pos->epoch; e < end && !stop; e++) TRY(run_epoch(r, e, &stop));
+    for (int64_t e = pos->epoch; e < end && !stop; e++) STK_TRY(run_epoch(r, e, &stop));
     if (!stop && end < o->epochs) r->out->reason = STK_FIT_STOP_AFTER;
     return o->early.restore_best ? restore_best(r) : STK_OK;
 }
@@ -254,7 +254,7 @@ stk_status stk_trainer_fit(stk_trainer *t, const stk_fit_options *o, stk_fit_res
     memset(out, 0, sizeof *out);
     out->best_value = NAN;
     out->reason = STK_FIT_FAILED;
-    TRY(check_options(o));
+    STK_TRY(check_options(o));
     fit_run r = {.t = t, .o = o, .out = out};
     stk_status st = fit_loop(&r);
     if (st == STK_ERR_CANCELLED) out->reason = STK_FIT_CANCELLED;

@@ -11,7 +11,7 @@
  *     o.early = (stk_early_stop){.patience = 3, .restore_best = true};
  *     o.on_epoch = print_line;  o.ctx = &me; // after each epoch; may end the run
  *     stk_fit_result r;
- *     TRY(stk_trainer_fit(trainer, &o, &r)); // r.reason, r.best_epoch, r.best_value
+ *     STK_TRY(stk_trainer_fit(trainer, &o, &r)); // r.reason, r.best_epoch, r.best_value
  *
  * Each epoch: train over o.train (stk_trainer_train_epoch), evaluate o.val,
  * o.reduce (data-parallel: the job's figures on every rank), the monitored
@@ -35,6 +35,10 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum stk_monitor {
     STK_MONITOR_VAL_LOSS,
@@ -135,3 +139,7 @@ typedef struct stk_fit_result {
  * the engine's, the checkpoints' and the callbacks'. *out is filled in
  * either way with what ran. */
 stk_status stk_trainer_fit(stk_trainer *t, const stk_fit_options *o, stk_fit_result *out);
+
+#ifdef __cplusplus
+}
+#endif

@@ -2,7 +2,7 @@
  * trained and evaluated with.
  *
  *     int size;
- *     TRY(stk_train_check_transform(meta, "--transform", "pad:4,crop:28,flip", &size));
+ *     STK_TRY(stk_train_check_transform(meta, "--transform", "pad:4,crop:28,flip", &size));
  *     char val[64];
  *     stk_train_default_eval_transform(meta, size, val, sizeof val);   // "center:28"
  */
@@ -12,6 +12,10 @@
 #include "storage/meta.h"
 
 #include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* The evaluation transform that matches a training image size: JPEG ->
  * resize:round(S*256/224),center:S (resize:256,center:224 for S = 224); raw
@@ -25,3 +29,7 @@ void stk_train_default_eval_transform(const stk_meta *m, int size, char *buf, si
  * JPEG transform would. */
 stk_status stk_train_check_transform(const stk_meta *m, const char *what, const char *spec,
                                      int *size);
+
+#ifdef __cplusplus
+}
+#endif

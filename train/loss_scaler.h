@@ -9,10 +9,10 @@
  *     stk_loss_scaler sc;
  *     stk_loss_scaler_init(&sc);
  *     stk_tensor *scaled;
- *     TRY(stk_loss_scaler_scale(&sc, loss, &scaled));
- *     TRY(stk_backward(scaled, NULL, false));
+ *     STK_TRY(stk_loss_scaler_scale(&sc, loss, &scaled));
+ *     STK_TRY(stk_backward(scaled, NULL, false));
  *     bool stepped;
- *     TRY(stk_loss_scaler_step(&sc, model, opt, &stepped));
+ *     STK_TRY(stk_loss_scaler_step(&sc, model, opt, &stepped));
  */
 #pragma once
 
@@ -21,6 +21,10 @@
 #include "engine/tensor.h"
 
 #include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct stk_loss_scaler {
     float scale;         /* starts at 65536 */
@@ -38,3 +42,7 @@ stk_status stk_loss_scaler_scale(const stk_loss_scaler *s, stk_tensor *loss, stk
  * gradients are dropped); update the scale. Reads one flag back from the
  * device (waits for the backward). */
 stk_status stk_loss_scaler_step(stk_loss_scaler *s, stk_model *m, stk_optim *opt, bool *stepped);
+
+#ifdef __cplusplus
+}
+#endif

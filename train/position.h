@@ -2,7 +2,7 @@
  * continue bit-identically (--resume), and what the trainer advances.
  *
  *     stk_train_position p;
- *     TRY(stk_train_position_read("run/last.safetensors", &p));
+ *     STK_TRY(stk_train_position_read("run/last.safetensors", &p));
  *     if (p.seed != seed) ...;                 // resumed runs keep their seed
  *
  * Stored as checkpoint metadata (docs/FORMAT.md): "epoch", "step", "seed",
@@ -20,6 +20,10 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct stk_train_position {
     int64_t epoch;              /* epochs completed (the next one to train, 0-based) */
@@ -69,3 +73,7 @@ stk_status stk_train_position_read(const char *path, stk_train_position *out);
 stk_status stk_train_position_rescale(stk_train_position *p, const char *path, int64_t saved_world,
                                       int64_t saved_batch, int64_t world, int64_t batch,
                                       int64_t per_epoch, bool *rescaled);
+
+#ifdef __cplusplus
+}
+#endif

@@ -83,16 +83,16 @@ stk_status stk_run_record_step_hook(void *ctx, const stk_step_info *info)
     if (info->event == STK_STEP_BEFORE_FORWARD) {
         if (r->tb && !r->pictured) {
             r->pictured = true;
-            TRY(picture_batch(r, info));
+            STK_TRY(picture_batch(r, info));
         }
         return STK_OK;
     }
     if (info->event != STK_STEP_AFTER_OPTIMIZER) return STK_OK;
-    TRY(stk_run_log_write_step(r->log, info->step + 1, r->epoch + 1, (double)info->loss_value,
+    STK_TRY(stk_run_log_write_step(r->log, info->step + 1, r->epoch + 1, (double)info->loss_value,
                                (double)info->lr));
     if (r->tb) {
-        TRY(stk_tfevents_scalar(r->tb, "train/loss", info->step + 1, info->loss_value));
-        TRY(stk_tfevents_scalar(r->tb, "train/lr", info->step + 1, info->lr));
+        STK_TRY(stk_tfevents_scalar(r->tb, "train/loss", info->step + 1, info->loss_value));
+        STK_TRY(stk_tfevents_scalar(r->tb, "train/lr", info->step + 1, info->lr));
     }
     return STK_OK;
 }
@@ -101,27 +101,27 @@ static stk_status epoch_scalars(stk_run_record *r, int64_t e, const stk_epoch_st
                                 const stk_eval_result *val, const stk_run_memory *m)
 {
     stk_tfevents *tb = r->tb;
-    TRY(stk_tfevents_scalar(tb, "epoch/train_loss", e, (float)es->loss));
-    TRY(stk_tfevents_scalar(tb, "epoch/train_acc", e, (float)es->accuracy));
+    STK_TRY(stk_tfevents_scalar(tb, "epoch/train_loss", e, (float)es->loss));
+    STK_TRY(stk_tfevents_scalar(tb, "epoch/train_acc", e, (float)es->accuracy));
     if (val) {
-        TRY(stk_tfevents_scalar(tb, "epoch/val_loss", e, (float)val->loss));
-        TRY(stk_tfevents_scalar(tb, "epoch/val_top1", e, (float)val->top1));
-        TRY(stk_tfevents_scalar(tb, "epoch/val_top5", e, (float)val->top5));
+        STK_TRY(stk_tfevents_scalar(tb, "epoch/val_loss", e, (float)val->loss));
+        STK_TRY(stk_tfevents_scalar(tb, "epoch/val_top1", e, (float)val->top1));
+        STK_TRY(stk_tfevents_scalar(tb, "epoch/val_top5", e, (float)val->top5));
     }
-    TRY(stk_tfevents_scalar(tb, "epoch/images_per_sec", e, (float)es->images_per_sec));
-    TRY(stk_tfevents_scalar(tb, "epoch/stall_pct", e, (float)es->stall_pct));
+    STK_TRY(stk_tfevents_scalar(tb, "epoch/images_per_sec", e, (float)es->images_per_sec));
+    STK_TRY(stk_tfevents_scalar(tb, "epoch/stall_pct", e, (float)es->stall_pct));
     const stk_mem_stats *heaps[2] = {&m->heap, m->device == STK_DEVICE_CUDA ? &m->cpu_heap : NULL};
     const char *names[2] = {stk_device_name(m->device), "cpu"};
     for (int i = 0; i < 2 && heaps[i]; i++) {
         char tag[64];
         snprintf(tag, sizeof tag, "memory/%s_allocated_mb", names[i]);
-        TRY(stk_tfevents_scalar(tb, tag, e, (float)(heaps[i]->allocated / 1e6)));
+        STK_TRY(stk_tfevents_scalar(tb, tag, e, (float)(heaps[i]->allocated / 1e6)));
         snprintf(tag, sizeof tag, "memory/%s_reserved_mb", names[i]);
-        TRY(stk_tfevents_scalar(tb, tag, e, (float)(heaps[i]->reserved / 1e6)));
+        STK_TRY(stk_tfevents_scalar(tb, tag, e, (float)(heaps[i]->reserved / 1e6)));
         snprintf(tag, sizeof tag, "memory/%s_peak_mb", names[i]);
-        TRY(stk_tfevents_scalar(tb, tag, e, (float)(heaps[i]->peak_allocated / 1e6)));
+        STK_TRY(stk_tfevents_scalar(tb, tag, e, (float)(heaps[i]->peak_allocated / 1e6)));
     }
-    TRY(stk_tfevents_scalar(tb, "memory/peak_rss_mb", e, (float)m->peak_rss_mb));
+    STK_TRY(stk_tfevents_scalar(tb, "memory/peak_rss_mb", e, (float)m->peak_rss_mb));
     return stk_tfevents_flush(tb);
 }
 
@@ -145,7 +145,7 @@ stk_status stk_run_record_epoch(stk_run_record *r, int64_t epoch, int64_t step, 
                            .mem_reserved_mb = m->heap.reserved / 1e6,
                            .mem_peak_mb = m->heap.peak_allocated / 1e6,
                            .peak_rss_mb = m->peak_rss_mb};
-    TRY(stk_run_log_write_epoch(r->log, &row));
+    STK_TRY(stk_run_log_write_epoch(r->log, &row));
     r->epoch = epoch + 1; /* the steps logged next belong to the next epoch */
     return r->tb ? epoch_scalars(r, epoch + 1, es, val, m) : STK_OK;
 }

@@ -18,6 +18,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct stk_run_record stk_run_record;
 
 /* The memory figures of an epoch: the training device's caching allocator
@@ -55,3 +59,7 @@ double stk_run_memory_peak_rss_mb(void);
 
 /* The memory figures now (peaks since the last stk_device_reset_peak). */
 void stk_run_memory_read(stk_device device, stk_run_memory *m);
+
+#ifdef __cplusplus
+}
+#endif

@@ -126,7 +126,7 @@ stk_status stk_trainer_add_hook(stk_trainer *t, stk_step_event event, stk_step_h
                          (int)event);
     if (t->n_hooks[event] == MAX_HOOKS)
         return stk_error(STK_ERR_INVALID_ARG, "add_hook: at most %d hooks per event", MAX_HOOKS);
-    if (event == STK_STEP_GRAD_READY && !t->grad_slots) TRY(hook_gradients(t));
+    if (event == STK_STEP_GRAD_READY && !t->grad_slots) STK_TRY(hook_gradients(t));
     t->hooks[event][t->n_hooks[event]++] = (hook){fn, ctx};
     return STK_OK;
 }
@@ -138,7 +138,7 @@ static stk_status step_body(stk_trainer *t, stk_step_info *info, const int32_t *
     const char *where_epoch = epoch >= 0 ? " (epoch " : "";
     char ep[32] = "";
     if (epoch >= 0) snprintf(ep, sizeof ep, "%" PRId64 ")", epoch + 1);
-    TRY(run_hooks(t, info, STK_STEP_BEFORE_FORWARD));
+    STK_TRY(run_hooks(t, info, STK_STEP_BEFORE_FORWARD));
     /* the trace's phases (on a GPU: until the loss is read back, forward
      * includes its kernels; backward and the optimizer are their launches) */
     stk_trace_begin("forward", "step");
@@ -147,32 +147,32 @@ static stk_status step_body(stk_trainer *t, stk_step_info *info, const int32_t *
         fst = stk_cross_entropy(info->logits, info->labels, t->cfg.label_smoothing, &info->loss);
     if (fst == STK_OK) r->loss = stk_tensor_item(info->loss);
     stk_trace_end();
-    TRY(fst);
+    STK_TRY(fst);
     if (!isfinite(r->loss))
         return stk_error(STK_ERR_DIVERGED,
                          "the loss is %s at step %" PRId64 "%s%s: training diverged",
                          isnan(r->loss) ? "NaN" : "infinite", info->step + 1, where_epoch, ep);
     if (host_labels)
-        TRY(stk_batch_count_correct(info->logits, host_labels, info->count, &r->top1, &r->top5));
+        STK_TRY(stk_batch_count_correct(info->logits, host_labels, info->count, &r->top1, &r->top5));
     info->loss_value = r->loss;
     if (t->cfg.schedule.base_lr > 0)
         stk_optim_set_lr(t->opt, stk_schedule_lr(&t->cfg.schedule, info->step));
     info->lr = stk_optim_lr(t->opt);
-    TRY(run_hooks(t, info, STK_STEP_AFTER_FORWARD));
+    STK_TRY(run_hooks(t, info, STK_STEP_AFTER_FORWARD));
     /* backward (of the scaled loss under amp), the hooks, the optimizer (the
      * loss scaler's under amp, in f32: it may skip the update) */
     stk_tensor *target = info->loss;
     if (t->cfg.amp) {
         info->loss_scale = t->scaler.scale;
-        TRY(stk_loss_scaler_scale(&t->scaler, info->loss, &target));
+        STK_TRY(stk_loss_scaler_scale(&t->scaler, info->loss, &target));
     }
     t->info = info;
     stk_trace_begin("backward", "step");
     stk_status st = stk_backward(target, NULL, false);
     stk_trace_end();
     t->info = NULL;
-    TRY(st);
-    TRY(run_hooks(t, info, STK_STEP_AFTER_BACKWARD));
+    STK_TRY(st);
+    STK_TRY(run_hooks(t, info, STK_STEP_AFTER_BACKWARD));
     if (t->cfg.amp) stk_autocast_end(); /* the optimizer step is f32 */
     stk_trace_begin("optimizer", "step");
     if (t->cfg.amp) {
@@ -183,9 +183,9 @@ static stk_status step_body(stk_trainer *t, stk_step_info *info, const int32_t *
     }
     stk_trace_end();
     if (t->cfg.amp) stk_autocast_begin(); /* balanced by the caller's end */
-    TRY(st);
+    STK_TRY(st);
     const char *bad = NULL;
-    TRY(stk_model_check_finite(t->model, &bad));
+    STK_TRY(stk_model_check_finite(t->model, &bad));
     if (bad)
         return stk_error(STK_ERR_DIVERGED,
                          "%s is not finite after step %" PRId64 "%s%s: training diverged", bad,
@@ -226,7 +226,7 @@ static stk_status step(stk_trainer *t, stk_tensor *x, stk_tensor *y, const int32
 stk_status stk_trainer_step(stk_trainer *t, const stk_device_batch *b, stk_step_result *r)
 {
     stk_scope *s;
-    TRY(stk_scope_begin(&s));
+    STK_TRY(stk_scope_begin(&s));
     stk_tensor *x, *y;
     stk_status st = stk_batch_tensors(b, t->cfg.mean, t->cfg.std, &x, &y);
     if (st == STK_OK)
@@ -239,7 +239,7 @@ stk_status stk_trainer_step_tensors(stk_trainer *t, stk_tensor *x, stk_tensor *y
                                     const int32_t *host_labels, stk_step_result *r)
 {
     stk_scope *s;
-    TRY(stk_scope_begin(&s));
+    STK_TRY(stk_scope_begin(&s));
     stk_status st = step(t, x, y, host_labels, (int)stk_tensor_dim(x, 0), -1, 0, r);
     stk_scope_end(s);
     return st;
@@ -262,8 +262,8 @@ stk_status stk_trainer_train_epoch(stk_trainer *t, stk_loader *l, stk_h2d *h, in
                                    stk_epoch_progress progress, void *ctx, stk_epoch_stats *out)
 {
     memset(out, 0, sizeof *out);
-    TRY(stk_h2d_drain(h));
-    TRY(stk_loader_start_epoch(l, (uint64_t)epoch));
+    STK_TRY(stk_h2d_drain(h));
+    STK_TRY(stk_loader_start_epoch(l, (uint64_t)epoch));
     double t0 = stk_clock_sec(), waited = 0, loss_sum = 0;
     uint64_t correct = 0;
     stk_model_train(t->model, true);
@@ -395,9 +395,9 @@ stk_status stk_trainer_save(const stk_trainer *t, const char *path, int n_extra,
 stk_status stk_trainer_resume(stk_trainer *t, const char *path)
 {
     stk_train_position p;
-    TRY(stk_train_position_read(path, &p));
+    STK_TRY(stk_train_position_read(path, &p));
     stk_load_report rep;
-    TRY(stk_checkpoint_load(path, t->model, t->opt, true, &rep));
+    STK_TRY(stk_checkpoint_load(path, t->model, t->opt, true, &rep));
     t->pos = p;
     return STK_OK;
 }

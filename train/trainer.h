@@ -8,12 +8,12 @@
  *     c.schedule = (stk_schedule){STK_SCHEDULE_COSINE, 0.05f, steps_total};
  *     stk_batch_norm_stats(meta, path, c.mean, c.std);
  *     stk_trainer *t;
- *     TRY(stk_trainer_create(&c, model, opt, &t));  // borrows model and opt
- *     TRY(stk_trainer_add_hook(t, STK_STEP_GRAD_READY, allreduce_grad, comm));
+ *     STK_TRY(stk_trainer_create(&c, model, opt, &t));  // borrows model and opt
+ *     STK_TRY(stk_trainer_add_hook(t, STK_STEP_GRAD_READY, allreduce_grad, comm));
  *     for (int64_t e = 0; e < epochs; e++) {
  *         stk_epoch_stats es;
- *         TRY(stk_trainer_train_epoch(t, loader, h2d, e, NULL, NULL, &es));
- *         TRY(stk_trainer_save(t, "run/last.safetensors", 0, NULL, NULL));
+ *         STK_TRY(stk_trainer_train_epoch(t, loader, h2d, e, NULL, NULL, &es));
+ *         STK_TRY(stk_trainer_save(t, "run/last.safetensors", 0, NULL, NULL));
  *     }
  *     stk_trainer_destroy(t);
  *
@@ -47,6 +47,10 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct stk_trainer stk_trainer;
 
@@ -190,3 +194,7 @@ stk_status stk_trainer_normalisation_from(const stk_safetensors *f, float mean[3
  * and position, all checked before anything changes. Errors: as
  * stk_train_position_read and stk_checkpoint_load (strict). */
 stk_status stk_trainer_resume(stk_trainer *t, const char *path);
+
+#ifdef __cplusplus
+}
+#endif

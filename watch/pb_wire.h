@@ -26,6 +26,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct stk_pb {
     uint8_t *data;
     size_t len, cap;
@@ -54,3 +58,7 @@ void stk_pb_end(stk_pb *b, size_t mark);
 
 /* The raw varint encoding of v into out (at most 10 bytes); its length. */
 size_t stk_pb_varint_encode(uint64_t v, uint8_t out[10]);
+
+#ifdef __cplusplus
+}
+#endif

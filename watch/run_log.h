@@ -4,7 +4,7 @@
  * files of older runs (fewer columns) load too; an empty cell is NaN.
  *
  *     stk_run_log *log;
- *     TRY(stk_run_log_read("run-cnn", &log));
+ *     STK_TRY(stk_run_log_read("run-cnn", &log));
  *     const stk_series *loss = stk_run_log_epoch(log, "val_loss");   // x: epoch
  *     const stk_series *lr = stk_run_log_step(log, "lr");            // x: step
  *     ...
@@ -17,6 +17,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct stk_series {
     const double *x, *y; /* n points; y NaN where the cell was empty */
@@ -71,3 +75,7 @@ stk_status stk_run_log_write_step(stk_run_log_writer *w, int64_t step, int64_t e
                                   double lr);
 stk_status stk_run_log_write_epoch(stk_run_log_writer *w, const stk_run_log_row *row);
 void stk_run_log_writer_close(stk_run_log_writer *w);
+
+#ifdef __cplusplus
+}
+#endif

@@ -186,7 +186,7 @@ stk_status stk_run_log_write_epoch(stk_run_log_writer *r, const stk_run_log_row 
     free(r->metrics);
     r->metrics = text;
     stk_file_part part = {text, strlen(text)};
-    TRY(stk_file_write_atomic(r->path_metrics, &part, 1));
+    STK_TRY(stk_file_write_atomic(r->path_metrics, &part, 1));
     if (fflush(r->steps) != 0)
         return stk_error(STK_ERR_IO, "%s: %s", r->path_steps, strerror(errno));
     return STK_OK;

@@ -3,12 +3,12 @@
  * rsvg-convert or ImageMagick renders it.
  *
  *     stk_svg *s;
- *     TRY(stk_svg_begin(900, 600, &s));
+ *     STK_TRY(stk_svg_begin(900, 600, &s));
  *     stk_chart_line l = {&series, "#1f77b4", false};
  *     stk_svg_panel(s, (stk_rect){60, 40, 380, 220}, "loss", "step", &l, 1);
  *     stk_svg_text(s, 450, 20, 16, "middle", "run-cnn");
  *     char *text; size_t len;
- *     TRY(stk_svg_end(s, &text, &len));   // frees s; the caller frees text
+ *     STK_TRY(stk_svg_end(s, &text, &len));   // frees s; the caller frees text
  */
 #pragma once
 
@@ -17,6 +17,10 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct stk_svg stk_svg;
 
@@ -50,3 +54,7 @@ stk_status stk_svg_end(stk_svg *s, char **text, size_t *len);
 /* "Nice" tick positions covering [lo, hi]: a step of 1, 2 or 5 times a power
  * of ten giving 3..7 ticks. Returns the count (at most max) (for tests). */
 int stk_chart_ticks(double lo, double hi, double *ticks, int max);
+
+#ifdef __cplusplus
+}
+#endif

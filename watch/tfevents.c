@@ -146,7 +146,7 @@ stk_status stk_tfevents_image(stk_tfevents *w, const char *tag, int64_t step, co
 {
     uint8_t *png;
     size_t n;
-    TRY(stk_png_encode(pixels, width, height, channels, &png, &n));
+    STK_TRY(stk_png_encode(pixels, width, height, channels, &png, &n));
     size_t summary, v;
     begin_value(w, step, tag, &summary, &v);
     size_t img = stk_pb_begin(&w->pb, VALUE_IMAGE);

@@ -1,11 +1,11 @@
 /* TensorBoard event files: what `tensorboard --logdir RUNDIR` reads.
  *
  *     stk_tfevents *w;
- *     TRY(stk_tfevents_open("run-cnn", &w));       // run-cnn/events.out.tfevents.T.HOST.PID.stoke
- *     TRY(stk_tfevents_scalar(w, "train/loss", step, loss));
- *     TRY(stk_tfevents_image(w, "train/batch", 0, pixels, width, height, 3));
- *     TRY(stk_tfevents_text(w, "config", 0, "| flag | value |\n| --- | --- |\n..."));
- *     TRY(stk_tfevents_flush(w));                   // at the end of each epoch
+ *     STK_TRY(stk_tfevents_open("run-cnn", &w));       // run-cnn/events.out.tfevents.T.HOST.PID.stoke
+ *     STK_TRY(stk_tfevents_scalar(w, "train/loss", step, loss));
+ *     STK_TRY(stk_tfevents_image(w, "train/batch", 0, pixels, width, height, 3));
+ *     STK_TRY(stk_tfevents_text(w, "config", 0, "| flag | value |\n| --- | --- |\n..."));
+ *     STK_TRY(stk_tfevents_flush(w));                   // at the end of each epoch
  *     stk_tfevents_close(w);
  *
  * The file is a sequence of TFRecords: u64 length, masked CRC-32C of the
@@ -28,6 +28,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct stk_tfevents stk_tfevents;
 
 /* A new event file in directory `dir` (which must exist). Errors: IO. */
@@ -47,3 +51,7 @@ void stk_tfevents_close(stk_tfevents *w);
 
 /* The record framing's CRC mask (exposed for tests). */
 uint32_t stk_tfevents_masked_crc(const void *data, size_t len);
+
+#ifdef __cplusplus
+}
+#endif

@@ -5,6 +5,10 @@
 
 #include "kernels/backend.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The table; creates the CUDA context. Errors: STK_ERR_CUDA (why no GPU). */
 stk_status stk_cuda_backend(const stk_backend **out);
 
@@ -41,3 +45,7 @@ void stk_cudnn_batch_norm_backward(int64_t n, int64_t c, int64_t hw, const float
                                    const float *gamma, const float *gy, const float *save_mean,
                                    const float *save_invstd, float *gx, float *ggamma,
                                    float *gbeta);
+
+#ifdef __cplusplus
+}
+#endif

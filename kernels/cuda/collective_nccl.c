@@ -44,7 +44,7 @@ const char *stk_device_comm_library(void)
 stk_status stk_device_comm_make_id(uint8_t id[STK_DEVICE_COMM_ID_BYTES])
 {
     ncclUniqueId u;
-    TRY(nccl_check(ncclGetUniqueId(&u), "ncclGetUniqueId"));
+    STK_TRY(nccl_check(ncclGetUniqueId(&u), "ncclGetUniqueId"));
     memcpy(id, u.internal, STK_DEVICE_COMM_ID_BYTES);
     return STK_OK;
 }
@@ -94,7 +94,7 @@ stk_status stk_device_comm_allreduce_avg(stk_device_comm *c, float *buf, size_t 
             c->cap_ev = cap;
         }
         reduce_events *e = &c->ev[c->n_ev];
-        TRY(stk_cuda_check(cudaEventCreate(&e->start), "creating an event"));
+        STK_TRY(stk_cuda_check(cudaEventCreate(&e->start), "creating an event"));
         stk_status st = stk_cuda_check(cudaEventCreate(&e->done), "creating an event");
         if (st != STK_OK) {
             cudaEventDestroy(e->start);
@@ -104,12 +104,12 @@ stk_status stk_device_comm_allreduce_avg(stk_device_comm *c, float *buf, size_t 
     }
     reduce_events *e = &c->ev[c->queued];
     /* the gradients copied into buf on the compute stream come first */
-    TRY(stk_cuda_check(cudaEventRecord(c->ready, c->cx->compute), "recording an event"));
-    TRY(stk_cuda_check(cudaStreamWaitEvent(c->stream, c->ready, 0), "ordering the streams"));
-    TRY(stk_cuda_check(cudaEventRecord(e->start, c->stream), "recording an event"));
-    TRY(nccl_check(ncclAllReduce(buf, buf, n, ncclFloat32, ncclAvg, c->nccl, c->stream),
+    STK_TRY(stk_cuda_check(cudaEventRecord(c->ready, c->cx->compute), "recording an event"));
+    STK_TRY(stk_cuda_check(cudaStreamWaitEvent(c->stream, c->ready, 0), "ordering the streams"));
+    STK_TRY(stk_cuda_check(cudaEventRecord(e->start, c->stream), "recording an event"));
+    STK_TRY(nccl_check(ncclAllReduce(buf, buf, n, ncclFloat32, ncclAvg, c->nccl, c->stream),
                    "ncclAllReduce"));
-    TRY(stk_cuda_check(cudaEventRecord(e->done, c->stream), "recording an event"));
+    STK_TRY(stk_cuda_check(cudaEventRecord(e->done, c->stream), "recording an event"));
     c->queued++;
     return STK_OK;
 }
@@ -127,7 +127,7 @@ stk_status stk_device_comm_finish(stk_device_comm *c, double timeout_s)
     cudaEvent_t last = c->ev[c->queued - 1].done;
     /* the compute stream waits on the device: the averaged gradients come
      * before the optimizer's kernels */
-    TRY(stk_cuda_check(cudaStreamWaitEvent(c->cx->compute, last, 0), "ordering the streams"));
+    STK_TRY(stk_cuda_check(cudaStreamWaitEvent(c->cx->compute, last, 0), "ordering the streams"));
     /* and the host, with a deadline, polling NCCL for asynchronous errors
      * (a peer gone) as PyTorch's watchdog does */
     double deadline = now_sec() + timeout_s;

@@ -27,6 +27,10 @@
 #include <cudnn.h>
 #include <stdbool.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct stk_cuda_ctx {
     int device;
     cudaStream_t compute, copy;
@@ -50,3 +54,7 @@ stk_status stk_cuda_check(cudaError_t e, const char *what);
 stk_status stk_cublas_check(cublasStatus_t e, const char *what);
 stk_status stk_cudnn_check(cudnnStatus_t e, const char *what);
 void stk_cuda_note(stk_status st);
+
+#ifdef __cplusplus
+}
+#endif

@@ -11,6 +11,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Use GPU `device` (--device cuda:N), before the context is created.
  * Errors: INVALID_ARG (negative, or the context already uses another). */
 stk_status stk_cuda_select(int device);
@@ -29,3 +33,7 @@ const stk_host_allocator *stk_cuda_host_allocator(void);
  * asynchronous work. */
 stk_status stk_cuda_to_host(void *dst, const void *src, size_t bytes);
 stk_status stk_cuda_from_host(void *dst, const void *src, size_t bytes);
+
+#ifdef __cplusplus
+}
+#endif

@@ -59,7 +59,7 @@ static stk_status ensure(const stk_copy_engine *ce, void **p, size_t *cap, size_
     if (*p) ce->free(ce->ctx, *p, *cap);
     *p = NULL;
     *cap = 0;
-    TRY(ce->alloc(ce->ctx, bytes, p));
+    STK_TRY(ce->alloc(ce->ctx, bytes, p));
     *cap = bytes;
     return STK_OK;
 }
@@ -75,11 +75,11 @@ stk_status stoke_device_ring_fill(stoke_device_ring *r, const stk_batch *b, int 
     size_t px = (size_t)b->count * b->sample_bytes, lb = (size_t)b->count * sizeof(int32_t);
     uint64_t t1, t2;
     stk_status st = ensure(ce, &s->images, &s->images_cap, px);
-    if (!st) st = ensure(ce, (void **)&s->labels, &s->labels_cap, lb);
-    if (!st) st = ce->copy_async(ce->ctx, s->images, b->data, px, &t1);
-    if (!st) st = ce->copy_async(ce->ctx, s->labels, b->labels, lb, &t2);
-    if (!st) st = ce->wait(ce->ctx, t2); /* copies complete in order: both are done */
-    if (st) {
+    if (st == STK_OK) st = ensure(ce, (void **)&s->labels, &s->labels_cap, lb);
+    if (st == STK_OK) st = ce->copy_async(ce->ctx, s->images, b->data, px, &t1);
+    if (st == STK_OK) st = ce->copy_async(ce->ctx, s->labels, b->labels, lb, &t2);
+    if (st == STK_OK) st = ce->wait(ce->ctx, t2); /* copies complete in order: both are done */
+    if (st != STK_OK) {
         put_back(r, k);
         return st;
     }

@@ -1,0 +1,27 @@
+#!/bin/sh
+# cmake --install into a fresh prefix: bin/stoke, lib/libstoke.so (only stk_
+# names exported), the public headers under include/stoke/, stoke.pc; then a
+# program out of the tree (examples/train_minimal.c) built with pkg-config
+# against the prefix alone, and run.
+. "$STOKE_TESTS/cli/lib.sh"
+: "${BUILD:?}" "${CC:?}"
+P="$WORK/prefix"
+run 0 cmake --install "$BUILD" --prefix "$P"
+for f in bin/stoke lib/libstoke.so include/stoke/train/fit.h include/stoke/common/status.h \
+         lib/pkgconfig/stoke.pc; do
+    [ -e "$P/$f" ] || fail "not installed: $f"
+done
+ls "$P"/include/stoke/*/*_impl.h 2>/dev/null && fail "private headers installed"
+[ -e "$P/include/stoke/kernels/cuda" ] && fail "the CUDA backend's headers installed"
+nm -D --defined-only "$P/lib/libstoke.so" | awk '{print $3}' | grep -v '^stk_' > names.txt
+[ -s names.txt ] && { fail "exported names without the stk_ prefix:"; head names.txt >&2; }
+run 0 "$P/bin/stoke" --version
+export PKG_CONFIG_PATH="$P/lib/pkgconfig"
+flags=$(pkg-config --cflags --libs stoke) || fail "pkg-config stoke"
+cp "$STOKE_TESTS/../examples/train_minimal.c" .
+run 0 "$CC" -O1 -o train_minimal train_minimal.c $flags
+run 0 "$STOKE" pack --from idx "$STOKE_FIXTURES/idx" tiny.stoke
+LD_LIBRARY_PATH="$P/lib" run 0 ./train_minimal tiny.stoke tiny.stoke 2
+expect out.txt "epoch 2: train loss"
+expect out.txt "best epoch"
+finish
