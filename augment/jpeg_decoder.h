@@ -61,7 +61,7 @@ void stk_jpeg_decoder_destroy(stk_jpeg_decoder *dec);
 
 /* Region decodes with libjpeg's fast integer IDCT and merged (non-fancy)
  * chroma upsampling: about 7% faster on photos, at about 44 dB from the
- * accurate decode (DESIGN.md's measurement). Off by default: the accurate
+ * accurate decode (README.md, "Transform specs": measured on photos). Off by default: the accurate
  * decode (JDCT_ISLOW, fancy upsampling) is what tjDecompress2 and PIL do. */
 void stk_jpeg_decoder_set_fast(stk_jpeg_decoder *dec, bool fast);
 

@@ -158,7 +158,8 @@ static stk_status reencode(stk_jpeg_preparer *p, const uint8_t *in, size_t len,
     uint32_t target = shrink ? p->opts.max_side : longer;
     /* The smallest DCT scale whose output still covers the target size,
      * among 8/8, 4/8, 2/8 and 1/8 only: libjpeg-turbo has SIMD IDCTs for
-     * those, and the others measured slower than a full decode (DESIGN.md). */
+     * those, and the others measured slower than a full decode (bench/README.md,
+     * "Measurements behind choices in the code"). */
     int scale = 8;
     while (scale > 1 && (uint64_t)longer * (unsigned)(scale / 2) >= (uint64_t)target * 8)
         scale /= 2;

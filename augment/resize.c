@@ -2,7 +2,7 @@
  * The SIMD kernels are in resize_simd.c. */
 #include "augment/resize.h"
 
-#include "augment/resize_plan.h"
+#include "augment/resize_plan_impl.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -19,7 +19,7 @@
  *
  * Two paths: u8 (fixed point with a u8 intermediate, as PIL, but 14-bit
  * weights where PIL has 22 so that SIMD multiplies pixel pairs: see
- * resize_plan.h) and f32 (float all through, written straight into
+ * resize_plan_impl.h) and f32 (float all through, written straight into
  * normalised CHW planes). One resizer per thread.
  */
 #pragma once

@@ -1,7 +1,7 @@
 /* SIMD kernels of the u8 resize (x86-64: SSE2 always, SSSE3 and AVX2 when
  * the CPU has them, chosen at run time; other CPUs use the scalar loops).
  * Why they exist, measured: bench/README.md, "Resize: SIMD kernels". */
-#include "augment/resize_plan.h"
+#include "augment/resize_plan_impl.h"
 
 #include <string.h>
 

@@ -2,7 +2,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu_kernels.h"
 #ifdef STOKE_CUDA_BACKEND
-#include "kernels/cuda/backend_cuda.h"
+#include "kernels/cuda/backend_cuda_impl.h"
 #endif
 
 #include <dnnl.h>

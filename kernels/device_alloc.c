@@ -1,5 +1,5 @@
 #include "kernels/device_alloc.h"
-#include "kernels/device_heap_ops.h"
+#include "kernels/device_heap_ops_impl.h"
 
 #include <pthread.h>
 #include <stdbool.h>

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Include circles in Stoke's sources: prints every cycle between modules
-(directories) and between units (a .c file with its .h), and exits 1 when
-there is one outside the units allowed to share a cycle.
+"""The layering of Stoke's sources: every edge between modules (directories)
+points to a strictly lower layer (LAYERS, docs/DESIGN.md "Modules"), and no
+units (a .c file with its .h) form a cycle outside the ones allowed to share
+one. Prints every violation and exits 1 when there is one.
 
-    scripts/include_graph.py                  # the check (docs/DESIGN.md, "Modules")
+    scripts/include_graph.py                  # the check (docs/DESIGN.md, "Modules"), from includes
     scripts/include_graph.py --edges          # the unit graph, one "a -> b" per line
     scripts/include_graph.py --objects build  # the same from the object files'
                                               # symbols: what each unit calls, wherever
@@ -16,9 +17,22 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODULES = ["common", "storage", "augment", "kernels", "engine", "loader", "train", "dist", "watch", "tools"]
-# tensor and autograd are one concern (a tensor knows its grad node and hook)
-ALLOWED = [{"engine/tensor", "engine/autograd"}]
+MODULES = ["common", "storage", "augment", "kernels", "engine", "loader", "train", "dist", "watch",
+           "tools", "python"]
+# Lowest first: a module may use only modules of lower layers.
+LAYERS = [
+    {"common"},
+    {"storage", "augment", "kernels", "watch"},
+    {"engine", "loader"},
+    {"train"},
+    {"dist", "python"},
+    {"tools"},
+]
+# Units that are one concern and may share a cycle: a tensor knows its grad
+# node and hook, and the registry of live tensors; the Python extension is
+# one module split over two files (its error type and the dataset functions).
+ALLOWED = [{"engine/tensor", "engine/autograd", "engine/tensor_registry"},
+           {"python/src/stoke_module", "python/src/dataset_functions"}]
 INC = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -119,6 +133,17 @@ def main():
             if ma != mb:
                 modules.setdefault(ma, set()).add(mb)
     bad = 0
+    layer = {m: i for i, ms in enumerate(LAYERS) for m in ms}
+    for m in MODULES:
+        if m not in layer:
+            print("module %s has no layer in LAYERS" % m)
+            bad += 1
+    for ma in sorted(modules):
+        for mb in sorted(modules[ma]):
+            if layer.get(mb, 99) >= layer.get(ma, -1):
+                print("layer violation: %s (layer %s) uses %s (layer %s)" %
+                      (ma, layer.get(ma), mb, layer.get(mb)))
+                bad += 1
     for comp in cycles(modules):
         print("module circle:", " <-> ".join(sorted(comp)))
         bad += 1
@@ -126,7 +151,8 @@ def main():
         allowed = any(comp <= a for a in ALLOWED)
         print("unit circle%s:" % (" (allowed)" if allowed else ""), " <-> ".join(sorted(comp)))
         bad += not allowed
-    print("%d include circle(s) between different concerns" % bad)
+    print("%d layering problem(s): module edges against LAYERS, circles between different "
+          "concerns" % bad)
     return 1 if bad else 0
 
 

@@ -1,4 +1,4 @@
-#include "storage/lmdb_status.h"
+#include "storage/lmdb_status_impl.h"
 
 #include <errno.h>
 #include <lmdb.h>

@@ -2,7 +2,7 @@
 
 #include "common/fs.h"
 #include "common/log.h"
-#include "storage/lmdb_status.h"
+#include "storage/lmdb_status_impl.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -17,7 +17,7 @@
 #include "kernels/device_query.h"
 
 #ifdef STOKE_CUDA_BACKEND
-#include "kernels/cuda/backend_cuda.h"
+#include "kernels/cuda/backend_cuda_impl.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/kernels.h"

@@ -214,7 +214,8 @@ static void expect_damaged(const uint8_t *b, size_t len, const char *what)
     ck_assert_msg(strstr(stk_last_error(), what), "want \"%s\" in: %s", what, stk_last_error());
 }
 
-/* The forged files of LMDB's CVEs and of DESIGN.md's list, one field each. */
+/* The forged files of LMDB's CVEs and of README.md's list ("Damaged and
+ * hostile files"), one field each. */
 START_TEST(forged_files_are_refused)
 {
     const char *path = tpath("forge.mdb");

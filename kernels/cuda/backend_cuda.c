@@ -5,7 +5,7 @@
  * (cuda/dnn_cuda.c). Everything is asynchronous: errors of void kernels are
  * kept for stk_cuda_sync (context.h). */
 #include "kernels/backend.h"
-#include "kernels/cuda/backend_cuda.h"
+#include "kernels/cuda/backend_cuda_impl.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/kernels.h"

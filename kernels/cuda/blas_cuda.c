@@ -16,7 +16,7 @@
  * the other side). Leading dimensions and strides pass through unchanged.
  * Batches use the strided-batched call; a stride of 0 repeats one matrix
  * (the engine's broadcasting), which cuBLAS allows. */
-#include "kernels/cuda/backend_cuda.h"
+#include "kernels/cuda/backend_cuda_impl.h"
 #include "kernels/cuda/context.h"
 
 #include <limits.h>

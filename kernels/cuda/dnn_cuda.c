@@ -13,7 +13,7 @@
  * cuDNN 9 marks this descriptor API deprecated in favour of its graph API;
  * it remains supported throughout 9.x and is what the tests' host
  * implementation of cuDNN (tests/cuda_host) provides. */
-#include "kernels/cuda/backend_cuda.h"
+#include "kernels/cuda/backend_cuda_impl.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/kernels.h"
 

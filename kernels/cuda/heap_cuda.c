@@ -2,7 +2,7 @@
  * cudaMalloc/cudaFree, and events for blocks freed while another stream may
  * still use them. */
 #include "kernels/cuda/context.h"
-#include "kernels/device_heap_ops.h"
+#include "kernels/device_heap_ops_impl.h"
 
 #include <stdio.h>
 
