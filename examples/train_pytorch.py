@@ -59,7 +59,7 @@ def stoke_batches(args):
     while True:
         loader.set_epoch(epoch)
         for images, labels in loader:
-            yield torch.from_dlpack(images), torch.from_dlpack(labels).long()
+            yield torch.from_dlpack(images), torch.from_dlpack(labels)  # labels int64
         epoch += 1
 
 

@@ -23,7 +23,7 @@ int stk_cli_usage(const char *cmd, const char *fmt, ...)
 int stk_cli_fail(void)
 {
     fprintf(stderr, "stoke: %s\n", stk_last_error());
-    return STK_EXIT_ERROR;
+    return stk_cli_interrupted ? STK_EXIT_INTERRUPTED : STK_EXIT_ERROR;
 }
 
 static void on_interrupt(int sig)

@@ -8,7 +8,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-enum { STK_EXIT_OK = 0, STK_EXIT_ERROR = 1, STK_EXIT_USAGE = 2 };
+/* 130: stopped by Ctrl-C (128 + SIGINT, as shells report it), after saving
+ * what a run saves. */
+enum { STK_EXIT_OK = 0, STK_EXIT_ERROR = 1, STK_EXIT_USAGE = 2, STK_EXIT_INTERRUPTED = 130 };
 
 typedef struct stk_command {
     const char *name;
@@ -23,7 +25,8 @@ extern const stk_command stk_cmd_pack, stk_cmd_info, stk_cmd_verify, stk_cmd_pee
 /* Print "stoke CMD: <message>" and a hint to stderr; return STK_EXIT_USAGE. */
 int stk_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Print "stoke: <stk_last_error()>" to stderr; return STK_EXIT_ERROR. */
+/* Print "stoke: <stk_last_error()>" to stderr; return STK_EXIT_ERROR, or
+ * STK_EXIT_INTERRUPTED after a Ctrl-C. */
 int stk_cli_fail(void);
 
 /* Set by SIGINT/SIGTERM once stk_cli_catch_interrupt() ran. */

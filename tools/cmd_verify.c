@@ -1,7 +1,10 @@
 /* stoke verify: check every record of a dataset. */
 #include "augment/jpeg_decoder.h"
+#include "common/fs.h"
+#include "common/json.h"
 #include "common/progress.h"
 #include "common/thread_pool.h"
+#include "common/text.h"
 #include "storage/dataset.h"
 #include "tools/cli.h"
 #include "tools/flags.h"
@@ -11,7 +14,7 @@
 #include <string.h>
 
 typedef struct verify_args {
-    bool decode;
+    bool decode, json;
     int64_t workers;
 } verify_args;
 
@@ -20,11 +23,15 @@ static const stk_flag flags[] = {
     STK_FLAG_BOOL(verify_args, decode, "decode", "decode every JPEG record completely"),
     STK_FLAG_WORKERS(verify_args, workers,
                      "threads decoding with --decode (default: number of cores)"),
+    STK_FLAG_JSON(verify_args, json,
+                  "one JSON object on stdout: path, records, bad, good, decode,\n"
+                  "bad_records (the first 100: index, name, reason),\n"
+                  "class_mismatches (class, name, counted, meta)"),
     STK_FLAG_END};
 
 static const stk_cli cli = {
     .cmd = "verify",
-    .usage = "stoke verify [--decode] [--workers N] DATA.stoke",
+    .usage = "stoke verify [--decode] [--json] [--workers N] DATA.stoke",
     .about = "Check every record: its header, its CRC-32C (format 2: over header, name and\n"
              "payload; format 1: name and payload), its label, encoding and size against the\n"
              "meta, and the per-class counts against the meta. With --decode, also decode\n"
@@ -51,18 +58,25 @@ typedef struct decode_ctx {
     stk_jpeg_decoder **dec;
 } decode_ctx;
 
+/* A bad record kept for the report (the first MAX_LISTED). */
+typedef struct listed {
+    uint64_t index;
+    char *name;   /* the source name, when the header could be read */
+    char *reason; /* the message (naming file and record unless from the decoder) */
+} listed;
+
 static void decode_one(void *p, size_t i, int worker)
 {
     decode_ctx *ctx = p;
     job *j = &ctx->jobs[i];
-    if (j->status || j->rec.encoding != STK_ENCODING_JPEG) return;
+    if (j->status != STK_OK || j->rec.encoding != STK_ENCODING_JPEG) return;
     stk_jpeg_info info;
     stk_status st = stk_jpeg_decoder_validate(ctx->dec[worker], j->rec.payload, j->rec.payload_len,
                                               &info, NULL);
-    if (!st && (info.width != j->rec.width || info.height != j->rec.height))
+    if (st == STK_OK && (info.width != j->rec.width || info.height != j->rec.height))
         st = stk_error(STK_ERR_CORRUPT, "JPEG is %ux%u but the header says %ux%u", info.width,
                        info.height, j->rec.width, j->rec.height);
-    if (!st && (info.components == 1 ? 1 : 3) != j->rec.channels)
+    if (st == STK_OK && (info.components == 1 ? 1 : 3) != j->rec.channels)
         st = stk_error(STK_ERR_CORRUPT, "JPEG has %d components but the header says %u",
                        info.components, j->rec.channels);
     if (st != STK_OK) {
@@ -70,6 +84,59 @@ static void decode_one(void *p, size_t i, int worker)
         j->error = strdup(stk_last_error());
         j->decoded = true;
     }
+}
+
+static void report_text(const char *path, const stk_meta *m, const uint64_t *counts,
+                        const listed *list, uint64_t bad, uint64_t mismatched, bool decode)
+{
+    for (uint64_t i = 0; i < bad && i < MAX_LISTED; i++) {
+        if (list[i].name)
+            printf("%s: record %" PRIu64 " (%s): %s\n", path, list[i].index, list[i].name,
+                   list[i].reason);
+        else
+            printf("%s\n", list[i].reason);
+    }
+    for (uint32_t c = 0; mismatched && c < m->num_classes; c++)
+        if (counts[c] != m->class_counts[c])
+            printf("class %u (%s): %" PRIu64 " records, the meta says %" PRIu64 "\n", c,
+                   m->class_names[c], counts[c], m->class_counts[c]);
+    if (bad > MAX_LISTED) printf("... and %" PRIu64 " more\n", bad - MAX_LISTED);
+    if (bad || mismatched)
+        printf("%s: %" PRIu64 " of %" PRIu64 " records are bad%s\n", path, bad, m->count,
+               mismatched ? "; class counts disagree with the meta" : "");
+    else
+        printf("%s: all %" PRIu64 " records are good (header, CRC, label%s)\n", path, m->count,
+               decode ? ", full decode" : "");
+}
+
+static void report_json(const char *path, const stk_meta *m, const uint64_t *counts,
+                        const listed *list, uint64_t bad, uint64_t mismatched, bool decode)
+{
+    printf("{\"path\": ");
+    stk_json_write_string(stdout, path);
+    printf(", \"records\": %" PRIu64 ", \"bad\": %" PRIu64 ", \"good\": %s, \"decode\": %s, "
+           "\"bad_records\": [",
+           m->count, bad, bad || mismatched ? "false" : "true", decode ? "true" : "false");
+    for (uint64_t i = 0; i < bad && i < MAX_LISTED; i++) {
+        printf("%s{\"index\": %" PRIu64 ", \"name\": ", i ? ", " : "", list[i].index);
+        if (list[i].name)
+            stk_json_write_string(stdout, list[i].name);
+        else
+            printf("null");
+        printf(", \"reason\": ");
+        stk_json_write_string(stdout, list[i].reason);
+        printf("}");
+    }
+    printf("], \"class_mismatches\": [");
+    int k = 0;
+    for (uint32_t c = 0; mismatched && c < m->num_classes; c++)
+        if (counts[c] != m->class_counts[c]) {
+            printf("%s{\"class\": %u, \"name\": ", k++ ? ", " : "", c);
+            stk_json_write_string(stdout, m->class_names[c]);
+            printf(", \"counted\": %" PRIu64 ", \"meta\": %" PRIu64 "}", counts[c],
+                   m->class_counts[c]);
+        }
+    printf("]}\n");
 }
 
 static int run(int argc, char **argv)
@@ -89,21 +156,22 @@ static int run(int argc, char **argv)
     stk_pool *pool = NULL;
     decode_ctx ctx = {0};
     uint64_t *counts = calloc(m->num_classes ? m->num_classes : 1, sizeof *counts);
+    uint64_t bad = 0;
+    listed *list = calloc(MAX_LISTED, sizeof *list);
     ctx.jobs = calloc(CHUNK, sizeof *ctx.jobs);
     ctx.dec = calloc((size_t)workers, sizeof *ctx.dec);
-    if (!counts || !ctx.jobs || !ctx.dec) {
+    if (!counts || !list || !ctx.jobs || !ctx.dec) {
         stk_error(STK_ERR_NOMEM, "out of memory");
         goto fail;
     }
     if (decode) {
-        if (stk_pool_create((int)workers, &pool)) goto fail;
+        if (stk_pool_create((int)workers, &pool) != STK_OK) goto fail;
         for (int i = 0; i < workers; i++)
-            if (stk_jpeg_decoder_create((uint64_t)1 << 36, &ctx.dec[i])) goto fail;
+            if (stk_jpeg_decoder_create((uint64_t)1 << 36, &ctx.dec[i]) != STK_OK) goto fail;
     }
     stk_cli_catch_interrupt();
     stk_progress bar;
     stk_progress_init(&bar, "verify", m->count, stderr);
-    uint64_t bad = 0;
     for (uint64_t first = 0; first < m->count; first += CHUNK) {
         if (stk_cli_interrupted) {
             stk_error(STK_ERR_CANCELLED, "verify interrupted after %" PRIu64 " records", first);
@@ -115,7 +183,7 @@ static int run(int argc, char **argv)
             /* get() checks the header, CRC, encoding and label against the meta,
              * and names the file and record in its message. */
             j->status = stk_dataset_get(ds, first + i, &j->rec, true);
-            if (j->status)
+            if (j->status != STK_OK)
                 j->error = strdup(stk_last_error());
             else
                 counts[j->rec.label]++;
@@ -123,14 +191,13 @@ static int run(int argc, char **argv)
         if (decode) stk_pool_parallel_for(pool, n, decode_one, &ctx);
         for (size_t i = 0; i < n; i++) {
             job *j = &ctx.jobs[i];
-            if (j->status) {
-                if (++bad <= MAX_LISTED) {
-                    if (j->decoded) /* get() succeeded: the name is valid */
-                        printf("%s: record %" PRIu64 " (%.*s): %s\n", path, first + i,
-                               (int)j->rec.name_len, j->rec.name, j->error ? j->error : "bad");
-                    else
-                        printf("%s\n", j->error ? j->error : "out of memory");
-                }
+            if (j->status != STK_OK && ++bad <= MAX_LISTED) {
+                listed *l = &list[bad - 1];
+                l->index = first + i;
+                if (j->decoded) /* get() succeeded: the name is valid */
+                    l->name = stk_text_printf("%.*s", (int)j->rec.name_len, j->rec.name);
+                l->reason = j->error ? j->error : strdup("out of memory");
+                j->error = NULL;
             }
             free(j->error);
             memset(j, 0, sizeof *j);
@@ -140,22 +207,12 @@ static int run(int argc, char **argv)
     stk_progress_finish(&bar);
     /* With bad records the counts are off by them; otherwise they must match. */
     uint64_t mismatched = 0;
-    for (uint32_t c = 0; bad == 0 && c < m->num_classes; c++)
-        if (counts[c] != m->class_counts[c]) {
-            printf("class %u (%s): %" PRIu64 " records, the meta says %" PRIu64 "\n", c,
-                   m->class_names[c], counts[c], m->class_counts[c]);
-            mismatched++;
-        }
-    if (bad > MAX_LISTED) printf("... and %" PRIu64 " more\n", bad - MAX_LISTED);
-    if (bad || mismatched) {
-        printf("%s: %" PRIu64 " of %" PRIu64 " records are bad%s\n", path, bad, m->count,
-               mismatched ? "; class counts disagree with the meta" : "");
-        rc = STK_EXIT_ERROR;
-    } else {
-        printf("%s: all %" PRIu64 " records are good (header, CRC, label%s)\n", path, m->count,
-               decode ? ", full decode" : "");
-        rc = STK_EXIT_OK;
-    }
+    for (uint32_t c = 0; bad == 0 && c < m->num_classes; c++) mismatched += counts[c] != m->class_counts[c];
+    if (a.json)
+        report_json(path, m, counts, list, bad, mismatched, decode);
+    else
+        report_text(path, m, counts, list, bad, mismatched, decode);
+    rc = bad || mismatched ? STK_EXIT_ERROR : STK_EXIT_OK;
     goto out;
 fail:
     rc = stk_cli_fail();
@@ -164,6 +221,8 @@ out:
     free(ctx.dec);
     free(ctx.jobs);
     free(counts);
+    for (uint64_t i = 0; list && i < bad && i < MAX_LISTED; i++) free(list[i].name), free(list[i].reason);
+    free(list);
     stk_pool_destroy(pool);
     stk_dataset_close(ds);
     return rc;

@@ -486,7 +486,7 @@ int train_fail(run_state *r)
     train_close(r);
     train_finish_trace(r); /* what led to the error is worth seeing */
     stk_comm_close(r->comm);
-    return STK_EXIT_ERROR;
+    return stk_cli_interrupted ? STK_EXIT_INTERRUPTED : STK_EXIT_ERROR;
 }
 
 /* runs/MODEL-N: a fresh N for a new run (one more than the highest there),

@@ -298,13 +298,13 @@ PyMethodDef stoke_dataset_functions[] = {
     {"pack", (PyCFunction)(void (*)(void))py_pack, METH_VARARGS | METH_KEYWORDS,
      "pack(src, out, *, labels=None, kind=None, split=None, classes=None, workers=0,\n"
      "     shuffle=False, seed=0, skip_bad=False, validate=True, max_pixels=64000000,\n"
-     "     max_side=0, quality=90, progress=False, restart=4) -> dict\n\n"
+     "     max_side=0, quality=90, progress=False, restart=4)\n--\n\n"
      "Pack an image dataset into one .stoke file, as `stoke pack` (see `stoke pack --help`).\n"
      "kind is --from (imagefolder, list, idx, cifar10; None: guessed from src), workers 0\n"
      "means one per core. Returns the summary `stoke pack --json` prints. Errors raise\n"
      "StokeError with the CLI's message; Ctrl-C stops the pack and leaves nothing at out."},
     {"info", py_info, METH_O,
-     "info(path) -> dict\n\n"
+     "info(path, /)\n--\n\n"
      "What a .stoke file holds: the keys of `stoke info --json` (records, encoding,\n"
      "channels, width/height min and max, classes [{name, count}], mean, std, ...).\n"
      "The whole file structure is checked on open, as by the CLI."},

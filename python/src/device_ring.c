@@ -9,7 +9,7 @@
 
 typedef struct slot {
     void *images;
-    int32_t *labels;
+    int64_t *labels; /* int64: PyTorch's label type (the loader's are int32) */
     size_t images_cap, labels_cap; /* bytes allocated */
     bool held;
 } slot;
@@ -17,6 +17,8 @@ typedef struct slot {
 struct stoke_device_ring {
     const stk_copy_engine *ce;
     pthread_mutex_t mu; /* `held`: fill and release run on different threads */
+    int64_t *staging;   /* the batch's labels widened to int64 (fill: one thread) */
+    size_t staging_cap; /* labels it holds */
     int n;
     slot s[];
 };
@@ -72,12 +74,21 @@ stk_status stoke_device_ring_fill(stoke_device_ring *r, const stk_batch *b, int 
                          r->n);
     slot *s = &r->s[k];
     const stk_copy_engine *ce = r->ce;
-    size_t px = (size_t)b->count * b->sample_bytes, lb = (size_t)b->count * sizeof(int32_t);
+    size_t px = (size_t)b->count * b->sample_bytes, lb = (size_t)b->count * sizeof(int64_t);
     uint64_t t1, t2;
+    if (r->staging_cap < (size_t)b->count) {
+        int64_t *g = realloc(r->staging, lb ? lb : 1);
+        if (!g) {
+            put_back(r, k);
+            return stk_error(STK_ERR_NOMEM, "out of memory");
+        }
+        r->staging = g, r->staging_cap = (size_t)b->count;
+    }
+    for (int i = 0; i < b->count; i++) r->staging[i] = b->labels[i];
     stk_status st = ensure(ce, &s->images, &s->images_cap, px);
     if (st == STK_OK) st = ensure(ce, (void **)&s->labels, &s->labels_cap, lb);
     if (st == STK_OK) st = ce->copy_async(ce->ctx, s->images, b->data, px, &t1);
-    if (st == STK_OK) st = ce->copy_async(ce->ctx, s->labels, b->labels, lb, &t2);
+    if (st == STK_OK) st = ce->copy_async(ce->ctx, s->labels, r->staging, lb, &t2);
     if (st == STK_OK) st = ce->wait(ce->ctx, t2); /* copies complete in order: both are done */
     if (st != STK_OK) {
         put_back(r, k);
@@ -88,7 +99,7 @@ stk_status stoke_device_ring_fill(stoke_device_ring *r, const stk_batch *b, int 
 }
 
 void *stoke_device_ring_images(const stoke_device_ring *r, int k) { return r->s[k].images; }
-int32_t *stoke_device_ring_labels(const stoke_device_ring *r, int k) { return r->s[k].labels; }
+int64_t *stoke_device_ring_labels(const stoke_device_ring *r, int k) { return r->s[k].labels; }
 
 void stoke_device_ring_release(stoke_device_ring *r, int k, uintptr_t stream)
 {
@@ -110,5 +121,6 @@ void stoke_device_ring_destroy(stoke_device_ring *r)
         if (r->s[i].labels) r->ce->free(r->ce->ctx, r->s[i].labels, r->s[i].labels_cap);
     }
     pthread_mutex_destroy(&r->mu);
+    free(r->staging);
     free(r);
 }

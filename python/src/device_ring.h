@@ -32,7 +32,7 @@ stk_status stoke_device_ring_create(const stk_copy_engine *ce, int slots, stoke_
  * so), STK_ERR_NOMEM (device memory), the copy's. */
 stk_status stoke_device_ring_fill(stoke_device_ring *r, const stk_batch *b, int *slot);
 void *stoke_device_ring_images(const stoke_device_ring *r, int slot);
-int32_t *stoke_device_ring_labels(const stoke_device_ring *r, int slot);
+int64_t *stoke_device_ring_labels(const stoke_device_ring *r, int slot);
 /* The consumer is done with the slot once the work queued on `stream` (a
  * CUDA stream handle; 1: the legacy default stream) has run. */
 void stoke_device_ring_release(stoke_device_ring *r, int slot, uintptr_t stream);

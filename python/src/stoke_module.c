@@ -59,6 +59,7 @@ typedef struct {
     stk_batch *b;                       /* the host batch viewed (NULL for a device batch) */
     int slot;                           /* the device ring's slot viewed (-1 for a host batch) */
     uintptr_t stream; /* the consumer's stream last given to __dlpack__ (1: legacy default) */
+    int64_t *labels;  /* a host batch's labels widened to int64 (owned; NULL on a device) */
 } BatchObject;
 
 typedef struct {
@@ -231,7 +232,7 @@ static PyObject *array_dtype(PyObject *self_, void *unused)
     (void)unused;
     ArrayObject *self = (ArrayObject *)self_;
     const char *n = self->dtype.code == kDLFloat ? "float32"
-                    : self->dtype.code == kDLInt ? "int32"
+                    : self->dtype.code == kDLInt ? "int64"
                                                  : "uint8";
     return PyUnicode_FromString(n);
 }
@@ -250,15 +251,15 @@ static void array_dealloc(PyObject *self)
 
 static PyMethodDef array_methods[] = {
     {"__dlpack__", (PyCFunction)(void (*)(void))array_dlpack, METH_VARARGS | METH_KEYWORDS,
-     "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None): a DLPack "
-     "capsule viewing this array (versioned when max_version >= (1, 0))"},
+     "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"
+     "A DLPack capsule viewing this array (versioned when max_version >= (1, 0))."},
     {"__dlpack_device__", array_dlpack_device, METH_NOARGS,
-     "(1, 0): CPU memory; (2, N): GPU N (device='cuda:N')"},
+     "__dlpack_device__($self, /)\n--\n\n(1, 0): CPU memory; (2, N): GPU N (device='cuda:N')."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef array_getset[] = {
     {"shape", array_shape, NULL, "the shape (a tuple)", NULL},
-    {"dtype", array_dtype, NULL, "'uint8', 'float32' or 'int32'", NULL},
+    {"dtype", array_dtype, NULL, "'uint8' or 'float32' (images), 'int64' (labels)", NULL},
     {"data_ptr", array_data_ptr, NULL,
      "the address of the first element (in the host ring, or device memory)", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
@@ -316,6 +317,7 @@ static void batch_dealloc(PyObject *self_)
         loader_free_if_closing(l);
         Py_DECREF(l);
     }
+    free(self->labels);
     free_object(self_);
 }
 
@@ -358,7 +360,15 @@ static PyObject *batch_views(LoaderObject *l, stk_batch *sb, int slot)
     b->b = slot >= 0 ? NULL : sb;
     b->slot = slot;
     b->stream = 1; /* the legacy default stream until a consumer names its own */
+    b->labels = NULL;
     l->outstanding++;
+    if (slot < 0) { /* int64 labels, as PyTorch's losses take them; the pixels stay in place */
+        if (!(b->labels = malloc((size_t)(sb->count ? sb->count : 1) * sizeof(int64_t)))) {
+            Py_DECREF(b);
+            return PyErr_NoMemory();
+        }
+        for (int i = 0; i < sb->count; i++) b->labels[i] = sb->labels[i];
+    }
     int64_t n = sb->count, h = sb->height, w = sb->width, c = sb->channels;
     int64_t elem = l->f32 ? 4 : 1, sample = (int64_t)sb->sample_bytes / elem;
     int64_t shape[4], strides[4];
@@ -378,10 +388,10 @@ static PyObject *batch_views(LoaderObject *l, stk_batch *sb, int slot)
     DLDataType px = l->f32 ? (DLDataType){kDLFloat, 32, 1} : (DLDataType){kDLUInt, 8, 1};
     int64_t lshape[1] = {n}, lstride[1] = {1};
     void *pixels = slot >= 0 ? stoke_device_ring_images(l->ring, slot) : sb->data;
-    int32_t *lab = slot >= 0 ? stoke_device_ring_labels(l->ring, slot) : sb->labels;
+    int64_t *lab = slot >= 0 ? stoke_device_ring_labels(l->ring, slot) : b->labels;
     ArrayObject *images = make_array(b, pixels, 4, shape, strides, px);
     ArrayObject *labels =
-        images ? make_array(b, lab, 1, lshape, lstride, (DLDataType){kDLInt, 32, 1}) : NULL;
+        images ? make_array(b, lab, 1, lshape, lstride, (DLDataType){kDLInt, 64, 1}) : NULL;
     Py_DECREF(b); /* the arrays hold it now */
     if (!labels) {
         Py_XDECREF(images);
@@ -773,16 +783,19 @@ static void loader_dealloc(PyObject *self_)
 
 static PyMethodDef loader_methods[] = {
     {"set_epoch", loader_set_epoch, METH_O,
-     "set_epoch(e): the next iteration runs epoch e from its first batch (its order and "
-     "augmentation are functions of (seed, e))"},
+     "set_epoch($self, epoch, /)\n--\n\nThe next iteration runs `epoch` from its first batch "
+     "(its order and augmentation are functions of (seed, epoch))."},
     {"state_dict", loader_state_dict, METH_NOARGS,
-     "state_dict(): {'seed', 'epoch', 'cursor'}: where the loader is (mid-epoch too)"},
+     "state_dict($self, /)\n--\n\n{'seed', 'epoch', 'cursor'}: where the loader is (mid-epoch "
+     "too)."},
     {"load_state_dict", loader_load_state_dict, METH_O,
-     "load_state_dict(d): the next iteration goes on with the batches after d's cursor"},
+     "load_state_dict($self, state, /)\n--\n\nThe next iteration goes on with the batches after "
+     "the state's cursor."},
     {"close", loader_close, METH_NOARGS,
-     "close(): stop the workers (once the batches still referenced are gone)"},
-    {"__enter__", loader_enter, METH_NOARGS, NULL},
-    {"__exit__", loader_exit, METH_VARARGS, NULL},
+     "close($self, /)\n--\n\nStop the workers (once the batches still referenced are gone); "
+     "waits for another thread inside next()."},
+    {"__enter__", loader_enter, METH_NOARGS, "__enter__($self, /)\n--\n\n"},
+    {"__exit__", loader_exit, METH_VARARGS, "__exit__($self, *args)\n--\n\nclose()."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef loader_getset[] = {
@@ -803,12 +816,14 @@ static PyType_Slot loader_slots[] = {
     {Py_tp_methods, loader_methods},
     {Py_tp_getset, loader_getset},
     {Py_tp_doc,
-     "Loader(path, batch_size, *, transform=None, workers=0 (cores), shuffle=True, seed=0, "
-     "drop_last=False, rank=0, world_size=1, output='u8'|'f32', layout='NHWC'|'NCHW', "
-     "prefetch=3, device='cpu'|'cuda'|'cuda:N', on_bad='skip'|'error')\n\nIterating yields "
+     "Loader(path, batch_size, *, transform=None, workers=0, shuffle=True, seed=0, "
+     "drop_last=False, rank=0, world_size=1, output='u8', layout='NHWC', prefetch=3, "
+     "device='cpu', on_bad='skip')\n--\n\n"
+     "workers 0: one per core; output 'u8' or 'f32' (normalised); layout 'NHWC' or 'NCHW'; "
+     "device 'cpu', 'cuda' or 'cuda:N'; on_bad 'skip' or 'error'. Iterating yields "
      "(images, labels): "
      "stoke.Array views of the loader's batch ring (DLPack), images u8 (or f32, normalised) and "
-     "labels int32. Each iteration is one epoch; the next one is the next epoch unless "
+     "labels int64 (PyTorch's label type: F.cross_entropy takes them as they are). Each iteration is one epoch; the next one is the next epoch unless "
      "set_epoch() says otherwise. With device='cuda' the batches are copied to the GPU (through "
      "pinned memory, on a copy stream) into prefetch device buffers, each held by its views; "
      "DLPack's stream argument names the consumer's stream, whose queued work a released buffer "
@@ -838,7 +853,8 @@ PyMODINIT_FUNC PyInit__stoke(void)
     if (!stoke_error || !LoaderType || !BatchType || !ArrayType ||
         PyModule_AddObject(m, "StokeError", stoke_error) < 0 ||
         PyModule_AddObject(m, "Loader", (PyObject *)LoaderType) < 0 ||
-        PyModule_AddObject(m, "Array", (PyObject *)ArrayType) < 0) {
+        PyModule_AddObject(m, "Array", (PyObject *)ArrayType) < 0 ||
+        PyModule_AddStringConstant(m, "__version__", STOKE_VERSION) < 0) {
         Py_DECREF(m);
         return NULL;
     }

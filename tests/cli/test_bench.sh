@@ -98,7 +98,7 @@ sleep 1
 kill -INT $pid
 wait $pid
 rc=$?
-[ "$rc" = 1 ] || fail "bench after SIGINT exited $rc"
+[ "$rc" = 130 ] || fail "bench after SIGINT exited $rc (wanted 130)"
 expect err.txt "bench interrupted after"
 
 # Usage errors and impossible settings.

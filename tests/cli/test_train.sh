@@ -250,7 +250,9 @@ pkill -INT -f -- "--epochs 100000 --out locked" || fail "the first run is gone"
 i=0
 while [ ! -f first.rc ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 wait
-[ "$(cat first.rc)" = 1 ] || fail "the interrupted run exited $(cat first.rc)"   # Ctrl-C: 1
+[ "$(cat first.rc)" = 130 ] || fail "the interrupted run exited $(cat first.rc)"   # Ctrl-C: 130
+expect first.err "interrupted"
+[ -f locked/last.safetensors ] || fail "the interrupted run lost its checkpoint"
 grep -q "in use" first.err && fail "the first run saw the second"
 # a temporary left by a killed writer is removed once the lock is held
 touch locked/last.safetensors.tmp.AbC123 locked/notes.tmp.AbC123

@@ -59,6 +59,21 @@ for cmd in verify info "info --json"; do
     run 1 "$STOKE" $cmd latin1.stoke
     expect err.txt "latin1.stoke: meta: the name of class 0 is not UTF-8"
 done
+# --json: the same verdict as one object (valid JSON, the bad records named)
+run 1 "$STOKE" verify --json flipped.stoke
+"$PYTHON3" -c '
+import json
+d = json.load(open("out.txt"))
+assert d["good"] is False and d["bad"] == 1 and d["records"] == 11, d
+r = d["bad_records"][0]
+assert r["index"] == 3 and "CRC mismatch" in r["reason"] and r["name"] is None, r
+' || fail "verify --json on flipped.stoke: $(cat out.txt)"
+run 0 "$STOKE" verify --json --decode good.stoke
+"$PYTHON3" -c '
+import json
+d = json.load(open("out.txt"))
+assert d["good"] is True and d["bad"] == 0 and d["decode"] is True and d["bad_records"] == [], d
+' || fail "verify --json on good.stoke: $(cat out.txt)"
 run 1 "$STOKE" verify missing.stoke
 run 2 "$STOKE" verify --workers x good.stoke
 finish

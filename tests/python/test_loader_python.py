@@ -51,7 +51,10 @@ def test_zero_copy_views(tiny):
         a = np.from_dlpack(images)
         assert t.shape == (8, 28, 28, 1) and t.dtype == torch.uint8
         assert t.data_ptr() == images.data_ptr == a.ctypes.data  # the ring itself
-        assert torch.from_dlpack(labels).dtype == torch.int32
+        y = torch.from_dlpack(labels)
+        assert y.dtype == torch.int64 and labels.dtype == "int64"  # PyTorch's label type
+        out = torch.zeros(8, 10, requires_grad=True)
+        torch.nn.functional.cross_entropy(out, y).backward()  # takes them as they are
         t[0, 0, 0, 0] = 123  # one memory: a write through one view shows in the other
         assert a[0, 0, 0, 0] == 123
         nchw = torch.from_dlpack(plain(tiny, layout="NCHW").__iter__().__next__()[0])
@@ -274,6 +277,19 @@ def test_a_forked_child_gets_an_error_not_a_hang(tiny):
     assert "a forked child" in msg and "open a new Loader in the child" in msg
     assert sum(x.shape[0] for x, _ in loader) == 50 - 8  # the parent goes on with its pass
     loader.close()
+
+
+def test_python_conventions():
+    import inspect
+    assert str(inspect.signature(stoke.pack)).startswith("(src, out, *, labels=None, kind=None")
+    assert str(inspect.signature(stoke.info)) == "(path, /)"
+    assert str(inspect.signature(stoke.Loader)).startswith("(path, batch_size, *, transform=None")
+    assert str(inspect.signature(stoke.Loader.set_epoch)) == "(self, epoch, /)"
+    assert str(inspect.signature(stoke.Array.__dlpack__)).startswith("(self, /, *, stream=None")
+    assert stoke.__version__ == "0.1.0"
+    pkg = os.path.dirname(stoke.__file__)
+    for f in ("py.typed", "_stoke.pyi"):
+        assert os.path.exists(os.path.join(pkg, f)), f
 
 
 def test_close_with_live_batches(tiny):
