@@ -1,4 +1,4 @@
-/* Data-parallel costs (dist/): the all-reduce's bandwidth through Stoke
+/* Data-parallel costs (distributed/): the all-reduce's bandwidth through Stoke
  * against MPI_Allreduce called directly, and a training step's
  * communication: how much of it backward hides.
  *
@@ -18,8 +18,8 @@
  * bench/README.md says how the figures in the README were taken. */
 #include "common/clock.h"
 #include "common/rng.h"
-#include "dist/comm.h"
-#include "dist/ddp.h"
+#include "distributed/comm.h"
+#include "distributed/ddp.h"
 #include "engine/optim.h"
 #include "kernels/backend.h"
 #include "train/device.h"
@@ -106,7 +106,7 @@ static int train_bench(stk_comm *c, const char *name, int batch, int steps, bool
     stk_trainer_config tc = stk_trainer_defaults();
     if (stk_model_create(&cfg, &m) != STK_OK || stk_optim_create(&oc, m, &opt) != STK_OK ||
         stk_device_spec_open(&spec, &ce) != STK_OK ||
-        (tc.device = ce, stk_trainer_create(&tc, m, opt, &t)) != STK_OK)
+        (tc.copy_engine = ce, stk_trainer_create(&tc, m, opt, &t)) != STK_OK)
         goto fail;
     char batch_text[24];
     snprintf(batch_text, sizeof batch_text, "%d", batch);

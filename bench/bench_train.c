@@ -86,7 +86,7 @@ static int train_bench(const char *name, int batch, double seconds, bool json)
     stk_device_spec spec = {device, 0};
     stk_trainer *t = NULL;
     if (stk_device_spec_open(&spec, &ce) != STK_OK ||
-        (tc.device = ce, stk_trainer_create(&tc, m, opt, &t)) != STK_OK) {
+        (tc.copy_engine = ce, stk_trainer_create(&tc, m, opt, &t)) != STK_OK) {
         fprintf(stderr, "bench_train: %s\n", stk_last_error());
         return 1;
     }

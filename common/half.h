@@ -3,7 +3,7 @@
  * subnormals kept, NaN stays NaN. */
 #pragma once
 
-#include "common/hd.h"
+#include "common/host_device.h"
 
 #include <stdint.h>
 #include <string.h>

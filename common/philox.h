@@ -5,7 +5,7 @@
  * it; dropout's CPU loop and CUDA kernel call it directly. */
 #pragma once
 
-#include "common/hd.h"
+#include "common/host_device.h"
 
 #include <stdint.h>
 

@@ -80,7 +80,7 @@ stk_status stk_model_to(stk_model *m, stk_device dev);
 bool stk_model_is_training(const stk_model *m);
 /* Batch norm layers in train mode use the statistics of every rank's batch
  * (stk_batch_norm_sync through `ar`, which is copied); NULL: this rank's
- * batch alone (the default). Data-parallel training sets it (dist/ddp.h). */
+ * batch alone (the default). Data-parallel training sets it (distributed/ddp.h). */
 void stk_model_set_sync_batch_norm(stk_model *m, const stk_allreduce *ar);
 
 /* logits [N, classes] from x [N, C, H, W] f32. Errors name the layer. */

@@ -65,7 +65,7 @@ stk_status stk_batch_norm(stk_tensor *x, stk_tensor *gamma, stk_tensor *beta,
                           float momentum, float eps, stk_tensor **out);
 
 /* A sum over the processes of a data-parallel job, in place on n host
- * floats. The engine knows no communicator: dist/ supplies this (ddp.h). */
+ * floats. The engine knows no communicator: distributed/ supplies this (ddp.h). */
 typedef struct stk_allreduce {
     stk_status (*sum)(void *ctx, float *buf, size_t n);
     void *ctx;

@@ -38,7 +38,7 @@ int main(int argc, char **argv)
     stk_model_config mc = {.name = "mlp", .in_channels = m->channels, .classes = (int)m->num_classes,
                            .image_size = (int)m->min_width};
     stk_trainer_config tc = stk_trainer_defaults();
-    stk_batch_norm_stats(m, argv[1], tc.mean, tc.std);
+    stk_input_norm_from_meta(m, argv[1], tc.mean, tc.std);
     char eval_transform[64]; /* center:28 for 28 px images */
     stk_train_default_eval_transform(m, mc.image_size, eval_transform, sizeof eval_transform);
     stk_dataset_close(ds);

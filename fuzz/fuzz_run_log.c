@@ -2,8 +2,8 @@
  * input: the two files' bytes split at the first NUL; no NUL: no
  * steps.csv), parsed and drawn as stoke plot draws them (any numbers:
  * NaN, infinities, huge, one point, no point). */
-#include "watch/run_log.h"
-#include "watch/svg_chart.h"
+#include "runlog/run_log.h"
+#include "runlog/svg_chart.h"
 
 #include <stdint.h>
 #include <stdlib.h>

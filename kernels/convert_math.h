@@ -4,7 +4,7 @@
 #pragma once
 
 #include "common/half.h"
-#include "common/hd.h"
+#include "common/host_device.h"
 #include "kernels/dtype.h"
 
 #include <stdint.h>

@@ -3,7 +3,7 @@
  * accumulated in double, so the two agree to rounding of the last step. */
 #pragma once
 
-#include "common/hd.h"
+#include "common/host_device.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
  * CUDA kernels (cuda/pool.cu): one output element from one input plane. */
 #pragma once
 
-#include "common/hd.h"
+#include "common/host_device.h"
 
 #include <math.h>
 #include <stdbool.h>

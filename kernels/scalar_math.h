@@ -3,7 +3,7 @@
  * the CPU tests check the math the GPU runs. */
 #pragma once
 
-#include "common/hd.h"
+#include "common/host_device.h"
 #include "common/philox.h"
 
 #include <math.h>

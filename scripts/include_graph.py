@@ -17,15 +17,15 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODULES = ["common", "storage", "augment", "kernels", "engine", "loader", "train", "dist", "watch",
+MODULES = ["common", "storage", "augment", "kernels", "engine", "loader", "train", "distributed", "runlog",
            "tools", "python"]
 # Lowest first: a module may use only modules of lower layers.
 LAYERS = [
     {"common"},
-    {"storage", "augment", "kernels", "watch"},
+    {"storage", "augment", "kernels", "runlog"},
     {"engine", "loader"},
     {"train"},
-    {"dist", "python"},
+    {"distributed", "python"},
     {"tools"},
 ]
 # Units that are one concern and may share a cycle: a tensor knows its grad

@@ -1,10 +1,10 @@
-/* Data-parallel training (dist/): the collectives, and a ddp-attached trainer
+/* Data-parallel training (distributed/): the collectives, and a ddp-attached trainer
  * on 2 ranks against one process on the whole batch. ctest runs it under
  * `mpiexec -n 2` and alone (a world of one). Check's fork mode is off: MPI
  * and fork() do not mix. */
 #include "common/crc32c.h"
-#include "dist/comm.h"
-#include "dist/ddp.h"
+#include "distributed/comm.h"
+#include "distributed/ddp.h"
 #include "engine_testlib.h"
 #include "train/batch.h"
 

@@ -316,7 +316,7 @@ static void report(const bench_result *r, const bench_args *a, const stk_loader_
         report_text(r, a, o, path, tbuf, sum_text);
 }
 
-static int run(int argc, char **argv)
+static int bench_main(int argc, char **argv)
 {
     bench_args a;
     stk_loader_options o;
@@ -361,4 +361,4 @@ static int run(int argc, char **argv)
 }
 
 const stk_command stk_cmd_bench = {"bench", "measure how fast the loader delivers batches", &cli,
-                                   run};
+                                   bench_main};

@@ -30,7 +30,7 @@ static const stk_cli cli = {
     .flags = flags,
     .max_args = 0};
 
-static int run(int argc, char **argv)
+static int devices_main(int argc, char **argv)
 {
     devices_args a = {0};
     char **pos;
@@ -80,4 +80,4 @@ static int run(int argc, char **argv)
 }
 
 const stk_command stk_cmd_devices = {"devices", "list the CPU and the CUDA GPUs training can use",
-                                     &cli, run};
+                                     &cli, devices_main};

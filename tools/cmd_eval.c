@@ -55,7 +55,7 @@ static const stk_cli cli = {
     .flags = flags,
     .max_args = 0};
 
-static int run(int argc, char **argv)
+static int eval_main(int argc, char **argv)
 {
     eval_args a = {.batch = 128, .workers = stk_cpu_count(), .threads = stk_cpu_count()};
     char **pos;
@@ -139,8 +139,8 @@ static int run(int argc, char **argv)
     if (stk_dataset_open(data, &ds) != STK_OK) goto out;
     const stk_meta *m = stk_dataset_meta(ds);
     stk_trainer_config tc = stk_trainer_defaults();
-    tc.device = ce;
-    stk_batch_norm_stats(m, data, tc.mean, tc.std); /* a checkpoint from before: this set's */
+    tc.copy_engine = ce;
+    stk_input_norm_from_meta(m, data, tc.mean, tc.std); /* a checkpoint from before: this set's */
     if (!isnan(ck_mean[0])) {
         memcpy(tc.mean, ck_mean, sizeof ck_mean);
         memcpy(tc.std, ck_std, sizeof ck_std);
@@ -207,4 +207,4 @@ out:
     return rc;
 }
 
-const stk_command stk_cmd_eval = {"eval", "evaluate a checkpoint on a dataset", &cli, run};
+const stk_command stk_cmd_eval = {"eval", "evaluate a checkpoint on a dataset", &cli, eval_main};

@@ -110,7 +110,7 @@ static void print_text(const char *path, const stk_meta *m, uint64_t file_bytes)
                (unsigned long long)m->class_counts[i]);
 }
 
-static int run(int argc, char **argv)
+static int info_main(int argc, char **argv)
 {
     info_args a = {0};
     char **pos;
@@ -128,4 +128,4 @@ static int run(int argc, char **argv)
     return STK_EXIT_OK;
 }
 
-const stk_command stk_cmd_info = {"info", "show what a .stoke dataset holds", &cli, run};
+const stk_command stk_cmd_info = {"info", "show what a .stoke dataset holds", &cli, info_main};

@@ -83,7 +83,7 @@ static const stk_cli cli = {
     .max_args = 3,
     .args_error = "expected SRC OUT.stoke (or IMAGES LABELS OUT.stoke for idx)"};
 
-static int run(int argc, char **argv)
+static int pack_main(int argc, char **argv)
 {
     pack_args a = {.from = -1,
                    .split = -1,
@@ -159,4 +159,4 @@ static int run(int argc, char **argv)
     return STK_EXIT_OK;
 }
 
-const stk_command stk_cmd_pack = {"pack", "pack an image dataset into one .stoke file", &cli, run};
+const stk_command stk_cmd_pack = {"pack", "pack an image dataset into one .stoke file", &cli, pack_main};

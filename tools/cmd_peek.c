@@ -52,7 +52,7 @@ static const stk_cli cli = {
 
 #define BORDER 2
 
-static int run(int argc, char **argv)
+static int peek_main(int argc, char **argv)
 {
     peek_args pa = {.out = "peek.ppm", .index = -1};
     char **pos;
@@ -185,4 +185,4 @@ out:
 }
 
 const stk_command stk_cmd_peek = {"peek", "write transformed samples as an image, to look at them",
-                                  &cli, run};
+                                  &cli, peek_main};

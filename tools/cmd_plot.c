@@ -3,8 +3,8 @@
 #include "common/text.h"
 #include "tools/cli.h"
 #include "tools/flags.h"
-#include "watch/run_log.h"
-#include "watch/svg_chart.h"
+#include "runlog/run_log.h"
+#include "runlog/svg_chart.h"
 
 #include <errno.h>
 #include <spawn.h>
@@ -157,7 +157,7 @@ static stk_status write_png(const char *out, const char *svg, size_t len)
     return st;
 }
 
-static int run(int argc, char **argv)
+static int plot_main(int argc, char **argv)
 {
     plot_args a = {.out = "plot.svg"};
     char **pos;
@@ -200,4 +200,4 @@ out:
 }
 
 const stk_command stk_cmd_plot = {"plot", "draw the curves of training runs (SVG or PNG)", &cli,
-                                  run};
+                                  plot_main};

@@ -250,7 +250,7 @@ static stk_fit_options fit_options(run_state *r, train_printer *p)
     return o;
 }
 
-static int run(int argc, char **argv)
+static int train_main(int argc, char **argv)
 {
     run_state r;
     memset(&r, 0, sizeof r);
@@ -302,4 +302,4 @@ static int run(int argc, char **argv)
     return STK_EXIT_OK;
 }
 
-const stk_command stk_cmd_train = {"train", "train a model on a packed dataset", &cli, run};
+const stk_command stk_cmd_train = {"train", "train a model on a packed dataset", &cli, train_main};

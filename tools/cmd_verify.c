@@ -139,7 +139,7 @@ static void report_json(const char *path, const stk_meta *m, const uint64_t *cou
     printf("]}\n");
 }
 
-static int run(int argc, char **argv)
+static int verify_main(int argc, char **argv)
 {
     verify_args a = {.workers = stk_cpu_count()};
     char **pos;
@@ -228,4 +228,4 @@ out:
     return rc;
 }
 
-const stk_command stk_cmd_verify = {"verify", "check every record of a .stoke dataset", &cli, run};
+const stk_command stk_cmd_verify = {"verify", "check every record of a .stoke dataset", &cli, verify_main};

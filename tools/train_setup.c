@@ -372,11 +372,11 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
     if (!(r->val_transform = strdup(a->val_transform ? a->val_transform : deflt)))
         return stk_error(STK_ERR_NOMEM, "out of memory");
     r->tc = stk_trainer_defaults();
-    r->tc.device = r->ce;
+    r->tc.copy_engine = r->ce;
     r->tc.amp = a->amp;
     r->tc.label_smoothing = (float)a->smoothing;
     r->tc.seed = a->seed;
-    stk_batch_norm_stats(m, a->data, r->tc.mean, r->tc.std);
+    stk_input_norm_from_meta(m, a->data, r->tc.mean, r->tc.std);
     if (a->val) STK_TRY(check_val(r, m));
     STK_TRY(make_model(r, m));
     stk_loader_options o = stk_loader_defaults();

@@ -9,8 +9,8 @@
 #pragma once
 
 #include "common/trace.h"
-#include "dist/comm.h"
-#include "dist/ddp.h"
+#include "distributed/comm.h"
+#include "distributed/ddp.h"
 #include "kernels/device.h"
 #include "train/device.h"
 #include "train/fit.h"

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-void stk_batch_norm_stats(const stk_meta *m, const char *path, float mean[3], float std[3])
+void stk_input_norm_from_meta(const stk_meta *m, const char *path, float mean[3], float std[3])
 {
     for (int c = 0; c < 3; c++) {
         mean[c] = m->has_stats ? (float)m->mean[c] : 0.5f;

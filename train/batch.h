@@ -2,7 +2,7 @@
  * batch as tensors, and counting correct predictions.
  *
  *     float mean[3], std[3];
- *     stk_batch_norm_stats(meta, path, mean, std);
+ *     stk_input_norm_from_meta(meta, path, mean, std);
  *     stk_tensor *x, *y;
  *     STK_TRY(stk_batch_tensors(b, mean, std, &x, &y));   // inside a step scope
  *     ... logits ...
@@ -21,7 +21,7 @@ extern "C" {
 
 /* Per-channel mean/std for the input op: the dataset's statistics, or 0.5 /
  * 0.5 with a warning naming `path` when it has none (pack --no-validate). */
-void stk_batch_norm_stats(const stk_meta *m, const char *path, float mean[3], float std[3]);
+void stk_input_norm_from_meta(const stk_meta *m, const char *path, float mean[3], float std[3]);
 
 /* The batch's u8 NHWC pixels as a normalised f32 NCHW tensor and its labels
  * as an i32 tensor (both owned by the current step scope). */

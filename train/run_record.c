@@ -5,9 +5,9 @@
 #include "common/fs.h"
 #include "common/text.h"
 #include "engine/tensor.h"
-#include "watch/image_grid.h"
-#include "watch/run_log.h"
-#include "watch/tfevents.h"
+#include "runlog/image_grid.h"
+#include "runlog/run_log.h"
+#include "runlog/tfevents.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,7 +1,7 @@
 /* What a training run leaves in its run folder beside its checkpoints,
  * written by rank 0: the run log (metrics.csv, one row per epoch; steps.csv,
- * one row per step: watch/run_log.h writes and reads both) and, unless
- * turned off, a TensorBoard event file (watch/tfevents.h) with the same
+ * one row per step: runlog/run_log.h writes and reads both) and, unless
+ * turned off, a TensorBoard event file (runlog/tfevents.h) with the same
  * figures, the first batch as an image and the run's flags. Its step hook
  * goes on the trainer; stk_run_record_epoch from stk_trainer_fit's on_epoch
  * callback (train/fit.h).

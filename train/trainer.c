@@ -49,7 +49,7 @@ stk_status stk_trainer_create(const stk_trainer_config *c, stk_model *model, stk
                               stk_trainer **out)
 {
     *out = NULL;
-    const stk_copy_engine *dev = c->device ? c->device : stk_copy_engine_cpu();
+    const stk_copy_engine *dev = c->copy_engine ? c->copy_engine : stk_copy_engine_cpu();
     if (c->amp && dev->device != STK_DEVICE_CUDA)
         return stk_error(STK_ERR_INVALID_ARG, "mixed precision (amp) runs on a GPU; the CPU "
                                               "backend computes in f32");
@@ -59,7 +59,7 @@ stk_status stk_trainer_create(const stk_trainer_config *c, stk_model *model, stk
     stk_trainer *t = calloc(1, sizeof *t);
     if (!t) return stk_error(STK_ERR_NOMEM, "no memory for a trainer");
     t->cfg = *c;
-    t->cfg.device = dev;
+    t->cfg.copy_engine = dev;
     t->model = model;
     t->opt = opt;
     stk_loss_scaler_init(&t->scaler);
@@ -305,7 +305,7 @@ stk_loader_options stk_trainer_eval_options(const stk_trainer *t, const char *tr
     o.transform = transform;
     o.shuffle = false;
     o.fast_decode = false; /* evaluation decodes accurately */
-    o.host_memory = t->cfg.device->host_memory;
+    o.host_memory = t->cfg.copy_engine->host_memory;
     return o;
 }
 
@@ -323,7 +323,7 @@ stk_status stk_trainer_evaluate(stk_trainer *t, stk_loader *l, const char *progr
     stk_progress_init(&p, progress_label ? progress_label : "eval", stk_loader_batches(l),
                       progress_label ? stderr : NULL);
     stk_status st;
-    if ((st = stk_h2d_open(l, t->cfg.device, &h)) != STK_OK) goto out;
+    if ((st = stk_h2d_open(l, t->cfg.copy_engine, &h)) != STK_OK) goto out;
     if ((st = stk_loader_start_epoch(l, 0)) != STK_OK) goto out;
     stk_device_batch *b;
     while ((st = stk_h2d_next(h, &b)) == STK_OK) {

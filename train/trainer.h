@@ -4,9 +4,9 @@
  * `stoke eval`, bench_train and the tests drive it; so can any program.
  *
  *     stk_trainer_config c = stk_trainer_defaults();
- *     c.device = ce;                                // stk_device_spec_open
+ *     c.copy_engine = ce;                                // stk_device_spec_open
  *     c.schedule = (stk_schedule){STK_SCHEDULE_COSINE, 0.05f, steps_total};
- *     stk_batch_norm_stats(meta, path, c.mean, c.std);
+ *     stk_input_norm_from_meta(meta, path, c.mean, c.std);
  *     stk_trainer *t;
  *     STK_TRY(stk_trainer_create(&c, model, opt, &t));  // borrows model and opt
  *     STK_TRY(stk_trainer_add_hook(t, STK_STEP_GRAD_READY, allreduce_grad, comm));
@@ -55,12 +55,13 @@ extern "C" {
 typedef struct stk_trainer stk_trainer;
 
 typedef struct stk_trainer_config {
-    const stk_copy_engine *device; /* the device the model lives on; NULL: the CPU */
+    const stk_copy_engine *copy_engine; /* the model's device, as its copy engine
+                                         (stk_device_spec_open); NULL: the CPU */
     bool amp;              /* autocast (f16 matmuls/convolutions) and dynamic loss scaling */
     float label_smoothing; /* in [0, 1) */
     /* Learning rate per step; base_lr 0 leaves the optimizer's own lr alone. */
     stk_schedule schedule;
-    float mean[3], std[3]; /* input normalisation (stk_batch_norm_stats) */
+    float mean[3], std[3]; /* input normalisation (stk_input_norm_from_meta) */
     int64_t seed;          /* the position's seed */
 } stk_trainer_config;
 

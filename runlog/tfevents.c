@@ -1,9 +1,9 @@
-#include "watch/tfevents.h"
+#include "runlog/tfevents.h"
 
 #include "common/crc32c.h"
 #include "common/text.h"
-#include "watch/pb_wire.h"
-#include "watch/png.h"
+#include "runlog/pb_wire.h"
+#include "runlog/png.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* comm.h over MPI (Open MPI or MPICH). */
-#include "dist/comm.h"
+#include "distributed/comm.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,4 +1,4 @@
-#include "watch/svg_chart.h"
+#include "runlog/svg_chart.h"
 
 #include <float.h>
 #include <math.h>

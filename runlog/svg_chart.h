@@ -13,7 +13,7 @@
 #pragma once
 
 #include "common/status.h"
-#include "watch/run_log.h"
+#include "runlog/run_log.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-#include "watch/image_grid.h"
+#include "runlog/image_grid.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* The run log's writer (run_log.h): metrics.csv and steps.csv, the format
  * that run_log.c reads back. */
-#include "watch/run_log.h"
+#include "runlog/run_log.h"
 
 #include "common/fs.h"
 #include "common/text.h"

@@ -1,5 +1,5 @@
 /* Gradient buckets, the communication thread and the trainer hooks (ddp.h). */
-#include "dist/ddp.h"
+#include "distributed/ddp.h"
 
 #include "common/trace.h"
 

@@ -23,7 +23,7 @@
  * finished after 300 s: another rank has hung, stopped or died"); the
  * caller then stops the job (stk_comm_abort). stk_comm_allreduce_sum blocks
  * (MPI's tuned all-reduce, for gradients on a communication thread): its
- * caller bounds the wait (dist/ddp.h).
+ * caller bounds the wait (distributed/ddp.h).
  *
  * Threading: MPI is initialised for serialized use: one thread at a time
  * calls into a communicator (data-parallel training's communication thread

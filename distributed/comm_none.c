@@ -1,5 +1,5 @@
 /* comm.h without MPI: a world of one; a launch of several ranks is refused. */
-#include "dist/comm.h"
+#include "distributed/comm.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,13 +1,13 @@
-/* watch/: the protobuf wire encoder, PNG, the batch grid, TensorBoard's
+/* runlog/: the protobuf wire encoder, PNG, the batch grid, TensorBoard's
  * record framing. (TensorBoard's own reader checks whole files in
- * tests/cli/test_watch.sh.) */
+ * tests/cli/test_runlog.sh.) */
 #include "common/crc32c.h"
-#include "watch/image_grid.h"
-#include "watch/run_log.h"
-#include "watch/svg_chart.h"
-#include "watch/pb_wire.h"
-#include "watch/png.h"
-#include "watch/tfevents.h"
+#include "runlog/image_grid.h"
+#include "runlog/run_log.h"
+#include "runlog/svg_chart.h"
+#include "runlog/pb_wire.h"
+#include "runlog/png.h"
+#include "runlog/tfevents.h"
 
 #include "tests/check_main.h"
 #include "tests/test_tmpdir.h"

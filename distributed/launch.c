@@ -1,5 +1,5 @@
 /* Reading the launcher's environment (comm.h): which rank this process is. */
-#include "dist/comm.h"
+#include "distributed/comm.h"
 
 #include <stdlib.h>
 

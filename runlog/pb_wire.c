@@ -1,4 +1,4 @@
-#include "watch/pb_wire.h"
+#include "runlog/pb_wire.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "watch/png.h"
+#include "runlog/png.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "watch/run_log.h"
+#include "runlog/run_log.h"
 
 #include "common/fs.h"
 #include "common/text.h"

@@ -41,7 +41,7 @@
  */
 #pragma once
 
-#include "dist/comm.h"
+#include "distributed/comm.h"
 #include "engine/nn.h"
 #include "train/trainer.h"
 
