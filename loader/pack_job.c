@@ -78,29 +78,29 @@ static stk_status check_request(const stk_pack_request *r, const char *from)
 {
     if (!r->src || !r->out) return stk_error(STK_ERR_INVALID_ARG, "pack: a source and an output");
     if (r->workers < 1 || r->workers > 1024)
-        return stk_error(STK_ERR_INVALID_ARG, "--workers %d: expected an integer in 1..1024",
+        return stk_error(STK_ERR_INVALID_ARG, "workers %d: expected an integer in 1..1024",
                          r->workers);
     if (r->seed > (uint64_t)INT64_MAX)
-        return stk_error(STK_ERR_INVALID_ARG, "--seed %" PRIu64 ": expected an integer in 0..%" PRId64,
+        return stk_error(STK_ERR_INVALID_ARG, "seed %" PRIu64 ": expected an integer in 0..%" PRId64,
                          r->seed, INT64_MAX);
     if (r->quality < 1 || r->quality > 100)
-        return stk_error(STK_ERR_INVALID_ARG, "--quality %d: expected an integer in 1..100",
+        return stk_error(STK_ERR_INVALID_ARG, "quality %d: expected an integer in 1..100",
                          r->quality);
     if (r->max_side > 65500)
-        return stk_error(STK_ERR_INVALID_ARG, "--max-side %u: expected an integer in 1..65500",
+        return stk_error(STK_ERR_INVALID_ARG, "max_side %u: expected an integer in 1..65500",
                          r->max_side);
     if (r->max_pixels < 1 || r->max_pixels > (uint64_t)INT64_MAX)
         return stk_error(STK_ERR_INVALID_ARG,
-                         "--max-pixels %" PRIu64 ": expected an integer in 1..%" PRId64,
+                         "max_pixels %" PRIu64 ": expected an integer in 1..%" PRId64,
                          r->max_pixels, INT64_MAX);
     if (r->restart_mcus < 0 || r->restart_mcus > 64)
-        return stk_error(STK_ERR_INVALID_ARG, "--restart %d: expected an integer in 0..64",
+        return stk_error(STK_ERR_INVALID_ARG, "restart %d: expected an integer in 0..64",
                          r->restart_mcus);
     if (r->labels && strcmp(from, "idx") != 0)
         return stk_error(STK_ERR_INVALID_ARG,
                          "three paths are only for --from idx (IMAGES LABELS OUT)");
     if (r->split && strcmp(r->split, "train") != 0 && strcmp(r->split, "test") != 0)
-        return stk_error(STK_ERR_INVALID_ARG, "--split %s: expected train or test", r->split);
+        return stk_error(STK_ERR_INVALID_ARG, "split %s: expected train or test", r->split);
     if (is_dir(r->out))
         return stk_error(STK_ERR_INVALID_ARG, "%s: OUT is a folder; give a file name", r->out);
     return STK_OK;

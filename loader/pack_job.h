@@ -58,8 +58,10 @@ stk_pack_request stk_pack_request_defaults(void);
  * IMAGES LABELS OUT): "idx", "cifar10", "imagefolder" or "list". */
 const char *stk_pack_guess_kind(const char *src, bool with_labels);
 
-/* Run the pack. Errors are the CLI's messages: a bad flag value or path
- * combination (STK_ERR_INVALID_ARG), the source's, the first bad item's, I/O,
+/* Run the pack. Errors: a value out of range, named in the request's words
+ * ("quality 0: expected an integer in 1..100"; the CLI's flag parser
+ * refuses its own flags first, with the "--"), a path combination
+ * (STK_ERR_INVALID_ARG), the source's, the first bad item's, I/O,
  * STK_ERR_CANCELLED. *encoding (optional) says whether the source was JPEG
  * (the summary's actions count JPEG handling only then). On error nothing is
  * left at out. */

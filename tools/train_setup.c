@@ -269,10 +269,25 @@ static stk_status claim_run_folder(run_state *r)
     return STK_OK;
 }
 
-/* Make RUNDIR, lock it and claim it (rank 0, which alone writes it). */
+/* mkdir -p */
+static int make_dirs(const char *path)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return errno = ENAMETOOLONG, -1;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* Make RUNDIR (and its parents), lock it and claim it (rank 0, which alone
+ * writes it). */
 static stk_status prepare_run_folder(run_state *r)
 {
-    if (mkdir(r->a.out, 0755) != 0 && errno != EEXIST)
+    if (make_dirs(r->a.out) != 0)
         return stk_error(STK_ERR_IO, "--out %s: %s", r->a.out, strerror(errno));
     STK_TRY(lock_run_folder(r));
     return claim_run_folder(r);

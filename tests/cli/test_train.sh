@@ -289,6 +289,9 @@ expect out.txt "checkpoints in runs/mlp-2"
 run 0 "$STOKE" train $TL --epochs 2 --resume
 expect out.txt "(resumed)"
 expect out.txt "checkpoints in runs/mlp-2"
+# --out's parent folders are made (the README's quick start: --out runs/photos)
+run 0 "$STOKE" train $TL --epochs 1 --out nested/a/run
+[ -f nested/a/run/last.safetensors ] || fail "--out nested/a/run: no checkpoint"
 # --monitor needs what it monitors
 run 2 "$STOKE" train $TL --epochs 1 --out mon --monitor val_loss
 expect err.txt "--monitor val_loss: needs --val (without it: train_loss or train_top1)"
