@@ -14,13 +14,13 @@ fi
 SRC=$(cd "$STOKE_TESTS/.." && pwd)
 "$VPY" -m pip wheel -q --no-build-isolation --no-deps --disable-pip-version-check \
     --config-settings=build-dir="$WORK/skbuild" -w wheels "$SRC" >pip.txt 2>&1 || fail "pip wheel: $(tail -20 pip.txt)"
-ls wheels/stoke-0.1.0-cp39-abi3-linux_*.whl >/dev/null 2>&1 || fail "no abi3 wheel: $(ls wheels)"
+ls wheels/stoke_ml-0.1.0-cp39-abi3-linux_*.whl >/dev/null 2>&1 || fail "no abi3 wheel: $(ls wheels)"
 "$VPY" -m pip install -q --no-deps --disable-pip-version-check --target site wheels/*.whl \
     >pip.txt 2>&1 || fail "pip install: $(tail -20 pip.txt)"
 [ -f site/stoke/_stoke.abi3.so ] && [ -f site/stoke/__init__.py ] || fail "installed: $(find site)"
 # PEP 561: the wheel carries the marker and the stubs; and the LICENSE pyproject names
 [ -f site/stoke/py.typed ] && [ -f site/stoke/_stoke.pyi ] || fail "no py.typed or stubs: $(find site)"
-[ -f site/stoke-0.1.0.dist-info/licenses/LICENSE ] || fail "no LICENSE in the wheel: $(ls -R site/*.dist-info)"
+[ -f site/stoke_ml-0.1.0.dist-info/licenses/LICENSE ] || fail "no LICENSE in the wheel: $(ls -R site/*.dist-info)"
 cat >use.py <<'PY'
 import sys, torch, stoke
 assert stoke.__file__.startswith(sys.argv[1]), stoke.__file__
