@@ -51,13 +51,14 @@ def plain(path, **kw):
 
 def test_device_batches_equal_host_batches(tiny):
     for output, elem in (("u8", 1), ("f32", 4)):
-        host = [(host_bytes(x, 8 * 784 * elem), host_bytes(y, 32)) for x, y in
-                plain(tiny, output=output)]
+        host = [(host_bytes(x, x.shape[0] * 784 * elem), host_bytes(y, 8 * y.shape[0]))
+                for x, y in plain(tiny, output=output)]  # labels int64
         with plain(tiny, device="cuda", output=output) as loader:
             dev = []
             for x, y in loader:
                 assert x.__dlpack_device__() == (2, 0) and y.__dlpack_device__() == (2, 0)
-                dev.append((host_bytes(x, x.shape[0] * 784 * elem), host_bytes(y, 4 * y.shape[0])))
+                assert y.dtype == "int64"
+                dev.append((host_bytes(x, x.shape[0] * 784 * elem), host_bytes(y, 8 * y.shape[0])))
         assert len(dev) == len(host) == 7
         for k, (d, h) in enumerate(zip(dev, host)):
             n = len(d[0])
