@@ -350,6 +350,14 @@ START_TEST(options_are_checked)
     ck_assert_int_eq(stk_trainer_fit(g.t, &o, &r), STK_ERR_INVALID_ARG);
     o.early.min_delta = 0, o.epochs = 0;
     ck_assert_int_eq(stk_trainer_fit(g.t, &o, &r), STK_ERR_INVALID_ARG);
+    /* restore_best after a resume whose best epoch ran before, without a run_dir */
+    o.epochs = 3, o.early.restore_best = true;
+    stk_trainer_position(g.t)->best_epoch = 1;
+    snprintf(stk_trainer_position(g.t)->monitor, 16, "train_loss");
+    stk_trainer_position(g.t)->epoch = 1;
+    ck_assert_int_eq(stk_trainer_fit(g.t, &o, &r), STK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), "no run_dir to read its weights from"));
+    ck_assert_int_eq(r.epochs_run, 0);
     ck_assert_int_eq(stk_monitor_parse("val_top5"), STK_MONITOR_VAL_TOP5);
     ck_assert_int_eq(stk_monitor_parse("val_acc"), -1);
     rig_close(&g);

@@ -235,6 +235,12 @@ static stk_status fit_loop(fit_run *r)
         pos->best_value = NAN;
         pos->best_epoch = pos->wait = 0;
     }
+    if (o->early.restore_best && pos->best_epoch > 0 && !o->run_dir)
+        /* refused before any epoch runs, not after */
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "fit: restore_best: the best epoch (%lld) ran before this call and there "
+                         "is no run_dir to read its weights from",
+                         (long long)pos->best_epoch);
     r->out->best_epoch = pos->best_epoch;
     r->out->best_value = pos->best_value;
     if (o->run_dir && (!(r->path_last = stk_text_printf("%s/last.safetensors", o->run_dir)) ||
