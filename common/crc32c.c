@@ -80,3 +80,10 @@ uint32_t stk_crc32c(uint32_t crc, const void *data, size_t len)
     return stk_crc32c_table(crc, data, len);
 }
 #endif
+
+uint64_t stk_fnv1a64(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *b = data;
+    for (size_t i = 0; i < len; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}

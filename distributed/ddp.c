@@ -4,6 +4,7 @@
 #include "common/trace.h"
 
 #include "common/clock.h"
+#include "common/crc32c.h"
 #include "kernels/device_collective.h"
 
 #include <errno.h>
@@ -239,28 +240,20 @@ static stk_status after_backward(void *ctx, const stk_step_info *info)
 
 /* ---- set-up ----------------------------------------------------------------------- */
 
-/* 64-bit FNV-1a: a fingerprint of an item's text, compared across ranks. */
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-#define FNV_BASIS 0xcbf29ce484222325ull
 
 /* The model as every rank must hold it: parameter names, shapes, and which
  * are trainable (ranks that freeze other parameters would all-reduce buckets
  * of other sizes). */
 static uint64_t model_fingerprint(const stk_ddp *d)
 {
-    uint64_t h = FNV_BASIS;
+    uint64_t h = STK_FNV1A64_BASIS;
     for (int i = 0; i < d->n_params; i++) {
         const stk_param *p = stk_model_param(d->model, i);
-        h = fnv1a(h, p->name, strlen(p->name) + 1);
+        h = stk_fnv1a64(h, p->name, strlen(p->name) + 1);
         const char *shape = stk_tensor_shape_str(p->value);
-        h = fnv1a(h, shape, strlen(shape) + 1);
+        h = stk_fnv1a64(h, shape, strlen(shape) + 1);
         unsigned char trainable = !p->is_buffer && stk_tensor_requires_grad(p->value);
-        h = fnv1a(h, &trainable, 1);
+        h = stk_fnv1a64(h, &trainable, 1);
     }
     return h;
 }
@@ -295,7 +288,7 @@ static stk_status check_same(stk_ddp *d, int n_items, const stk_ddp_check_item *
         st = stk_error(STK_ERR_NOMEM, "out of memory");
         goto out;
     }
-    for (int i = 0; i < n_items; i++) mine[i] = fnv1a(FNV_BASIS, items[i].value, strlen(items[i].value));
+    for (int i = 0; i < n_items; i++) mine[i] = stk_fnv1a64(STK_FNV1A64_BASIS, items[i].value, strlen(items[i].value));
     mine[n_items] = model_fingerprint(d);
     if ((st = stk_comm_allgather(d->comm, mine, (size_t)n * sizeof *mine, all)) != STK_OK) goto out;
     /* the first item that differs, and the first rank it differs on */

@@ -2,38 +2,33 @@
  * data-parallel job to check that they read the same data. */
 #include "storage/dataset.h"
 
+#include "common/crc32c.h"
+
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define SAMPLES 64 /* records whose CRC joins the fingerprint */
 
-static uint64_t mix(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull; /* FNV-1a */
-    return h;
-}
-
 stk_status stk_dataset_fingerprint(const stk_dataset *ds, uint64_t *out)
 {
     const stk_meta *m = stk_dataset_meta(ds);
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = STK_FNV1A64_BASIS;
     /* what the meta says of the content; not its source path or the tool
      * that packed it, which differ between copies of one dataset */
-    h = mix(h, &m->count, sizeof m->count);
-    h = mix(h, &m->encoding, sizeof m->encoding);
-    h = mix(h, &m->channels, sizeof m->channels);
-    h = mix(h, &m->num_classes, sizeof m->num_classes);
+    h = stk_fnv1a64(h, &m->count, sizeof m->count);
+    h = stk_fnv1a64(h, &m->encoding, sizeof m->encoding);
+    h = stk_fnv1a64(h, &m->channels, sizeof m->channels);
+    h = stk_fnv1a64(h, &m->num_classes, sizeof m->num_classes);
     for (uint32_t c = 0; c < m->num_classes; c++) {
-        h = mix(h, m->class_names[c], strlen(m->class_names[c]) + 1);
-        h = mix(h, &m->class_counts[c], sizeof m->class_counts[c]);
+        h = stk_fnv1a64(h, m->class_names[c], strlen(m->class_names[c]) + 1);
+        h = stk_fnv1a64(h, &m->class_counts[c], sizeof m->class_counts[c]);
     }
     uint32_t sides[4] = {m->min_width, m->max_width, m->min_height, m->max_height};
-    h = mix(h, sides, sizeof sides);
+    h = stk_fnv1a64(h, sides, sizeof sides);
     if (m->has_stats) { /* exact over every pixel: other images, other values */
-        h = mix(h, m->mean, sizeof m->mean);
-        h = mix(h, m->std, sizeof m->std);
+        h = stk_fnv1a64(h, m->mean, sizeof m->mean);
+        h = stk_fnv1a64(h, m->std, sizeof m->std);
     }
     /* the CRCs (header, name, payload) of records spread over the file */
     uint64_t n = m->count < SAMPLES ? m->count : SAMPLES;
@@ -50,7 +45,7 @@ stk_status stk_dataset_fingerprint(const stk_dataset *ds, uint64_t *out)
             st = stk_error_prefix(st, "%s: record %" PRIu64, stk_dataset_path(ds), i);
             break;
         }
-        h = mix(h, &r.crc, sizeof r.crc);
+        h = stk_fnv1a64(h, &r.crc, sizeof r.crc);
     }
     free(buf);
     *out = h;

@@ -415,6 +415,11 @@ END_TEST
 /* JSON output is always JSON: no NaN or inf numbers, no bytes that are not UTF-8. */
 START_TEST(json_numbers_and_strings_stay_json)
 {
+    /* FNV-1a 64 published vectors ("" and "a"), chained like the CRC */
+    ck_assert_uint_eq(stk_fnv1a64(STK_FNV1A64_BASIS, "", 0), 0xcbf29ce484222325ull);
+    ck_assert_uint_eq(stk_fnv1a64(STK_FNV1A64_BASIS, "a", 1), 0xaf63dc4c8601ec8cull);
+    ck_assert_uint_eq(stk_fnv1a64(stk_fnv1a64(STK_FNV1A64_BASIS, "fo", 2), "o", 1),
+                      stk_fnv1a64(STK_FNV1A64_BASIS, "foo", 3));
     char b[STK_JSON_NUMBER];
     ck_assert_str_eq(stk_json_number(1.5, 2, b), "1.50");
     ck_assert_str_eq(stk_json_number(NAN, 2, b), "null");

@@ -211,13 +211,9 @@ static stk_status restore_best(fit_run *r)
     if (pos->best_epoch == 0) return STK_OK;
     if (r->best.host) {
         STK_TRY(snapshot_restore(&r->best, m));
-    } else if (r->o->run_dir) { /* the best epoch ran before a resume */
+    } else { /* the best epoch ran before a resume (fit_loop checked there is a run_dir) */
         stk_load_report rep;
         STK_TRY(stk_checkpoint_load(r->path_best, m, NULL, true, &rep));
-    } else {
-        return stk_error(STK_ERR_INVALID_ARG,
-                         "fit: restore_best: the best epoch ran before this call and there is no "
-                         "run_dir to read it from");
     }
     if (!r->o->val) return STK_OK;
     if (!r->have_best_val) STK_TRY(stk_trainer_evaluate(r->t, r->o->val, NULL, &r->out->best_val));
