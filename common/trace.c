@@ -155,6 +155,8 @@ stk_status stk_trace_parse_schedule(const char *text, stk_trace_options *o)
     return STK_OK;
 }
 
+bool stk_trace_active(void) { return stk_trace_enabled(); }
+
 bool stk_trace_ops(void) { return stk_trace_enabled() && opts.ops; }
 
 void stk_trace_step(void)

@@ -1,9 +1,6 @@
-/* The CPU backend's table, and the choice of backend by device. */
+/* The CPU backend's table (the math is in cpu_*.c), and its threads. */
 #include "kernels/backend.h"
 #include "kernels/cpu_kernels.h"
-#ifdef STOKE_CUDA_BACKEND
-#include "kernels/cuda/backend_cuda_impl.h"
-#endif
 
 #include <dnnl.h>
 #include <omp.h>
@@ -55,19 +52,7 @@ static const stk_backend cpu_backend = {
     .adam_step = cpu_adam_step,
 };
 
-stk_status stk_backend_get(stk_device dev, const stk_backend **out)
-{
-    *out = NULL;
-    if (dev == STK_DEVICE_CPU) {
-        *out = &cpu_backend;
-        return STK_OK;
-    }
-#ifdef STOKE_CUDA_BACKEND
-    if (dev == STK_DEVICE_CUDA) return stk_cuda_backend(out);
-#endif
-    return stk_error(STK_ERR_UNSUPPORTED, "device %s: this build has no backend for it",
-                     stk_device_name(dev));
-}
+const stk_backend *stk_cpu_backend(void) { return &cpu_backend; }
 
 void stk_cpu_set_threads(int n)
 {

@@ -1,11 +1,9 @@
-/* stk_copy_engine_open: the one place outside kernels/cuda that knows
- * whether this build has the CUDA backend. */
-#include "kernels/backend.h"
+/* stk_copy_engine_open: the CPU's in-place engine, or the CUDA backend
+ * module's (loaded here on first use). */
 #include "kernels/copy_engine.h"
+
+#include "kernels/cuda_module_impl.h"
 #include "kernels/device_query.h"
-#ifdef STOKE_CUDA_BACKEND
-#include "kernels/cuda/cuda_device.h"
-#endif
 
 stk_status stk_copy_engine_open(stk_device dev, int index, const stk_copy_engine **out)
 {
@@ -24,13 +22,10 @@ stk_status stk_copy_engine_open(stk_device dev, int index, const stk_copy_engine
     if (index >= rep.count)
         return stk_error(STK_ERR_INVALID_ARG, "GPU %d: this machine has %d (0..%d)", index,
                          rep.count, rep.count - 1);
-#ifdef STOKE_CUDA_BACKEND
-    stk_status st = stk_cuda_select(index);
-    if (st != STK_OK) return st;
-    const stk_backend *be;
-    if ((st = stk_backend_get(STK_DEVICE_CUDA, &be)) != STK_OK) return st;
-    return stk_copy_engine_cuda(out);
-#else
-    return stk_error(STK_ERR_UNSUPPORTED, "this build has no CUDA backend");
-#endif
+    const stk_cuda_module *m;
+    stk_status st;
+    if ((st = stk_cuda_module_get(&m)) != STK_OK || (st = m->select(index)) != STK_OK) return st;
+    const stk_backend *be; /* creates the context: streams, cuBLAS, cuDNN */
+    if ((st = m->backend(&be)) != STK_OK) return st;
+    return m->copy_engine(out);
 }

@@ -10,6 +10,9 @@
 extern "C" {
 #endif
 
+/* The table of the functions below (backend_cpu.c). */
+const stk_backend *stk_cpu_backend(void);
+
 void cpu_copy_strided(size_t elem_size, int ndim, const int64_t *shape, void *dst,
                       const int64_t *dst_strides, const void *src, const int64_t *src_strides);
 void cpu_convert(stk_dtype dst_dt, void *dst, stk_dtype src_dt, const void *src, int64_t n);

@@ -25,7 +25,7 @@ typedef struct bin_counts {
 
 typedef struct device_heap {
     pthread_mutex_t lock;
-    const stk_heap_ops *ops; /* NULL: no backend for the device in this build */
+    const stk_heap_ops *ops; /* NULL: the device's backend is not loaded (yet) */
     free_block *free_list;   /* all cached blocks, most recently freed first */
     stk_mem_stats stats;
     bin_counts bins[N_BINS];
@@ -46,14 +46,29 @@ static const stk_heap_ops cpu_heap_ops = {
     .describe_free = cpu_describe_free,
 };
 
+/* The CUDA heap's ops come from the backend module on the first CUDA
+ * allocation (cuda_module_impl.h). */
 static device_heap heaps[STK_DEVICE_COUNT] = {
     {PTHREAD_MUTEX_INITIALIZER, &cpu_heap_ops, NULL, {0}},
-#ifdef STOKE_CUDA_BACKEND
-    {PTHREAD_MUTEX_INITIALIZER, &stk_cuda_heap_ops, NULL, {0}},
-#else
     {PTHREAD_MUTEX_INITIALIZER, NULL, NULL, {0}},
-#endif
 };
+
+/* The heap of `dev` with its ops, loading the CUDA module on first use.
+ * Errors: STK_ERR_UNSUPPORTED (no backend: why). */
+static stk_status heap_of(stk_device dev, device_heap **out)
+{
+    *out = NULL;
+    if ((unsigned)dev >= STK_DEVICE_COUNT)
+        return stk_error(STK_ERR_UNSUPPORTED, "device %d: not a device", (int)dev);
+    device_heap *h = &heaps[dev];
+    if (!__atomic_load_n(&h->ops, __ATOMIC_ACQUIRE)) {
+        const stk_heap_ops *ops = stk_cuda_heap_ops_load();
+        if (!ops) return stk_error_prefix(STK_ERR_UNSUPPORTED, "device %s: ", stk_device_name(dev));
+        __atomic_store_n(&h->ops, ops, __ATOMIC_RELEASE);
+    }
+    *out = h;
+    return STK_OK;
+}
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -139,10 +154,9 @@ static bool block_ready(device_heap *h, free_block *b)
 stk_status stk_device_alloc(stk_device dev, size_t bytes, void **out)
 {
     *out = NULL;
-    if ((unsigned)dev >= STK_DEVICE_COUNT || !heaps[dev].ops)
-        return stk_error(STK_ERR_UNSUPPORTED, "device %s: no backend for it in this build",
-                         stk_device_name(dev));
-    device_heap *h = &heaps[dev];
+    device_heap *h;
+    stk_status st = heap_of(dev, &h);
+    if (st != STK_OK) return st;
     size_t size = stk_device_bin_size(bytes);
     pthread_mutex_lock(&h->lock);
     void *p = NULL;
@@ -158,7 +172,7 @@ stk_status stk_device_alloc(stk_device dev, size_t bytes, void **out)
         }
     }
     if (!p) {
-        stk_status st = h->ops->sys_alloc(size, &p);
+        st = h->ops->sys_alloc(size, &p);
         if (st == STK_ERR_NOMEM && h->free_list) { /* give the cache back, try once more */
             release_cache_locked(h);
             st = h->ops->sys_alloc(size, &p);
@@ -252,7 +266,7 @@ void stk_device_reset_peak(stk_device dev)
 void stk_device_empty_cache(stk_device dev)
 {
     device_heap *h = &heaps[dev];
-    if (!h->ops) return;
+    if (!__atomic_load_n(&h->ops, __ATOMIC_ACQUIRE)) return; /* nothing was ever allocated */
     pthread_mutex_lock(&h->lock);
     release_cache_locked(h);
     pthread_mutex_unlock(&h->lock);

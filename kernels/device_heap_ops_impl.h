@@ -27,9 +27,12 @@ typedef struct stk_heap_ops {
     void (*describe_free)(char *buf, size_t n);
 } stk_heap_ops;
 
-#ifdef STOKE_CUDA_BACKEND
+/* Inside the CUDA backend module (cuda/heap_cuda.c). */
 extern const stk_heap_ops stk_cuda_heap_ops;
-#endif
+
+/* The same ops seen from the host: the module's, loaded on the first call
+ * (cuda_module.c). NULL when it cannot be loaded; the message says why. */
+const stk_heap_ops *stk_cuda_heap_ops_load(void);
 
 #ifdef __cplusplus
 }

@@ -15,7 +15,9 @@ typedef struct devices_args {
 static const stk_flag flags[] = {
     STK_FLAG_SECTION("options"),
     STK_FLAG_JSON(devices_args, json,
-                  "one JSON object: cpu (text), cuda_built, cuda_runtime, cuda_driver,\n"
+                  "one JSON object: cpu (text), cuda_built (the CUDA backend module\n"
+                  "loaded), cuda_module (its file, or why not), cuda_backend (what it was\n"
+                  "built with), cuda_runtime, cuda_driver,\n"
                   "gpus [{name, memory_bytes, compute_capability, multiprocessors}],\n"
                   "cuda_reason (when there is no GPU)"),
     STK_FLAG_END};
@@ -25,8 +27,11 @@ static const stk_cli cli = {
     .usage = "stoke devices [--json]",
     .about = "List the devices stoke train can use: the CPU backend (cores, oneDNN and the\n"
              "instruction set it runs) and every CUDA GPU (name, memory, compute capability,\n"
-             "driver and runtime versions). Says plainly why no GPU is usable when there is\n"
-             "none (no CUDA backend in this build, no NVIDIA driver, no device).\n",
+             "driver and runtime versions). The CUDA backend is a module, libstoke_cuda.so,\n"
+             "loaded only by commands that use a GPU (and by this one): says which file was\n"
+             "loaded, or plainly why no GPU is usable (no CUDA backend in this build, CUDA\n"
+             "libraries missing, no NVIDIA driver, no device). STOKE_CUDA_MODULE=FILE loads\n"
+             "the module from FILE instead of the library search path.\n",
     .flags = flags,
     .max_args = 0};
 
@@ -45,8 +50,12 @@ static int devices_main(int argc, char **argv)
     if (json) {
         printf("{\"cpu\": ");
         stk_json_write_string(stdout, cpu);
-        printf(", \"cuda_built\": %s, \"cuda_runtime\": %d, \"cuda_driver\": %d, \"gpus\": [",
-               r.built ? "true" : "false", r.runtime_version, r.driver_version);
+        printf(", \"cuda_built\": %s, \"cuda_module\": ", r.built ? "true" : "false");
+        stk_json_write_string(stdout, r.module);
+        printf(", \"cuda_backend\": ");
+        stk_json_write_string(stdout, r.backend);
+        printf(", \"cuda_runtime\": %d, \"cuda_driver\": %d, \"gpus\": [", r.runtime_version,
+               r.driver_version);
         for (int i = 0; i < r.count; i++) {
             printf("%s{\"name\": ", i ? ", " : "");
             stk_json_write_string(stdout, r.gpus[i].name);
@@ -64,13 +73,18 @@ static int devices_main(int argc, char **argv)
         return STK_EXIT_OK;
     }
     printf("cpu     %s\n", cpu);
-    if (r.built && r.driver_version)
-        printf("cuda    runtime %d.%d, driver %d.%d\n", r.runtime_version / 1000,
-               r.runtime_version % 1000 / 10, r.driver_version / 1000,
-               r.driver_version % 1000 / 10);
-    else if (r.built)
-        printf("cuda    runtime %d.%d, no driver\n", r.runtime_version / 1000,
-               r.runtime_version % 1000 / 10);
+    if (r.built) {
+        printf("cuda    %s, loaded from %s\n", r.backend, r.module);
+        if (r.driver_version)
+            printf("        runtime %d.%d, driver %d.%d\n", r.runtime_version / 1000,
+                   r.runtime_version % 1000 / 10, r.driver_version / 1000,
+                   r.driver_version % 1000 / 10);
+        else
+            printf("        runtime %d.%d, no driver\n", r.runtime_version / 1000,
+                   r.runtime_version % 1000 / 10);
+    } else {
+        printf("cuda    backend %s\n", r.module);
+    }
     for (int i = 0; i < r.count; i++)
         printf("gpu %d   %s, %.1f GiB, compute capability %d.%d, %d SMs\n", i, r.gpus[i].name,
                r.gpus[i].memory_bytes / 1073741824.0, r.gpus[i].cc_major, r.gpus[i].cc_minor,

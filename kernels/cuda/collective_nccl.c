@@ -1,6 +1,7 @@
-/* Device collectives on NCCL (kernels/device_collective.h). */
+/* Device collectives on NCCL: kernels/device_collective.h's functions inside the
+ * CUDA backend module (the host reaches them through its table). */
 #include "kernels/cuda/context.h"
-#include "kernels/device_collective.h"
+#include "kernels/cuda/cuda_device.h"
 
 #include <nccl.h>
 #include <stdio.h>
@@ -31,7 +32,7 @@ static stk_status nccl_check(ncclResult_t r, const char *what)
     return stk_error(STK_ERR_CUDA, "NCCL %s: %s", what, ncclGetErrorString(r));
 }
 
-const char *stk_device_comm_library(void)
+const char *stk_nccl_library(void)
 {
     static char name[32];
     int v = 0;
@@ -41,7 +42,7 @@ const char *stk_device_comm_library(void)
     return name;
 }
 
-stk_status stk_device_comm_make_id(uint8_t id[STK_DEVICE_COMM_ID_BYTES])
+stk_status stk_nccl_make_id(uint8_t id[STK_DEVICE_COMM_ID_BYTES])
 {
     ncclUniqueId u;
     STK_TRY(nccl_check(ncclGetUniqueId(&u), "ncclGetUniqueId"));
@@ -49,7 +50,7 @@ stk_status stk_device_comm_make_id(uint8_t id[STK_DEVICE_COMM_ID_BYTES])
     return STK_OK;
 }
 
-stk_status stk_device_comm_open(const uint8_t id[STK_DEVICE_COMM_ID_BYTES], int rank, int world,
+stk_status stk_nccl_open(const uint8_t id[STK_DEVICE_COMM_ID_BYTES], int rank, int world,
                                 stk_device_comm **out)
 {
     *out = NULL;
@@ -68,21 +69,21 @@ stk_status stk_device_comm_open(const uint8_t id[STK_DEVICE_COMM_ID_BYTES], int 
         st = nccl_check(ncclCommInitRank(&c->nccl, world, u, rank), "ncclCommInitRank");
     }
     if (st != STK_OK) {
-        stk_device_comm_close(c);
+        stk_nccl_close(c);
         return st;
     }
     *out = c;
     return STK_OK;
 }
 
-stk_status stk_device_comm_copy(stk_device_comm *c, void *dst, const void *src, size_t bytes)
+stk_status stk_nccl_copy(stk_device_comm *c, void *dst, const void *src, size_t bytes)
 {
     return stk_cuda_check(
         cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->cx->compute),
         "copying a gradient into its bucket");
 }
 
-stk_status stk_device_comm_allreduce_avg(stk_device_comm *c, float *buf, size_t n)
+stk_status stk_nccl_allreduce_avg(stk_device_comm *c, float *buf, size_t n)
 {
     if (c->aborted) return stk_error(STK_ERR_IO, "the NCCL communicator was aborted");
     if (c->queued == c->n_ev) { /* one more pair of events, kept for later steps */
@@ -121,7 +122,7 @@ static double now_sec(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-stk_status stk_device_comm_finish(stk_device_comm *c, double timeout_s)
+stk_status stk_nccl_finish(stk_device_comm *c, double timeout_s)
 {
     if (c->queued == 0) return STK_OK;
     cudaEvent_t last = c->ev[c->queued - 1].done;
@@ -165,9 +166,9 @@ stk_status stk_device_comm_finish(stk_device_comm *c, double timeout_s)
     return STK_OK;
 }
 
-double stk_device_comm_seconds(const stk_device_comm *c) { return c->seconds; }
+double stk_nccl_seconds(const stk_device_comm *c) { return c->seconds; }
 
-void stk_device_comm_close(stk_device_comm *c)
+void stk_nccl_close(stk_device_comm *c)
 {
     if (!c) return;
     if (c->nccl) {

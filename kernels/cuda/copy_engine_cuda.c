@@ -144,7 +144,7 @@ static stk_status ce_copy_async(void *ctx, void *dst, const void *src, size_t by
                              "cudaStreamWaitEvent")) != STK_OK)
         return st;
     int k = (int)(t % EVENTS);
-    bool timed = stk_trace_enabled() && timing_setup(ce);
+    bool timed = stk_trace_active() && timing_setup(ce);
     ce->timed[k] = timed ? t : 0;
     if (timed && (st = stk_cuda_check(cudaEventRecord(ce->t_start[k], ce->cx->copy),
                                       "cudaEventRecord")) != STK_OK)

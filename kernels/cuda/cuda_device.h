@@ -1,15 +1,18 @@
-/* What the rest of Stoke (loader, tools, tests) uses of the CUDA backend
- * without including CUDA headers. Present in builds with the CUDA backend
- * (STOKE_CUDA_BACKEND); kernels/backend.h's stk_backend_get(STK_DEVICE_CUDA)
- * is the op table itself. */
+/* The CUDA backend module's own functions behind its table
+ * (kernels/cuda_module_impl.h, filled in module_table.c) that need no CUDA
+ * header to declare. The unit tests that link the backend's objects in
+ * call some directly (test_h2d: the copy engine). */
 #pragma once
 
 #include "common/status.h"
 #include "kernels/copy_engine.h"
 #include "kernels/device.h"
+#include "kernels/device_collective.h"
+#include "kernels/device_query.h"
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -18,6 +21,9 @@ extern "C" {
 /* Use GPU `device` (--device cuda:N), before the context is created.
  * Errors: INVALID_ARG (negative, or the context already uses another). */
 stk_status stk_cuda_select(int device);
+
+/* The runtime, driver and GPUs (query.c); never fails. */
+void stk_cuda_query_runtime(stk_cuda_report *r);
 
 /* The copy engine on the context's copy stream (cuda/copy_engine_cuda.c).
  * Errors: STK_ERR_CUDA (no usable device: the message says why). */
@@ -33,6 +39,17 @@ const stk_host_allocator *stk_cuda_host_allocator(void);
  * asynchronous work. */
 stk_status stk_cuda_to_host(void *dst, const void *src, size_t bytes);
 stk_status stk_cuda_from_host(void *dst, const void *src, size_t bytes);
+
+/* kernels/device_collective.h on NCCL (collective_nccl.c; builds with NCCL). */
+const char *stk_nccl_library(void);
+stk_status stk_nccl_make_id(uint8_t id[STK_DEVICE_COMM_ID_BYTES]);
+stk_status stk_nccl_open(const uint8_t id[STK_DEVICE_COMM_ID_BYTES], int rank, int world,
+                         stk_device_comm **out);
+stk_status stk_nccl_copy(stk_device_comm *c, void *dst, const void *src, size_t bytes);
+stk_status stk_nccl_allreduce_avg(stk_device_comm *c, float *buf, size_t n);
+stk_status stk_nccl_finish(stk_device_comm *c, double timeout_s);
+double stk_nccl_seconds(const stk_device_comm *c);
+void stk_nccl_close(stk_device_comm *c);
 
 #ifdef __cplusplus
 }

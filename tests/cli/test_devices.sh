@@ -21,6 +21,18 @@ if [ "$(cat gpus.txt)" = 0 ]; then
     run 1 "$STOKE" train --data tiny.stoke --model mlp --device cuda --out r
     expect err.txt "no CUDA device is available: "
 fi
+# the binary links no CUDA library: every build starts without them, and
+# loads the backend module (libstoke_cuda.so) only for a GPU
+readelf -d "$STOKE" | grep NEEDED | grep -E 'libcu|libnccl' && fail "stoke links a CUDA library"
+STOKE_CUDA_MODULE=/nonexistent/libstoke_cuda.so run 0 "$STOKE" devices
+expect out.txt "cuda    backend not loaded: /nonexistent/libstoke_cuda.so: cannot open shared object file"
+expect out.txt "gpu     none: cannot load the CUDA backend (STOKE_CUDA_MODULE): /nonexistent/libstoke_cuda.so: cannot open"
+lmdb=$(ldd "$STOKE" | awk '/liblmdb/ {print $3}')
+STOKE_CUDA_MODULE=$lmdb run 0 "$STOKE" devices --json
+expect out.txt "is not a Stoke CUDA module"
+run 0 "$STOKE" pack --from idx "$STOKE_FIXTURES/idx" mod.stoke
+STOKE_CUDA_MODULE=$lmdb run 1 "$STOKE" train --data mod.stoke --model mlp --device cuda --out r
+expect err.txt "not a Stoke CUDA backend module (no stk_cuda_module_open)"
 run 2 "$STOKE" devices --gpu
 run 0 "$STOKE" help devices
 expect out.txt "--json"

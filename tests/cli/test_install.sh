@@ -16,6 +16,19 @@ ls "$P"/include/stoke/*/*_impl.h 2>/dev/null && fail "private headers installed"
 nm -D --defined-only "$P/lib/libstoke.so" | awk '{print $3}' | grep -v '^stk_' > names.txt
 [ -s names.txt ] && { fail "exported names without the stk_ prefix:"; head names.txt >&2; }
 run 0 "$P/bin/stoke" --version
+# no CUDA library is linked: the backend is a module, loaded on first use
+readelf -d "$P/bin/stoke" "$P/lib/libstoke.so" | grep NEEDED | grep -E 'libcu|libnccl' &&
+    fail "the binary or the library links a CUDA library"
+if [ -e "$BUILD/libstoke_cuda.so" ]; then
+    [ -e "$P/lib/stoke/libstoke_cuda.so" ] || fail "not installed: lib/stoke/libstoke_cuda.so"
+    nm -D --defined-only "$P/lib/stoke/libstoke_cuda.so" | awk '{print $3}' > mod.txt
+    [ "$(cat mod.txt)" = stk_cuda_module_open ] || fail "the module exports more: $(cat mod.txt)"
+    # the prefix moves: the binary still finds its module (a relative RUNPATH)
+    mv "$P" "$WORK/moved"
+    P="$WORK/moved"
+    run 0 "$P/bin/stoke" devices
+    expect out.txt "loaded from $P/bin/../lib/stoke/libstoke_cuda.so"
+fi
 export PKG_CONFIG_PATH="$P/lib/pkgconfig"
 flags=$(pkg-config --cflags --libs stoke) || fail "pkg-config stoke"
 cp "$STOKE_TESTS/../examples/train_minimal.c" .

@@ -38,6 +38,9 @@ static cudnnStatus_t bad(const char *what)
     return CUDNN_STATUS_BAD_PARAM;
 }
 
+/* the headers' version: what this emulation is checked against */
+size_t cudnnGetVersion(void) { return CUDNN_VERSION; }
+
 const char *cudnnGetErrorString(cudnnStatus_t status)
 {
     switch (status) {

@@ -1,11 +1,12 @@
-/* stk_cuda_query with the CUDA runtime (builds with the CUDA backend). */
-#include "kernels/device_query.h"
+/* The CUDA backend's answer to stk_cuda_query (kernels/device_query.h): the runtime,
+ * the driver and the GPUs, or why there is none. */
+#include "kernels/cuda/cuda_device.h"
 
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <string.h>
 
-void stk_cuda_query(stk_cuda_report *r)
+void stk_cuda_query_runtime(stk_cuda_report *r)
 {
     memset(r, 0, sizeof *r);
     r->built = true;
