@@ -108,23 +108,23 @@ static void snapshot_free(snapshot *s)
     free(s->host);
 }
 
-/* ---- the loop ---------------------------------------------------------------- */
+/* ---- the run, an epoch at a time ---------------------------------------------- */
 
-typedef struct fit_run {
+struct stk_fit {
     stk_trainer *t;
-    const stk_fit_options *o;
-    stk_fit_result *out;
+    stk_fit_options o;
+    stk_fit_result out;
     char *path_last, *path_best;
-    snapshot best; /* restore_best: the best epoch of this call */
+    snapshot best; /* restore_best: the best epoch of this run */
     bool have_best_val;
-} fit_run;
+    int64_t end;  /* the epoch this run stops before (epochs, or stop_after's) */
+    bool stopped; /* a stop rule ended it */
+};
 
 static bool has_val(const stk_fit_options *o) { return o->val || o->val_elsewhere; }
 
 static stk_status check_options(const stk_fit_options *o)
 {
-    if (!o->train || !o->h2d)
-        return stk_error(STK_ERR_INVALID_ARG, "fit: a training loader and its H2D stage");
     if (o->epochs < 1) return stk_error(STK_ERR_INVALID_ARG, "fit: epochs %lld", (long long)o->epochs);
     const stk_early_stop *e = &o->early;
     if (!stk_monitor_name(e->monitor))
@@ -143,30 +143,79 @@ static stk_status check_options(const stk_fit_options *o)
 }
 
 /* Checkpoints after epoch e: last always, best when it improved. */
-static stk_status write_checkpoints(fit_run *r, bool improved)
+static stk_status write_checkpoints(stk_fit *f, bool improved)
 {
-    const stk_fit_options *o = r->o;
+    const stk_fit_options *o = &f->o;
     if (!o->write || !o->run_dir) return STK_OK;
-    STK_TRY(stk_trainer_save(r->t, r->path_last, o->n_meta, o->meta_keys, o->meta_values));
-    return improved ? stk_trainer_save(r->t, r->path_best, o->n_meta, o->meta_keys, o->meta_values)
+    STK_TRY(stk_trainer_save(f->t, f->path_last, o->n_meta, o->meta_keys, o->meta_values));
+    return improved ? stk_trainer_save(f->t, f->path_best, o->n_meta, o->meta_keys, o->meta_values)
                     : STK_OK;
 }
 
-/* One epoch: train, evaluate, reduce, judge, report, checkpoint. *stop:
- * the run ends here (reason set). */
-static stk_status run_epoch(fit_run *r, int64_t e, bool *stop)
+void stk_fit_close(stk_fit *f)
 {
-    const stk_fit_options *o = r->o;
-    stk_train_position *pos = stk_trainer_position(r->t);
-    stk_epoch_stats es;
-    stk_eval_result val = {0};
-    if (o->epoch_begin) STK_TRY(o->epoch_begin(o->ctx, e));
-    STK_TRY(stk_trainer_train_epoch(r->t, o->train, o->h2d, e, o->progress, o->ctx, &es));
-    if (o->val) STK_TRY(stk_trainer_evaluate(r->t, o->val, o->eval_label, &val));
-    stk_fit_epoch fe = {.epoch = e, .train = &es, .val = has_val(o) ? &val : NULL};
+    if (!f) return;
+    snapshot_free(&f->best);
+    free(f->path_last);
+    free(f->path_best);
+    free(f);
+}
+
+stk_status stk_fit_open(stk_trainer *t, const stk_fit_options *o, stk_fit **out)
+{
+    *out = NULL;
+    STK_TRY(check_options(o));
+    stk_train_position *pos = stk_trainer_position(t);
+    if (o->early.restore_best && pos->best_epoch > 0 && !o->run_dir &&
+        strcmp(pos->monitor, stk_monitor_name(o->early.monitor)) == 0)
+        /* refused before any epoch runs, not after */
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "fit: restore_best: the best epoch (%lld) ran before this call and there "
+                         "is no run_dir to read its weights from",
+                         (long long)pos->best_epoch);
+    stk_fit *f = calloc(1, sizeof *f);
+    if (!f) return stk_error(STK_ERR_NOMEM, "out of memory");
+    f->t = t;
+    f->o = *o;
+    f->out.best_value = NAN;
+    f->out.reason = STK_FIT_FINISHED;
+    if (o->run_dir && (!(f->path_last = stk_text_printf("%s/last.safetensors", o->run_dir)) ||
+                       !(f->path_best = stk_text_printf("%s/best.safetensors", o->run_dir)))) {
+        stk_fit_close(f);
+        return stk_error(STK_ERR_NOMEM, "out of memory");
+    }
+    const char *mon = stk_monitor_name(o->early.monitor);
+    if (strcmp(pos->monitor, mon)) { /* a new run, or one resumed with another monitor */
+        snprintf(pos->monitor, sizeof pos->monitor, "%s", mon);
+        pos->best_value = NAN;
+        pos->best_epoch = pos->wait = 0;
+    }
+    f->out.best_epoch = pos->best_epoch;
+    f->out.best_value = pos->best_value;
+    f->end = o->epochs;
+    if (o->stop_after > 0 && pos->epoch + o->stop_after < f->end)
+        f->end = pos->epoch + o->stop_after;
+    *out = f;
+    return STK_OK;
+}
+
+int64_t stk_fit_next_epoch(const stk_fit *f)
+{
+    int64_t e = stk_trainer_position(f->t)->epoch;
+    return f->stopped || e >= f->end ? -1 : e;
+}
+
+stk_status stk_fit_epoch_done(stk_fit *f, stk_epoch_stats *es, stk_eval_result *val, bool *stop)
+{
+    const stk_fit_options *o = &f->o;
+    stk_train_position *pos = stk_trainer_position(f->t);
+    int64_t e = pos->epoch - 1; /* the epoch that just ran (its finish moved the position on) */
+    stk_eval_result none = {0};
+    if (!val) val = &none;
+    stk_fit_epoch fe = {.epoch = e, .train = es, .val = has_val(o) ? val : NULL};
     if (o->reduce) STK_TRY(o->reduce(o->ctx, &fe));
     const stk_early_stop *early = &o->early;
-    fe.monitored = monitored(early->monitor, &es, fe.val);
+    fe.monitored = monitored(early->monitor, es, fe.val);
     /* Keras: epochs before start_from_epoch are not judged at all */
     if (e >= early->start_from_epoch) {
         pos->wait++;
@@ -174,81 +223,64 @@ static stk_status run_epoch(fit_run *r, int64_t e, bool *stop)
             pos->best_value = fe.monitored;
             pos->best_epoch = e + 1;
             pos->wait = 0;
-            r->out->best_val = val;
-            r->have_best_val = true;
-            if (early->restore_best) STK_TRY(snapshot_take(&r->best, stk_trainer_model(r->t)));
+            f->out.best_val = *val;
+            f->have_best_val = true;
+            if (early->restore_best) STK_TRY(snapshot_take(&f->best, stk_trainer_model(f->t)));
         }
     }
     fe.wait = pos->wait;
     bool asked = false;
     if (o->on_epoch) STK_TRY(o->on_epoch(o->ctx, &fe, &asked));
-    STK_TRY(write_checkpoints(r, fe.improved));
-    stk_fit_result *out = r->out;
+    STK_TRY(write_checkpoints(f, fe.improved));
+    stk_fit_result *out = &f->out;
     out->epochs_run++;
     out->stopped_epoch = e + 1;
-    out->train = es;
-    out->val = val;
+    out->train = *es;
+    out->val = *val;
     out->best_epoch = pos->best_epoch;
     out->best_value = pos->best_value;
     /* Keras: an improving epoch never stops the run (patience 0 included) */
     if (early->patience >= 0 && !fe.improved && pos->wait >= early->patience && e > 0 &&
         e >= early->start_from_epoch) {
         out->reason = STK_FIT_EARLY_STOP;
-        *stop = true;
+        f->stopped = true;
     } else if (asked) {
         out->reason = STK_FIT_CALLBACK;
-        *stop = true;
+        f->stopped = true;
     }
+    *stop = stk_fit_next_epoch(f) < 0;
     return STK_OK;
 }
 
-/* restore_best: the best epoch's weights into the model, and its figures
- * as the result's (after a resume, read back and evaluated again). */
-static stk_status restore_best(fit_run *r)
+stk_status stk_fit_finish(stk_fit *f, stk_fit_result *out)
 {
-    stk_train_position *pos = stk_trainer_position(r->t);
-    stk_model *m = stk_trainer_model(r->t);
-    if (pos->best_epoch == 0) return STK_OK;
-    if (r->best.host) {
-        STK_TRY(snapshot_restore(&r->best, m));
-    } else { /* the best epoch ran before a resume (fit_loop checked there is a run_dir) */
-        stk_load_report rep;
-        STK_TRY(stk_checkpoint_load(r->path_best, m, NULL, true, &rep));
+    if (!f->stopped && f->end < f->o.epochs) f->out.reason = STK_FIT_STOP_AFTER;
+    stk_status st = STK_OK;
+    stk_train_position *pos = stk_trainer_position(f->t);
+    stk_model *m = stk_trainer_model(f->t);
+    /* restore_best: the best epoch's weights into the model, and its figures
+     * as the result's (after a resume, read back and evaluated again) */
+    if (f->o.early.restore_best && pos->best_epoch > 0) {
+        if (f->best.host) {
+            st = snapshot_restore(&f->best, m);
+        } else { /* the best epoch ran before a resume (open checked there is a run_dir) */
+            stk_load_report rep;
+            st = stk_checkpoint_load(f->path_best, m, NULL, true, &rep);
+        }
+        if (st == STK_OK && f->o.val && !f->have_best_val)
+            st = stk_trainer_evaluate(f->t, f->o.val, NULL, &f->out.best_val);
+        if (st == STK_OK && (f->o.val || f->have_best_val)) f->out.val = f->out.best_val;
     }
-    if (!r->o->val) return STK_OK;
-    if (!r->have_best_val) STK_TRY(stk_trainer_evaluate(r->t, r->o->val, NULL, &r->out->best_val));
-    r->out->val = r->out->best_val;
-    return STK_OK;
+    *out = f->out;
+    return st;
 }
 
-static stk_status fit_loop(fit_run *r)
+/* The reason a run that failed with `st` ended for. */
+static stk_fit_stop failure_reason(stk_status st)
 {
-    const stk_fit_options *o = r->o;
-    stk_train_position *pos = stk_trainer_position(r->t);
-    const char *mon = stk_monitor_name(o->early.monitor);
-    if (strcmp(pos->monitor, mon)) { /* a new run, or one resumed with another monitor */
-        snprintf(pos->monitor, sizeof pos->monitor, "%s", mon);
-        pos->best_value = NAN;
-        pos->best_epoch = pos->wait = 0;
-    }
-    if (o->early.restore_best && pos->best_epoch > 0 && !o->run_dir)
-        /* refused before any epoch runs, not after */
-        return stk_error(STK_ERR_INVALID_ARG,
-                         "fit: restore_best: the best epoch (%lld) ran before this call and there "
-                         "is no run_dir to read its weights from",
-                         (long long)pos->best_epoch);
-    r->out->best_epoch = pos->best_epoch;
-    r->out->best_value = pos->best_value;
-    if (o->run_dir && (!(r->path_last = stk_text_printf("%s/last.safetensors", o->run_dir)) ||
-                       !(r->path_best = stk_text_printf("%s/best.safetensors", o->run_dir))))
-        return stk_error(STK_ERR_NOMEM, "out of memory");
-    int64_t end = o->epochs;
-    if (o->stop_after > 0 && pos->epoch + o->stop_after < end) end = pos->epoch + o->stop_after;
-    r->out->reason = STK_FIT_FINISHED;
-    bool stop = false;
-    for (int64_t e = pos->epoch; e < end && !stop; e++) STK_TRY(run_epoch(r, e, &stop));
-    if (!stop && end < o->epochs) r->out->reason = STK_FIT_STOP_AFTER;
-    return o->early.restore_best ? restore_best(r) : STK_OK;
+    return st == STK_ERR_CANCELLED  ? STK_FIT_CANCELLED
+           : st == STK_ERR_DIVERGED ? STK_FIT_DIVERGED
+                                    : STK_FIT_FAILED;
 }
 
 stk_status stk_trainer_fit(stk_trainer *t, const stk_fit_options *o, stk_fit_result *out)
@@ -256,14 +288,25 @@ stk_status stk_trainer_fit(stk_trainer *t, const stk_fit_options *o, stk_fit_res
     memset(out, 0, sizeof *out);
     out->best_value = NAN;
     out->reason = STK_FIT_FAILED;
-    STK_TRY(check_options(o));
-    fit_run r = {.t = t, .o = o, .out = out};
-    stk_status st = fit_loop(&r);
-    if (st == STK_ERR_CANCELLED) out->reason = STK_FIT_CANCELLED;
-    else if (st == STK_ERR_DIVERGED) out->reason = STK_FIT_DIVERGED;
-    else if (st != STK_OK) out->reason = STK_FIT_FAILED;
-    snapshot_free(&r.best);
-    free(r.path_last);
-    free(r.path_best);
+    if (!o->train || !o->h2d)
+        return stk_error(STK_ERR_INVALID_ARG, "fit: a training loader and its H2D stage");
+    stk_fit *f;
+    STK_TRY(stk_fit_open(t, o, &f));
+    stk_status st = STK_OK;
+    for (int64_t e; st == STK_OK && (e = stk_fit_next_epoch(f)) >= 0;) {
+        stk_epoch_stats es;
+        stk_eval_result val = {0};
+        bool stop;
+        if (o->epoch_begin && (st = o->epoch_begin(o->ctx, e)) != STK_OK) break;
+        if ((st = stk_trainer_train_epoch(t, o->train, o->h2d, e, o->progress, o->ctx, &es)) !=
+            STK_OK)
+            break;
+        if (o->val && (st = stk_trainer_evaluate(t, o->val, o->eval_label, &val)) != STK_OK) break;
+        st = stk_fit_epoch_done(f, &es, &val, &stop);
+    }
+    if (st == STK_OK) st = stk_fit_finish(f, out);
+    else *out = f->out;
+    if (st != STK_OK) out->reason = failure_reason(st);
+    stk_fit_close(f);
     return st;
 }

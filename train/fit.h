@@ -140,6 +140,32 @@ typedef struct stk_fit_result {
  * either way with what ran. */
 stk_status stk_trainer_fit(stk_trainer *t, const stk_fit_options *o, stk_fit_result *out);
 
+/* The same run an epoch at a time, for a driver that trains the epoch
+ * itself (stoke tune feeds several trainers from one stream):
+ *
+ *     stk_fit *f;
+ *     STK_TRY(stk_fit_open(trainer, &o, &f));     // o.train and o.h2d unused
+ *     for (int64_t e; (e = stk_fit_next_epoch(f)) >= 0;) {
+ *         ... stk_trainer_epoch_start/step/finish, stk_trainer_eval_start/batch/finish
+ *         bool stop;
+ *         STK_TRY(stk_fit_epoch_done(f, &stats, &val, &stop));  // judge, report, checkpoint
+ *     }
+ *     STK_TRY(stk_fit_finish(f, &result));          // restore_best; the result
+ *     stk_fit_close(f);
+ *
+ * epoch_done takes the epoch the trainer just finished (val NULL: none) and
+ * does what stk_trainer_fit does after training and evaluating it (reduce,
+ * early stopping, on_epoch, checkpoints); next_epoch is then -1 once a stop
+ * rule or the last epoch ended the run. The options are copied; the
+ * strings and callbacks they point to must outlive f. */
+typedef struct stk_fit stk_fit;
+stk_status stk_fit_open(stk_trainer *t, const stk_fit_options *o, stk_fit **out);
+int64_t stk_fit_next_epoch(const stk_fit *f);
+stk_status stk_fit_epoch_done(stk_fit *f, stk_epoch_stats *es, stk_eval_result *val, bool *stop);
+stk_status stk_fit_finish(stk_fit *f, stk_fit_result *out);
+/* NULL is a no-op. */
+void stk_fit_close(stk_fit *f);
+
 #ifdef __cplusplus
 }
 #endif

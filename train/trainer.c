@@ -258,15 +258,46 @@ static void epoch_figures(stk_epoch_stats *out, double seconds, double loss_sum,
     out->stall_pct = 100 * waited / seconds;
 }
 
+void stk_trainer_epoch_start(stk_trainer *t, stk_epoch_run *run)
+{
+    memset(run, 0, sizeof *run);
+    run->t0 = stk_clock_sec();
+    stk_model_train(t->model, true);
+}
+
+stk_status stk_trainer_epoch_step(stk_trainer *t, stk_epoch_run *run, const stk_device_batch *b,
+                                  double waited_s)
+{
+    stk_step_result r;
+    run->waited += waited_s;
+    STK_TRY(stk_trainer_step(t, b, &r));
+    run->loss_sum += (double)r.loss * r.count;
+    run->correct += (uint64_t)r.top1;
+    run->stats.images += (uint64_t)r.count;
+    run->stats.steps++;
+    epoch_figures(&run->stats, stk_clock_sec() - run->t0, run->loss_sum, run->correct, run->waited);
+    return STK_OK;
+}
+
+void stk_trainer_epoch_finish(stk_trainer *t, int64_t epoch, stk_epoch_run *run,
+                              stk_epoch_stats *out)
+{
+    epoch_figures(&run->stats, stk_clock_sec() - run->t0, run->loss_sum, run->correct,
+                  run->waited);
+    *out = run->stats;
+    t->pos.epoch = epoch + 1;
+    t->pos.loader = (stk_loader_position){
+        .seed = (uint64_t)t->pos.seed, .epoch = (uint64_t)epoch + 1, .cursor = 0};
+}
+
 stk_status stk_trainer_train_epoch(stk_trainer *t, stk_loader *l, stk_h2d *h, int64_t epoch,
                                    stk_epoch_progress progress, void *ctx, stk_epoch_stats *out)
 {
     memset(out, 0, sizeof *out);
     STK_TRY(stk_h2d_drain(h));
     STK_TRY(stk_loader_start_epoch(l, (uint64_t)epoch));
-    double t0 = stk_clock_sec(), waited = 0, loss_sum = 0;
-    uint64_t correct = 0;
-    stk_model_train(t->model, true);
+    stk_epoch_run run;
+    stk_trainer_epoch_start(t, &run);
     stk_status st;
     for (;;) {
         double w0 = stk_clock_sec();
@@ -274,25 +305,15 @@ stk_status stk_trainer_train_epoch(stk_trainer *t, stk_loader *l, stk_h2d *h, in
         stk_trace_begin("wait for batch", "step");
         st = stk_h2d_next(h, &b);
         stk_trace_end();
-        waited += stk_clock_sec() - w0;
         if (st == STK_END) break;
         if (st != STK_OK) return st;
-        stk_step_result r;
-        st = stk_trainer_step(t, b, &r);
+        st = stk_trainer_epoch_step(t, &run, b, stk_clock_sec() - w0);
         stk_h2d_release(h, b);
         if (st != STK_OK) return st;
-        loss_sum += (double)r.loss * r.count;
-        correct += (uint64_t)r.top1;
-        out->images += (uint64_t)r.count;
-        out->steps++;
-        epoch_figures(out, stk_clock_sec() - t0, loss_sum, correct, waited);
-        stk_trace_counter("images/s", out->images_per_sec);
-        if (progress && (st = progress(ctx, out)) != STK_OK) return st;
+        stk_trace_counter("images/s", run.stats.images_per_sec);
+        if (progress && (st = progress(ctx, &run.stats)) != STK_OK) return st;
     }
-    epoch_figures(out, stk_clock_sec() - t0, loss_sum, correct, waited);
-    t->pos.epoch = epoch + 1;
-    t->pos.loader = (stk_loader_position){
-        .seed = (uint64_t)t->pos.seed, .epoch = (uint64_t)epoch + 1, .cursor = 0};
+    stk_trainer_epoch_finish(t, epoch, &run, out);
     return STK_OK;
 }
 
@@ -309,16 +330,57 @@ stk_loader_options stk_trainer_eval_options(const stk_trainer *t, const char *tr
     return o;
 }
 
+void stk_trainer_eval_start(stk_trainer *t, stk_eval_run *run)
+{
+    memset(run, 0, sizeof *run);
+    run->t0 = stk_clock_sec();
+    run->was_training = stk_model_is_training(t->model);
+    stk_model_train(t->model, false);
+}
+
+stk_status stk_trainer_eval_batch(stk_trainer *t, stk_eval_run *run, const stk_device_batch *b)
+{
+    stk_scope *s;
+    STK_TRY(stk_scope_begin(&s));
+    stk_no_grad_begin();
+    stk_tensor *x, *y, *logits, *loss;
+    int t1, t5;
+    stk_status st;
+    if ((st = stk_batch_tensors(b, t->cfg.mean, t->cfg.std, &x, &y)) == STK_OK &&
+        (st = stk_model_forward(t->model, x, &logits)) == STK_OK &&
+        (st = stk_cross_entropy(logits, y, 0.f, &loss)) == STK_OK &&
+        (st = stk_batch_count_correct(logits, b->host_labels, b->count, &t1, &t5)) == STK_OK) {
+        run->c1 += (uint64_t)t1;
+        run->c5 += (uint64_t)t5;
+        run->loss_sum += (double)stk_tensor_item(loss) * b->count;
+        run->images += (uint64_t)b->count;
+    }
+    stk_no_grad_end();
+    stk_scope_end(s);
+    return st;
+}
+
+void stk_trainer_eval_finish(stk_trainer *t, stk_eval_run *run, stk_eval_result *r)
+{
+    stk_model_train(t->model, run->was_training);
+    memset(r, 0, sizeof *r);
+    r->images = run->images;
+    if (run->images) {
+        r->loss = run->loss_sum / (double)run->images;
+        r->top1 = 100.0 * (double)run->c1 / (double)run->images;
+        r->top5 = 100.0 * (double)run->c5 / (double)run->images;
+    }
+    r->seconds = stk_clock_sec() - run->t0;
+}
+
 stk_status stk_trainer_evaluate(stk_trainer *t, stk_loader *l, const char *progress_label,
                                 stk_eval_result *r)
 {
     memset(r, 0, sizeof *r);
     stk_h2d *h = NULL;
-    bool was_training = stk_model_is_training(t->model);
-    stk_model_train(t->model, false);
-    stk_no_grad_begin();
-    double t0 = stk_clock_sec(), loss_sum = 0;
-    uint64_t c1 = 0, c5 = 0, done = 0;
+    stk_eval_run run;
+    stk_trainer_eval_start(t, &run);
+    uint64_t done = 0;
     stk_progress p;
     stk_progress_init(&p, progress_label ? progress_label : "eval", stk_loader_batches(l),
                       progress_label ? stderr : NULL);
@@ -327,20 +389,7 @@ stk_status stk_trainer_evaluate(stk_trainer *t, stk_loader *l, const char *progr
     if ((st = stk_loader_start_epoch(l, 0)) != STK_OK) goto out;
     stk_device_batch *b;
     while ((st = stk_h2d_next(h, &b)) == STK_OK) {
-        stk_scope *s;
-        if ((st = stk_scope_begin(&s)) != STK_OK) break;
-        stk_tensor *x, *y, *logits, *loss;
-        int t1, t5;
-        if ((st = stk_batch_tensors(b, t->cfg.mean, t->cfg.std, &x, &y)) == STK_OK &&
-            (st = stk_model_forward(t->model, x, &logits)) == STK_OK &&
-            (st = stk_cross_entropy(logits, y, 0.f, &loss)) == STK_OK &&
-            (st = stk_batch_count_correct(logits, b->host_labels, b->count, &t1, &t5)) == STK_OK) {
-            c1 += (uint64_t)t1;
-            c5 += (uint64_t)t5;
-            loss_sum += (double)stk_tensor_item(loss) * b->count;
-            r->images += (uint64_t)b->count;
-        }
-        stk_scope_end(s);
+        st = stk_trainer_eval_batch(t, &run, b);
         stk_h2d_release(h, b);
         if (st != STK_OK) break;
         stk_progress_update(&p, ++done);
@@ -348,15 +397,11 @@ stk_status stk_trainer_evaluate(stk_trainer *t, stk_loader *l, const char *progr
     if (st == STK_END) st = STK_OK;
     stk_progress_finish(&p);
 out:
-    stk_no_grad_end();
-    stk_model_train(t->model, was_training);
     stk_h2d_close(h);
-    if (st == STK_OK && r->images) {
-        r->loss = loss_sum / (double)r->images;
-        r->top1 = 100.0 * (double)c1 / (double)r->images;
-        r->top5 = 100.0 * (double)c5 / (double)r->images;
-    }
-    r->seconds = stk_clock_sec() - t0;
+    stk_eval_result res;
+    stk_trainer_eval_finish(t, &run, &res);
+    if (st == STK_OK) *r = res;
+    else r->seconds = res.seconds;
     return st;
 }
 

@@ -148,6 +148,21 @@ typedef stk_status (*stk_epoch_progress)(void *ctx, const stk_epoch_stats *so_fa
 stk_status stk_trainer_train_epoch(stk_trainer *t, stk_loader *l, stk_h2d *h, int64_t epoch,
                                    stk_epoch_progress progress, void *ctx, stk_epoch_stats *out);
 
+/* The same epoch a batch at a time, for a driver that feeds several
+ * trainers from one stream (stoke tune): start, a step per batch (waited_s:
+ * how long the batch was waited for), finish (position.epoch becomes
+ * epoch + 1). stk_trainer_train_epoch is these three over a loader. */
+typedef struct stk_epoch_run {
+    double t0, waited, loss_sum;
+    uint64_t correct;
+    stk_epoch_stats stats; /* so far */
+} stk_epoch_run;
+void stk_trainer_epoch_start(stk_trainer *t, stk_epoch_run *run);
+stk_status stk_trainer_epoch_step(stk_trainer *t, stk_epoch_run *run, const stk_device_batch *b,
+                                  double waited_s);
+void stk_trainer_epoch_finish(stk_trainer *t, int64_t epoch, stk_epoch_run *run,
+                              stk_epoch_stats *out);
+
 typedef struct stk_eval_result {
     double loss, top1, top5; /* mean loss; accuracies in percent */
     uint64_t images;
@@ -166,6 +181,18 @@ stk_loader_options stk_trainer_eval_options(const stk_trainer *t, const char *tr
  * one on stderr. Errors: the loader's and the engine's. */
 stk_status stk_trainer_evaluate(stk_trainer *t, stk_loader *l, const char *progress_label,
                                 stk_eval_result *r);
+
+/* The same evaluation a batch at a time (batches from a loader opened with
+ * stk_trainer_eval_options): start (eval mode), a batch, finish (the
+ * model's mode restored, the figures). stk_trainer_evaluate is these three. */
+typedef struct stk_eval_run {
+    double t0, loss_sum;
+    uint64_t c1, c5, images;
+    bool was_training;
+} stk_eval_run;
+void stk_trainer_eval_start(stk_trainer *t, stk_eval_run *run);
+stk_status stk_trainer_eval_batch(stk_trainer *t, stk_eval_run *run, const stk_device_batch *b);
+void stk_trainer_eval_finish(stk_trainer *t, stk_eval_run *run, stk_eval_result *r);
 
 /* The position the trainer advances (read and write: set it before the first
  * epoch of a resumed run, or update best_metric). */
