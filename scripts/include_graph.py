@@ -18,7 +18,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULES = ["common", "storage", "augment", "kernels", "engine", "loader", "train", "distributed", "runlog",
-           "tools", "python"]
+           "tune", "tools", "python"]
 # Lowest first: a module may use only modules of lower layers.
 LAYERS = [
     {"common"},
@@ -26,6 +26,7 @@ LAYERS = [
     {"engine", "loader"},
     {"train"},
     {"distributed", "python"},
+    {"tune"},
     {"tools"},
 ]
 # Units that are one concern and may share a cycle: a tensor knows its grad
