@@ -178,8 +178,7 @@ static const stk_cli cli = {
              "beginning (exact for the same global batch, up to rounding).\n",
     .max_args = 0};
 
-/* Parse the flags; returns -1 to go on, or the exit code. */
-static int parse(int argc, char **argv, train_args *a)
+int train_parse_flags(int argc, char **argv, train_args *a)
 {
     *a = (train_args){.epochs = 10,
                       .batch = 128,
@@ -228,8 +227,7 @@ static int parse(int argc, char **argv, train_args *a)
     return -1;
 }
 
-/* The fit call's options from the flags. */
-static stk_fit_options fit_options(run_state *r, train_printer *p)
+stk_fit_options train_fit_options(run_state *r, train_printer *p)
 {
     const train_args *a = &r->a;
     stk_fit_options o = stk_fit_defaults();
@@ -254,7 +252,7 @@ static int train_main(int argc, char **argv)
 {
     run_state r;
     memset(&r, 0, sizeof r);
-    int rc = parse(argc, argv, &r.a);
+    int rc = train_parse_flags(argc, argv, &r.a);
     if (rc >= 0) return rc;
     train_args *a = &r.a;
     stk_cli_catch_interrupt();
@@ -288,7 +286,7 @@ static int train_main(int argc, char **argv)
             r.world, stk_comm_library(r.comm), a->batch, a->batch * r.world,
             a->sync_bn ? ", batch norm synchronised" : "");
     double t0 = stk_clock_sec();
-    stk_fit_options o = fit_options(&r, &p);
+    stk_fit_options o = train_fit_options(&r, &p);
     stk_fit_result f = {.best_value = NAN};
     stk_status st = start < a->epochs ? stk_trainer_fit(r.trainer, &o, &f) : STK_OK;
     if (st == STK_ERR_DIVERGED)
@@ -301,5 +299,7 @@ static int train_main(int argc, char **argv)
     stk_comm_close(r.comm);
     return STK_EXIT_OK;
 }
+
+const stk_cli *const train_cli = &cli;
 
 const stk_command stk_cmd_train = {"train", "train a model on a packed dataset", &cli, train_main};

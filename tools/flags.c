@@ -19,6 +19,11 @@ static const stk_flag *find(const stk_cli *c, const char *name, size_t len)
 }
 
 /* "a, b or c" */
+const stk_flag *stk_cli_find(const stk_cli *c, const char *name)
+{
+    return find(c, name, strlen(name));
+}
+
 static void list_choices(const char *const *choices, char *buf, size_t n)
 {
     size_t used = 0;

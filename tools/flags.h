@@ -69,6 +69,9 @@ typedef struct stk_cli {
  * (already printed). */
 int stk_cli_parse(const stk_cli *c, void *args, int argc, char **argv, char ***pos, int *n_pos);
 
+/* The flag --name of c (name without "--"), or NULL. */
+const stk_flag *stk_cli_find(const stk_cli *c, const char *name);
+
 /* The command's --help text. */
 void stk_cli_help(const stk_cli *c, FILE *f);
 

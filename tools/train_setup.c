@@ -403,7 +403,7 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
     o.host_memory = r->ce->host_memory;
     o.rank = r->rank; /* each rank its shard of every epoch, all the same length */
     o.world = r->world;
-    STK_TRY(stk_loader_open(a->data, &o, &r->loader));
+    if (!r->borrowed_data) STK_TRY(stk_loader_open(a->data, &o, &r->loader));
     int64_t per_epoch = (int64_t)stk_loader_batches(r->loader);
     if (per_epoch == 0)
         return stk_error(STK_ERR_INVALID_ARG, "%s: fewer images than one batch of %" PRId64,
@@ -416,13 +416,13 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
                        .step_size = a->step_epochs * per_epoch,
                        .gamma = 0.1f};
     STK_TRY(stk_trainer_create(&r->tc, r->model, r->opt, &r->trainer));
-    if (a->val && r->rank == 0) { /* rank 0 evaluates for the job */
+    if (a->val && r->rank == 0 && !r->borrowed_data) { /* rank 0 evaluates for the job */
         stk_loader_options vo =
             stk_trainer_eval_options(r->trainer, r->val_transform, (int)a->batch, (int)a->workers);
         STK_TRY(stk_loader_open(a->val, &vo, &r->val_loader));
     }
     if (r->world > 1) STK_TRY(attach_ranks(r, ds, per_epoch));
-    STK_TRY(stk_h2d_open(r->loader, r->ce, &r->h2d));
+    if (!r->borrowed_data) STK_TRY(stk_h2d_open(r->loader, r->ce, &r->h2d));
     if (r->rank == 0) STK_TRY(prepare_run_folder(r));
     if (!(r->path_last = stk_text_printf("%s/last.safetensors", a->out)))
         return stk_error(STK_ERR_NOMEM, "out of memory");
@@ -451,9 +451,11 @@ stk_status train_setup(run_state *r)
 
 void train_close(run_state *r)
 {
-    stk_h2d_close(r->h2d);
-    stk_loader_close(r->loader);
-    stk_loader_close(r->val_loader);
+    if (!r->borrowed_data) {
+        stk_h2d_close(r->h2d);
+        stk_loader_close(r->loader);
+        stk_loader_close(r->val_loader);
+    }
     stk_trainer_destroy(r->trainer); /* before the ddp its hooks point to */
     stk_ddp_destroy(r->ddp);
     stk_optim_destroy(r->opt);

@@ -44,6 +44,9 @@ extern const char *const train_schedules[];
 
 typedef struct run_state {
     train_args a;
+    /* Set before train_setup to borrow another run's (stoke tune: trials on
+     * one stream): they are used as they are, and train_close leaves them. */
+    bool borrowed_data;
     stk_loader *loader, *val_loader;
     const stk_copy_engine *ce; /* the device's copy engine */
     stk_h2d *h2d;
@@ -64,6 +67,18 @@ typedef struct run_state {
     bool ranks_agree_on_error; /* every rank failed alike: no need to stop the others */
     int out_lock;              /* RUNDIR's lock: its descriptor + 1 (0: none) */
 } run_state;
+
+/* Parse `stoke train`'s flags (argv[0] is the command's name) into *a with
+ * its defaults and cross-flag checks; returns -1 to go on, or the exit code
+ * of a usage error (printed). (cmd_train.c) */
+int train_parse_flags(int argc, char **argv, train_args *a);
+/* Its flag table (what stoke tune passes on, and which keys a space may set). */
+struct stk_cli;
+extern const struct stk_cli *const train_cli;
+
+/* fit's options for run r, its callbacks reporting to p (cmd_train.c). */
+struct train_printer;
+stk_fit_options train_fit_options(run_state *r, struct train_printer *p);
 
 /* No --out: runs/MODEL-N, a fresh N (or the latest one with --resume). */
 stk_status train_default_out(train_args *a);

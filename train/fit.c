@@ -44,7 +44,7 @@ static bool maximise(const stk_early_stop *e)
     return e->monitor != STK_MONITOR_VAL_LOSS && e->monitor != STK_MONITOR_TRAIN_LOSS;
 }
 
-static double monitored(stk_monitor m, const stk_epoch_stats *es, const stk_eval_result *val)
+double stk_fit_metric(stk_monitor m, const stk_epoch_stats *es, const stk_eval_result *val)
 {
     switch (m) {
     case STK_MONITOR_VAL_LOSS: return val ? val->loss : NAN;
@@ -215,7 +215,7 @@ stk_status stk_fit_epoch_done(stk_fit *f, stk_epoch_stats *es, stk_eval_result *
     stk_fit_epoch fe = {.epoch = e, .train = es, .val = has_val(o) ? val : NULL};
     if (o->reduce) STK_TRY(o->reduce(o->ctx, &fe));
     const stk_early_stop *early = &o->early;
-    fe.monitored = monitored(early->monitor, es, fe.val);
+    fe.monitored = stk_fit_metric(early->monitor, es, fe.val);
     /* Keras: epochs before start_from_epoch are not judged at all */
     if (e >= early->start_from_epoch) {
         pos->wait++;

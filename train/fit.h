@@ -54,6 +54,9 @@ const char *stk_monitor_name(stk_monitor m);
 /* The monitor named `name`, or -1. */
 int stk_monitor_parse(const char *name);
 
+/* Its value after an epoch (val NULL: NaN for the val_* monitors). */
+double stk_fit_metric(stk_monitor m, const stk_epoch_stats *es, const stk_eval_result *val);
+
 typedef enum stk_mode { STK_MODE_AUTO, STK_MODE_MIN, STK_MODE_MAX } stk_mode;
 
 typedef struct stk_early_stop {

@@ -1,0 +1,93 @@
+#!/bin/sh
+# stoke tune on the fixtures: a sweep with ASHA writes trials.csv, best.json,
+# best.safetensors and each trial's run; the same seed gives the same
+# trials.csv; a trial's numbers do not depend on its neighbours (one at a
+# time gives the same trials.csv as three side by side); each trial's
+# command reproduces its metrics.csv; a diverging trial ends as ERROR and
+# the sweep goes on; bad specs are usage errors naming the key.
+. "$STOKE_TESTS/cli/lib.sh"
+run 0 "$STOKE" pack --from idx "$STOKE_FIXTURES/idx" tiny.stoke
+D="--data tiny.stoke --val tiny.stoke --model mlp --batch 8 --workers 2 --no-tensorboard"
+SPACE='lr=loguniform(1e-3,0.3) momentum=uniform(0.8,0.99) wd=choice(0,1e-4)'
+# shellcheck disable=SC2086
+run 0 "$STOKE" tune $D --space "$SPACE" --samples 6 --epochs 4 --scheduler asha --reduction 2 \
+    --concurrent 3 --seed 5 --out s1
+expect out.txt "tune: 6 trials, 3 side by side on one stream, asha, val_top1 (max)"
+expect out.txt "best: trial "
+[ "$(wc -l < s1/trials.csv)" = 7 ] || fail "trials.csv: $(wc -l < s1/trials.csv) lines"
+expect s1/trials.csv "trial,status,lr,momentum,wd,best_val_top1,best_epoch,epochs_run,seconds,error,command"
+grep -q ',STOPPED@' s1/trials.csv || fail "ASHA stopped no trial"
+grep -q ',COMPLETED,' s1/trials.csv || fail "no trial completed"
+for f in best.json best.safetensors trials/0000/params.json trials/0000/metrics.csv \
+         trials/0005/last.safetensors; do
+    [ -e "s1/$f" ] || fail "not written: s1/$f"
+done
+"$PYTHON3" - <<'PY' || fail "best.json, params.json, trials.csv"
+import csv, json
+best = json.load(open("s1/best.json"))
+rows = list(csv.DictReader(open("s1/trials.csv")))
+top = max(rows, key=lambda r: float(r["best_val_top1"] or "-1"))
+assert best["trial"] == top["trial"], (best, top)
+assert abs(best["metric"]["value"] - float(top["best_val_top1"])) < 1e-4
+assert best["command"] == top["command"]
+for r in rows:
+    p = json.load(open("s1/trials/%s/params.json" % r["trial"]))
+    assert p == {"lr": r["lr"], "momentum": r["momentum"], "wd": r["wd"]}, (p, r)
+    assert 0.001 <= float(r["lr"]) <= 0.3 and r["wd"] in ("0", "1e-4")
+    n = len(open("s1/trials/%s/metrics.csv" % r["trial"]).read().splitlines()) - 1
+    assert n == int(r["epochs_run"]), (r, n)
+    if r["status"].startswith("STOPPED@"):
+        assert int(r["status"][8:]) == n
+PY
+# the same seed, one trial at a time: the same trials.csv (wall times aside)
+# shellcheck disable=SC2086
+run 0 "$STOKE" tune $D --space "$SPACE" --samples 6 --epochs 4 --scheduler asha --reduction 2 \
+    --concurrent 1 --seed 5 --out s2
+strip() { cut -d, -f1-8,10- "$1" | sed 's|--out [^ ]*||'; }
+strip s1/trials.csv > a.txt
+strip s2/trials.csv > b.txt
+cmp -s a.txt b.txt || { fail "trials.csv differs with --concurrent 1"; diff a.txt b.txt | head >&2; }
+# a trial's command reproduces its metrics.csv (every column but the timings)
+cmd=$(sed -n 2p s1/trials.csv | sed 's/.*,stoke train /train /')
+# shellcheck disable=SC2086
+run 0 "$STOKE" $cmd --out repro
+cut -d, -f1-8 repro/metrics.csv | head -n "$(wc -l < s1/trials/0000/metrics.csv)" > a.txt
+cut -d, -f1-8 s1/trials/0000/metrics.csv > b.txt
+cmp -s a.txt b.txt || { fail "the command does not reproduce trial 0000"; diff a.txt b.txt >&2; }
+# a diverging trial: ERROR with the reason, the others go on
+# shellcheck disable=SC2086
+run 0 "$STOKE" tune $D --space 'lr=grid(100,0.01)' --momentum 0.99 --epochs 2 --out s3
+expect s3/trials.csv "0000,ERROR"
+expect s3/trials.csv "training diverged"
+expect s3/trials.csv "0001,COMPLETED"
+# grid: the cartesian product, each point --samples times
+# shellcheck disable=SC2086
+run 0 "$STOKE" tune $D --space 'lr=grid(0.01,0.02)' --space 'momentum=grid(0.8,0.9)' --samples 2 \
+    --epochs 1 --json --out s4
+expect out.txt '"trials": 8'
+expect s4/trials.csv "0005,COMPLETED,0.01,0.9"
+# bad input: usage errors naming the key or flag, nothing written
+# shellcheck disable=SC2086
+run 2 "$STOKE" tune $D --space 'lr=loguniform(0,1)' --out bad
+expect err.txt "--space lr: loguniform needs bounds above 0"
+# shellcheck disable=SC2086
+run 2 "$STOKE" tune $D --space 'data=choice(a,b)' --out bad
+expect err.txt "--space data: not a stoke train flag a trial can vary"
+# shellcheck disable=SC2086
+run 2 "$STOKE" tune $D --lr 0.1 --space 'lr=uniform(0.1,0.2)' --out bad
+expect err.txt "--space lr: also given as --lr"
+# shellcheck disable=SC2086
+run 2 "$STOKE" tune $D --space 'momentum=uniform(0.5,1.5)' --samples 20 --out bad
+expect err.txt "stoke train refuses these values"
+# shellcheck disable=SC2086
+run 2 "$STOKE" tune $D --space 'lr=uniform(0.1,0.2)' --metric val_top9 --out bad
+expect err.txt "--metric val_top9"
+# shellcheck disable=SC2086
+run 2 "$STOKE" tune $D --space 'lr=uniform(0.1,0.2)' --resume --out bad
+[ -e bad ] && fail "a refused sweep wrote bad/"
+# shellcheck disable=SC2086
+run 1 "$STOKE" tune $D --space 'lr=uniform(0.1,0.2)' --out s1
+expect err.txt "--out s1 already holds something"
+run 0 "$STOKE" help tune
+expect out.txt "--scheduler"
+finish

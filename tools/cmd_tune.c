@@ -1,0 +1,327 @@
+/* stoke tune: a hyperparameter search whose trials share one decoded,
+ * augmented stream (tune_sweep.h); the flags here, every other flag is
+ * `stoke train`'s, fixed for all trials. */
+#include "common/clock.h"
+#include "kernels/backend.h"
+#include "tools/cli.h"
+#include "tools/flags.h"
+#include "tools/tune_sweep.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct tune_args {
+    const char *space[32];
+    int n_space;
+    int64_t samples, epochs, concurrent, seed, grace, brackets, min_samples;
+    double reduction;
+    int scheduler, mode;
+    const char *metric, *out;
+    bool json;
+} tune_args;
+
+static const char *const schedulers[] = {"fifo", "asha", "median", NULL};
+static const char *const modes[] = {"auto", "min", "max", NULL};
+
+static const stk_flag flags[] = {
+    STK_FLAG_SECTION("the search"),
+    STK_FLAG_LIST(tune_args, space, n_space, "space", "SPEC",
+                  "KEY=DIST(ARGS) entries (repeatable; ';' or spaces between\n"
+                  "entries): uniform(lo,hi), quniform(lo,hi,q), loguniform(lo,hi),\n"
+                  "qloguniform(lo,hi,q), randint(lo,hi), choice(a,b,...), grid(a,b,...)\n"
+                  "(cartesian, each point --samples times); KEY is a stoke train flag\n"
+                  "(lr, momentum, wd, batch, optimizer, schedule, label-smoothing,\n"
+                  "warmup-epochs, transform, model, ...); 'a,b' quotes a value with commas"),
+    STK_FLAG_INT(tune_args, samples, "samples", "N", 1, 100000,
+                 "trials drawn from the space (times the grid's points), default 1"),
+    STK_FLAG_INT(tune_args, epochs, "epochs", "MAX_T", 1, 100000,
+                 "epochs of a trial that is not stopped, default 10"),
+    STK_FLAG_INT(tune_args, concurrent, "concurrent", "K", 1, 1024,
+                 "trials run side by side on one stream, default 4"),
+    STK_FLAG_INT(tune_args, seed, "seed", "S", 0, INT64_MAX,
+                 "draws the trials, and every trial's --seed (data order,\n"
+                 "augmentation, initialisation), default 0"),
+    STK_FLAG_TEXT(tune_args, metric, "metric", "NAME",
+                  "what the scheduler and the ranking compare: val_top1 (default with\n"
+                  "--val), val_top5, val_loss, train_top1 (default without), train_loss"),
+    STK_FLAG_CHOICE(tune_args, mode, "mode", "MODE", modes,
+                    "max or min; default auto: min for losses, max for accuracies"),
+    STK_FLAG_SECTION("scheduler"),
+    STK_FLAG_CHOICE(tune_args, scheduler, "scheduler", "NAME", schedulers,
+                    "fifo (every trial runs to the end), asha (Ray's\n"
+                    "AsyncHyperBandScheduler), median (Ray's MedianStoppingRule);\n"
+                    "default fifo"),
+    STK_FLAG_INT(tune_args, grace, "grace", "G", 1, 100000,
+                 "asha: the first rung; median: epochs before a trial can stop;\n"
+                 "default 1"),
+    STK_FLAG_NUMBER(tune_args, reduction, "reduction", "ETA", 1.0001, 1000,
+                    "asha: rungs at G * ETA^k, the top 1/ETA go on; default 4"),
+    STK_FLAG_INT(tune_args, brackets, "brackets", "B", 1, 16, "asha: brackets, default 1"),
+    STK_FLAG_INT(tune_args, min_samples, "min-samples", "N", 1, 100000,
+                 "median: other trials needed to decide, default 3"),
+    STK_FLAG_SECTION("output"),
+    STK_FLAG_TEXT(tune_args, out, "out", "DIR",
+                  "the sweep's folder (default runs/tune-N, a fresh N): trials.csv,\n"
+                  "best.json, best.safetensors, trials/ID/ (each trial's run)"),
+    STK_FLAG_JSON(tune_args, json, "one JSON object on stdout at the end (progress on stderr)"),
+    STK_FLAG_END};
+
+static const stk_cli cli = {
+    .cmd = "tune",
+    .usage =
+        "stoke tune --data TRAIN.stoke [--val VAL.stoke] --model M --space SPEC\n"
+        "       [--samples N] [--scheduler fifo|asha|median] [--metric NAME] [--epochs MAX_T]\n"
+        "       [--concurrent K] [--seed S] [--out DIR] [any stoke train flag]",
+    .about = "Search hyperparameters: trials drawn from --space (Ray Tune's distributions),\n"
+             "each a `stoke train` run with those values and every other flag given here,\n"
+             "a scheduler stopping the unpromising ones after each epoch. Up to --concurrent\n"
+             "trials run side by side on ONE stream: each image is read, decoded and\n"
+             "augmented once per epoch for all of them (trials whose values change --batch\n"
+             "or --transform share a stream with the trials of the same values, one such\n"
+             "group after another). A trial's numbers do not depend on its neighbours:\n"
+             "every trial runs with the sweep's --seed, so trials.csv's `command` column\n"
+             "(stoke train with the trial's flags) reproduces its metrics.csv exactly.\n",
+    .flags = flags,
+    .notes = "Writes DIR/trials.csv (trial, status: COMPLETED, STOPPED@EPOCH by the\n"
+             "scheduler, EARLY_STOPPED by --early-stop, ERROR with the reason; the values;\n"
+             "best metric and epoch; epochs run; seconds; the reproducing command),\n"
+             "DIR/best.json (trial, params, metric, checkpoint, command), DIR/best.safetensors\n"
+             "and DIR/trials/ID/ (params.json and the run as stoke train writes it:\n"
+             "metrics.csv, checkpoints, TensorBoard). A trial that fails (a diverged loss,\n"
+             "...) ends as ERROR and the sweep goes on. Trials start in cohorts of\n"
+             "--concurrent: a trial a scheduler stops frees its share of the compute, and\n"
+             "the next cohort starts when the whole cohort has ended. Ctrl-C stops after\n"
+             "the current step (exit 130); trials.csv holds the trials that had ended.\n"
+             "Example:\n"
+             "  stoke tune --data train.stoke --val test.stoke --model mlp --epochs 8 \\\n"
+             "    --space 'lr=loguniform(1e-3,0.3) momentum=uniform(0.8,0.99)' \\\n"
+             "    --samples 8 --scheduler asha --concurrent 4\n",
+    .max_args = 0};
+
+/* Flags stoke tune owns, or that make no sense per trial. */
+static bool train_flag_refused(const char *name)
+{
+    static const char *const refused[] = {"resume",    "overwrite",  "trace", "trace-steps",
+                                          "trace-ops", "stop-after", NULL};
+    for (int i = 0; refused[i]; i++)
+        if (!strcmp(name, refused[i])) return true;
+    return false;
+}
+
+/* The keys a space may set: stoke train's flags with a value, but not the
+ * data, the run's bookkeeping or the machine. */
+static bool key_allowed(const char *key)
+{
+    static const char *const fixed[] = {"data",    "val",         "epochs",         "seed",
+                                        "out",     "init",        "freeze",         "device",
+                                        "workers", "threads",     "dist-timeout",   "memory-report",
+                                        "json",    "tensorboard", "no-tensorboard", NULL};
+    const stk_flag *f = stk_cli_find(train_cli, key);
+    if (!f || f->kind == STK_FLAG_KIND_LIST || train_flag_refused(key)) return false;
+    for (int i = 0; fixed[i]; i++)
+        if (!strcmp(key, fixed[i])) return false;
+    return true;
+}
+
+/* Split argv: tune's flags (and anything unknown: its parser names it) into
+ * mine, stoke train's into theirs. */
+static void split_flags(int argc, char **argv, char **mine, int *n_mine, char **theirs,
+                        int *n_theirs)
+{
+    *n_mine = *n_theirs = 0;
+    mine[(*n_mine)++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        char name[64] = "";
+        if (!strncmp(a, "--", 2) && a[2]) {
+            size_t len = strcspn(a + 2, "=");
+            snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), a + 2);
+        }
+        const stk_flag *f = *name ? stk_cli_find(&cli, name) : NULL;
+        const stk_flag *t = *name && !f ? stk_cli_find(train_cli, name) : NULL;
+        bool value = !strchr(a, '=') && i + 1 < argc;
+        if (t && !train_flag_refused(name)) {
+            theirs[(*n_theirs)++] = argv[i];
+            if (value && t->kind != STK_FLAG_KIND_BOOL) theirs[(*n_theirs)++] = argv[++i];
+        } else {
+            mine[(*n_mine)++] = argv[i];
+            if (f && value && f->kind != STK_FLAG_KIND_BOOL) mine[(*n_mine)++] = argv[++i];
+        }
+    }
+    mine[*n_mine] = theirs[*n_theirs] = NULL;
+}
+
+/* runs/tune-N, a fresh N */
+static char *default_out(void)
+{
+    int highest = 0;
+    DIR *d = opendir("runs");
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (!strncmp(e->d_name, "tune-", 5) && atoi(e->d_name + 5) > highest)
+            highest = atoi(e->d_name + 5);
+    if (d) closedir(d);
+    char buf[32];
+    snprintf(buf, sizeof buf, "runs/tune-%d", highest + 1);
+    return strdup(buf);
+}
+
+/* DIR and DIR/trials, refused when DIR already holds something */
+static stk_status make_out(const char *out)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s", out);
+    for (char *p = path + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(path, 0755);
+            *p = '/';
+        }
+    if (mkdir(out, 0755) != 0 && errno != EEXIST)
+        return stk_error(STK_ERR_IO, "--out %s: %s", out, strerror(errno));
+    DIR *d = opendir(out);
+    if (!d) return stk_error(STK_ERR_IO, "--out %s: %s", out, strerror(errno));
+    int entries = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) entries += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    if (entries)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--out %s already holds something: choose another --out", out);
+    snprintf(path, sizeof path, "%s/trials", out);
+    if (mkdir(path, 0755) != 0) return stk_error(STK_ERR_IO, "%s: %s", path, strerror(errno));
+    return STK_OK;
+}
+
+/* tune's flags into c (space, scheduler, metric); returns -1 to go on, or
+ * the exit code of a usage error. */
+static int configure(tune_args *a, tune_config *c, char **theirs, int n_theirs)
+{
+    for (int i = 0; i < a->n_space; i++)
+        if (stk_space_parse(&c->space, a->space[i]) != STK_OK)
+            return stk_cli_usage("tune", "%s", stk_last_error());
+    if (!c->space.n)
+        return stk_cli_usage("tune", "--space is required, e.g. --space 'lr=loguniform(1e-3,0.3)'");
+    bool has_val = false;
+    for (int i = 0; i < n_theirs; i++)
+        has_val |= !strncmp(theirs[i], "--val", 5) && (theirs[i][5] == '\0' || theirs[i][5] == '=');
+    for (int k = 0; k < c->space.n; k++) {
+        const char *key = c->space.keys[k].name;
+        if (!key_allowed(key))
+            return stk_cli_usage("tune",
+                                 "--space %s: not a stoke train flag a trial can vary (lr, "
+                                 "momentum, wd, batch, optimizer, schedule, label-smoothing, ...)",
+                                 key);
+        for (int i = 0; i < n_theirs; i++) {
+            size_t len = strlen(key);
+            if (!strncmp(theirs[i], "--", 2) && !strncmp(theirs[i] + 2, key, len) &&
+                (theirs[i][2 + len] == '\0' || theirs[i][2 + len] == '='))
+                return stk_cli_usage("tune", "--space %s: also given as --%s; give it one way", key,
+                                     key);
+        }
+    }
+    if (!a->metric) a->metric = has_val ? "val_top1" : "train_top1";
+    int m = stk_monitor_parse(a->metric);
+    if (m < 0 || (m <= STK_MONITOR_VAL_TOP5 && !has_val))
+        return stk_cli_usage("tune", "--metric %s: %s", a->metric,
+                             m < 0 ? "val_top1, val_top5, val_loss, train_top1 or train_loss"
+                                   : "needs --val (without it: train_top1 or train_loss)");
+    c->metric = (stk_monitor)m;
+    c->maximise = a->mode == STK_MODE_AUTO
+                      ? m != STK_MONITOR_VAL_LOSS && m != STK_MONITOR_TRAIN_LOSS
+                      : a->mode == STK_MODE_MAX;
+    c->sched = stk_sched_defaults((stk_sched_kind)a->scheduler);
+    c->sched.maximise = c->maximise;
+    c->sched.max_t = a->epochs;
+    c->sched.grace = a->grace;
+    c->sched.reduction = a->reduction;
+    c->sched.brackets = (int)a->brackets;
+    c->sched.min_samples = (int)a->min_samples;
+    c->sched.seed = (uint64_t)a->seed;
+    stk_scheduler *s;
+    if (stk_scheduler_create(&c->sched, &s) != STK_OK)
+        return stk_cli_usage("tune", "%s", stk_last_error());
+    stk_scheduler_destroy(s);
+    c->samples = a->samples, c->epochs = a->epochs, c->concurrent = a->concurrent;
+    c->seed = a->seed;
+    c->train_argv = theirs, c->train_argc = n_theirs;
+    c->lines = a->json ? stderr : stdout;
+    return -1;
+}
+
+static int tune_main(int argc, char **argv)
+{
+    char **mine = calloc((size_t)argc + 1, sizeof *mine),
+         **theirs = calloc((size_t)argc + 1, sizeof *theirs);
+    if (!mine || !theirs) {
+        free(mine), free(theirs);
+        return stk_cli_fail();
+    }
+    int n_mine, n_theirs;
+    split_flags(argc, argv, mine, &n_mine, theirs, &n_theirs);
+    tune_args a = {.samples = 1,
+                   .epochs = 10,
+                   .concurrent = 4,
+                   .grace = 1,
+                   .brackets = 1,
+                   .min_samples = 3,
+                   .reduction = 4};
+    tune_config c = {0};
+    tune_trial *trials = NULL;
+    int64_t n = 0;
+    char *out_buf = NULL;
+    char **pos;
+    int n_pos, rc = stk_cli_parse(&cli, &a, n_mine, mine, &pos, &n_pos);
+    if (rc < 0) rc = configure(&a, &c, theirs, n_theirs);
+    if (rc < 0 && !a.out && !(a.out = out_buf = default_out())) rc = stk_cli_fail();
+    c.out = a.out;
+    if (rc < 0) {
+        n = stk_space_trials(&c.space, c.samples);
+        if (!(trials = calloc((size_t)n, sizeof *trials))) rc = stk_cli_fail();
+    }
+    if (rc < 0 && tune_prepare(&c, trials, n) != STK_OK)
+        rc = stk_cli_usage("tune", "%s", stk_last_error());
+    if (rc < 0 && make_out(c.out) != STK_OK) rc = stk_cli_fail();
+    if (rc < 0) {
+        train_args first;
+        train_parse_flags(trials[0].argc, trials[0].argv, &first);
+        free(first.out_buf);
+        stk_cpu_set_threads((int)first.threads);
+        stk_cli_catch_interrupt();
+        say(c.lines,
+            "tune: %" PRId64 " trials, %" PRId64 " side by side on one stream, %s, %s (%s), "
+            "up to %" PRId64 " epochs, into %s\n",
+            n, c.concurrent < n ? c.concurrent : n, stk_sched_name(c.sched.kind),
+            stk_monitor_name(c.metric), c.maximise ? "max" : "min", c.epochs, c.out);
+        double t0 = stk_clock_sec();
+        stk_status st = tune_run(&c, trials, n);
+        if (st != STK_ERR_CANCELLED && st != STK_OK)
+            rc = stk_cli_fail();
+        else {
+            if (st == STK_ERR_CANCELLED && tune_write_results(&c, trials, n) != STK_OK)
+                fprintf(stderr, "stoke: %s\n", stk_last_error());
+            tune_print_summary(&c, trials, n, a.json ? stdout : c.lines, a.json,
+                               stk_clock_sec() - t0);
+            int64_t failed = 0;
+            for (int64_t i = 0; i < n; i++) failed += trials[i].status == TRIAL_ERROR;
+            rc = st == STK_ERR_CANCELLED ? STK_EXIT_INTERRUPTED
+                 : failed == n           ? STK_EXIT_ERROR
+                                         : STK_EXIT_OK;
+            if (failed == n) fprintf(stderr, "stoke: every trial failed (trials.csv: error)\n");
+        }
+    }
+    tune_trials_free(trials, n);
+    stk_space_free(&c.space);
+    free(out_buf);
+    free(mine);
+    free(theirs);
+    return rc;
+}
+
+const stk_command stk_cmd_tune = {"tune", "search hyperparameters, the trials sharing one stream",
+                                  &cli, tune_main};

@@ -1,0 +1,83 @@
+/* `stoke tune`'s sweep (tune_sweep.c): trials drawn from a search space,
+ * run as `stoke train` runs would be (tools/train_setup.h), several at a
+ * time on one shared stream of decoded, augmented batches, a scheduler
+ * (tune/scheduler.h) deciding after each epoch which go on; and what the
+ * sweep writes (tune_report.c).
+ *
+ * Cohorts: up to `concurrent` trials start together and share the loader
+ * of their data flags (a group: same --batch, --transform, --val-transform;
+ * a space over batch or transform makes several groups, run one after
+ * another). Each epoch every running trial of a group steps on the same
+ * batch in turn, then every one is evaluated on the same validation
+ * batches: one read, decode and augmentation of each image per epoch for
+ * the whole group. The next cohort starts when this one has ended. A
+ * trial's numbers do not depend on its neighbours: its model, optimizer and
+ * position are its own, and every trial runs with the sweep's --seed, so
+ * its data order, augmentation and initialisation are those of `stoke
+ * train --seed S` with its flags (its `command`).
+ */
+#pragma once
+
+#include "tools/train_print.h"
+#include "tools/train_setup.h"
+#include "tune/scheduler.h"
+#include "tune/space.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum trial_status {
+    TRIAL_PENDING,
+    TRIAL_COMPLETED,     /* ran to --epochs */
+    TRIAL_STOPPED,       /* the scheduler stopped it (stopped_at) */
+    TRIAL_EARLY_STOPPED, /* its own early stopping (--early-stop) */
+    TRIAL_ERROR,         /* failed (diverged, ...): error */
+} trial_status;
+
+typedef struct tune_trial {
+    int64_t id;
+    stk_trial_params params;
+    trial_status status;
+    int64_t epochs_run, stopped_at, best_epoch;
+    double best_value, seconds;
+    char error[512];
+    char out[1024]; /* DIR/trials/ID */
+    char **argv;    /* its `stoke train` flags (argv[0] "train"), owned */
+    int argc;
+    char *command; /* the shell command that reproduces it, owned */
+} tune_trial;
+
+typedef struct tune_config {
+    const char *out; /* DIR */
+    int64_t samples, epochs, concurrent, seed;
+    stk_sched_options sched;
+    stk_monitor metric;
+    bool maximise;
+    char **train_argv; /* the fixed `stoke train` flags */
+    int train_argc;
+    stk_space space;
+    FILE *lines; /* progress lines (stdout, or stderr under --json) */
+} tune_config;
+
+/* The trials' flags and commands (before anything runs). Errors: a usage
+ * error of a trial's flags (printed by train's parser; the message names
+ * the trial and its values). */
+stk_status tune_prepare(const tune_config *c, tune_trial *trials, int64_t n);
+
+/* Run every pending trial. A trial that fails ends as TRIAL_ERROR and the
+ * sweep goes on. Errors: STK_ERR_CANCELLED (Ctrl-C: the trials that ended
+ * keep their status), what stops the whole sweep (the scheduler, memory). */
+stk_status tune_run(const tune_config *c, tune_trial *trials, int64_t n);
+
+void tune_trials_free(tune_trial *trials, int64_t n);
+
+/* "COMPLETED", "STOPPED@3", "EARLY_STOPPED", "ERROR", "PENDING" */
+void tune_status_text(const tune_trial *t, char buf[32]);
+
+/* DIR/trials.csv, DIR/best.json, DIR/best.safetensors; the ranked summary
+ * on `f` (or one JSON object with --json). (tune_report.c) */
+stk_status tune_write_results(const tune_config *c, const tune_trial *trials, int64_t n);
+void tune_print_summary(const tune_config *c, const tune_trial *trials, int64_t n, FILE *f,
+                        bool json, double seconds);
+/* DIR/trials/ID/params.json */
+stk_status tune_write_params(const tune_trial *t);
