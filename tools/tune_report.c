@@ -232,4 +232,5 @@ void tune_print_summary(const tune_config *c, const tune_trial *trials, int64_t 
                 "best: trial %04" PRId64
                 " (%s/best.json, best.safetensors); reproduce it with\n  %s\n",
                 b->id, c->out, b->command);
+    free(order);
 }
