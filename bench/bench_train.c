@@ -5,7 +5,7 @@
  * machine (kernels/README.md).
  *
  *   bench_train [--models mlp,cnn,resnet8,resnet18] [--batch 128] [--threads 2]
- *               [--size PX] [--seconds 10] [--device cpu|cuda] [--json]
+ *               [--size PX] [--channels C] [--seconds 10] [--device cpu|cuda] [--json]
  *
  * With --device cuda the model, inputs and steps run on the GPU (the timing
  * waits for the queued work: every step reads its loss on the host).
@@ -40,6 +40,7 @@ static stk_tensor *random_tensor(int ndim, const int64_t *shape)
 }
 
 static int size_override; /* --size: input side (resnet18 > 64 px: the ImageNet stem) */
+static int channels_override; /* --channels: input channels (default 1, resnet18 3) */
 static stk_device device = STK_DEVICE_CPU;
 
 /* t moved to the benchmark's device (NULL and a message on failure). */
@@ -56,7 +57,8 @@ static stk_tensor *on_device(stk_tensor *t)
 static int train_bench(const char *name, int batch, double seconds, bool json)
 {
     bool r18 = !strcmp(name, "resnet18");
-    int ch = r18 ? 3 : 1, size = size_override ? size_override : r18 ? 32 : 28;
+    int ch = channels_override ? channels_override : r18 ? 3 : 1,
+        size = size_override ? size_override : r18 ? 32 : 28;
     stk_model_config cfg = {
         .name = name, .in_channels = ch, .classes = 10, .image_size = size, .seed = 1};
     stk_model *m;
@@ -181,6 +183,8 @@ int main(int argc, char **argv)
             seconds = atof(argv[++i]);
         else if (!strcmp(argv[i], "--size") && i + 1 < argc)
             size_override = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--channels") && i + 1 < argc)
+            channels_override = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--json"))
             json = true;
         else if (!strcmp(argv[i], "--no-matmul"))
@@ -192,7 +196,8 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr,
                     "usage: bench_train [--models LIST] [--batch N] [--threads N] "
-                    "[--size PX] [--seconds S] [--device cpu|cuda] [--json] [--no-matmul]\n");
+                    "[--size PX] [--channels C] [--seconds S] [--device cpu|cuda] [--json] "
+                    "[--no-matmul]\n");
             return 2;
         }
     }

@@ -177,7 +177,7 @@ static void end_trial(const tune_config *c, live *L, trial_status status, const 
     L->running = L->active = false;
     char st[32], best[32];
     tune_status_text(t, st);
-    stk_number_text(t->best_value, best);
+    snprintf(best, sizeof best, "%.4g", t->best_value);
     say(c->lines,
         "trial %04" PRId64 " %s after %" PRId64 " epoch%s: best %s %s (epoch %" PRId64 ")%s%s\n",
         t->id, st, t->epochs_run, t->epochs_run == 1 ? "" : "s", stk_monitor_name(c->metric),
