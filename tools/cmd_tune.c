@@ -2,6 +2,7 @@
  * augmented stream (tune_sweep.h); the flags here, every other flag is
  * `stoke train`'s, fixed for all trials. */
 #include "common/clock.h"
+#include "common/fs.h"
 #include "kernels/backend.h"
 #include "tools/cli.h"
 #include "tools/flags.h"
@@ -14,15 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct tune_args {
     const char *space[32];
     int n_space;
-    int64_t samples, epochs, concurrent, seed, grace, brackets, min_samples;
+    int64_t samples, epochs, concurrent, seed, grace, brackets, min_samples, stop_after;
     double reduction;
     int scheduler, mode;
     const char *metric, *out;
-    bool json;
+    bool json, resume;
 } tune_args;
 
 static const char *const schedulers[] = {"fifo", "asha", "median", NULL};
@@ -68,6 +70,13 @@ static const stk_flag flags[] = {
     STK_FLAG_TEXT(tune_args, out, "out", "DIR",
                   "the sweep's folder (default runs/tune-N, a fresh N): trials.csv,\n"
                   "best.json, best.safetensors, trials/ID/ (each trial's run)"),
+    STK_FLAG_INT(tune_args, stop_after, "stop-after", "N", 1, INT64_MAX,
+                 "end this call once N trial epochs have run (exit 0); --resume goes on"),
+    STK_FLAG_BOOL(tune_args, resume, "resume",
+                  "continue the sweep in --out (after Ctrl-C or a kill): its trials that\n"
+                  "ended stay, the others continue from their last checkpoint, the\n"
+                  "scheduler replays results.log; give --resume --out DIR alone (the\n"
+                  "flags are in DIR/sweep.txt) or with the same flags"),
     STK_FLAG_JSON(tune_args, json, "one JSON object on stdout at the end (progress on stderr)"),
     STK_FLAG_END};
 
@@ -95,8 +104,13 @@ static const stk_cli cli = {
              "metrics.csv, checkpoints, TensorBoard). A trial that fails (a diverged loss,\n"
              "...) ends as ERROR and the sweep goes on. Trials start in cohorts of\n"
              "--concurrent: a trial a scheduler stops frees its share of the compute, and\n"
-             "the next cohort starts when the whole cohort has ended. Ctrl-C stops after\n"
-             "the current step (exit 130); trials.csv holds the trials that had ended.\n"
+             "the next cohort starts when the whole cohort has ended (cohort k is always\n"
+             "trials k*K.. (k+1)*K-1). Ctrl-C stops after the current step (exit 130), a\n"
+             "kill anywhere; `stoke tune --resume --out DIR` continues either: ended\n"
+             "trials stay, the others continue from their last checkpoint, and the\n"
+             "scheduler replays DIR/results.log, so the sweep ends with the trials.csv an\n"
+             "uninterrupted one writes. The same --seed gives the same trials.csv (the\n"
+             "seconds column aside).\n"
              "Example:\n"
              "  stoke tune --data train.stoke --val test.stoke --model mlp --epochs 8 \\\n"
              "    --space 'lr=loguniform(1e-3,0.3) momentum=uniform(0.8,0.99)' \\\n"
@@ -249,17 +263,193 @@ static int configure(tune_args *a, tune_config *c, char **theirs, int n_theirs)
     stk_scheduler_destroy(s);
     c->samples = a->samples, c->epochs = a->epochs, c->concurrent = a->concurrent;
     c->seed = a->seed;
+    c->stop_after = a->stop_after;
     c->train_argv = theirs, c->train_argc = n_theirs;
     c->lines = a->json ? stderr : stdout;
     return -1;
 }
 
+/* ---- the sweep's flags on disk, for --resume -------------------------------------- */
+
+/* Whether a is --resume or --json: flags that are not part of what a sweep is. */
+static bool session_flag(const char *a) { return !strcmp(a, "--resume") || !strcmp(a, "--json"); }
+
+/* --stop-after N is per call too: argv[i] and its value are skipped. */
+static int session_skip(char **argv, int i)
+{
+    if (!strcmp(argv[i], "--stop-after")) return 2;
+    if (!strncmp(argv[i], "--stop-after=", 13)) return 1;
+    return session_flag(argv[i]) ? 1 : 0;
+}
+
+/* DIR/sweep.txt: the flags that made the sweep, one per line. */
+static stk_status save_flags(const char *out, int argc, char **argv)
+{
+    char path[1100], *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/sweep.txt", out);
+    FILE *m = open_memstream(&text, &len);
+    if (!m) return stk_error(STK_ERR_NOMEM, "out of memory");
+    for (int i = 1; i < argc;) {
+        int skip = session_skip(argv, i);
+        if (!skip) fprintf(m, "%s\n", argv[i++]);
+        i += skip;
+    }
+    fclose(m);
+    stk_file_part part = {text, len};
+    stk_status st = stk_file_write_atomic(path, &part, 1);
+    free(text);
+    return st;
+}
+
+/* The saved flags of DIR (argv[0] first), NULL-terminated; *n of them. */
+static char **load_flags(const char *out, int *n)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/sweep.txt", out);
+    uint8_t *data;
+    size_t len;
+    if (stk_file_read_all(path, 1 << 20, &data, &len) != STK_OK) return NULL;
+    char **v = calloc(len + 6, sizeof *v); /* + "tune", --json, --stop-after N */
+    char *text = realloc(data, len + 1);
+    if (!v || !text) {
+        free(v);
+        free(text ? text : (char *)data);
+        stk_error(STK_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    text[len] = '\0';
+    *n = 0;
+    v[(*n)++] = strdup("tune");
+    for (char *save = NULL, *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+        v[(*n)++] = strdup(l);
+    free(text);
+    return v;
+}
+
+static void free_flags(char **v, int n)
+{
+    for (int i = 0; v && i < n; i++) free(v[i]);
+    free(v);
+}
+
+/* --out's value in argv, or NULL. */
+static const char *out_flag(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--out") && i + 1 < argc) return argv[i + 1];
+        if (!strncmp(argv[i], "--out=", 6)) return argv[i] + 6;
+    }
+    return NULL;
+}
+
+/* --resume: the flags of the sweep in --out. Given alone (with --out) they
+ * are read from DIR/sweep.txt; given in full they must be the same. Returns
+ * -1 to go on with *eff (owned: *n_eff), or an exit code. */
+static int resume_flags(int argc, char **argv, char ***eff, int *n_eff)
+{
+    const char *out = out_flag(argc, argv);
+    if (!out) return stk_cli_usage("tune", "--resume needs --out DIR, the sweep to continue");
+    int n_saved;
+    char **saved = load_flags(out, &n_saved);
+    if (!saved)
+        return stk_cli_usage("tune", "--resume: %s/sweep.txt: %s", out,
+                             access(out, F_OK) ? "no such sweep" : stk_last_error());
+    int given = 0;
+    for (int i = 1; i < argc;) {
+        int skip = session_skip(argv, i);
+        given += !skip;
+        i += skip ? skip : 1;
+    }
+    bool only_out = given == 2 || (given == 1 && !strncmp(argv[1], "--out=", 6));
+    if (!only_out) {
+        int j = 1;
+        for (int i = 1; i < argc; i++) {
+            int skip = session_skip(argv, i);
+            if (skip) {
+                i += skip - 1;
+                continue;
+            }
+            if (j >= n_saved || strcmp(argv[i], saved[j])) {
+                int rc =
+                    stk_cli_usage("tune",
+                                  "--resume: '%s' differs from the sweep in %s (%s/sweep.txt "
+                                  "has '%s'); give --resume --out %s alone to continue it",
+                                  argv[i], out, out, j < n_saved ? saved[j] : "(nothing)", out);
+                free_flags(saved, n_saved);
+                return rc;
+            }
+            j++;
+        }
+    }
+    for (int i = 1; i < argc; i++) /* this call's own: --json, --stop-after N */
+        if (session_skip(argv, i) && strcmp(argv[i], "--resume")) {
+            saved[n_saved++] = strdup(argv[i]);
+            if (!strcmp(argv[i], "--stop-after") && i + 1 < argc)
+                saved[n_saved++] = strdup(argv[++i]);
+        }
+    saved[n_saved] = NULL;
+    *eff = saved;
+    *n_eff = n_saved;
+    return -1;
+}
+
+/* ---- the command ----------------------------------------------------------------- */
+
+static int run_sweep(tune_args *a, tune_config *c, tune_trial *trials, int64_t n, bool resume)
+{
+    train_args first;
+    train_parse_flags(trials[0].argc, trials[0].argv, &first);
+    free(first.out_buf);
+    stk_cpu_set_threads((int)first.threads);
+    stk_cli_catch_interrupt();
+    if (resume && tune_read_trials(c, trials, n) != STK_OK) return stk_cli_fail();
+    if (!resume && tune_open_log(c) != STK_OK) return stk_cli_fail();
+    int64_t ended = 0;
+    for (int64_t i = 0; i < n; i++) ended += trials[i].status != TRIAL_PENDING;
+    say(c->lines,
+        "tune: %" PRId64 " trials, %" PRId64 " side by side on one stream, %s, %s (%s), "
+        "up to %" PRId64 " epochs, into %s%s\n",
+        n, c->concurrent < n ? c->concurrent : n, stk_sched_name(c->sched.kind),
+        stk_monitor_name(c->metric), c->maximise ? "max" : "min", c->epochs, c->out,
+        resume ? " (resumed)" : "");
+    if (resume) say(c->lines, "resume: %" PRId64 " trials had ended\n", ended);
+    double t0 = stk_clock_sec();
+    stk_status st = tune_run(c, trials, n, resume);
+    if (c->results) fclose(c->results);
+    c->results = NULL;
+    if (st != STK_ERR_CANCELLED && st != STK_OK) return stk_cli_fail();
+    if (st == STK_ERR_CANCELLED && tune_write_trials(c, trials, n) != STK_OK)
+        fprintf(stderr, "stoke: %s\n", stk_last_error());
+    tune_print_summary(c, trials, n, a->json ? stdout : c->lines, a->json, stk_clock_sec() - t0);
+    if (st == STK_ERR_CANCELLED) {
+        fprintf(stderr, "stoke: %s; continue with: stoke tune --resume --out %s\n",
+                stk_cli_interrupted ? "interrupted" : "stopped after --stop-after", c->out);
+        return stk_cli_interrupted ? STK_EXIT_INTERRUPTED : STK_EXIT_OK;
+    }
+    int64_t failed = 0;
+    for (int64_t i = 0; i < n; i++) failed += trials[i].status == TRIAL_ERROR;
+    if (failed < n) return STK_EXIT_OK;
+    fprintf(stderr, "stoke: every trial failed (trials.csv: error)\n");
+    return STK_EXIT_ERROR;
+}
+
 static int tune_main(int argc, char **argv)
 {
+    bool resume = false;
+    for (int i = 1; i < argc; i++) resume |= !strcmp(argv[i], "--resume");
+    char **eff = NULL;
+    int n_eff = 0;
+    if (resume) {
+        int rc = resume_flags(argc, argv, &eff, &n_eff);
+        if (rc >= 0) return rc;
+        argc = n_eff, argv = eff;
+    }
     char **mine = calloc((size_t)argc + 1, sizeof *mine),
          **theirs = calloc((size_t)argc + 1, sizeof *theirs);
     if (!mine || !theirs) {
         free(mine), free(theirs);
+        free_flags(eff, n_eff);
         return stk_cli_fail();
     }
     int n_mine, n_theirs;
@@ -286,40 +476,15 @@ static int tune_main(int argc, char **argv)
     }
     if (rc < 0 && tune_prepare(&c, trials, n) != STK_OK)
         rc = stk_cli_usage("tune", "%s", stk_last_error());
-    if (rc < 0 && make_out(c.out) != STK_OK) rc = stk_cli_fail();
-    if (rc < 0) {
-        train_args first;
-        train_parse_flags(trials[0].argc, trials[0].argv, &first);
-        free(first.out_buf);
-        stk_cpu_set_threads((int)first.threads);
-        stk_cli_catch_interrupt();
-        say(c.lines,
-            "tune: %" PRId64 " trials, %" PRId64 " side by side on one stream, %s, %s (%s), "
-            "up to %" PRId64 " epochs, into %s\n",
-            n, c.concurrent < n ? c.concurrent : n, stk_sched_name(c.sched.kind),
-            stk_monitor_name(c.metric), c.maximise ? "max" : "min", c.epochs, c.out);
-        double t0 = stk_clock_sec();
-        stk_status st = tune_run(&c, trials, n);
-        if (st != STK_ERR_CANCELLED && st != STK_OK)
-            rc = stk_cli_fail();
-        else {
-            if (st == STK_ERR_CANCELLED && tune_write_results(&c, trials, n) != STK_OK)
-                fprintf(stderr, "stoke: %s\n", stk_last_error());
-            tune_print_summary(&c, trials, n, a.json ? stdout : c.lines, a.json,
-                               stk_clock_sec() - t0);
-            int64_t failed = 0;
-            for (int64_t i = 0; i < n; i++) failed += trials[i].status == TRIAL_ERROR;
-            rc = st == STK_ERR_CANCELLED ? STK_EXIT_INTERRUPTED
-                 : failed == n           ? STK_EXIT_ERROR
-                                         : STK_EXIT_OK;
-            if (failed == n) fprintf(stderr, "stoke: every trial failed (trials.csv: error)\n");
-        }
-    }
+    if (rc < 0 && !resume && make_out(c.out) != STK_OK) rc = stk_cli_fail();
+    if (rc < 0 && !resume && save_flags(c.out, argc, argv) != STK_OK) rc = stk_cli_fail();
+    if (rc < 0) rc = run_sweep(&a, &c, trials, n, resume);
     tune_trials_free(trials, n);
     stk_space_free(&c.space);
     free(out_buf);
     free(mine);
     free(theirs);
+    free_flags(eff, n_eff);
     return rc;
 }
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* A CSV field: quoted when it holds a comma, a quote or a line break. */
 static void csv_field(FILE *f, const char *s)
@@ -154,12 +155,98 @@ static stk_status copy_best(const tune_config *c, const tune_trial *b)
     return st;
 }
 
-stk_status tune_write_results(const tune_config *c, const tune_trial *trials, int64_t n)
+stk_status tune_write_trials(const tune_config *c, const tune_trial *trials, int64_t n)
 {
     results r = {c, trials, n};
     char path[1100];
     snprintf(path, sizeof path, "%s/trials.csv", c->out);
-    STK_TRY(write_text(path, trials_csv, &r));
+    return write_text(path, trials_csv, &r);
+}
+
+/* One CSV line's fields (quoted ones unquoted), in place; their number. */
+static int csv_split(char *line, char **fields, int max)
+{
+    int n = 0;
+    char *p = line;
+    for (;;) {
+        if (n == max) return n;
+        if (*p == '"') {
+            char *o = ++p;
+            fields[n++] = o;
+            while (*p && !(*p == '"' && p[1] != '"')) {
+                if (*p == '"') p++;
+                *o++ = *p++;
+            }
+            if (*p) p++;
+            *o = '\0';
+            if (*p != ',') return n;
+            p++;
+            continue;
+        }
+        fields[n++] = p;
+        char *end = p + strcspn(p, ",\n\r");
+        char sep = *end;
+        *end = '\0';
+        if (sep != ',') return n;
+        p = end + 1;
+    }
+}
+
+stk_status tune_read_trials(const tune_config *c, tune_trial *trials, int64_t n)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/trials.csv", c->out);
+    uint8_t *data;
+    size_t len;
+    stk_status st = stk_file_read_all(path, 1ull << 30, &data, &len);
+    if (st == STK_ERR_IO && access(path, F_OK) != 0) return STK_OK; /* killed before the first */
+    if (st != STK_OK) return st;
+    char *text = realloc(data, len + 1);
+    if (!text) {
+        free(data);
+        return stk_error(STK_ERR_NOMEM, "out of memory");
+    }
+    text[len] = '\0';
+    int k = c->space.n, line = 0;
+    for (char *save = NULL, *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        if (line++ == 0) continue; /* the header */
+        char *f[STK_SPACE_MAX_KEYS + 10];
+        int nf = csv_split(l, f, STK_SPACE_MAX_KEYS + 10);
+        char *end;
+        int64_t id = nf == k + 8 ? strtoll(f[0], &end, 10) : -1;
+        if (id < 0 || id >= n || *end) {
+            st = stk_error(STK_ERR_FORMAT, "%s line %d: not a trial of this sweep", path, line);
+            break;
+        }
+        tune_trial *t = &trials[id];
+        const char *status = f[1];
+        if (!strncmp(status, "STOPPED@", 8)) {
+            t->status = TRIAL_STOPPED;
+            t->stopped_at = strtoll(status + 8, NULL, 10);
+        } else if (!strcmp(status, "COMPLETED")) {
+            t->status = TRIAL_COMPLETED;
+        } else if (!strcmp(status, "EARLY_STOPPED")) {
+            t->status = TRIAL_EARLY_STOPPED;
+        } else if (!strcmp(status, "ERROR")) {
+            t->status = TRIAL_ERROR;
+        } else {
+            continue; /* PENDING: it runs again */
+        }
+        t->best_value = *f[k + 2] ? strtod(f[k + 2], NULL) : NAN;
+        t->best_epoch = strtoll(f[k + 3], NULL, 10);
+        t->epochs_run = strtoll(f[k + 4], NULL, 10);
+        t->seconds = strtod(f[k + 5], NULL);
+        snprintf(t->error, sizeof t->error, "%s", f[k + 6]);
+    }
+    free(text);
+    return st;
+}
+
+stk_status tune_write_results(const tune_config *c, const tune_trial *trials, int64_t n)
+{
+    results r = {c, trials, n};
+    char path[1100];
+    STK_TRY(tune_write_trials(c, trials, n));
     const tune_trial *b = best_trial(c, trials, n);
     if (!b) return STK_OK;
     snprintf(path, sizeof path, "%s/best.json", c->out);

@@ -2,15 +2,19 @@
 #include "tools/tune_sweep.h"
 
 #include "common/clock.h"
+#include "common/log.h"
+#include "common/fs.h"
 #include "common/text.h"
 #include "tools/cli.h"
 #include "tools/flags.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- the trials' flags ----------------------------------------------------------- */
 
@@ -147,7 +151,10 @@ void tune_status_text(const tune_trial *t, char buf[32])
 /* ---- a running trial ------------------------------------------------------------ */
 
 typedef struct live {
+    const tune_config *c;
     tune_trial *t;
+    tune_trial *all; /* every trial, for trials.csv */
+    int64_t n_all;
     run_state r;
     train_printer p;
     stk_fit *fit;
@@ -175,6 +182,8 @@ static void end_trial(const tune_config *c, live *L, trial_status status, const 
     if (error) snprintf(t->error, sizeof t->error, "%s", error);
     t->seconds += stk_clock_sec() - L->t0;
     L->running = L->active = false;
+    if (tune_write_trials(c, L->all, L->n_all) != STK_OK) /* a kill now keeps this trial's end */
+        stk_log_warn("%s", stk_last_error());
     char st[32], best[32];
     tune_status_text(t, st);
     snprintf(best, sizeof best, "%.4g", t->best_value);
@@ -182,6 +191,24 @@ static void end_trial(const tune_config *c, live *L, trial_status status, const 
         "trial %04" PRId64 " %s after %" PRId64 " epoch%s: best %s %s (epoch %" PRId64 ")%s%s\n",
         t->id, st, t->epochs_run, t->epochs_run == 1 ? "" : "s", stk_monitor_name(c->metric),
         isnan(t->best_value) ? "-" : best, t->best_epoch, error ? ": " : "", error ? error : "");
+}
+
+/* fit's on_epoch: the run's record (metrics.csv, TensorBoard) as stoke
+ * train keeps it, then the epoch's result in DIR/results.log, before the
+ * epoch's checkpoint is written (so a resume that finds the entry without
+ * the checkpoint drops it, and the epoch is redone and reported again). */
+static stk_status trial_on_epoch(void *ctx, const stk_fit_epoch *e, bool *stop)
+{
+    live *L = ctx;
+    STK_TRY(train_on_epoch(&L->p, e, stop));
+    const tune_config *c = L->c;
+    double v = stk_fit_metric(c->metric, e->train, e->val);
+    if (c->results) {
+        fprintf(c->results, "%" PRId64 " %" PRId64 " %.17g\n", L->t->id, e->epoch + 1, v);
+        if (fflush(c->results) != 0)
+            return stk_error(STK_ERR_IO, "%s/results.log: %s", c->out, strerror(errno));
+    }
+    return STK_OK;
 }
 
 /* Set a trial up as `stoke train` would, on the owner's data when there is
@@ -210,7 +237,17 @@ static bool start_trial(const tune_config *c, live *L, const live *owner)
         o.train = NULL, o.h2d = NULL, o.val = NULL;
         o.val_elsewhere = L->r.a.val != NULL; /* the sweep evaluates it */
         o.progress = NULL, o.eval_label = NULL;
+        o.reduce = NULL; /* one process */
+        o.on_epoch = trial_on_epoch, o.ctx = L;
         st = stk_fit_open(L->r.trainer, &o, &L->fit);
+    }
+    if (st == STK_OK && stk_fit_next_epoch(L->fit) < 0) {
+        /* resumed after its last epoch ran, before trials.csv said so */
+        int64_t done = stk_trainer_position(L->r.trainer)->epoch;
+        t->epochs_run = done;
+        L->running = true;
+        end_trial(c, L, done >= c->epochs ? TRIAL_COMPLETED : TRIAL_EARLY_STOPPED, NULL);
+        return true;
     }
     if (st != STK_OK) {
         char why[512];
@@ -309,6 +346,7 @@ static stk_status epoch_done(const tune_config *c, stk_scheduler *s, live *L)
         t->best_value = v;
         t->best_epoch = epoch;
     }
+    (*c->epochs_done)++;
     if (stop) { /* its own end: the last epoch, or early stopping */
         stk_scheduler_complete(s, t->id, epoch, v);
         end_trial(c, L, epoch >= c->epochs ? TRIAL_COMPLETED : TRIAL_EARLY_STOPPED, NULL);
@@ -338,8 +376,12 @@ static stk_status run_group(const tune_config *c, stk_scheduler *s, live *g, int
         for (int i = 0; i < n; i++) g[i].active = g[i].running && stk_fit_next_epoch(g[i].fit) == e;
         if ((st = train_epoch(c, g, n, owner, e)) != STK_OK) break;
         if ((st = evaluate(c, g, n, owner)) != STK_OK) break;
-        for (int i = 0; i < n; i++)
-            if (g[i].active) STK_TRY(epoch_done(c, s, &g[i]));
+        for (int i = 0; i < n && st == STK_OK; i++) {
+            if (g[i].active) st = epoch_done(c, s, &g[i]);
+            if (st == STK_OK && c->stop_after > 0 && *c->epochs_done >= c->stop_after)
+                st = STK_ERR_CANCELLED; /* as if killed here: the rest of the epoch is redone */
+        }
+        if (st != STK_OK) break;
     }
     /* borrowers first: the owner's loaders go last */
     for (int i = 0; i < n; i++) {
@@ -354,20 +396,20 @@ static stk_status run_group(const tune_config *c, stk_scheduler *s, live *g, int
     return st;
 }
 
-/* One cohort: its trials, in groups of the same data flags. */
-static stk_status run_cohort(const tune_config *c, stk_scheduler *s, tune_trial **cohort, int n)
+/* One cohort's pending trials, in groups of the same data flags. */
+static stk_status run_cohort(const tune_config *c, stk_scheduler *s, tune_trial **cohort, int n,
+                             tune_trial *trials, int64_t n_trials)
 {
     live *all = calloc((size_t)n, sizeof *all);
     train_args *args = calloc((size_t)n, sizeof *args);
     bool *done = calloc((size_t)n, sizeof *done);
     stk_status st = all && args && done ? STK_OK : stk_error(STK_ERR_NOMEM, "out of memory");
     for (int i = 0; st == STK_OK && i < n; i++) {
-        all[i].t = cohort[i];
+        all[i] = (live){.c = c, .t = cohort[i], .all = trials, .n_all = n_trials};
         if (train_parse_flags(cohort[i]->argc, cohort[i]->argv, &args[i]) >= 0)
             st = stk_error(STK_ERR_INVALID_ARG, "trial %" PRId64 ": flags refused", cohort[i]->id);
         else
             free(args[i].out_buf);
-        if (st == STK_OK) st = stk_scheduler_add(s, cohort[i]->id);
     }
     for (int i = 0; st == STK_OK && i < n; i++) {
         if (done[i]) continue;
@@ -391,19 +433,196 @@ static stk_status run_cohort(const tune_config *c, stk_scheduler *s, tune_trial 
     return st;
 }
 
-stk_status tune_run(const tune_config *c, tune_trial *trials, int64_t n)
+/* ---- resuming: the first run's results, replayed ---------------------------------- */
+
+typedef struct entry {
+    int64_t trial, epoch;
+    double value;
+} entry;
+
+/* DIR/results.log's entries, in order. */
+static stk_status read_log(const tune_config *c, int64_t n_trials, entry **out, size_t *n)
 {
+    *out = NULL;
+    *n = 0;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/results.log", c->out);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return errno == ENOENT ? STK_OK : stk_error(STK_ERR_IO, "%s: %s", path, strerror(errno));
+    size_t cap = 0, line = 0;
+    entry e;
+    char buf[128];
+    stk_status st = STK_OK;
+    while (st == STK_OK && fgets(buf, sizeof buf, f)) {
+        line++;
+        char v[64];
+        if (sscanf(buf, "%" SCNd64 " %" SCNd64 " %63s", &e.trial, &e.epoch, v) != 3 ||
+            e.trial < 0 || e.trial >= n_trials || e.epoch < 1 || e.epoch > c->epochs ||
+            (*n && e.trial / c->concurrent < (*out)[*n - 1].trial / c->concurrent)) {
+            st = stk_error(STK_ERR_FORMAT,
+                           "%s line %zu: not a result of this sweep (TRIAL EPOCH VALUE, trials "
+                           "0..%" PRId64 " in cohort order, epochs 1..%" PRId64 ")",
+                           path, line, n_trials - 1, c->epochs);
+            break;
+        }
+        e.value = strtod(v, NULL);
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 256;
+            entry *p = realloc(*out, cap * sizeof *p);
+            if (!p) {
+                st = stk_error(STK_ERR_NOMEM, "out of memory");
+                break;
+            }
+            *out = p;
+        }
+        (*out)[(*n)++] = e;
+    }
+    fclose(f);
+    return st;
+}
+
+/* The epoch of trial t's last checkpoint (0: none). */
+static int64_t checkpoint_epoch(const tune_trial *t)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/last.safetensors", t->out);
+    stk_train_position pos;
+    return stk_train_position_read(path, &pos) == STK_OK ? pos.epoch : 0;
+}
+
+static stk_status add_flag(tune_trial *t, const char *flag)
+{
+    char **a = realloc(t->argv, (size_t)(t->argc + 2) * sizeof *a);
+    if (!a) return stk_error(STK_ERR_NOMEM, "out of memory");
+    t->argv = a;
+    if (!(a[t->argc] = strdup(flag))) return stk_error(STK_ERR_NOMEM, "out of memory");
+    a[++t->argc] = NULL;
+    return STK_OK;
+}
+
+/* Feed cohort [k0, k1)'s entries (from *next on) to the scheduler as the
+ * first run did; pending trials learn their figures, and a decision the
+ * first run made but had not written (a stop) takes effect. Kept entries
+ * are collected in keep (rewritten into results.log). */
+static void replay_cohort(const tune_config *c, stk_scheduler *s, tune_trial *trials,
+                          const entry *log, size_t n_log, size_t *next, int64_t k0, int64_t k1,
+                          const int64_t *ckpt, entry *keep, size_t *n_keep)
+{
+    size_t from = *next, to = from;
+    while (to < n_log && log[to].trial >= k0 && log[to].trial < k1) to++;
+    *next = to;
+    for (size_t i = from; i < to; i++) {
+        const entry *e = &log[i];
+        tune_trial *t = &trials[e->trial];
+        if (t->status == TRIAL_PENDING && e->epoch > ckpt[e->trial]) continue; /* redone */
+        bool last = true; /* its last kept entry */
+        for (size_t j = i + 1; j < to && last; j++)
+            last = !(log[j].trial == e->trial &&
+                     (t->status != TRIAL_PENDING || log[j].epoch <= ckpt[e->trial]));
+        keep[(*n_keep)++] = *e;
+        bool ended_itself = t->status == TRIAL_COMPLETED || t->status == TRIAL_EARLY_STOPPED ||
+                            (t->status == TRIAL_PENDING && e->epoch >= c->epochs);
+        if (last && ended_itself) {
+            stk_scheduler_complete(s, t->id, e->epoch, e->value);
+            continue;
+        }
+        stk_decision d = stk_scheduler_result(s, t->id, e->epoch, e->value);
+        if (t->status != TRIAL_PENDING) continue;
+        t->epochs_run = e->epoch;
+        if (isfinite(e->value) &&
+            (isnan(t->best_value) ||
+             (c->maximise ? e->value > t->best_value : e->value < t->best_value))) {
+            t->best_value = e->value;
+            t->best_epoch = e->epoch;
+        }
+        if (last && d == STK_DECISION_STOP) { /* stopped, then killed before trials.csv */
+            t->status = TRIAL_STOPPED;
+            t->stopped_at = e->epoch;
+        }
+    }
+}
+
+/* Before resuming: each pending trial continues from its checkpoint, or
+ * starts over in its folder. */
+static stk_status resume_flags(tune_trial *trials, int64_t n, const int64_t *ckpt)
+{
+    for (int64_t i = 0; i < n; i++) {
+        tune_trial *t = &trials[i];
+        if (t->status != TRIAL_PENDING) continue;
+        if (ckpt[i] > 0)
+            STK_TRY(add_flag(t, "--resume"));
+        else if (access(t->out, F_OK) == 0)
+            STK_TRY(add_flag(t, "--overwrite"));
+    }
+    return STK_OK;
+}
+
+/* results.log holding the kept entries only, then open for appending. */
+static stk_status rewrite_log(tune_config *c, const entry *keep, size_t n)
+{
+    char path[1100], *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/results.log", c->out);
+    FILE *m = open_memstream(&text, &len);
+    if (!m) return stk_error(STK_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        fprintf(m, "%" PRId64 " %" PRId64 " %.17g\n", keep[i].trial, keep[i].epoch, keep[i].value);
+    fclose(m);
+    stk_file_part part = {text, len};
+    stk_status st = stk_file_write_atomic(path, &part, 1);
+    free(text);
+    return st;
+}
+
+stk_status tune_open_log(tune_config *c)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/results.log", c->out);
+    if (!(c->results = fopen(path, "a")))
+        return stk_error(STK_ERR_IO, "%s: %s", path, strerror(errno));
+    return STK_OK;
+}
+
+stk_status tune_run(tune_config *c, tune_trial *trials, int64_t n, bool replay)
+{
+    int64_t epochs_done = 0;
+    c->epochs_done = &epochs_done;
     stk_scheduler *s;
     STK_TRY(stk_scheduler_create(&c->sched, &s));
+    entry *log = NULL, *keep = NULL;
+    size_t n_log = 0, n_keep = 0, next = 0;
+    int64_t *ckpt = calloc((size_t)n, sizeof *ckpt);
     tune_trial **cohort = calloc((size_t)c->concurrent, sizeof *cohort);
-    stk_status st = cohort ? STK_OK : stk_error(STK_ERR_NOMEM, "out of memory");
-    for (int64_t next = 0; st == STK_OK && next < n;) {
+    stk_status st = cohort && ckpt ? STK_OK : stk_error(STK_ERR_NOMEM, "out of memory");
+    if (st == STK_OK && replay) {
+        st = read_log(c, n, &log, &n_log);
+        if (st == STK_OK && !(keep = malloc((n_log ? n_log : 1) * sizeof *keep)))
+            st = stk_error(STK_ERR_NOMEM, "out of memory");
+        for (int64_t i = 0; st == STK_OK && i < n; i++)
+            if (trials[i].status == TRIAL_PENDING) ckpt[i] = checkpoint_epoch(&trials[i]);
+    }
+    for (int64_t k0 = 0; st == STK_OK && k0 < n; k0 += c->concurrent) {
+        int64_t k1 = k0 + c->concurrent < n ? k0 + c->concurrent : n;
+        /* every trial joins the scheduler in id order, ended ones too (its draws) */
+        for (int64_t i = k0; st == STK_OK && i < k1; i++) st = stk_scheduler_add(s, i);
+        if (st == STK_OK && replay)
+            replay_cohort(c, s, trials, log, n_log, &next, k0, k1, ckpt, keep, &n_keep);
+        if (st == STK_OK && replay && next == n_log) { /* the replay is over: append from here */
+            if ((st = resume_flags(trials, n, ckpt)) == STK_OK &&
+                (st = rewrite_log(c, keep, n_keep)) == STK_OK)
+                st = tune_open_log(c);
+            replay = false;
+        }
         int k = 0;
-        for (; next < n && k < c->concurrent; next++)
-            if (trials[next].status == TRIAL_PENDING) cohort[k++] = &trials[next];
-        if (k) st = run_cohort(c, s, cohort, k);
+        for (int64_t i = k0; i < k1; i++)
+            if (trials[i].status == TRIAL_PENDING) cohort[k++] = &trials[i];
+        if (st == STK_OK && k) st = run_cohort(c, s, cohort, k, trials, n);
         if (st == STK_OK) st = tune_write_results(c, trials, n);
     }
+    free(log);
+    free(keep);
+    free(ckpt);
     free(cohort);
     stk_scheduler_destroy(s);
     return st;

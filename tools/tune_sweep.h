@@ -56,7 +56,10 @@ typedef struct tune_config {
     char **train_argv; /* the fixed `stoke train` flags */
     int train_argc;
     stk_space space;
-    FILE *lines; /* progress lines (stdout, or stderr under --json) */
+    FILE *lines;          /* progress lines (stdout, or stderr under --json) */
+    FILE *results;        /* DIR/results.log: "TRIAL EPOCH VALUE" per reported epoch, in order */
+    int64_t stop_after;   /* > 0: end this call after that many trial epochs (resume later) */
+    int64_t *epochs_done; /* this call's trial epochs (tune_run's counter) */
 } tune_config;
 
 /* The trials' flags and commands (before anything runs). Errors: a usage
@@ -65,15 +68,34 @@ typedef struct tune_config {
 stk_status tune_prepare(const tune_config *c, tune_trial *trials, int64_t n);
 
 /* Run every pending trial. A trial that fails ends as TRIAL_ERROR and the
- * sweep goes on. Errors: STK_ERR_CANCELLED (Ctrl-C: the trials that ended
- * keep their status), what stops the whole sweep (the scheduler, memory). */
-stk_status tune_run(const tune_config *c, tune_trial *trials, int64_t n);
+ * sweep goes on. Cohort k is always trials [k*concurrent, (k+1)*concurrent):
+ * a resumed sweep runs each cohort's pending trials where the first run
+ * would have. Errors: STK_ERR_CANCELLED (Ctrl-C: the trials that ended keep
+ * their status), what stops the whole sweep (the scheduler, memory).
+ *
+ * Resuming (`replay` true): the statuses of DIR/trials.csv's ended trials
+ * are kept; DIR/results.log is fed to the scheduler in its order (a
+ * trial's entries past its last checkpoint are dropped: it redoes those
+ * epochs, reporting them again in the same place), so its decisions are
+ * those of the first run; unfinished trials continue from their last
+ * checkpoint (stoke train --resume). */
+stk_status tune_run(tune_config *c, tune_trial *trials, int64_t n, bool replay);
+
+/* DIR/results.log opened for appending into c->results (a new sweep; a
+ * resumed one opens it once its replay has rewritten it). */
+stk_status tune_open_log(tune_config *c);
+
+/* The statuses and figures of DIR/trials.csv's ended trials into trials
+ * (tune_report.c). Errors: STK_ERR_FORMAT naming the line. */
+stk_status tune_read_trials(const tune_config *c, tune_trial *trials, int64_t n);
 
 void tune_trials_free(tune_trial *trials, int64_t n);
 
 /* "COMPLETED", "STOPPED@3", "EARLY_STOPPED", "ERROR", "PENDING" */
 void tune_status_text(const tune_trial *t, char buf[32]);
 
+/* DIR/trials.csv alone (after each trial ends). */
+stk_status tune_write_trials(const tune_config *c, const tune_trial *trials, int64_t n);
 /* DIR/trials.csv, DIR/best.json, DIR/best.safetensors; the ranked summary
  * on `f` (or one JSON object with --json). (tune_report.c) */
 stk_status tune_write_results(const tune_config *c, const tune_trial *trials, int64_t n);

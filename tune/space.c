@@ -18,6 +18,12 @@ const char *stk_dist_name(stk_dist d) { return dist_names[d]; }
 
 void stk_number_text(double x, char buf[32])
 {
+    /* plain decimals where they are short enough (20, not 2e+01; 0.001) */
+    if (isfinite(x) && fabs(x) < 1e15 && (x == 0 || fabs(x) >= 1e-5))
+        for (int dec = 0; dec <= 20; dec++) {
+            int n = snprintf(buf, 32, "%.*f", dec, x);
+            if (n < 25 && strtod(buf, NULL) == x) return;
+        }
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(buf, 32, "%.*g", prec, x);
         if (strtod(buf, NULL) == x) return;

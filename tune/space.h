@@ -83,7 +83,8 @@ void stk_space_draw(const stk_space *s, uint64_t seed, int64_t trial, stk_trial_
 /* "uniform", ... */
 const char *stk_dist_name(stk_dist d);
 
-/* The shortest text that strtod reads back to x (at most 24 bytes). */
+/* The shortest text that strtod reads back to x: plain decimals when they
+ * take at most 24 bytes (20, 0.001), else %g's (1e-07). */
 void stk_number_text(double x, char buf[32]);
 
 void stk_space_free(stk_space *s);

@@ -47,6 +47,29 @@ strip() { cut -d, -f1-8,10- "$1" | sed 's|--out [^ ]*||'; }
 strip s1/trials.csv > a.txt
 strip s2/trials.csv > b.txt
 cmp -s a.txt b.txt || { fail "trials.csv differs with --concurrent 1"; diff a.txt b.txt | head >&2; }
+# interrupted anywhere (--stop-after N trial epochs, as a kill there would)
+# and resumed, twice: the same trials.csv as the uninterrupted sweep
+for k in 1 4 9; do
+    rm -rf r
+    # shellcheck disable=SC2086
+    run 0 "$STOKE" tune $D --space "$SPACE" --samples 6 --epochs 4 --scheduler asha --reduction 2 \
+        --concurrent 3 --seed 5 --out r --stop-after "$k"
+    expect err.txt "continue with: stoke tune --resume --out r"
+    run 0 "$STOKE" tune --resume --out r --stop-after 3
+    run 0 "$STOKE" tune --resume --out r
+    expect out.txt "(resumed)"
+    strip r/trials.csv > b.txt
+    cmp -s a.txt b.txt || { fail "resumed after $k epochs: another trials.csv"; diff a.txt b.txt | head >&2; }
+    cut -d, -f1-8 r/trials/0000/metrics.csv > m1.txt
+    cut -d, -f1-8 s1/trials/0000/metrics.csv > m2.txt
+    cmp -s m1.txt m2.txt || fail "resumed after $k epochs: trial 0000's metrics.csv differs"
+done
+# shellcheck disable=SC2086
+run 2 "$STOKE" tune $D --space "$SPACE" --samples 7 --epochs 4 --scheduler asha --reduction 2 \
+    --concurrent 3 --seed 5 --out r --resume
+expect err.txt "--resume: '7' differs from the sweep in r (r/sweep.txt has '6')"
+run 2 "$STOKE" tune --resume --out nowhere
+expect err.txt "--resume: nowhere/sweep.txt: no such sweep"
 # a trial's command reproduces its metrics.csv (every column but the timings)
 cmd=$(sed -n 2p s1/trials.csv | sed 's/.*,stoke train /train /')
 # shellcheck disable=SC2086
