@@ -13,6 +13,16 @@
 #include <string.h>
 #include <unistd.h>
 
+void tune_status_text(const tune_trial *t, char buf[32])
+{
+    static const char *const names[] = {"PENDING", "COMPLETED", "STOPPED", "EARLY_STOPPED",
+                                        "ERROR"};
+    if (t->status == TRIAL_STOPPED)
+        snprintf(buf, 32, "STOPPED@%" PRId64, t->stopped_at);
+    else
+        snprintf(buf, 32, "%s", names[t->status]);
+}
+
 /* A CSV field: quoted when it holds a comma, a quote or a line break. */
 static void csv_field(FILE *f, const char *s)
 {

@@ -138,15 +138,6 @@ void tune_trials_free(tune_trial *trials, int64_t n)
     free(trials);
 }
 
-void tune_status_text(const tune_trial *t, char buf[32])
-{
-    static const char *const names[] = {"PENDING", "COMPLETED", "STOPPED", "EARLY_STOPPED",
-                                        "ERROR"};
-    if (t->status == TRIAL_STOPPED)
-        snprintf(buf, 32, "STOPPED@%" PRId64, t->stopped_at);
-    else
-        snprintf(buf, 32, "%s", names[t->status]);
-}
 
 /* ---- a running trial ------------------------------------------------------------ */
 
