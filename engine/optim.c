@@ -20,6 +20,24 @@ struct stk_optim {
     int64_t steps;
 };
 
+stk_status stk_optim_set_momentum(stk_optim *opt, float momentum)
+{
+    if (!(momentum >= 0.f && momentum < 1.f))
+        return stk_error(STK_ERR_INVALID_ARG, "momentum %g is outside [0, 1)", (double)momentum);
+    if (opt->cfg.nesterov && momentum <= 0.f)
+        return stk_error(STK_ERR_INVALID_ARG, "Nesterov momentum needs a momentum > 0");
+    opt->cfg.momentum = momentum;
+    return STK_OK;
+}
+
+stk_status stk_optim_set_weight_decay(stk_optim *opt, float weight_decay)
+{
+    if (!(weight_decay >= 0.f))
+        return stk_error(STK_ERR_INVALID_ARG, "weight decay %g is below 0", (double)weight_decay);
+    opt->cfg.weight_decay = weight_decay;
+    return STK_OK;
+}
+
 const char *stk_optim_kind_name(stk_optim_kind kind)
 {
     switch (kind) {

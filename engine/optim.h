@@ -56,6 +56,11 @@ void stk_optim_destroy(stk_optim *opt);
 stk_status stk_optim_step(stk_optim *opt);
 void stk_optim_set_lr(stk_optim *opt, float lr);
 float stk_optim_lr(const stk_optim *opt);
+/* Change momentum (SGD) and weight decay mid-run (population based
+ * training's explore step). Errors: INVALID_ARG (outside the ranges
+ * stk_optim_create checks; nothing changes). */
+stk_status stk_optim_set_momentum(stk_optim *opt, float momentum);
+stk_status stk_optim_set_weight_decay(stk_optim *opt, float weight_decay);
 /* Steps taken so far. */
 int64_t stk_optim_steps(const stk_optim *opt);
 

@@ -2,6 +2,7 @@
  * schedulers against Ray Tune's own decisions (tests/data/tune_schedulers.txt,
  * recorded by tests/fixtures/make_tune_fixture.py with Ray installed). */
 #include "check_main.h"
+#include "common/rng.h"
 #include "tune/scheduler.h"
 #include "tune/space.h"
 
@@ -220,6 +221,66 @@ START_TEST(test_fifo_never_stops)
 }
 END_TEST
 
+/* PBT: Ray's quantiles (ceil(n*q), at most half), the top saves, the bottom
+ * clones a saved top trial; explore perturbs by 1.2 or 0.8, or resamples. */
+START_TEST(test_pbt_quantiles_and_explore)
+{
+    stk_sched_options o = stk_sched_defaults(STK_SCHED_PBT);
+    o.max_t = 10;
+    o.perturbation_interval = 2;
+    stk_scheduler *s;
+    ck_assert_int_eq(stk_scheduler_create(&o, &s), STK_OK);
+    for (int i = 0; i < 5; i++) ck_assert_int_eq(stk_scheduler_add(s, i), STK_OK);
+    stk_pbt_step step;
+    stk_scheduler_pbt(s, 0, 1, 50, &step); /* before the interval: nothing */
+    ck_assert(!step.save && step.clone == -1);
+    stk_scheduler_pbt(s, 0, 2, 50, &step); /* alone: no quantiles */
+    ck_assert(!step.save && step.clone == -1);
+    stk_scheduler_pbt(s, 1, 2, 90, &step); /* 2 scored: quantile ceil(0.5) = 1; 1 is the top */
+    ck_assert(step.save && step.clone == -1);
+    stk_scheduler_pbt(s, 2, 2, 70, &step); /* 3 scored: 0 bottom, 1 top, 2 neither */
+    ck_assert(!step.save && step.clone == -1);
+    stk_scheduler_pbt(s, 3, 2, 10, &step); /* 4 scored: the bottom clones the saved top (1) */
+    ck_assert(!step.save);
+    ck_assert_int_eq(step.clone, 1);
+    stk_scheduler_remove(s, 1);           /* failed: out of the ranking */
+    stk_scheduler_pbt(s, 4, 2, 5, &step); /* 4 scored again: top 2 (70) was never saved */
+    ck_assert_int_eq(step.clone, -1);
+    stk_scheduler_destroy(s);
+    o.quantile = 0.6;
+    ck_assert_int_eq(stk_scheduler_create(&o, &s), STK_ERR_INVALID_ARG);
+
+    stk_space sp = {0};
+    ck_assert_int_eq(
+        stk_space_parse(&sp, "lr=loguniform(1e-3,1) wd=choice(0,1e-4,5e-4) n=randint(1,50)"),
+        STK_OK);
+    stk_trial_params from = {.n = 3, .key = {"lr", "wd", "n"}};
+    strcpy(from.value[0], "0.1");
+    strcpy(from.value[1], "1e-4");
+    strcpy(from.value[2], "10");
+    stk_rng r;
+    stk_rng_init(&r, 1, 2, 3);
+    int perturbed = 0, shifted = 0;
+    for (int i = 0; i < 400; i++) {
+        stk_trial_params p;
+        stk_space_explore(&sp, &r, 0.25, &from, &p);
+        double lr = atof(p.value[0]);
+        if (fabs(lr - 0.12) < 1e-12 || fabs(lr - 0.08) < 1e-12)
+            perturbed++;
+        else
+            ck_assert(lr >= 1e-3 && lr <= 1); /* resampled */
+        ck_assert(!strcmp(p.value[1], "0") || !strcmp(p.value[1], "1e-4") ||
+                  !strcmp(p.value[1], "5e-4"));
+        shifted += strcmp(p.value[1], "1e-4") != 0;
+        ck_assert(!strcmp(p.value[2], "12") || !strcmp(p.value[2], "8") ||
+                  (atoi(p.value[2]) >= 1 && atoi(p.value[2]) < 50));
+    }
+    ck_assert(perturbed > 250 && perturbed < 350); /* about 3 in 4 */
+    ck_assert(shifted > 250);                      /* a neighbour, or a draw */
+    stk_space_free(&sp);
+}
+END_TEST
+
 static Suite *tune_suite(void)
 {
     Suite *s = suite_create("tune");
@@ -233,6 +294,7 @@ static Suite *tune_suite(void)
     tcase_add_test(t, test_schedulers_decide_as_ray_tune);
     tcase_add_test(t, test_asha_rungs_as_ray);
     tcase_add_test(t, test_fifo_never_stops);
+    tcase_add_test(t, test_pbt_quantiles_and_explore);
     suite_add_tcase(s, t);
     return s;
 }

@@ -20,14 +20,15 @@
 typedef struct tune_args {
     const char *space[32];
     int n_space;
-    int64_t samples, epochs, concurrent, seed, grace, brackets, min_samples, stop_after;
-    double reduction;
+    int64_t samples, epochs, concurrent, seed, grace, brackets, min_samples, stop_after,
+        perturbation_interval;
+    double reduction, quantile, resample_probability;
     int scheduler, mode;
     const char *metric, *out;
     bool json, resume;
 } tune_args;
 
-static const char *const schedulers[] = {"fifo", "asha", "median", NULL};
+static const char *const schedulers[] = {"fifo", "asha", "median", "pbt", NULL};
 static const char *const modes[] = {"auto", "min", "max", NULL};
 
 static const stk_flag flags[] = {
@@ -56,7 +57,9 @@ static const stk_flag flags[] = {
     STK_FLAG_SECTION("scheduler"),
     STK_FLAG_CHOICE(tune_args, scheduler, "scheduler", "NAME", schedulers,
                     "fifo (every trial runs to the end), asha (Ray's\n"
-                    "AsyncHyperBandScheduler), median (Ray's MedianStoppingRule);\n"
+                    "AsyncHyperBandScheduler), median (Ray's MedianStoppingRule), pbt\n"
+                    "(Ray's PopulationBasedTraining: the whole population at once,\n"
+                    "--concurrent >= trials; keys lr, momentum, wd, label-smoothing);\n"
                     "default fifo"),
     STK_FLAG_INT(tune_args, grace, "grace", "G", 1, 100000,
                  "asha: the first rung; median: epochs before a trial can stop;\n"
@@ -66,6 +69,13 @@ static const stk_flag flags[] = {
     STK_FLAG_INT(tune_args, brackets, "brackets", "B", 1, 16, "asha: brackets, default 1"),
     STK_FLAG_INT(tune_args, min_samples, "min-samples", "N", 1, 100000,
                  "median: other trials needed to decide, default 3"),
+    STK_FLAG_INT(tune_args, perturbation_interval, "perturbation-interval", "P", 1, 100000,
+                 "pbt: epochs between a trial's perturbations, default 1"),
+    STK_FLAG_NUMBER(tune_args, quantile, "quantile", "Q", 0.0001, 0.5,
+                    "pbt: the bottom Q clone the top Q, default 0.25"),
+    STK_FLAG_NUMBER(tune_args, resample_probability, "resample-probability", "R", 0, 1,
+                    "pbt: a value is drawn anew with probability R, else perturbed\n"
+                    "(x1.2 or x0.8; a choice moves to a neighbour); default 0.25"),
     STK_FLAG_SECTION("output"),
     STK_FLAG_TEXT(tune_args, out, "out", "DIR",
                   "the sweep's folder (default runs/tune-N, a fresh N): trials.csv,\n"
@@ -256,6 +266,24 @@ static int configure(tune_args *a, tune_config *c, char **theirs, int n_theirs)
     c->sched.reduction = a->reduction;
     c->sched.brackets = (int)a->brackets;
     c->sched.min_samples = (int)a->min_samples;
+    c->sched.perturbation_interval = a->perturbation_interval;
+    c->sched.quantile = a->quantile;
+    c->resample_probability = a->resample_probability;
+    if (a->scheduler == STK_SCHED_PBT) {
+        for (int k = 0; k < c->space.n; k++)
+            if (!tune_pbt_key(c->space.keys[k].name))
+                return stk_cli_usage("tune",
+                                     "--scheduler pbt: --space %s: PBT changes values while a "
+                                     "trial runs: lr, momentum, wd or label-smoothing",
+                                     c->space.keys[k].name);
+        if (a->resume) return stk_cli_usage("tune", "--resume: not built for --scheduler pbt yet");
+        int64_t n = stk_space_trials(&c->space, a->samples);
+        if (a->concurrent < n)
+            return stk_cli_usage("tune",
+                                 "--scheduler pbt: the population (%" PRId64
+                                 " trials) runs at once: give --concurrent %" PRId64,
+                                 n, n);
+    }
     c->sched.seed = (uint64_t)a->seed;
     stk_scheduler *s;
     if (stk_scheduler_create(&c->sched, &s) != STK_OK)
@@ -460,7 +488,10 @@ static int tune_main(int argc, char **argv)
                    .grace = 1,
                    .brackets = 1,
                    .min_samples = 3,
-                   .reduction = 4};
+                   .reduction = 4,
+                   .perturbation_interval = 1,
+                   .quantile = 0.25,
+                   .resample_probability = 0.25};
     tune_config c = {0};
     tune_trial *trials = NULL;
     int64_t n = 0;

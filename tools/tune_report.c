@@ -110,7 +110,8 @@ static void trials_csv(FILE *f, const void *ctx)
                 t->best_epoch, t->epochs_run, t->seconds);
         csv_field(f, t->error);
         fputc(',', f);
-        csv_field(f, t->command ? t->command : "");
+        /* a PBT trial that cloned another has no single command: its pbt.csv */
+        csv_field(f, t->command && !t->cloned ? t->command : "");
         fputc('\n', f);
     }
 }
@@ -144,7 +145,7 @@ static void best_json(FILE *f, const void *ctx)
     fputs(", \"checkpoint\": ", f);
     stk_json_write_string(f, ckpt);
     fputs(", \"command\": ", f);
-    stk_json_write_string(f, b->command);
+    stk_json_write_string(f, b->cloned ? "" : b->command);
     fputs("}\n", f);
 }
 
@@ -324,7 +325,12 @@ void tune_print_summary(const tune_config *c, const tune_trial *trials, int64_t 
         fputc('\n', f);
     }
     if (n > 10) fprintf(f, "(%" PRId64 " more in %s/trials.csv)\n", n - 10, c->out);
-    if (b && !isnan(b->best_value))
+    if (b && !isnan(b->best_value) && b->cloned)
+        fprintf(f,
+                "best: trial %04" PRId64 " (%s/best.json, best.safetensors); its values changed "
+                "as it ran: %s/pbt.csv\n",
+                b->id, c->out, b->out);
+    else if (b && !isnan(b->best_value))
         fprintf(f,
                 "best: trial %04" PRId64
                 " (%s/best.json, best.safetensors); reproduce it with\n  %s\n",

@@ -3,6 +3,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/rng.h"
 #include "common/fs.h"
 #include "common/text.h"
 #include "tools/cli.h"
@@ -138,11 +139,11 @@ void tune_trials_free(tune_trial *trials, int64_t n)
     free(trials);
 }
 
-
 /* ---- a running trial ------------------------------------------------------------ */
 
 typedef struct live {
     const tune_config *c;
+    stk_scheduler *s;
     tune_trial *t;
     tune_trial *all; /* every trial, for trials.csv */
     int64_t n_all;
@@ -171,6 +172,7 @@ static void end_trial(const tune_config *c, live *L, trial_status status, const 
     }
     t->status = status;
     if (error) snprintf(t->error, sizeof t->error, "%s", error);
+    if (status == TRIAL_ERROR && L->s) stk_scheduler_remove(L->s, t->id);
     t->seconds += stk_clock_sec() - L->t0;
     L->running = L->active = false;
     if (tune_write_trials(c, L->all, L->n_all) != STK_OK) /* a kill now keeps this trial's end */
@@ -341,6 +343,15 @@ static stk_status epoch_done(const tune_config *c, stk_scheduler *s, live *L)
     if (stop) { /* its own end: the last epoch, or early stopping */
         stk_scheduler_complete(s, t->id, epoch, v);
         end_trial(c, L, epoch >= c->epochs ? TRIAL_COMPLETED : TRIAL_EARLY_STOPPED, NULL);
+    } else if (c->sched.kind == STK_SCHED_PBT) {
+        stk_pbt_step step;
+        stk_scheduler_pbt(s, t->id, epoch, v, &step);
+        stk_status st = step.save ? tune_pbt_save(c, t, L->r.trainer, epoch) : STK_OK;
+        if (st == STK_OK && step.clone >= 0) {
+            st = tune_pbt_clone(c, t, L->r.trainer, &L->all[step.clone], epoch);
+            t->epochs_run = stk_trainer_position(L->r.trainer)->epoch; /* the clone's */
+        }
+        if (st != STK_OK) trial_failed(c, L);
     } else if (stk_scheduler_result(s, t->id, epoch, v) == STK_DECISION_STOP) {
         t->stopped_at = epoch;
         end_trial(c, L, TRIAL_STOPPED, NULL);
@@ -396,7 +407,7 @@ static stk_status run_cohort(const tune_config *c, stk_scheduler *s, tune_trial 
     bool *done = calloc((size_t)n, sizeof *done);
     stk_status st = all && args && done ? STK_OK : stk_error(STK_ERR_NOMEM, "out of memory");
     for (int i = 0; st == STK_OK && i < n; i++) {
-        all[i] = (live){.c = c, .t = cohort[i], .all = trials, .n_all = n_trials};
+        all[i] = (live){.c = c, .s = s, .t = cohort[i], .all = trials, .n_all = n_trials};
         if (train_parse_flags(cohort[i]->argc, cohort[i]->argv, &args[i]) >= 0)
             st = stk_error(STK_ERR_INVALID_ARG, "trial %" PRId64 ": flags refused", cohort[i]->id);
         else
@@ -579,6 +590,9 @@ stk_status tune_run(tune_config *c, tune_trial *trials, int64_t n, bool replay)
 {
     int64_t epochs_done = 0;
     c->epochs_done = &epochs_done;
+    stk_rng explore;
+    stk_rng_init(&explore, (uint64_t)c->seed ^ 0x6578706c6f726521ull, 0, 0);
+    c->explore = &explore;
     stk_scheduler *s;
     STK_TRY(stk_scheduler_create(&c->sched, &s));
     entry *log = NULL, *keep = NULL;

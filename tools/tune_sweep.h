@@ -36,6 +36,9 @@ typedef enum trial_status {
 
 typedef struct tune_trial {
     int64_t id;
+    int64_t saved_epoch; /* PBT: the epoch of its kept state (0: none) */
+    uint64_t saved_hash;
+    bool cloned; /* PBT: its values changed mid-run (no single command) */
     stk_trial_params params;
     trial_status status;
     int64_t epochs_run, stopped_at, best_epoch;
@@ -60,6 +63,8 @@ typedef struct tune_config {
     FILE *results;        /* DIR/results.log: "TRIAL EPOCH VALUE" per reported epoch, in order */
     int64_t stop_after;   /* > 0: end this call after that many trial epochs (resume later) */
     int64_t *epochs_done; /* this call's trial epochs (tune_run's counter) */
+    double resample_probability; /* PBT's explore */
+    struct stk_rng *explore;     /* PBT's explore draws (tune_run's) */
 } tune_config;
 
 /* The trials' flags and commands (before anything runs). Errors: a usage
@@ -90,6 +95,18 @@ stk_status tune_open_log(tune_config *c);
 stk_status tune_read_trials(const tune_config *c, tune_trial *trials, int64_t n);
 
 void tune_trials_free(tune_trial *trials, int64_t n);
+
+/* Population based training (tune_pbt.c), on trial t's trainer after epoch
+ * `epoch`: keep its state (DIR/trials/ID/pbt.safetensors) so others may
+ * clone it; or clone trial src's kept state (model, optimizer, position:
+ * bit for bit) and explore from src's values (stk_space_explore), applied to
+ * the trainer (lr, momentum, wd, label-smoothing). Each writes a line of
+ * DIR/trials/ID/pbt.csv with a hash of the state saved or loaded. */
+stk_status tune_pbt_save(const tune_config *c, tune_trial *t, stk_trainer *tr, int64_t epoch);
+stk_status tune_pbt_clone(const tune_config *c, tune_trial *t, stk_trainer *tr,
+                          const tune_trial *src, int64_t epoch);
+/* The keys PBT can change while a trial runs. */
+bool tune_pbt_key(const char *key);
 
 /* "COMPLETED", "STOPPED@3", "EARLY_STOPPED", "ERROR", "PENDING" */
 void tune_status_text(const tune_trial *t, char buf[32]);

@@ -153,7 +153,8 @@ static stk_status step_body(stk_trainer *t, stk_step_info *info, const int32_t *
                          "the loss is %s at step %" PRId64 "%s%s: training diverged",
                          isnan(r->loss) ? "NaN" : "infinite", info->step + 1, where_epoch, ep);
     if (host_labels)
-        STK_TRY(stk_batch_count_correct(info->logits, host_labels, info->count, &r->top1, &r->top5));
+        STK_TRY(
+            stk_batch_count_correct(info->logits, host_labels, info->count, &r->top1, &r->top5));
     info->loss_value = r->loss;
     if (t->cfg.schedule.base_lr > 0)
         stk_optim_set_lr(t->opt, stk_schedule_lr(&t->cfg.schedule, info->step));
@@ -282,8 +283,7 @@ stk_status stk_trainer_epoch_step(stk_trainer *t, stk_epoch_run *run, const stk_
 void stk_trainer_epoch_finish(stk_trainer *t, int64_t epoch, stk_epoch_run *run,
                               stk_epoch_stats *out)
 {
-    epoch_figures(&run->stats, stk_clock_sec() - run->t0, run->loss_sum, run->correct,
-                  run->waited);
+    epoch_figures(&run->stats, stk_clock_sec() - run->t0, run->loss_sum, run->correct, run->waited);
     *out = run->stats;
     t->pos.epoch = epoch + 1;
     t->pos.loader = (stk_loader_position){
@@ -400,14 +400,37 @@ out:
     stk_h2d_close(h);
     stk_eval_result res;
     stk_trainer_eval_finish(t, &run, &res);
-    if (st == STK_OK) *r = res;
-    else r->seconds = res.seconds;
+    if (st == STK_OK)
+        *r = res;
+    else
+        r->seconds = res.seconds;
     return st;
 }
 
 stk_train_position *stk_trainer_position(stk_trainer *t) { return &t->pos; }
 
 stk_model *stk_trainer_model(stk_trainer *t) { return t->model; }
+
+stk_optim *stk_trainer_optim(stk_trainer *t) { return t->opt; }
+
+stk_status stk_trainer_set_base_lr(stk_trainer *t, float lr)
+{
+    if (!(lr >= 0.f)) return stk_error(STK_ERR_INVALID_ARG, "lr %g is below 0", (double)lr);
+    if (t->cfg.schedule.base_lr > 0)
+        t->cfg.schedule.base_lr = lr; /* the next step's rate */
+    else if (t->opt)
+        stk_optim_set_lr(t->opt, lr); /* no schedule: the rate */
+    return STK_OK;
+}
+
+stk_status stk_trainer_set_label_smoothing(stk_trainer *t, float smoothing)
+{
+    if (!(smoothing >= 0.f && smoothing < 1.f))
+        return stk_error(STK_ERR_INVALID_ARG, "label smoothing %g is outside [0, 1)",
+                         (double)smoothing);
+    t->cfg.label_smoothing = smoothing;
+    return STK_OK;
+}
 
 float stk_trainer_loss_scale(const stk_trainer *t) { return t->scaler.scale; }
 

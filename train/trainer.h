@@ -198,6 +198,15 @@ void stk_trainer_eval_finish(stk_trainer *t, stk_eval_run *run, stk_eval_result 
  * epoch of a resumed run, or update best_metric). */
 stk_train_position *stk_trainer_position(stk_trainer *t);
 
+/* Change the schedule's base learning rate and the label smoothing mid-run
+ * (population based training's explore step). Errors: INVALID_ARG (lr < 0,
+ * smoothing outside [0, 1)). */
+stk_status stk_trainer_set_base_lr(stk_trainer *t, float lr);
+stk_status stk_trainer_set_label_smoothing(stk_trainer *t, float smoothing);
+
+/* The optimizer the trainer was made with (NULL: evaluation only). */
+stk_optim *stk_trainer_optim(stk_trainer *t);
+
 /* The model the trainer was made with. */
 stk_model *stk_trainer_model(stk_trainer *t);
 

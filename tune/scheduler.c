@@ -21,6 +21,10 @@ typedef struct trial_state {
     int n, cap;
     /* ASHA: the rungs it has recorded a result at (bit k: rung k) */
     uint64_t recorded;
+    /* PBT */
+    int64_t last_perturbation; /* t of its last perturbation (0: none) */
+    bool scored, saved, finished;
+    double score; /* reward at its last perturbation */
 } trial_state;
 
 /* An ASHA rung: its milestone and the results recorded there (by trial). */
@@ -44,13 +48,13 @@ struct stk_scheduler {
     stk_rng rng;
 };
 
-static const char *const names[] = {"fifo", "asha", "median"};
+static const char *const names[] = {"fifo", "asha", "median", "pbt"};
 
 const char *stk_sched_name(stk_sched_kind k) { return names[k]; }
 
 int stk_sched_parse(const char *name)
 {
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (!strcmp(name, names[i])) return i;
     return -1;
 }
@@ -63,7 +67,9 @@ stk_sched_options stk_sched_defaults(stk_sched_kind kind)
                                .grace = 1,
                                .reduction = 4,
                                .brackets = 1,
-                               .min_samples = 3};
+                               .min_samples = 3,
+                               .perturbation_interval = 1,
+                               .quantile = 0.25};
 }
 
 /* Ray: MAX_RUNGS = int(np.log(max_t / min_t) / np.log(rf) - s + 1) */
@@ -96,6 +102,11 @@ stk_status stk_scheduler_create(const stk_sched_options *o, stk_scheduler **out)
                              o->brackets, MAX_BRACKETS, (long long)o->grace, o->reduction,
                              (long long)o->max_t);
     }
+    if (o->kind == STK_SCHED_PBT && o->perturbation_interval < 1)
+        return stk_error(STK_ERR_INVALID_ARG, "--perturbation-interval %lld: must be >= 1",
+                         (long long)o->perturbation_interval);
+    if (o->kind == STK_SCHED_PBT && !(o->quantile > 0 && o->quantile <= 0.5))
+        return stk_error(STK_ERR_INVALID_ARG, "--quantile %g: must be in (0, 0.5]", o->quantile);
     if (o->kind == STK_SCHED_MEDIAN && o->min_samples < 1)
         return stk_error(STK_ERR_INVALID_ARG, "min_samples %d: must be >= 1", o->min_samples);
     stk_scheduler *s = calloc(1, sizeof *s);
@@ -311,10 +322,65 @@ stk_decision stk_scheduler_result(stk_scheduler *s, int64_t trial, int64_t t, do
     }
 }
 
+void stk_scheduler_remove(stk_scheduler *s, int64_t trial)
+{
+    trial_state *ts = state(s, trial);
+    if (ts) ts->finished = true;
+}
+
+static int cmp_score(const void *a, const void *b, void *ctx)
+{
+    const stk_scheduler *s = ctx;
+    double x = s->trials[*(const int64_t *)a].score, y = s->trials[*(const int64_t *)b].score;
+    return x < y ? -1 : x > y; /* Python's sort: stable, so ties keep the id order */
+}
+
+void stk_scheduler_pbt(stk_scheduler *s, int64_t trial, int64_t t, double value, stk_pbt_step *out)
+{
+    *out = (stk_pbt_step){.clone = -1};
+    trial_state *ts = state(s, trial);
+    if (!ts || !ts->added || s->o.kind != STK_SCHED_PBT) return;
+    if (t - ts->last_perturbation < s->o.perturbation_interval) return;
+    ts->scored = true;
+    ts->score = s->op * value;
+    ts->last_perturbation = t;
+    /* Ray's _quantiles: the scored, unfinished trials by score (stable) */
+    int64_t *order = malloc((size_t)s->n_trials * sizeof *order);
+    if (!order) return;
+    int64_t n = 0;
+    for (int64_t i = 0; i < s->n_trials; i++)
+        if (s->trials[i].added && s->trials[i].scored && !s->trials[i].finished) order[n++] = i;
+    /* insertion sort: stable, as Python's sort */
+    for (int64_t i = 1; i < n; i++)
+        for (int64_t j = i; j > 0 && cmp_score(&order[j - 1], &order[j], s) > 0; j--) {
+            int64_t x = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = x;
+        }
+    int64_t q = 0;
+    if (n > 1) {
+        q = (int64_t)ceil((double)n * s->o.quantile);
+        if (q > n / 2.0) q = (int64_t)floor(n / 2.0);
+    }
+    bool upper = false, lower = false;
+    for (int64_t i = 0; i < q; i++) {
+        lower |= order[i] == trial;
+        upper |= order[n - q + i] == trial;
+    }
+    ts->saved = upper; /* Ray: a trial outside the top drops its checkpoint */
+    out->save = upper;
+    if (lower) {
+        int64_t pick = order[n - q + (int64_t)stk_rng_below(&s->rng, (uint32_t)q)];
+        if (s->trials[pick].saved) out->clone = pick;
+    }
+    free(order);
+}
+
 void stk_scheduler_complete(stk_scheduler *s, int64_t trial, int64_t t, double value)
 {
     trial_state *ts = state(s, trial);
     if (!ts || !ts->added) return;
+    if (s->o.kind == STK_SCHED_PBT) ts->finished = true;
     double reward = s->op * value;
     if (s->o.kind == STK_SCHED_ASHA)
         asha_on_result(s, ts, t, reward);

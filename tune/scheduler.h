@@ -31,7 +31,18 @@
  * Ray may pause a trial when there are too few samples and others are
  * pending; Stoke never pauses (it goes on, as Ray does with none pending).
  *
- * ASHA compares rewards as Ray does, value * (maximise ? 1 : -1); the
+ * PBT (Ray's PopulationBasedTraining, asynchronous): once a trial's t is
+ * perturbation_interval past its last perturbation, its score is recorded
+ * and the population ranked by their recorded scores (trials that ended
+ * left out; none when fewer than 2): a trial in the top `quantile` (at most
+ * half) saves its state (stk_pbt_step.save), any other drops a saved one; a
+ * trial in the bottom `quantile` clones one of the top trials, drawn at
+ * random, if that trial has a saved state (stk_pbt_step.clone): the caller
+ * loads that state and explores from the clone's values
+ * (stk_space_explore). Ray's burn-in is 0; its pause of trials when others
+ * are pending never happens here (the population runs together).
+ *
+ * ASHA and PBT compare rewards as Ray does, value * (maximise ? 1 : -1); the
  * median rule the raw values with max or min.
  * Not thread-safe: one thread reports.
  */
@@ -50,23 +61,27 @@ typedef enum stk_sched_kind {
     STK_SCHED_FIFO,
     STK_SCHED_ASHA,
     STK_SCHED_MEDIAN,
+    STK_SCHED_PBT,
 } stk_sched_kind;
 
 typedef struct stk_sched_options {
     stk_sched_kind kind;
     bool maximise;
-    int64_t max_t;    /* epochs */
-    int64_t grace;    /* ASHA's first rung, median's grace period (epochs) */
-    double reduction; /* ASHA: rf > 1 */
-    int brackets;     /* ASHA: >= 1 */
-    int min_samples;  /* median: other trials needed to decide */
-    uint64_t seed;    /* ASHA's bracket draws */
+    int64_t max_t;                 /* epochs */
+    int64_t grace;                 /* ASHA's first rung, median's grace period (epochs) */
+    double reduction;              /* ASHA: rf > 1 */
+    int brackets;                  /* ASHA: >= 1 */
+    int min_samples;               /* median: other trials needed to decide */
+    int64_t perturbation_interval; /* PBT: epochs between a trial's perturbations */
+    double quantile;               /* PBT: the bottom and top fraction, in (0, 0.5] */
+    uint64_t seed;                 /* ASHA's bracket draws, PBT's choice of a trial to clone */
 } stk_sched_options;
 
-/* Ray's defaults: grace 1, reduction 4, brackets 1, min_samples 3, max_t 100. */
+/* Ray's defaults: grace 1, reduction 4, brackets 1, min_samples 3, max_t 100,
+ * perturbation interval 1 (epochs), quantile 0.25. */
 stk_sched_options stk_sched_defaults(stk_sched_kind kind);
 
-/* "fifo", "asha", "median"; -1 for another name. */
+/* "fifo", "asha", "median", "pbt"; -1 for another name. */
 int stk_sched_parse(const char *name);
 const char *stk_sched_name(stk_sched_kind k);
 
@@ -90,6 +105,16 @@ stk_decision stk_scheduler_result(stk_scheduler *s, int64_t trial, int64_t t, do
 /* It ended on its own (early stopping, an error with a last result): its
  * last result is recorded where Ray records it (ASHA: as a result). */
 void stk_scheduler_complete(stk_scheduler *s, int64_t trial, int64_t t, double value);
+
+/* It failed (no result): PBT leaves it out of the ranking. */
+void stk_scheduler_remove(stk_scheduler *s, int64_t trial);
+
+/* PBT's answer to a result (stk_scheduler_result gives CONTINUE for it). */
+typedef struct stk_pbt_step {
+    bool save;     /* keep this trial's state now: it may be cloned */
+    int64_t clone; /* >= 0: load that trial's saved state, explore from its values */
+} stk_pbt_step;
+void stk_scheduler_pbt(stk_scheduler *s, int64_t trial, int64_t t, double value, stk_pbt_step *out);
 
 /* ASHA: the rung milestones of bracket b, highest first (n of them). */
 int stk_scheduler_rungs(const stk_scheduler *s, int bracket, int64_t *milestones, int max);

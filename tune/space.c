@@ -198,6 +198,20 @@ static int64_t grid_size(const stk_space *s)
 
 int64_t stk_space_trials(const stk_space *s, int64_t samples) { return samples * grid_size(s); }
 
+/* A numeric key's value for the uniform draw u, as text. */
+static void sample_number(const stk_space_key *k, double u, char *v)
+{
+    double x;
+    switch (k->dist) {
+    case STK_DIST_RANDINT: x = floor(k->lo + u * (k->hi - k->lo)); break;
+    case STK_DIST_UNIFORM:
+    case STK_DIST_QUNIFORM: x = k->lo + u * (k->hi - k->lo); break;
+    default: x = exp(log(k->lo) + u * (log(k->hi) - log(k->lo))); break;
+    }
+    if (k->dist == STK_DIST_QUNIFORM || k->dist == STK_DIST_QLOGUNIFORM) x = round(x / k->q) * k->q;
+    stk_number_text(x, v);
+}
+
 void stk_space_draw(const stk_space *s, uint64_t seed, int64_t trial, stk_trial_params *out)
 {
     memset(out, 0, sizeof *out);
@@ -216,20 +230,43 @@ void stk_space_draw(const stk_space *s, uint64_t seed, int64_t trial, stk_trial_
         const stk_space_key *k = &s->keys[i];
         char *v = out->value[i];
         out->key[i] = k->name;
-        double u = stk_rng_uniform(&r), x;
-        switch (k->dist) {
-        case STK_DIST_GRID: snprintf(v, STK_SPACE_VALUE_MAX, "%s", k->values[digit[i]]); continue;
-        case STK_DIST_CHOICE:
+        double u = stk_rng_uniform(&r);
+        if (k->dist == STK_DIST_GRID)
+            snprintf(v, STK_SPACE_VALUE_MAX, "%s", k->values[digit[i]]);
+        else if (k->dist == STK_DIST_CHOICE)
             snprintf(v, STK_SPACE_VALUE_MAX, "%s", k->values[(int)(u * k->n_values) % k->n_values]);
-            continue;
-        case STK_DIST_RANDINT: x = floor(k->lo + u * (k->hi - k->lo)); break;
-        case STK_DIST_UNIFORM:
-        case STK_DIST_QUNIFORM: x = k->lo + u * (k->hi - k->lo); break;
-        default: x = exp(log(k->lo) + u * (log(k->hi) - log(k->lo))); break;
-        }
-        if (k->dist == STK_DIST_QUNIFORM || k->dist == STK_DIST_QLOGUNIFORM)
-            x = round(x / k->q) * k->q;
-        stk_number_text(x, v);
+        else
+            sample_number(k, u, v);
     }
     out->n = s->n;
+}
+
+void stk_space_explore(const stk_space *s, stk_rng *r, double resample_p,
+                       const stk_trial_params *from, stk_trial_params *out)
+{
+    *out = *from;
+    for (int i = 0; i < s->n && i < from->n; i++) {
+        const stk_space_key *k = &s->keys[i];
+        char *v = out->value[i];
+        bool resample = stk_rng_uniform(r) < resample_p;
+        if (k->dist == STK_DIST_CHOICE || k->dist == STK_DIST_GRID) {
+            int at = -1;
+            for (int j = 0; j < k->n_values; j++)
+                if (!strcmp(k->values[j], from->value[i])) at = j;
+            if (resample || at < 0) {
+                snprintf(v, STK_SPACE_VALUE_MAX, "%s",
+                         k->values[stk_rng_below(r, (uint32_t)k->n_values)]);
+            } else { /* a neighbour, clipped to the list */
+                int to = at + (stk_rng_below(r, 2) ? 1 : -1);
+                to = to < 0 ? 0 : to >= k->n_values ? k->n_values - 1 : to;
+                snprintf(v, STK_SPACE_VALUE_MAX, "%s", k->values[to]);
+            }
+        } else if (resample) {
+            sample_number(k, stk_rng_uniform(r), v);
+        } else { /* Ray's perturbation factors */
+            double x = strtod(from->value[i], NULL) * (stk_rng_below(r, 2) ? 0.8 : 1.2);
+            if (k->dist == STK_DIST_RANDINT) x = trunc(x); /* int(x), as Ray for integers */
+            stk_number_text(x, v);
+        }
+    }
 }

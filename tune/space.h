@@ -80,6 +80,16 @@ typedef struct stk_trial_params {
 /* The values of trial `trial` (0-based) for `seed`. */
 void stk_space_draw(const stk_space *s, uint64_t seed, int64_t trial, stk_trial_params *out);
 
+/* Population based training's explore step (Ray's _explore, factors 1.2 and
+ * 0.8): from `from`'s values, each key is drawn anew from its distribution
+ * with probability resample_p; otherwise a choice or grid value moves to a
+ * neighbour in its list (clipped at the ends; a value not in the list is
+ * drawn anew), a number is multiplied by 1.2 or 0.8 (randint: truncated to
+ * an integer). */
+struct stk_rng;
+void stk_space_explore(const stk_space *s, struct stk_rng *r, double resample_p,
+                       const stk_trial_params *from, stk_trial_params *out);
+
 /* "uniform", ... */
 const char *stk_dist_name(stk_dist d);
 

@@ -89,6 +89,37 @@ run 0 "$STOKE" tune $D --space 'lr=grid(0.01,0.02)' --space 'momentum=grid(0.8,0
     --epochs 1 --json --out s4
 expect out.txt '"trials": 8'
 expect s4/trials.csv "0005,COMPLETED,0.01,0.9"
+# PBT: the population at once; every clone loads the state its source kept
+# at that epoch, bit for bit (pbt.csv's hashes of the state saved and loaded)
+# shellcheck disable=SC2086
+run 0 "$STOKE" tune $D --space 'lr=loguniform(1e-3,0.3) momentum=uniform(0.8,0.95)' --samples 6 \
+    --epochs 6 --scheduler pbt --concurrent 6 --seed 2 --out p1
+"$PYTHON3" - <<'PY' || fail "PBT clones"
+import csv, glob
+saved, clones = {}, []
+for f in sorted(glob.glob("p1/trials/*/pbt.csv")):
+    me = f.split("/")[2]
+    for r in csv.DictReader(open(f)):
+        if r["event"] == "saved":
+            saved[(me, r["trial_epoch"])] = r["state_fnv"]
+        else:
+            clones.append((me, r))
+assert clones, "no trial cloned another"
+for me, r in clones:
+    assert r["trial"] != me
+    assert saved[(r["trial"], r["trial_epoch"])] == r["state_fnv"], (me, r)
+rows = list(csv.DictReader(open("p1/trials.csv")))
+assert all(r["status"] == "COMPLETED" for r in rows), rows
+cloned = {me for me, _ in clones}
+for r in rows:
+    assert (r["command"] == "") == (r["trial"] in cloned), r
+PY
+# shellcheck disable=SC2086
+run 2 "$STOKE" tune $D --space 'optimizer=choice(sgd,adam)' --scheduler pbt --samples 2 --out bad
+expect err.txt "--scheduler pbt: --space optimizer: PBT changes values while a trial runs"
+# shellcheck disable=SC2086
+run 2 "$STOKE" tune $D --space 'lr=uniform(0.01,0.1)' --scheduler pbt --samples 6 --concurrent 4 --out bad
+expect err.txt "the population (6 trials) runs at once: give --concurrent 6"
 # bad input: usage errors naming the key or flag, nothing written
 # shellcheck disable=SC2086
 run 2 "$STOKE" tune $D --space 'lr=loguniform(0,1)' --out bad
