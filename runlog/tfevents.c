@@ -38,9 +38,12 @@ enum {
     TENSOR_DTYPE = 1,
     TENSOR_SHAPE = 2,
     TENSOR_STRING_VAL = 8,
+    DT_FLOAT = 1,
     DT_STRING = 7,
+    SHAPE_DIM = 2,
     METADATA_PLUGIN_DATA = 1,
     PLUGIN_NAME = 1,
+    PLUGIN_CONTENT = 2,
 };
 
 uint32_t stk_tfevents_masked_crc(const void *data, size_t len)
@@ -172,6 +175,27 @@ stk_status stk_tfevents_text(stk_tfevents *w, const char *tag, int64_t step, con
     stk_pb_int(&w->pb, TENSOR_DTYPE, DT_STRING);
     stk_pb_end(&w->pb, stk_pb_begin(&w->pb, TENSOR_SHAPE)); /* a scalar: no dimensions */
     stk_pb_string(&w->pb, TENSOR_STRING_VAL, text);
+    stk_pb_end(&w->pb, tensor);
+    return end_value(w, summary, v);
+}
+
+stk_status stk_tfevents_plugin(stk_tfevents *w, const char *tag, int64_t step, const char *plugin,
+                               const void *content, size_t len)
+{
+    size_t summary, v;
+    begin_value(w, step, tag, &summary, &v);
+    size_t meta = stk_pb_begin(&w->pb, VALUE_METADATA);
+    size_t data = stk_pb_begin(&w->pb, METADATA_PLUGIN_DATA);
+    stk_pb_string(&w->pb, PLUGIN_NAME, plugin);
+    stk_pb_bytes(&w->pb, PLUGIN_CONTENT, content, len);
+    stk_pb_end(&w->pb, data);
+    stk_pb_end(&w->pb, meta);
+    /* an empty float tensor of shape [0] (the hparams plugin's NULL_TENSOR) */
+    size_t tensor = stk_pb_begin(&w->pb, VALUE_TENSOR);
+    stk_pb_int(&w->pb, TENSOR_DTYPE, DT_FLOAT);
+    size_t shape = stk_pb_begin(&w->pb, TENSOR_SHAPE);
+    stk_pb_end(&w->pb, stk_pb_begin(&w->pb, SHAPE_DIM)); /* dim { size: 0 } */
+    stk_pb_end(&w->pb, shape);
     stk_pb_end(&w->pb, tensor);
     return end_value(w, summary, v);
 }

@@ -45,6 +45,11 @@ stk_status stk_tfevents_image(stk_tfevents *w, const char *tag, int64_t step, co
                               int width, int height, int channels);
 /* Markdown text (TensorBoard's text plugin renders tables). */
 stk_status stk_tfevents_text(stk_tfevents *w, const char *tag, int64_t step, const char *text);
+/* A summary for a TensorBoard plugin: its name and serialized content in the
+ * value's metadata (SummaryMetadata.plugin_data{plugin_name=1, content=2}),
+ * with an empty float tensor (runlog/tb_hparams.h's summaries). */
+stk_status stk_tfevents_plugin(stk_tfevents *w, const char *tag, int64_t step,
+                               const char *plugin, const void *content, size_t len);
 stk_status stk_tfevents_flush(stk_tfevents *w);
 /* Flushes and closes; NULL is a no-op. */
 void stk_tfevents_close(stk_tfevents *w);

@@ -433,6 +433,8 @@ static int run_sweep(tune_args *a, tune_config *c, tune_trial *trials, int64_t n
     stk_cli_catch_interrupt();
     if (resume && tune_read_trials(c, trials, n) != STK_OK) return stk_cli_fail();
     if (!resume && tune_open_log(c) != STK_OK) return stk_cli_fail();
+    if (!resume && !first.no_tensorboard && tune_hparams_experiment(c, first.val != NULL) != STK_OK)
+        return stk_cli_fail();
     int64_t ended = 0;
     for (int64_t i = 0; i < n; i++) ended += trials[i].status != TRIAL_PENDING;
     say(c->lines,

@@ -4,6 +4,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/rng.h"
+#include "runlog/tb_hparams.h"
 #include "common/fs.h"
 #include "common/text.h"
 #include "tools/cli.h"
@@ -15,7 +16,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
+
+/* Seconds since the epoch (TensorBoard's times). */
+static double stk_wall_seconds(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + tv.tv_usec * 1e-6;
+}
 
 /* ---- the trials' flags ----------------------------------------------------------- */
 
@@ -144,6 +154,7 @@ void tune_trials_free(tune_trial *trials, int64_t n)
 typedef struct live {
     const tune_config *c;
     stk_scheduler *s;
+    stk_tfevents *hparams; /* its HParams session (NULL without TensorBoard) */
     tune_trial *t;
     tune_trial *all; /* every trial, for trials.csv */
     int64_t n_all;
@@ -172,6 +183,13 @@ static void end_trial(const tune_config *c, live *L, trial_status status, const 
     }
     t->status = status;
     if (error) snprintf(t->error, sizeof t->error, "%s", error);
+    if (L->hparams) {
+        stk_tb_hparams_session_end(
+            L->hparams, status == TRIAL_ERROR ? STK_TB_SESSION_FAILURE : STK_TB_SESSION_SUCCESS,
+            stk_wall_seconds());
+        stk_tfevents_close(L->hparams);
+        L->hparams = NULL;
+    }
     if (status == TRIAL_ERROR && L->s) stk_scheduler_remove(L->s, t->id);
     t->seconds += stk_clock_sec() - L->t0;
     L->running = L->active = false;
@@ -204,6 +222,53 @@ static stk_status trial_on_epoch(void *ctx, const stk_fit_epoch *e, bool *stop)
     return STK_OK;
 }
 
+/* The space's keys as HParams columns: numbers when every value is one. */
+static void hparam_columns(const stk_space *sp, stk_tb_hparam *hp)
+{
+    for (int k = 0; k < sp->n; k++) {
+        const stk_space_key *key = &sp->keys[k];
+        bool numeric = key->dist != STK_DIST_CHOICE && key->dist != STK_DIST_GRID;
+        if (!numeric) {
+            numeric = true;
+            for (int i = 0; i < key->n_values; i++) {
+                char *end;
+                strtod(key->values[i], &end);
+                numeric &= *key->values[i] && !*end;
+            }
+        }
+        hp[k] = (stk_tb_hparam){key->name, numeric};
+    }
+}
+
+stk_status tune_hparams_experiment(const tune_config *c, bool val)
+{
+    stk_tb_hparam hp[STK_SPACE_MAX_KEYS];
+    hparam_columns(&c->space, hp);
+    const char *metrics[] = {"epoch/val_top1", "epoch/val_loss", "epoch/train_loss",
+                             "epoch/train_acc"};
+    stk_tfevents *w;
+    STK_TRY(stk_tfevents_open(c->out, &w));
+    stk_status st =
+        stk_tb_hparams_experiment(w, hp, c->space.n, val ? metrics : metrics + 2, val ? 4 : 2);
+    stk_tfevents_close(w);
+    return st;
+}
+
+/* The trial's HParams session: a writer of its own in its run folder. */
+static stk_status hparams_start(const tune_config *c, live *L)
+{
+    stk_tb_hparam hp[STK_SPACE_MAX_KEYS];
+    hparam_columns(&c->space, hp);
+    const char *values[STK_SPACE_MAX_KEYS];
+    for (int k = 0; k < L->t->params.n; k++) values[k] = L->t->params.value[k];
+    char group[16];
+    snprintf(group, sizeof group, "%04" PRId64, L->t->id);
+    STK_TRY(stk_tfevents_open(L->t->out, &L->hparams));
+    STK_TRY(stk_tb_hparams_session_start(L->hparams, hp, values, L->t->params.n, group,
+                                         stk_wall_seconds()));
+    return stk_tfevents_flush(L->hparams);
+}
+
 /* Set a trial up as `stoke train` would, on the owner's data when there is
  * one. Failure ends the trial (ERROR). */
 static bool start_trial(const tune_config *c, live *L, const live *owner)
@@ -234,6 +299,7 @@ static bool start_trial(const tune_config *c, live *L, const live *owner)
         o.on_epoch = trial_on_epoch, o.ctx = L;
         st = stk_fit_open(L->r.trainer, &o, &L->fit);
     }
+    if (st == STK_OK && !L->r.a.no_tensorboard) st = hparams_start(c, L);
     if (st == STK_OK && stk_fit_next_epoch(L->fit) < 0) {
         /* resumed after its last epoch ran, before trials.csv said so */
         int64_t done = stk_trainer_position(L->r.trainer)->epoch;
@@ -392,6 +458,8 @@ static stk_status run_group(const tune_config *c, stk_scheduler *s, live *g, int
             g[i].fit = NULL;
             g[i].running = false;
         }
+        stk_tfevents_close(g[i].hparams); /* a session that did not end: no end summary */
+        g[i].hparams = NULL;
         if (&g[i] != owner && g[i].r.trainer) train_close(&g[i].r);
     }
     train_close(&owner->r);

@@ -111,6 +111,12 @@ bool tune_pbt_key(const char *key);
 /* "COMPLETED", "STOPPED@3", "EARLY_STOPPED", "ERROR", "PENDING" */
 void tune_status_text(const tune_trial *t, char buf[32]);
 
+/* TensorBoard's HParams experiment summary in DIR (the space's keys as
+ * columns; the epoch metrics, val_* with a validation set); each trial
+ * writes its session start and end in its own folder (unless
+ * --no-tensorboard). */
+stk_status tune_hparams_experiment(const tune_config *c, bool val);
+
 /* DIR/trials.csv alone (after each trial ends). */
 stk_status tune_write_trials(const tune_config *c, const tune_trial *trials, int64_t n);
 /* DIR/trials.csv, DIR/best.json, DIR/best.safetensors; the ranked summary

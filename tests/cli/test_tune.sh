@@ -120,6 +120,17 @@ expect err.txt "--scheduler pbt: --space optimizer: PBT changes values while a t
 # shellcheck disable=SC2086
 run 2 "$STOKE" tune $D --space 'lr=uniform(0.01,0.1)' --scheduler pbt --samples 6 --concurrent 4 --out bad
 expect err.txt "the population (6 trials) runs at once: give --concurrent 6"
+# TensorBoard's HParams dashboard: the experiment in the sweep's folder, a
+# session per trial, read back by TensorBoard's own parsers (the test venv)
+VPY=${STOKE_VENV_PYTHON:-}
+if [ -n "$VPY" ] && "$VPY" -c "import tensorboard" 2>/dev/null; then
+    # shellcheck disable=SC2086
+    run 0 "$STOKE" tune --data tiny.stoke --val tiny.stoke --model mlp --batch 8 --workers 2 \
+        --space 'lr=loguniform(1e-3,0.3) optimizer=choice(sgd,adam)' --samples 3 --epochs 2 \
+        --scheduler asha --out h1
+    "$VPY" "$STOKE_TESTS/python/check_tune_hparams.py" h1 > check.txt 2>&1 ||
+        fail "HParams: $(cat check.txt)"
+fi
 # bad input: usage errors naming the key or flag, nothing written
 # shellcheck disable=SC2086
 run 2 "$STOKE" tune $D --space 'lr=loguniform(0,1)' --out bad
