@@ -3,6 +3,7 @@
 #include "common/text.h"
 #include "tools/cli.h"
 #include "tools/flags.h"
+#include "tools/plot.h"
 #include "runlog/run_log.h"
 #include "runlog/svg_chart.h"
 
@@ -31,7 +32,8 @@ static const stk_flag flags[] = {
 
 static const stk_cli cli = {
     .cmd = "plot",
-    .usage = "stoke plot RUNDIR [RUNDIR...] [--out FILE.svg|FILE.png]",
+    .usage = "stoke plot RUNDIR [RUNDIR...] [--out FILE.svg|FILE.png]\n"
+             "stoke plot SWEEPDIR [--out FILE.svg|FILE.png]",
     .about = "Draw what `stoke train` recorded in RUNDIR (metrics.csv, steps.csv): six\n"
              "panels, the runs overlaid in one colour each with a legend. Loss against\n"
              "steps (every step's training loss, averaged over runs of steps when there\n"
@@ -40,7 +42,11 @@ static const stk_cli cli = {
              "learning rate against steps, images/s, stall % (the share of each epoch\n"
              "the step waited for data), and memory (the training device allocator's\n"
              "peak solid, the process's peak RSS dashed). Readable without TensorBoard;\n"
-             "a run still going is drawn up to its last finished epoch.\n",
+             "a run still going is drawn up to its last finished epoch.\n"
+             "\n"
+             "A stoke tune folder (SWEEPDIR, with trials.csv) is drawn as the sweep: every\n"
+             "trial's metric (the sweep's --metric) against epochs, and the best so far\n"
+             "against trials beside each trial's best.\n",
     .flags = flags,
     .min_args = 1,
     .max_args = 10,
@@ -157,6 +163,29 @@ static stk_status write_png(const char *out, const char *svg, size_t len)
     return st;
 }
 
+stk_status plot_save(const char *out, const char *svg, size_t len)
+{
+    stk_file_part part = {svg, len};
+    return ends_with(out, ".png") ? write_png(out, svg, len) : stk_file_write_atomic(out, &part, 1);
+}
+
+/* stoke plot SWEEPDIR */
+static int plot_sweep_main(const char *dir, const plot_args *a)
+{
+    char *title = a->title ? strdup(a->title) : stk_text_printf("stoke tune: %s", dir);
+    char *text = NULL;
+    size_t len = 0;
+    int n = 0;
+    stk_status st =
+        title ? plot_sweep(dir, title, &text, &len, &n) : stk_error(STK_ERR_NOMEM, "out of memory");
+    if (st == STK_OK) st = plot_save(a->out, text, len);
+    free(title);
+    free(text);
+    if (st != STK_OK) return stk_cli_fail();
+    printf("plot: a sweep of %d trials -> %s\n", n, a->out);
+    return STK_EXIT_OK;
+}
+
 static int plot_main(int argc, char **argv)
 {
     plot_args a = {.out = "plot.svg"};
@@ -167,6 +196,7 @@ static int plot_main(int argc, char **argv)
     bool png = ends_with(a.out, ".png");
     if (!png && !ends_with(a.out, ".svg"))
         return stk_cli_usage("plot", "--out %s: write a .svg or a .png", a.out);
+    if (n_pos == 1 && plot_is_sweep(pos[0])) return plot_sweep_main(pos[0], &a);
     stk_run_log *logs[10] = {0};
     int rc = STK_EXIT_OK;
     char *title = NULL, *text = NULL;
@@ -184,10 +214,7 @@ static int plot_main(int argc, char **argv)
         goto out;
     }
     stk_status st = draw(pos, n_pos, logs, title, &text, &len);
-    if (st == STK_OK) {
-        stk_file_part part = {text, len};
-        st = png ? write_png(a.out, text, len) : stk_file_write_atomic(a.out, &part, 1);
-    }
+    if (st == STK_OK) st = plot_save(a.out, text, len);
     if (st != STK_OK)
         rc = stk_cli_fail();
     else

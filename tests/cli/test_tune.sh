@@ -131,6 +131,11 @@ if [ -n "$VPY" ] && "$VPY" -c "import tensorboard" 2>/dev/null; then
     "$VPY" "$STOKE_TESTS/python/check_tune_hparams.py" h1 > check.txt 2>&1 ||
         fail "HParams: $(cat check.txt)"
 fi
+# stoke plot of a sweep: each trial's metric, the best so far
+run 0 "$STOKE" plot s1 --out sweep.svg
+expect out.txt "plot: a sweep of 6 trials -> sweep.svg"
+expect sweep.svg "val_top1 of each trial"
+expect sweep.svg "best val_top1 so far"
 # bad input: usage errors naming the key or flag, nothing written
 # shellcheck disable=SC2086
 run 2 "$STOKE" tune $D --space 'lr=loguniform(0,1)' --out bad
