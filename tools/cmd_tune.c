@@ -94,7 +94,7 @@ static const stk_cli cli = {
     .cmd = "tune",
     .usage =
         "stoke tune --data TRAIN.stoke [--val VAL.stoke] --model M --space SPEC\n"
-        "       [--samples N] [--scheduler fifo|asha|median] [--metric NAME] [--epochs MAX_T]\n"
+        "       [--samples N] [--scheduler fifo|asha|median|pbt] [--metric NAME] [--epochs MAX_T]\n"
         "       [--concurrent K] [--seed S] [--out DIR] [any stoke train flag]",
     .about = "Search hyperparameters: trials drawn from --space (Ray Tune's distributions),\n"
              "each a `stoke train` run with those values and every other flag given here,\n"
