@@ -2,6 +2,7 @@
  * augmented stream (tune_sweep.h); the flags here, every other flag is
  * `stoke train`'s, fixed for all trials. */
 #include "common/clock.h"
+#include "common/crc32c.h"
 #include "common/fs.h"
 #include "kernels/backend.h"
 #include "tools/cli.h"
@@ -121,6 +122,11 @@ static const stk_cli cli = {
              "scheduler replays DIR/results.log, so the sweep ends with the trials.csv an\n"
              "uninterrupted one writes. The same --seed gives the same trials.csv (the\n"
              "seconds column aside).\n"
+             "Under mpirun -np R the ranks share each cohort's trials (trial i on rank\n"
+             "i mod R), rank 0 schedules with every rank's results and writes DIR (on a\n"
+             "filesystem every rank sees): the same trials.csv as one process. There, a\n"
+             "space may not change --batch or --transform, and --resume, --stop-after\n"
+             "and pbt are refused.\n"
              "Example:\n"
              "  stoke tune --data train.stoke --val test.stoke --model mlp --epochs 8 \\\n"
              "    --space 'lr=loguniform(1e-3,0.3) momentum=uniform(0.8,0.99)' \\\n"
@@ -311,7 +317,7 @@ static int session_skip(char **argv, int i)
 }
 
 /* DIR/sweep.txt: the flags that made the sweep, one per line. */
-static stk_status save_flags(const char *out, int argc, char **argv)
+static stk_status save_flags(const char *out, int argc, char **argv, int world)
 {
     char path[1100], *text = NULL;
     size_t len = 0;
@@ -327,6 +333,13 @@ static stk_status save_flags(const char *out, int argc, char **argv)
     stk_file_part part = {text, len};
     stk_status st = stk_file_write_atomic(path, &part, 1);
     free(text);
+    if (st == STK_OK && world > 1) { /* no results.log: --resume refuses it */
+        char ranks[32];
+        int n = snprintf(ranks, sizeof ranks, "%d\n", world);
+        snprintf(path, sizeof path, "%s/ranks.txt", out);
+        stk_file_part r = {ranks, (size_t)n};
+        st = stk_file_write_atomic(path, &r, 1);
+    }
     return st;
 }
 
@@ -378,6 +391,13 @@ static int resume_flags(int argc, char **argv, char ***eff, int *n_eff)
 {
     const char *out = out_flag(argc, argv);
     if (!out) return stk_cli_usage("tune", "--resume needs --out DIR, the sweep to continue");
+    char marker[1100];
+    snprintf(marker, sizeof marker, "%s/ranks.txt", out);
+    if (access(marker, F_OK) == 0)
+        return stk_cli_usage("tune",
+                             "--resume: the sweep in %s ran on several ranks (mpirun); "
+                             "only a sweep of one process can be resumed",
+                             out);
     int n_saved;
     char **saved = load_flags(out, &n_saved);
     if (!saved)
@@ -424,6 +444,55 @@ static int resume_flags(int argc, char **argv, char ***eff, int *n_eff)
 
 /* ---- the command ----------------------------------------------------------------- */
 
+/* What a sweep under a launcher cannot do yet; -1 to go on. */
+static int check_ranks(const tune_args *a, const tune_config *c)
+{
+    if (a->resume || a->stop_after)
+        return stk_cli_usage("tune", "--resume and --stop-after: a sweep of one process only "
+                                     "(run it without mpirun to stop and resume it)");
+    if (a->scheduler == STK_SCHED_PBT)
+        return stk_cli_usage("tune", "--scheduler pbt: one process only, not under a launcher");
+    for (int k = 0; k < c->space.n; k++) {
+        const char *key = c->space.keys[k].name;
+        if (!strcmp(key, "batch") || !strcmp(key, "transform") || !strcmp(key, "val-transform"))
+            return stk_cli_usage("tune",
+                                 "--space %s: under a launcher every trial of a cohort shares "
+                                 "the data flags (the ranks step together); give --%s fixed",
+                                 key, key);
+    }
+    return -1;
+}
+
+/* Under a launcher, before anything is written: every rank runs the same
+ * sweep (a fingerprint of their flags). */
+static stk_status ranks_agree(tune_config *c, int argc, char **argv)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 1; i < argc; i++) h = stk_fnv1a64(h, argv[i], strlen(argv[i]) + 1);
+    uint64_t *all = calloc((size_t)c->world, sizeof *all);
+    if (!all) return stk_error(STK_ERR_NOMEM, "out of memory");
+    stk_status st = stk_comm_allgather(c->comm, &h, sizeof h, all);
+    for (int r = 1; st == STK_OK && r < c->world; r++)
+        if (all[r] != all[0])
+            st = stk_error(STK_ERR_INVALID_ARG,
+                           "rank %d was given other stoke tune flags than rank 0: every rank "
+                           "must run the same sweep",
+                           r);
+    free(all);
+    return st;
+}
+
+/* Rank 0's folder exists (made = its outcome there) before any rank writes
+ * a trial's. */
+static stk_status folder_made(tune_config *c, stk_status made)
+{
+    int32_t ok = made == STK_OK;
+    stk_status st = stk_comm_broadcast(c->comm, &ok, sizeof ok, 0);
+    if (st == STK_OK && !ok)
+        st = c->rank ? stk_error(STK_ERR_IO, "rank 0 could not make --out %s", c->out) : made;
+    return st;
+}
+
 static int run_sweep(tune_args *a, tune_config *c, tune_trial *trials, int64_t n, bool resume)
 {
     train_args first;
@@ -432,8 +501,11 @@ static int run_sweep(tune_args *a, tune_config *c, tune_trial *trials, int64_t n
     stk_cpu_set_threads((int)first.threads);
     stk_cli_catch_interrupt();
     if (resume && tune_read_trials(c, trials, n) != STK_OK) return stk_cli_fail();
-    if (!resume && tune_open_log(c) != STK_OK) return stk_cli_fail();
-    if (!resume && !first.no_tensorboard && tune_hparams_experiment(c, first.val != NULL) != STK_OK)
+    /* results.log (for --resume) in a sweep of one process: its entries are
+     * written before each checkpoint, which ranks cannot order */
+    if (!resume && c->world == 1 && tune_open_log(c) != STK_OK) return stk_cli_fail();
+    if (!resume && c->rank == 0 && !first.no_tensorboard &&
+        tune_hparams_experiment(c, first.val != NULL) != STK_OK)
         return stk_cli_fail();
     int64_t ended = 0;
     for (int64_t i = 0; i < n; i++) ended += trials[i].status != TRIAL_PENDING;
@@ -448,7 +520,13 @@ static int run_sweep(tune_args *a, tune_config *c, tune_trial *trials, int64_t n
     stk_status st = tune_run(c, trials, n, resume);
     if (c->results) fclose(c->results);
     c->results = NULL;
-    if (st != STK_ERR_CANCELLED && st != STK_OK) return stk_cli_fail();
+    if (st != STK_ERR_CANCELLED && st != STK_OK) {
+        if (c->world > 1) /* a rank that fails stops the job rather than leave the others waiting */
+            fprintf(stderr, "stoke: rank %d of %d: %s\n", c->rank, c->world, stk_last_error());
+        if (c->world > 1) stk_comm_abort(c->comm, STK_EXIT_ERROR);
+        return stk_cli_fail();
+    }
+    if (c->rank != 0) return st == STK_ERR_CANCELLED ? STK_EXIT_INTERRUPTED : STK_EXIT_OK;
     if (st == STK_ERR_CANCELLED && tune_write_trials(c, trials, n) != STK_OK)
         fprintf(stderr, "stoke: %s\n", stk_last_error());
     tune_print_summary(c, trials, n, a->json ? stdout : c->lines, a->json, stk_clock_sec() - t0);
@@ -509,8 +587,21 @@ static int tune_main(int argc, char **argv)
     }
     if (rc < 0 && tune_prepare(&c, trials, n) != STK_OK)
         rc = stk_cli_usage("tune", "%s", stk_last_error());
-    if (rc < 0 && !resume && make_out(c.out) != STK_OK) rc = stk_cli_fail();
-    if (rc < 0 && !resume && save_flags(c.out, argc, argv) != STK_OK) rc = stk_cli_fail();
+    if (rc < 0 && stk_comm_open(300, &c.comm) != STK_OK) rc = stk_cli_fail();
+    if (rc < 0) {
+        c.rank = stk_comm_rank(c.comm);
+        c.world = stk_comm_world(c.comm);
+        if (c.rank) c.lines = NULL; /* rank 0 speaks for the job */
+        if (c.world > 1) rc = check_ranks(&a, &c);
+    }
+    if (rc < 0 && c.world > 1 && ranks_agree(&c, argc, argv) != STK_OK) rc = stk_cli_fail();
+    if (rc < 0) {
+        stk_status made = STK_OK;
+        if (c.rank == 0 && !resume && (made = make_out(c.out)) == STK_OK)
+            made = save_flags(c.out, argc, argv, c.world);
+        if (c.world > 1) made = folder_made(&c, made);
+        if (made != STK_OK) rc = stk_cli_fail();
+    }
     if (rc < 0) rc = run_sweep(&a, &c, trials, n, resume);
     tune_trials_free(trials, n);
     stk_space_free(&c.space);
@@ -518,6 +609,7 @@ static int tune_main(int argc, char **argv)
     free(mine);
     free(theirs);
     free_flags(eff, n_eff);
+    stk_comm_close(c.comm);
     return rc;
 }
 

@@ -108,23 +108,28 @@ static stk_status apply(stk_trainer *tr, const stk_trial_params *p)
     return STK_OK;
 }
 
-stk_status tune_pbt_clone(const tune_config *c, tune_trial *t, stk_trainer *tr,
-                          const tune_trial *src, int64_t epoch)
+void tune_pbt_explore(const tune_config *c, tune_trial *t, const tune_trial *src)
 {
-    char path[1100], values[600];
-    snprintf(path, sizeof path, "%s/pbt.safetensors", src->out);
-    STK_TRY(stk_trainer_resume(tr, path)); /* checked whole before anything changes */
-    uint64_t h;
-    STK_TRY(state_hash(tr, &h));
     stk_trial_params p;
     stk_space_explore(&c->space, c->explore, c->resample_probability, &src->params, &p);
     /* values PBT takes out of range (momentum 0.99 * 1.2) stay at the clone's */
     for (int k = 0; k < p.n; k++)
         if (!strcmp(p.key[k], "momentum") && strtod(p.value[k], NULL) >= 1)
             snprintf(p.value[k], sizeof p.value[k], "%s", src->params.value[k]);
-    STK_TRY(apply(tr, &p));
     t->params = p;
     t->cloned = true;
+}
+
+stk_status tune_pbt_load(const tune_config *c, tune_trial *t, stk_trainer *tr,
+                         const tune_trial *src, int64_t epoch)
+{
+    (void)c;
+    char path[1100], values[600];
+    snprintf(path, sizeof path, "%s/pbt.safetensors", src->out);
+    STK_TRY(stk_trainer_resume(tr, path)); /* checked whole before anything changes */
+    uint64_t h;
+    STK_TRY(state_hash(tr, &h));
+    STK_TRY(apply(tr, &t->params));
     values_text(t, values, sizeof values);
     return log_line(t, "%" PRId64 ",cloned,%04" PRId64 ",%" PRId64 ",%016" PRIx64 ",%s\n", epoch,
                     src->id, src->saved_epoch, h, values);

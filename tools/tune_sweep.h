@@ -1,4 +1,4 @@
-/* `stoke tune`'s sweep (tune_sweep.c): trials drawn from a search space,
+/* `stoke tune`'s sweep (tune_run.c and its parts): trials drawn from a search space,
  * run as `stoke train` runs would be (tools/train_setup.h), several at a
  * time on one shared stream of decoded, augmented batches, a scheduler
  * (tune/scheduler.h) deciding after each epoch which go on; and what the
@@ -18,6 +18,7 @@
  */
 #pragma once
 
+#include "distributed/comm.h"
 #include "tools/train_print.h"
 #include "tools/train_setup.h"
 #include "tune/scheduler.h"
@@ -65,6 +66,10 @@ typedef struct tune_config {
     int64_t *epochs_done; /* this call's trial epochs (tune_run's counter) */
     double resample_probability; /* PBT's explore */
     struct stk_rng *explore;     /* PBT's explore draws (tune_run's) */
+    /* The job's ranks (mpirun): cohort trial i runs on rank i mod world;
+     * rank 0 writes DIR's files and prints. */
+    struct stk_comm *comm;
+    int rank, world;
 } tune_config;
 
 /* The trials' flags and commands (before anything runs). Errors: a usage
@@ -99,12 +104,15 @@ void tune_trials_free(tune_trial *trials, int64_t n);
 /* Population based training (tune_pbt.c), on trial t's trainer after epoch
  * `epoch`: keep its state (DIR/trials/ID/pbt.safetensors) so others may
  * clone it; or clone trial src's kept state (model, optimizer, position:
- * bit for bit) and explore from src's values (stk_space_explore), applied to
- * the trainer (lr, momentum, wd, label-smoothing). Each writes a line of
+ * bit for bit) after exploring from src's values (stk_space_explore), applied
+ * to the trainer (lr, momentum, wd, label-smoothing). Each writes a line of
  * DIR/trials/ID/pbt.csv with a hash of the state saved or loaded. */
 stk_status tune_pbt_save(const tune_config *c, tune_trial *t, stk_trainer *tr, int64_t epoch);
-stk_status tune_pbt_clone(const tune_config *c, tune_trial *t, stk_trainer *tr,
-                          const tune_trial *src, int64_t epoch);
+/* The explore step (every rank, so that the draws stay in step): t's
+ * values from src's. Then the load, on t's owner: src's kept state. */
+void tune_pbt_explore(const tune_config *c, tune_trial *t, const tune_trial *src);
+stk_status tune_pbt_load(const tune_config *c, tune_trial *t, stk_trainer *tr,
+                         const tune_trial *src, int64_t epoch);
 /* The keys PBT can change while a trial runs. */
 bool tune_pbt_key(const char *key);
 

@@ -1,0 +1,52 @@
+#!/bin/sh
+# stoke tune on 2 ranks under mpirun: the ranks share each cohort's trials,
+# rank 0 schedules with every rank's results and writes the sweep's files;
+# trials.csv and every trial's metrics.csv equal a one-process sweep's with
+# the same seed. A rank with other flags is refused before anything is
+# written; what one process only can do is refused under a launcher.
+. "$STOKE_TESTS/cli/lib.sh"
+MPIRUN=${MPIEXEC:-mpirun}
+if ! command -v "$MPIRUN" >/dev/null 2>&1 || [ "${STOKE_HAVE_MPI:-ON}" != ON ]; then
+    echo "skipped: no MPI in this build"
+    exit 77
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPI="$MPIRUN -np 2 --oversubscribe"
+run 0 "$STOKE" pack --from idx "$STOKE_FIXTURES/idx" tiny.stoke
+D="--data tiny.stoke --val tiny.stoke --model mlp --batch 8 --workers 1 --threads 1 --no-tensorboard"
+SPACE='lr=loguniform(1e-3,0.3) momentum=uniform(0.8,0.99) wd=choice(0,1e-4)'
+for sched in asha median; do
+    rm -rf one two
+    # shellcheck disable=SC2086
+    run 0 "$STOKE" tune $D --space "$SPACE" --samples 7 --epochs 4 --scheduler $sched --reduction 2 \
+        --grace 1 --min-samples 2 --concurrent 3 --seed 5 --out one
+    # shellcheck disable=SC2086
+    run 0 $MPI "$STOKE" tune $D --space "$SPACE" --samples 7 --epochs 4 --scheduler $sched \
+        --reduction 2 --grace 1 --min-samples 2 --concurrent 3 --seed 5 --out two
+    [ "$(grep -c '^trial ' out.txt)" = 7 ] || fail "$sched: rank 0 alone should print each trial's end once"
+    cut -d, -f1-8,10- one/trials.csv > a.txt
+    cut -d, -f1-8,10- two/trials.csv > b.txt
+    cmp -s a.txt b.txt || { fail "$sched: 2 ranks, another trials.csv"; diff a.txt b.txt >&2; }
+    for m in one/trials/*/metrics.csv; do
+        cut -d, -f1-8 "$m" > a.txt
+        cut -d, -f1-8 "two/${m#one/}" > b.txt
+        cmp -s a.txt b.txt || fail "$sched: ${m#one/} differs on 2 ranks"
+    done
+done
+grep -q ',STOPPED@' one/trials.csv || fail "the scheduler stopped no trial"
+# a rank with other flags: refused on every rank, nothing written
+# shellcheck disable=SC2086
+run 1 $MPIRUN -np 1 "$STOKE" tune $D --space 'lr=uniform(0.01,0.1)' --out bad : \
+    -np 1 "$STOKE" tune $D --space 'lr=uniform(0.01,0.2)' --out bad
+expect err.txt "rank 1 was given other stoke tune flags than rank 0"
+[ -e bad ] && fail "a refused sweep wrote bad/"
+# one process only: resume, PBT, data flags in the space
+# shellcheck disable=SC2086
+run 2 $MPI "$STOKE" tune $D --space 'transform=choice(center:28,flip)' --out bad
+expect err.txt "--space transform: under a launcher every trial of a cohort shares the data flags"
+# shellcheck disable=SC2086
+run 2 $MPI "$STOKE" tune $D --space 'lr=uniform(0.01,0.1)' --scheduler pbt --out bad
+expect err.txt "--scheduler pbt: one process only"
+run 2 "$STOKE" tune --resume --out two
+expect err.txt "--resume: the sweep in two ran on several ranks"
+finish

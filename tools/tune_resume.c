@@ -1,0 +1,157 @@
+/* Resuming a `stoke tune` sweep (tune_resume.h): the first run's results
+ * read back and replayed to the scheduler. */
+#include "tools/tune_resume.h"
+
+#include "common/fs.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* DIR/results.log's entries, in order. */
+stk_status tune_read_log(const tune_config *c, int64_t n_trials, entry **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/results.log", c->out);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return errno == ENOENT ? STK_OK : stk_error(STK_ERR_IO, "%s: %s", path, strerror(errno));
+    size_t cap = 0, line = 0;
+    entry e;
+    char buf[128];
+    stk_status st = STK_OK;
+    while (st == STK_OK && fgets(buf, sizeof buf, f)) {
+        line++;
+        char v[64];
+        if (sscanf(buf, "%" SCNd64 " %" SCNd64 " %63s", &e.trial, &e.epoch, v) != 3 ||
+            e.trial < 0 || e.trial >= n_trials || e.epoch < 1 || e.epoch > c->epochs ||
+            (*n && e.trial / c->concurrent < (*out)[*n - 1].trial / c->concurrent)) {
+            st = stk_error(STK_ERR_FORMAT,
+                           "%s line %zu: not a result of this sweep (TRIAL EPOCH VALUE, trials "
+                           "0..%" PRId64 " in cohort order, epochs 1..%" PRId64 ")",
+                           path, line, n_trials - 1, c->epochs);
+            break;
+        }
+        e.value = strtod(v, NULL);
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 256;
+            entry *p = realloc(*out, cap * sizeof *p);
+            if (!p) {
+                st = stk_error(STK_ERR_NOMEM, "out of memory");
+                break;
+            }
+            *out = p;
+        }
+        (*out)[(*n)++] = e;
+    }
+    fclose(f);
+    return st;
+}
+
+/* The epoch of trial t's last checkpoint (0: none). */
+int64_t tune_checkpoint_epoch(const tune_trial *t)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/last.safetensors", t->out);
+    stk_train_position pos;
+    return stk_train_position_read(path, &pos) == STK_OK ? pos.epoch : 0;
+}
+
+static stk_status add_flag(tune_trial *t, const char *flag)
+{
+    char **a = realloc(t->argv, (size_t)(t->argc + 2) * sizeof *a);
+    if (!a) return stk_error(STK_ERR_NOMEM, "out of memory");
+    t->argv = a;
+    if (!(a[t->argc] = strdup(flag))) return stk_error(STK_ERR_NOMEM, "out of memory");
+    a[++t->argc] = NULL;
+    return STK_OK;
+}
+
+/* Feed cohort [k0, k1)'s entries (from *next on) to the scheduler as the
+ * first run did; pending trials learn their figures, and a decision the
+ * first run made but had not written (a stop) takes effect. Kept entries
+ * are collected in keep (rewritten into results.log). */
+void tune_replay_cohort(const tune_config *c, stk_scheduler *s, tune_trial *trials,
+                        const entry *log, size_t n_log, size_t *next, int64_t k0, int64_t k1,
+                        const int64_t *ckpt, entry *keep, size_t *n_keep)
+{
+    size_t from = *next, to = from;
+    while (to < n_log && log[to].trial >= k0 && log[to].trial < k1) to++;
+    *next = to;
+    for (size_t i = from; i < to; i++) {
+        const entry *e = &log[i];
+        tune_trial *t = &trials[e->trial];
+        if (t->status == TRIAL_PENDING && e->epoch > ckpt[e->trial]) continue; /* redone */
+        bool last = true; /* its last kept entry */
+        for (size_t j = i + 1; j < to && last; j++)
+            last = !(log[j].trial == e->trial &&
+                     (t->status != TRIAL_PENDING || log[j].epoch <= ckpt[e->trial]));
+        keep[(*n_keep)++] = *e;
+        bool ended_itself = t->status == TRIAL_COMPLETED || t->status == TRIAL_EARLY_STOPPED ||
+                            (t->status == TRIAL_PENDING && e->epoch >= c->epochs);
+        if (last && ended_itself) {
+            stk_scheduler_complete(s, t->id, e->epoch, e->value);
+            continue;
+        }
+        stk_decision d = stk_scheduler_result(s, t->id, e->epoch, e->value);
+        if (t->status != TRIAL_PENDING) continue;
+        t->epochs_run = e->epoch;
+        if (isfinite(e->value) &&
+            (isnan(t->best_value) ||
+             (c->maximise ? e->value > t->best_value : e->value < t->best_value))) {
+            t->best_value = e->value;
+            t->best_epoch = e->epoch;
+        }
+        if (last && d == STK_DECISION_STOP) { /* stopped, then killed before trials.csv */
+            t->status = TRIAL_STOPPED;
+            t->stopped_at = e->epoch;
+        }
+    }
+}
+
+/* Before resuming: each pending trial continues from its checkpoint, or
+ * starts over in its folder. */
+stk_status tune_resume_flags(tune_trial *trials, int64_t n, const int64_t *ckpt)
+{
+    for (int64_t i = 0; i < n; i++) {
+        tune_trial *t = &trials[i];
+        if (t->status != TRIAL_PENDING) continue;
+        if (ckpt[i] > 0)
+            STK_TRY(add_flag(t, "--resume"));
+        else if (access(t->out, F_OK) == 0)
+            STK_TRY(add_flag(t, "--overwrite"));
+    }
+    return STK_OK;
+}
+
+/* results.log holding the kept entries only, then open for appending. */
+stk_status tune_rewrite_log(tune_config *c, const entry *keep, size_t n)
+{
+    char path[1100], *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/results.log", c->out);
+    FILE *m = open_memstream(&text, &len);
+    if (!m) return stk_error(STK_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        fprintf(m, "%" PRId64 " %" PRId64 " %.17g\n", keep[i].trial, keep[i].epoch, keep[i].value);
+    fclose(m);
+    stk_file_part part = {text, len};
+    stk_status st = stk_file_write_atomic(path, &part, 1);
+    free(text);
+    return st;
+}
+
+stk_status tune_open_log(tune_config *c)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/results.log", c->out);
+    if (!(c->results = fopen(path, "a")))
+        return stk_error(STK_ERR_IO, "%s: %s", path, strerror(errno));
+    return STK_OK;
+}

@@ -1,0 +1,324 @@
+/* Running a `stoke tune` sweep (tune_sweep.h): cohorts of trials on shared streams,
+ * shared between the ranks of a job, and the scheduler's decisions. */
+#include "tools/tune_sweep.h"
+
+#include "common/clock.h"
+#include "common/rng.h"
+#include "tools/cli.h"
+#include "tools/tune_resume.h"
+#include "tools/tune_trial.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The data of a group: the same loader flags. */
+static bool same_data(const train_args *a, const train_args *b)
+{
+    return a->batch == b->batch &&
+           !strcmp(a->transform ? a->transform : "", b->transform ? b->transform : "") &&
+           !strcmp(a->val_transform ? a->val_transform : "",
+                   b->val_transform ? b->val_transform : "");
+}
+
+/* One epoch of every active trial of the group over the owner's stream. */
+static stk_status train_epoch(live *g, int n, const live *owner, int64_t e)
+{
+    STK_TRY(stk_h2d_drain(owner->r.h2d));
+    STK_TRY(stk_loader_start_epoch(owner->r.loader, (uint64_t)e));
+    for (int i = 0; i < n; i++)
+        if (g[i].active) stk_trainer_epoch_start(g[i].r.trainer, &g[i].er);
+    stk_status st;
+    for (;;) {
+        double w0 = stk_clock_sec();
+        stk_device_batch *b;
+        st = stk_h2d_next(owner->r.h2d, &b);
+        if (st == STK_END) break;
+        if (st != STK_OK) return st;
+        double waited = stk_clock_sec() - w0;
+        for (int i = 0; i < n; i++)
+            if (g[i].active &&
+                stk_trainer_epoch_step(g[i].r.trainer, &g[i].er, b, waited) != STK_OK)
+                tune_trial_failed(&g[i]);
+        stk_h2d_release(owner->r.h2d, b);
+        if (stk_cli_interrupted) return stk_error(STK_ERR_CANCELLED, "interrupted");
+    }
+    return STK_OK;
+}
+
+/* The validation pass of every active trial over one stream. */
+static stk_status evaluate(live *g, int n, const live *owner)
+{
+    if (!owner->r.val_loader) return STK_OK;
+    stk_h2d *h;
+    STK_TRY(stk_h2d_open(owner->r.val_loader, owner->r.ce, &h));
+    stk_status st = stk_loader_start_epoch(owner->r.val_loader, 0);
+    for (int i = 0; i < n; i++)
+        if (g[i].active) stk_trainer_eval_start(g[i].r.trainer, &g[i].ev);
+    stk_device_batch *b;
+    while (st == STK_OK && (st = stk_h2d_next(h, &b)) == STK_OK) {
+        for (int i = 0; i < n; i++)
+            if (g[i].active && stk_trainer_eval_batch(g[i].r.trainer, &g[i].ev, b) != STK_OK)
+                tune_trial_failed(&g[i]);
+        stk_h2d_release(h, b);
+        if (stk_cli_interrupted) st = stk_error(STK_ERR_CANCELLED, "interrupted");
+    }
+    stk_h2d_close(h);
+    return st == STK_END ? STK_OK : st;
+}
+
+/* ---- what every rank learns, and the scheduler's decisions ------------------------- */
+
+/* Every rank's reports (each at most cap), merged in trial order. With one
+ * rank, the reports as they are. */
+static stk_status exchange(const tune_config *c, const tune_report *mine, int n_mine, int cap,
+                           tune_report **all, int *n_all)
+{
+    size_t slot = sizeof(int64_t) + (size_t)cap * sizeof(tune_report);
+    uint8_t *send = calloc(1, slot), *recv = calloc((size_t)c->world, slot);
+    *all = malloc((size_t)(c->world * cap + 1) * sizeof **all);
+    stk_status st = send && recv && *all ? STK_OK : stk_error(STK_ERR_NOMEM, "out of memory");
+    if (st == STK_OK) {
+        int64_t n = n_mine;
+        memcpy(send, &n, sizeof n);
+        memcpy(send + sizeof n, mine, (size_t)n_mine * sizeof *mine);
+        st = c->world > 1 ? stk_comm_allgather(c->comm, send, slot, recv) : STK_OK;
+        if (c->world == 1) memcpy(recv, send, slot);
+    }
+    *n_all = 0;
+    for (int r = 0; st == STK_OK && r < c->world; r++) {
+        int64_t n;
+        memcpy(&n, recv + (size_t)r * slot, sizeof n);
+        memcpy(*all + *n_all, recv + (size_t)r * slot + sizeof n, (size_t)n * sizeof **all);
+        *n_all += (int)n;
+    }
+    for (int i = 1; i < *n_all; i++) /* insertion sort by trial: few reports */
+        for (int j = i; j > 0 && (*all)[j - 1].trial > (*all)[j].trial; j--) {
+            tune_report x = (*all)[j];
+            (*all)[j] = (*all)[j - 1];
+            (*all)[j - 1] = x;
+        }
+    free(send);
+    free(recv);
+    return st;
+}
+
+/* The smallest of every rank's x (INT64_MAX: none anywhere). */
+static stk_status global_min(const tune_config *c, int64_t x, int64_t *out)
+{
+    *out = x;
+    if (c->world == 1) return STK_OK;
+    int64_t *all = malloc((size_t)c->world * sizeof *all);
+    if (!all) return stk_error(STK_ERR_NOMEM, "out of memory");
+    stk_status st = stk_comm_allgather(c->comm, &x, sizeof x, all);
+    for (int r = 0; st == STK_OK && r < c->world; r++)
+        if (all[r] < *out) *out = all[r];
+    free(all);
+    return st;
+}
+
+/* This rank's trial of the cohort with that id, or NULL (another rank's). */
+static live *find(live *g, int n, int64_t trial)
+{
+    for (int i = 0; i < n; i++)
+        if (g[i].t->id == trial) return &g[i];
+    return NULL;
+}
+
+/* One report, on every rank in the same order: the scheduler's bookkeeping
+ * and decision, acted on by the trial's owner (L; NULL on the others, which
+ * keep the trial's figures and status for trials.csv). */
+static void apply(const tune_config *c, stk_scheduler *s, tune_trial *trials, int64_t n_trials,
+                  live *L, const tune_report *r)
+{
+    tune_trial *t = &trials[r->trial];
+    if (!L) {
+        t->epochs_run = r->epochs_run;
+        t->best_epoch = r->best_epoch;
+        t->best_value = r->best_value;
+        t->seconds = r->seconds;
+    }
+    if (r->kind == REPORT_ERROR) {
+        stk_scheduler_remove(s, t->id);
+        t->status = TRIAL_ERROR;
+        snprintf(t->error, sizeof t->error, "%s", r->error);
+        tune_announce(c, trials, n_trials, t);
+        return;
+    }
+    if (r->kind == REPORT_ENDED) {
+        if (r->epoch > 0) stk_scheduler_complete(s, t->id, r->epoch, r->value);
+        t->status = (trial_status)r->status;
+        tune_announce(c, trials, n_trials, t);
+        return;
+    }
+    if (c->sched.kind == STK_SCHED_PBT) {
+        stk_pbt_step step;
+        stk_scheduler_pbt(s, t->id, r->epoch, r->value, &step);
+        stk_status st = STK_OK;
+        if (step.save) {
+            t->saved_epoch = r->epoch;
+            if (L) st = tune_pbt_save(c, t, L->r.trainer, r->epoch);
+        }
+        if (st == STK_OK && step.clone >= 0) {
+            tune_pbt_explore(c, t, &trials[step.clone]); /* every rank: the draws stay in step */
+            t->epochs_run = trials[step.clone].saved_epoch;
+            if (L) st = tune_pbt_load(c, t, L->r.trainer, &trials[step.clone], r->epoch);
+        }
+        if (st != STK_OK && L) tune_trial_failed(L); /* reported with the next exchange */
+        return;
+    }
+    if (stk_scheduler_result(s, t->id, r->epoch, r->value) == STK_DECISION_STOP) {
+        t->stopped_at = r->epoch;
+        if (L) tune_trial_end(L, TRIAL_STOPPED, NULL);
+        t->status = TRIAL_STOPPED;
+        tune_announce(c, trials, n_trials, t);
+    }
+}
+
+/* This rank's owed reports (trials that failed or were found ended) and
+ * the epoch's reports, exchanged and applied. *stopped: --stop-after hit. */
+static stk_status settle(const tune_config *c, stk_scheduler *s, tune_trial *trials,
+                         int64_t n_trials, live *g, int n, int cap, bool epoch_done, bool *stopped)
+{
+    tune_report *mine = calloc((size_t)(n ? n : 1), sizeof *mine), *all = NULL;
+    if (!mine) return stk_error(STK_ERR_NOMEM, "out of memory");
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (epoch_done && g[i].active && tune_trial_epoch(&g[i], &mine[k]))
+            k++;
+        else if (g[i].failed)
+            tune_trial_error_report(&g[i], &mine[k++]);
+    }
+    int n_all;
+    stk_status st = exchange(c, mine, k, cap, &all, &n_all);
+    for (int i = 0; st == STK_OK && i < n_all && !*stopped; i++) {
+        apply(c, s, trials, n_trials, find(g, n, all[i].trial), &all[i]);
+        if (all[i].kind != REPORT_ERROR && all[i].epoch > 0) (*c->epochs_done)++;
+        *stopped = c->stop_after > 0 && *c->epochs_done >= c->stop_after;
+    }
+    free(mine);
+    free(all);
+    return st;
+}
+
+/* A group of this rank's trials on one stream, epoch by epoch, in step with
+ * the other ranks' groups, until every rank's have ended. */
+static stk_status run_group(const tune_config *c, stk_scheduler *s, tune_trial *trials,
+                            int64_t n_trials, live *g, int n, int cap)
+{
+    live *data = NULL;
+    for (int i = 0; i < n; i++)
+        if (tune_trial_start(&g[i], data) && !data && g[i].running) data = &g[i];
+    bool stopped = false;
+    stk_status st = settle(c, s, trials, n_trials, g, n, cap, false, &stopped);
+    while (st == STK_OK && !stopped) {
+        int64_t mine = INT64_MAX, e;
+        for (int i = 0; i < n; i++) {
+            int64_t next = g[i].running ? stk_fit_next_epoch(g[i].fit) : -1;
+            if (next >= 0 && next < mine) mine = next;
+        }
+        if ((st = global_min(c, mine, &e)) != STK_OK || e == INT64_MAX) break;
+        for (int i = 0; i < n; i++) g[i].active = g[i].running && stk_fit_next_epoch(g[i].fit) == e;
+        if (mine == e && (st = train_epoch(g, n, data, e)) == STK_OK) st = evaluate(g, n, data);
+        if (st != STK_OK) break;
+        st = settle(c, s, trials, n_trials, g, n, cap, true, &stopped);
+    }
+    if (st == STK_OK && stopped) st = STK_ERR_CANCELLED; /* as if killed here */
+    for (int i = 0; i < n; i++) /* the data's owner last: its loaders go with it */
+        if (&g[i] != data) tune_trial_close(&g[i], false);
+    if (data) tune_trial_close(data, true);
+    return st;
+}
+
+/* One cohort: this rank's share of its pending trials, in groups of the
+ * same data flags (one group under a launcher: the ranks step together). */
+static stk_status run_cohort(const tune_config *c, stk_scheduler *s, tune_trial **cohort, int n,
+                             tune_trial *trials, int64_t n_trials)
+{
+    live *all = calloc((size_t)(n ? n : 1), sizeof *all);
+    train_args *args = calloc((size_t)(n ? n : 1), sizeof *args);
+    bool *done = calloc((size_t)(n ? n : 1), sizeof *done);
+    stk_status st = all && args && done ? STK_OK : stk_error(STK_ERR_NOMEM, "out of memory");
+    int mine = 0;
+    for (int i = 0; st == STK_OK && i < n; i++) {
+        if (i % c->world != c->rank) continue; /* another rank's */
+        all[mine] = (live){.c = c, .t = cohort[i]};
+        if (train_parse_flags(cohort[i]->argc, cohort[i]->argv, &args[mine]) >= 0)
+            st = stk_error(STK_ERR_INVALID_ARG, "trial %" PRId64 ": flags refused", cohort[i]->id);
+        else
+            free(args[mine].out_buf);
+        mine++;
+    }
+    bool ran = false;
+    for (int i = 0; st == STK_OK && (i < mine || !ran); i++) {
+        if (i < mine && done[i]) continue;
+        live *g = calloc((size_t)(mine ? mine : 1), sizeof *g);
+        if (!g) {
+            st = stk_error(STK_ERR_NOMEM, "out of memory");
+            break;
+        }
+        int m = 0;
+        for (int j = i; j < mine; j++)
+            if (!done[j] && same_data(&args[i], &args[j])) {
+                g[m++] = all[j];
+                done[j] = true;
+            }
+        st = run_group(c, s, trials, n_trials, g, m, n);
+        ran = true;
+        free(g);
+        if (i >= mine) break; /* no trial of this cohort here: one empty group, in step */
+    }
+    free(all);
+    free(args);
+    free(done);
+    return st;
+}
+
+stk_status tune_run(tune_config *c, tune_trial *trials, int64_t n, bool replay)
+{
+    int64_t epochs_done = 0;
+    c->epochs_done = &epochs_done;
+    stk_rng explore;
+    stk_rng_init(&explore, (uint64_t)c->seed ^ 0x6578706c6f726521ull, 0, 0);
+    c->explore = &explore;
+    stk_scheduler *s;
+    STK_TRY(stk_scheduler_create(&c->sched, &s));
+    entry *log = NULL, *keep = NULL;
+    size_t n_log = 0, n_keep = 0, next = 0;
+    int64_t *ckpt = calloc((size_t)n, sizeof *ckpt);
+    tune_trial **cohort = calloc((size_t)c->concurrent, sizeof *cohort);
+    stk_status st = cohort && ckpt ? STK_OK : stk_error(STK_ERR_NOMEM, "out of memory");
+    if (st == STK_OK && replay) {
+        st = tune_read_log(c, n, &log, &n_log);
+        if (st == STK_OK && !(keep = malloc((n_log ? n_log : 1) * sizeof *keep)))
+            st = stk_error(STK_ERR_NOMEM, "out of memory");
+        for (int64_t i = 0; st == STK_OK && i < n; i++)
+            if (trials[i].status == TRIAL_PENDING) ckpt[i] = tune_checkpoint_epoch(&trials[i]);
+    }
+    for (int64_t k0 = 0; st == STK_OK && k0 < n; k0 += c->concurrent) {
+        int64_t k1 = k0 + c->concurrent < n ? k0 + c->concurrent : n;
+        /* every trial joins the scheduler in id order, ended ones too (its draws) */
+        for (int64_t i = k0; st == STK_OK && i < k1; i++) st = stk_scheduler_add(s, i);
+        if (st == STK_OK && replay)
+            tune_replay_cohort(c, s, trials, log, n_log, &next, k0, k1, ckpt, keep, &n_keep);
+        if (st == STK_OK && replay && next == n_log) { /* the replay is over: append from here */
+            if ((st = tune_resume_flags(trials, n, ckpt)) == STK_OK &&
+                (st = tune_rewrite_log(c, keep, n_keep)) == STK_OK)
+                st = tune_open_log(c);
+            replay = false;
+        }
+        int k = 0;
+        for (int64_t i = k0; i < k1; i++)
+            if (trials[i].status == TRIAL_PENDING) cohort[k++] = &trials[i];
+        if (st == STK_OK && k) st = run_cohort(c, s, cohort, k, trials, n);
+        if (st == STK_OK && c->rank == 0) st = tune_write_results(c, trials, n);
+    }
+    free(log);
+    free(keep);
+    free(ckpt);
+    free(cohort);
+    stk_scheduler_destroy(s);
+    return st;
+}
