@@ -7,6 +7,7 @@
 #include "kernels/backend.h"
 #include "tools/cli.h"
 #include "tools/flags.h"
+#include "tools/tune_config.h"
 #include "tools/tune_sweep.h"
 
 #include <dirent.h>
@@ -25,7 +26,7 @@ typedef struct tune_args {
         perturbation_interval;
     double reduction, quantile, resample_probability;
     int scheduler, mode;
-    const char *metric, *out;
+    const char *metric, *out, *config;
     bool json, resume;
 } tune_args;
 
@@ -34,6 +35,9 @@ static const char *const modes[] = {"auto", "min", "max", NULL};
 
 static const stk_flag flags[] = {
     STK_FLAG_SECTION("the search"),
+    STK_FLAG_TEXT(tune_args, config, "config", "FILE",
+                  "a .json object or .toml file of flags (keys without --; a list\n"
+                  "repeats a flag; true a flag alone), read before the command line's"),
     STK_FLAG_LIST(tune_args, space, n_space, "space", "SPEC",
                   "KEY=DIST(ARGS) entries (repeatable; ';' or spaces between\n"
                   "entries): uniform(lo,hi), quniform(lo,hi,q), loguniform(lo,hi),\n"
@@ -542,7 +546,60 @@ static int run_sweep(tune_args *a, tune_config *c, tune_trial *trials, int64_t n
     return STK_EXIT_ERROR;
 }
 
+static int tune_with_flags(int argc, char **argv);
+
+static bool known_flag(const char *key)
+{
+    return strcmp(key, "config") && (stk_cli_find(&cli, key) || stk_cli_find(train_cli, key));
+}
+
+/* argv with --config FILE's flags in its place (owned: *n_eff), or argv
+ * itself (*eff NULL). -1 to go on, or the exit code. */
+static int expand_config(int argc, char **argv, char ***eff, int *n_eff)
+{
+    *eff = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *path = !strcmp(argv[i], "--config") && i + 1 < argc ? argv[i + 1]
+                           : !strncmp(argv[i], "--config=", 9)          ? argv[i] + 9
+                                                                        : NULL;
+        if (!path) continue;
+        char **file_flags;
+        int n;
+        if (tune_config_flags(path, known_flag, &file_flags, &n) >= 0)
+            return stk_cli_usage("tune", "%s", stk_last_error());
+        int skip = argv[i][8] == '=' ? 1 : 2;
+        char **v = calloc((size_t)(argc + n + 1), sizeof *v);
+        if (!v) {
+            for (int k = 0; k < n; k++) free(file_flags[k]);
+            free(file_flags);
+            return stk_cli_fail();
+        }
+        int m = 0;
+        v[m++] = strdup(argv[0]);
+        for (int k = 0; k < n; k++) v[m++] = file_flags[k]; /* the file's first */
+        for (int k = 1; k < argc; k++)
+            if (k < i || k >= i + skip) v[m++] = strdup(argv[k]);
+        free(file_flags);
+        *eff = v;
+        *n_eff = m;
+        return -1;
+    }
+    return -1;
+}
+
 static int tune_main(int argc, char **argv)
+{
+    char **cfg = NULL;
+    int n_cfg = 0;
+    int crc = expand_config(argc, argv, &cfg, &n_cfg);
+    if (crc >= 0) return crc;
+    if (cfg) argc = n_cfg, argv = cfg;
+    int rc = tune_with_flags(argc, argv);
+    free_flags(cfg, n_cfg);
+    return rc;
+}
+
+static int tune_with_flags(int argc, char **argv)
 {
     bool resume = false;
     for (int i = 1; i < argc; i++) resume |= !strcmp(argv[i], "--resume");

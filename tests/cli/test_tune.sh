@@ -131,6 +131,47 @@ if [ -n "$VPY" ] && "$VPY" -c "import tensorboard" 2>/dev/null; then
     "$VPY" "$STOKE_TESTS/python/check_tune_hparams.py" h1 > check.txt 2>&1 ||
         fail "HParams: $(cat check.txt)"
 fi
+# --config: the same sweep from a JSON object or a TOML file
+cat > c.json <<'EOF'
+{"data": "tiny.stoke", "val": "tiny.stoke", "model": "mlp", "batch": 8, "workers": 2,
+ "no-tensorboard": true, "space": ["lr=loguniform(1e-3,0.3)", "momentum=uniform(0.8,0.99)"],
+ "samples": 4, "epochs": 2, "scheduler": "asha", "seed": 3}
+EOF
+cat > c.toml <<'EOF'
+# the same sweep
+data = "tiny.stoke"
+val = "tiny.stoke"
+model = "mlp"
+batch = 8
+workers = 2
+no-tensorboard = true
+space = ["lr=loguniform(1e-3,0.3)", 'momentum=uniform(0.8,0.99)']
+samples = 4
+epochs = 2
+scheduler = "asha"
+seed = 3
+EOF
+run 0 "$STOKE" tune --data tiny.stoke --val tiny.stoke --model mlp --batch 8 --workers 2 \
+    --no-tensorboard --space 'lr=loguniform(1e-3,0.3)' --space 'momentum=uniform(0.8,0.99)' \
+    --samples 4 --epochs 2 --scheduler asha --seed 3 --out cl
+run 0 "$STOKE" tune --config c.json --out cj
+run 0 "$STOKE" tune --config c.toml --out ct
+cut -d, -f1-7 cl/trials.csv > a.txt
+for d in cj ct; do
+    cut -d, -f1-7 $d/trials.csv > b.txt
+    cmp -s a.txt b.txt || fail "--config ($d): another sweep than the flags'"
+done
+echo '{"data": "x", "bogus": 1}' > b.json
+run 2 "$STOKE" tune --config b.json
+expect err.txt "--config b.json line 1: 'bogus' is not a flag of stoke tune or stoke train"
+printf 'data = "x"\n[table]\n' > b.toml
+run 2 "$STOKE" tune --config b.toml
+expect err.txt "--config b.toml line 2: a [table]: the flags are top-level keys"
+echo '{"data": "x",' > c2.json
+run 2 "$STOKE" tune --config c2.json
+expect err.txt "--config c2.json line 2: the file ends inside the object"
+run 2 "$STOKE" tune --config none.json
+expect err.txt "--config none.json: "
 # stoke plot of a sweep: each trial's metric, the best so far
 run 0 "$STOKE" plot s1 --out sweep.svg
 expect out.txt "plot: a sweep of 6 trials -> sweep.svg"

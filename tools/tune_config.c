@@ -1,0 +1,244 @@
+/* stoke tune --config FILE: a JSON object or a TOML file holding the same
+ * flags as the command line (tune_config.h). */
+#include "tools/tune_config.h"
+
+#include "common/fs.h"
+#include "common/text.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct flags_out {
+    char **v;
+    int n, cap;
+} flags_out;
+
+static stk_status push(flags_out *o, const char *s, size_t len)
+{
+    if (o->n + 2 > o->cap) {
+        int cap = o->cap ? 2 * o->cap : 32;
+        char **v = realloc(o->v, (size_t)cap * sizeof *v);
+        if (!v) return stk_error(STK_ERR_NOMEM, "out of memory");
+        o->v = v, o->cap = cap;
+    }
+    char *c = malloc(len + 1);
+    if (!c) return stk_error(STK_ERR_NOMEM, "out of memory");
+    memcpy(c, s, len);
+    c[len] = '\0';
+    o->v[o->n++] = c;
+    o->v[o->n] = NULL;
+    return STK_OK;
+}
+
+/* The parse position: the text, where we are, for messages the line. */
+typedef struct parser {
+    const char *path, *p, *start;
+    bool toml;
+} parser;
+
+static int line_of(const parser *ps)
+{
+    int line = 1;
+    for (const char *q = ps->start; q < ps->p; q++) line += *q == '\n';
+    return line;
+}
+
+static stk_status bad(const parser *ps, const char *what)
+{
+    return stk_error(STK_ERR_FORMAT, "--config %s line %d: %s", ps->path, line_of(ps), what);
+}
+
+static void skip_space(parser *ps)
+{
+    for (;;) {
+        while (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\r' || (!ps->toml && *ps->p == '\n'))
+            ps->p++;
+        if (ps->toml && *ps->p == '#')
+            while (*ps->p && *ps->p != '\n') ps->p++;
+        else
+            return;
+    }
+}
+
+/* A quoted string (JSON's and TOML's basic "..." with escapes; TOML's
+ * literal '...'), its content appended to buf. */
+static stk_status string(parser *ps, char *buf, size_t cap)
+{
+    char q = *ps->p++;
+    size_t n = 0;
+    while (*ps->p && *ps->p != q && *ps->p != '\n') {
+        char c = *ps->p++;
+        if (c == '\\' && q == '"') {
+            c = *ps->p++;
+            switch (c) {
+            case 'n': c = '\n'; break;
+            case 't': c = '\t'; break;
+            case 'r': c = '\r'; break;
+            case '"':
+            case '\\':
+            case '/': break;
+            default: return bad(ps, "an escape other than \\\" \\\\ \\/ \\n \\t \\r in a string");
+            }
+        }
+        if (n + 1 >= cap) return bad(ps, "a string longer than 4 KiB");
+        buf[n++] = c;
+    }
+    if (*ps->p != q) return bad(ps, "a string without its closing quote");
+    ps->p++;
+    buf[n] = '\0';
+    return STK_OK;
+}
+
+/* A scalar: a string, a number, true or false. *is_bool, *truth for the latter. */
+static stk_status scalar(parser *ps, char *buf, size_t cap, bool *is_bool, bool *truth)
+{
+    *is_bool = false;
+    if (*ps->p == '"' || (ps->toml && *ps->p == '\'')) return string(ps, buf, cap);
+    if (!strncmp(ps->p, "true", 4) || !strncmp(ps->p, "false", 5)) {
+        *is_bool = true;
+        *truth = *ps->p == 't';
+        ps->p += *truth ? 4 : 5;
+        return STK_OK;
+    }
+    size_t n = strspn(ps->p, "+-0123456789.eE_");
+    if (!n || n >= cap) return bad(ps, "a value that is not a string, a number, true or false");
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ps->p[i] != '_') buf[k++] = ps->p[i]; /* TOML's 1_000 */
+    buf[k] = '\0';
+    ps->p += n;
+    return STK_OK;
+}
+
+/* key = value (TOML) or "key": value (JSON) into flags. */
+static stk_status entry(parser *ps, const char *key, flags_out *o, config_known known)
+{
+    char flag[96];
+    snprintf(flag, sizeof flag, "--%s", key);
+    if (!known(key))
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--config %s line %d: '%s' is not a flag of stoke "
+                         "tune or stoke train",
+                         ps->path, line_of(ps), key);
+    char value[4096];
+    bool is_bool, truth;
+    skip_space(ps);
+    if (*ps->p == '[') { /* a repeatable flag, once per value */
+        ps->p++;
+        for (;;) {
+            skip_space(ps);
+            if (*ps->p == ']') break;
+            STK_TRY(scalar(ps, value, sizeof value, &is_bool, &truth));
+            if (is_bool) return bad(ps, "true or false in a list");
+            STK_TRY(push(o, flag, strlen(flag)));
+            STK_TRY(push(o, value, strlen(value)));
+            skip_space(ps);
+            if (*ps->p == ',')
+                ps->p++;
+            else if (*ps->p != ']')
+                return bad(ps, "a list without its closing ]");
+        }
+        ps->p++;
+        return STK_OK;
+    }
+    STK_TRY(scalar(ps, value, sizeof value, &is_bool, &truth));
+    if (is_bool) return truth ? push(o, flag, strlen(flag)) : STK_OK; /* false: left out */
+    STK_TRY(push(o, flag, strlen(flag)));
+    return push(o, value, strlen(value));
+}
+
+static stk_status parse_json(parser *ps, flags_out *o, config_known known)
+{
+    skip_space(ps);
+    if (*ps->p++ != '{') return bad(ps, "not a JSON object");
+    for (;;) {
+        skip_space(ps);
+        if (*ps->p == '}') break;
+        if (!*ps->p) return bad(ps, "the file ends inside the object");
+        char key[80];
+        if (*ps->p != '"') return bad(ps, "a key that is not a string");
+        STK_TRY(string(ps, key, sizeof key));
+        skip_space(ps);
+        if (*ps->p++ != ':') return bad(ps, "no ':' after a key");
+        STK_TRY(entry(ps, key, o, known));
+        skip_space(ps);
+        if (*ps->p == ',')
+            ps->p++;
+        else if (*ps->p != '}')
+            return bad(ps, "no ',' or '}' after a value");
+    }
+    ps->p++;
+    skip_space(ps);
+    return *ps->p ? bad(ps, "text after the object") : STK_OK;
+}
+
+static stk_status parse_toml(parser *ps, flags_out *o, config_known known)
+{
+    for (;;) {
+        skip_space(ps);
+        if (!*ps->p) return STK_OK;
+        if (*ps->p == '\n') {
+            ps->p++;
+            continue;
+        }
+        if (*ps->p == '[') return bad(ps, "a [table]: the flags are top-level keys");
+        char key[80];
+        size_t n =
+            strspn(ps->p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_");
+        if (*ps->p == '"')
+            STK_TRY(string(ps, key, sizeof key));
+        else if (n && n < sizeof key) {
+            memcpy(key, ps->p, n);
+            key[n] = '\0';
+            ps->p += n;
+        } else
+            return bad(ps, "expected KEY = VALUE");
+        skip_space(ps);
+        if (*ps->p++ != '=') return bad(ps, "expected KEY = VALUE");
+        STK_TRY(entry(ps, key, o, known));
+        skip_space(ps);
+        if (*ps->p && *ps->p != '\n') return bad(ps, "text after a value");
+    }
+}
+
+int tune_config_flags(const char *path, config_known known, char ***out, int *n)
+{
+    *out = NULL;
+    *n = 0;
+    uint8_t *data;
+    size_t len;
+    stk_status rd = stk_file_read_all(path, 1 << 20, &data, &len);
+    if (rd != STK_OK) {
+        stk_error_prefix(rd, "--config %s: ", path);
+        return STK_EXIT_USAGE_FAIL;
+    }
+    char *text = realloc(data, len + 1);
+    if (!text) {
+        free(data);
+        stk_error(STK_ERR_NOMEM, "out of memory");
+        return STK_EXIT_USAGE_FAIL;
+    }
+    text[len] = '\0';
+    size_t pl = strlen(path);
+    bool toml = pl > 5 && !strcmp(path + pl - 5, ".toml");
+    bool json = pl > 5 && !strcmp(path + pl - 5, ".json");
+    flags_out o = {0};
+    stk_status st;
+    if (!toml && !json)
+        st = stk_error(STK_ERR_INVALID_ARG, "--config %s: a .json or a .toml file", path);
+    else {
+        parser ps = {path, text, text, toml};
+        st = toml ? parse_toml(&ps, &o, known) : parse_json(&ps, &o, known);
+    }
+    free(text);
+    if (st != STK_OK) {
+        for (int i = 0; i < o.n; i++) free(o.v[i]);
+        free(o.v);
+        return STK_EXIT_USAGE_FAIL;
+    }
+    *out = o.v;
+    *n = o.n;
+    return -1;
+}
