@@ -243,6 +243,7 @@ stk_status tune_read_trials(const tune_config *c, tune_trial *trials, int64_t n)
         } else {
             continue; /* PENDING: it runs again */
         }
+        t->announced = true;
         t->best_value = *f[k + 2] ? strtod(f[k + 2], NULL) : NAN;
         t->best_epoch = strtoll(f[k + 3], NULL, 10);
         t->epochs_run = strtoll(f[k + 4], NULL, 10);

@@ -39,7 +39,8 @@ typedef struct tune_trial {
     int64_t id;
     int64_t saved_epoch; /* PBT: the epoch of its kept state (0: none) */
     uint64_t saved_hash;
-    bool cloned; /* PBT: its values changed mid-run (no single command) */
+    bool cloned;    /* PBT: its values changed mid-run (no single command) */
+    bool announced; /* its end was announced (or it had ended when resumed) */
     stk_trial_params params;
     trial_status status;
     int64_t epochs_run, stopped_at, best_epoch;

@@ -48,8 +48,9 @@ void tune_trial_end(live *L, trial_status status, const char *error)
     L->running = L->active = false;
 }
 
-void tune_announce(const tune_config *c, tune_trial *trials, int64_t n, const tune_trial *t)
+void tune_announce(const tune_config *c, tune_trial *trials, int64_t n, tune_trial *t)
 {
+    t->announced = true;
     if (c->rank != 0) return;
     if (tune_write_trials(c, trials, n) != STK_OK) /* a kill now keeps this trial's end */
         stk_log_warn("%s", stk_last_error());
@@ -57,10 +58,31 @@ void tune_announce(const tune_config *c, tune_trial *trials, int64_t n, const tu
     tune_status_text(t, st);
     snprintf(best, sizeof best, "%.4g", t->best_value);
     bool err = t->status == TRIAL_ERROR;
+    /* the sweep so far: trials ended, stopped, and the best of them */
+    int64_t ended = 0, stopped = 0;
+    const tune_trial *top = NULL;
+    for (int64_t i = 0; i < n; i++) {
+        const tune_trial *u = &trials[i];
+        if (u->status == TRIAL_PENDING || !u->announced) continue;
+        ended++;
+        stopped += u->status == TRIAL_STOPPED;
+        if (!isnan(u->best_value) && (!top || (c->maximise ? u->best_value > top->best_value
+                                                           : u->best_value < top->best_value)))
+            top = u;
+    }
+    char so_far[160];
+    if (top)
+        snprintf(so_far, sizeof so_far,
+                 " [%" PRId64 "/%" PRId64 " ended, %" PRId64 " stopped; best so far %04" PRId64
+                 ": %.4g]",
+                 ended, n, stopped, top->id, top->best_value);
+    else
+        snprintf(so_far, sizeof so_far, " [%" PRId64 "/%" PRId64 " ended]", ended, n);
     say(c->lines,
-        "trial %04" PRId64 " %s after %" PRId64 " epoch%s: best %s %s (epoch %" PRId64 ")%s%s\n",
+        "trial %04" PRId64 " %s after %" PRId64 " epoch%s: best %s %s (epoch %" PRId64 ")%s%s%s\n",
         t->id, st, t->epochs_run, t->epochs_run == 1 ? "" : "s", stk_monitor_name(c->metric),
-        isnan(t->best_value) ? "-" : best, t->best_epoch, err ? ": " : "", err ? t->error : "");
+        isnan(t->best_value) ? "-" : best, t->best_epoch, err ? ": " : "", err ? t->error : "",
+        so_far);
 }
 
 /* fit's on_epoch: the run's record (metrics.csv, TensorBoard) as stoke

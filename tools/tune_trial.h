@@ -56,4 +56,4 @@ void tune_trial_end(live *L, trial_status status, const char *error);
 void tune_trial_close(live *L, bool closes_data);
 
 /* A trial ended (any rank's): the progress line and trials.csv (rank 0). */
-void tune_announce(const tune_config *c, tune_trial *trials, int64_t n, const tune_trial *t);
+void tune_announce(const tune_config *c, tune_trial *trials, int64_t n, tune_trial *t);
