@@ -7,7 +7,7 @@
 #include "kernels/backend.h"
 #include "tools/cli.h"
 #include "tools/flags.h"
-#include "tools/tune_config.h"
+#include "tools/tune_args.h"
 #include "tools/tune_sweep.h"
 
 #include <dirent.h>
@@ -307,145 +307,6 @@ static int configure(tune_args *a, tune_config *c, char **theirs, int n_theirs)
     return -1;
 }
 
-/* ---- the sweep's flags on disk, for --resume -------------------------------------- */
-
-/* Whether a is --resume or --json: flags that are not part of what a sweep is. */
-static bool session_flag(const char *a) { return !strcmp(a, "--resume") || !strcmp(a, "--json"); }
-
-/* --stop-after N is per call too: argv[i] and its value are skipped. */
-static int session_skip(char **argv, int i)
-{
-    if (!strcmp(argv[i], "--stop-after")) return 2;
-    if (!strncmp(argv[i], "--stop-after=", 13)) return 1;
-    return session_flag(argv[i]) ? 1 : 0;
-}
-
-/* DIR/sweep.txt: the flags that made the sweep, one per line. */
-static stk_status save_flags(const char *out, int argc, char **argv, int world)
-{
-    char path[1100], *text = NULL;
-    size_t len = 0;
-    snprintf(path, sizeof path, "%s/sweep.txt", out);
-    FILE *m = open_memstream(&text, &len);
-    if (!m) return stk_error(STK_ERR_NOMEM, "out of memory");
-    for (int i = 1; i < argc;) {
-        int skip = session_skip(argv, i);
-        if (!skip) fprintf(m, "%s\n", argv[i++]);
-        i += skip;
-    }
-    fclose(m);
-    stk_file_part part = {text, len};
-    stk_status st = stk_file_write_atomic(path, &part, 1);
-    free(text);
-    if (st == STK_OK && world > 1) { /* no results.log: --resume refuses it */
-        char ranks[32];
-        int n = snprintf(ranks, sizeof ranks, "%d\n", world);
-        snprintf(path, sizeof path, "%s/ranks.txt", out);
-        stk_file_part r = {ranks, (size_t)n};
-        st = stk_file_write_atomic(path, &r, 1);
-    }
-    return st;
-}
-
-/* The saved flags of DIR (argv[0] first), NULL-terminated; *n of them. */
-static char **load_flags(const char *out, int *n)
-{
-    char path[1100];
-    snprintf(path, sizeof path, "%s/sweep.txt", out);
-    uint8_t *data;
-    size_t len;
-    if (stk_file_read_all(path, 1 << 20, &data, &len) != STK_OK) return NULL;
-    char **v = calloc(len + 6, sizeof *v); /* + "tune", --json, --stop-after N */
-    char *text = realloc(data, len + 1);
-    if (!v || !text) {
-        free(v);
-        free(text ? text : (char *)data);
-        stk_error(STK_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    text[len] = '\0';
-    *n = 0;
-    v[(*n)++] = strdup("tune");
-    for (char *save = NULL, *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
-        v[(*n)++] = strdup(l);
-    free(text);
-    return v;
-}
-
-static void free_flags(char **v, int n)
-{
-    for (int i = 0; v && i < n; i++) free(v[i]);
-    free(v);
-}
-
-/* --out's value in argv, or NULL. */
-static const char *out_flag(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--out") && i + 1 < argc) return argv[i + 1];
-        if (!strncmp(argv[i], "--out=", 6)) return argv[i] + 6;
-    }
-    return NULL;
-}
-
-/* --resume: the flags of the sweep in --out. Given alone (with --out) they
- * are read from DIR/sweep.txt; given in full they must be the same. Returns
- * -1 to go on with *eff (owned: *n_eff), or an exit code. */
-static int resume_flags(int argc, char **argv, char ***eff, int *n_eff)
-{
-    const char *out = out_flag(argc, argv);
-    if (!out) return stk_cli_usage("tune", "--resume needs --out DIR, the sweep to continue");
-    char marker[1100];
-    snprintf(marker, sizeof marker, "%s/ranks.txt", out);
-    if (access(marker, F_OK) == 0)
-        return stk_cli_usage("tune",
-                             "--resume: the sweep in %s ran on several ranks (mpirun); "
-                             "only a sweep of one process can be resumed",
-                             out);
-    int n_saved;
-    char **saved = load_flags(out, &n_saved);
-    if (!saved)
-        return stk_cli_usage("tune", "--resume: %s/sweep.txt: %s", out,
-                             access(out, F_OK) ? "no such sweep" : stk_last_error());
-    int given = 0;
-    for (int i = 1; i < argc;) {
-        int skip = session_skip(argv, i);
-        given += !skip;
-        i += skip ? skip : 1;
-    }
-    bool only_out = given == 2 || (given == 1 && !strncmp(argv[1], "--out=", 6));
-    if (!only_out) {
-        int j = 1;
-        for (int i = 1; i < argc; i++) {
-            int skip = session_skip(argv, i);
-            if (skip) {
-                i += skip - 1;
-                continue;
-            }
-            if (j >= n_saved || strcmp(argv[i], saved[j])) {
-                int rc =
-                    stk_cli_usage("tune",
-                                  "--resume: '%s' differs from the sweep in %s (%s/sweep.txt "
-                                  "has '%s'); give --resume --out %s alone to continue it",
-                                  argv[i], out, out, j < n_saved ? saved[j] : "(nothing)", out);
-                free_flags(saved, n_saved);
-                return rc;
-            }
-            j++;
-        }
-    }
-    for (int i = 1; i < argc; i++) /* this call's own: --json, --stop-after N */
-        if (session_skip(argv, i) && strcmp(argv[i], "--resume")) {
-            saved[n_saved++] = strdup(argv[i]);
-            if (!strcmp(argv[i], "--stop-after") && i + 1 < argc)
-                saved[n_saved++] = strdup(argv[++i]);
-        }
-    saved[n_saved] = NULL;
-    *eff = saved;
-    *n_eff = n_saved;
-    return -1;
-}
-
 /* ---- the command ----------------------------------------------------------------- */
 
 /* What a sweep under a launcher cannot do yet; -1 to go on. */
@@ -553,49 +414,15 @@ static bool known_flag(const char *key)
     return strcmp(key, "config") && (stk_cli_find(&cli, key) || stk_cli_find(train_cli, key));
 }
 
-/* argv with --config FILE's flags in its place (owned: *n_eff), or argv
- * itself (*eff NULL). -1 to go on, or the exit code. */
-static int expand_config(int argc, char **argv, char ***eff, int *n_eff)
-{
-    *eff = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *path = !strcmp(argv[i], "--config") && i + 1 < argc ? argv[i + 1]
-                           : !strncmp(argv[i], "--config=", 9)          ? argv[i] + 9
-                                                                        : NULL;
-        if (!path) continue;
-        char **file_flags;
-        int n;
-        if (tune_config_flags(path, known_flag, &file_flags, &n) >= 0)
-            return stk_cli_usage("tune", "%s", stk_last_error());
-        int skip = argv[i][8] == '=' ? 1 : 2;
-        char **v = calloc((size_t)(argc + n + 1), sizeof *v);
-        if (!v) {
-            for (int k = 0; k < n; k++) free(file_flags[k]);
-            free(file_flags);
-            return stk_cli_fail();
-        }
-        int m = 0;
-        v[m++] = strdup(argv[0]);
-        for (int k = 0; k < n; k++) v[m++] = file_flags[k]; /* the file's first */
-        for (int k = 1; k < argc; k++)
-            if (k < i || k >= i + skip) v[m++] = strdup(argv[k]);
-        free(file_flags);
-        *eff = v;
-        *n_eff = m;
-        return -1;
-    }
-    return -1;
-}
-
 static int tune_main(int argc, char **argv)
 {
     char **cfg = NULL;
     int n_cfg = 0;
-    int crc = expand_config(argc, argv, &cfg, &n_cfg);
+    int crc = tune_expand_config(argc, argv, known_flag, &cfg, &n_cfg);
     if (crc >= 0) return crc;
     if (cfg) argc = n_cfg, argv = cfg;
     int rc = tune_with_flags(argc, argv);
-    free_flags(cfg, n_cfg);
+    tune_free_flags(cfg, n_cfg);
     return rc;
 }
 
@@ -606,7 +433,7 @@ static int tune_with_flags(int argc, char **argv)
     char **eff = NULL;
     int n_eff = 0;
     if (resume) {
-        int rc = resume_flags(argc, argv, &eff, &n_eff);
+        int rc = tune_resume_argv(argc, argv, &eff, &n_eff);
         if (rc >= 0) return rc;
         argc = n_eff, argv = eff;
     }
@@ -614,7 +441,7 @@ static int tune_with_flags(int argc, char **argv)
          **theirs = calloc((size_t)argc + 1, sizeof *theirs);
     if (!mine || !theirs) {
         free(mine), free(theirs);
-        free_flags(eff, n_eff);
+        tune_free_flags(eff, n_eff);
         return stk_cli_fail();
     }
     int n_mine, n_theirs;
@@ -655,7 +482,7 @@ static int tune_with_flags(int argc, char **argv)
     if (rc < 0) {
         stk_status made = STK_OK;
         if (c.rank == 0 && !resume && (made = make_out(c.out)) == STK_OK)
-            made = save_flags(c.out, argc, argv, c.world);
+            made = tune_save_flags(c.out, argc, argv, c.world);
         if (c.world > 1) made = folder_made(&c, made);
         if (made != STK_OK) rc = stk_cli_fail();
     }
@@ -665,7 +492,7 @@ static int tune_with_flags(int argc, char **argv)
     free(out_buf);
     free(mine);
     free(theirs);
-    free_flags(eff, n_eff);
+    tune_free_flags(eff, n_eff);
     stk_comm_close(c.comm);
     return rc;
 }
