@@ -209,14 +209,7 @@ static char *default_out(void)
 static stk_status make_out(const char *out)
 {
     char path[1100];
-    snprintf(path, sizeof path, "%s", out);
-    for (char *p = path + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            mkdir(path, 0755);
-            *p = '/';
-        }
-    if (mkdir(out, 0755) != 0 && errno != EEXIST)
+    if (train_make_dirs(out) != 0)
         return stk_error(STK_ERR_IO, "--out %s: %s", out, strerror(errno));
     DIR *d = opendir(out);
     if (!d) return stk_error(STK_ERR_IO, "--out %s: %s", out, strerror(errno));

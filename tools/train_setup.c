@@ -57,7 +57,7 @@ static stk_status continue_on_this_world(run_state *r)
     stk_train_position *pos = stk_trainer_position(r->trainer);
     bool rescaled;
     STK_TRY(stk_train_position_rescale(pos, r->path_last, ranks, batch, r->world, r->a.batch,
-                                   (int64_t)stk_loader_batches(r->loader), &rescaled));
+                                       (int64_t)stk_loader_batches(r->loader), &rescaled));
     FILE *out = r->rank ? NULL : r->a.json ? stderr : stdout;
     if (!rescaled || !out) return STK_OK;
     fprintf(out,
@@ -135,7 +135,8 @@ static stk_status make_model(run_state *r, const stk_meta *m)
                              a->freeze[i], a->model);
     if (a->n_freeze && trainable_count(r->model) == 0)
         return stk_error(STK_ERR_INVALID_ARG,
-                         "--freeze: every parameter of %s is frozen; nothing would train", a->model);
+                         "--freeze: every parameter of %s is frozen; nothing would train",
+                         a->model);
     STK_TRY(stk_model_to(r->model, a->device.kind));
     stk_optim_config oc = {.kind = (stk_optim_kind)a->optimizer,
                            .lr = (float)a->lr,
@@ -191,9 +192,10 @@ static stk_status open_record(run_state *r)
     int64_t done = stk_trainer_position(r->trainer)->epoch;
     STK_TRY(stk_run_record_open(r->a.out, !r->a.no_tensorboard, done, &r->record));
     stk_run_record_set_normalisation(r->record, r->tc.mean, r->tc.std);
-    STK_TRY(stk_trainer_add_hook(r->trainer, STK_STEP_BEFORE_FORWARD, stk_run_record_step_hook, r->record));
+    STK_TRY(stk_trainer_add_hook(r->trainer, STK_STEP_BEFORE_FORWARD, stk_run_record_step_hook,
+                                 r->record));
     STK_TRY(stk_trainer_add_hook(r->trainer, STK_STEP_AFTER_OPTIMIZER, stk_run_record_step_hook,
-                             r->record));
+                                 r->record));
     char *md = config_markdown(r);
     if (!md) return stk_error(STK_ERR_NOMEM, "out of memory");
     stk_status st = stk_run_record_config(r->record, md);
@@ -217,8 +219,9 @@ static stk_status lock_run_folder(run_state *r)
     static const char *const written[] = {"last.safetensors", "best.safetensors", "metrics.csv",
                                           "steps.csv"};
     int n = stk_remove_stale_temporaries(r->a.out, written, 4);
-    if (n) stk_log_info("removed %d temporary file%s left in %s by an earlier run that was killed",
-                        n, n == 1 ? "" : "s", r->a.out);
+    if (n)
+        stk_log_info("removed %d temporary file%s left in %s by an earlier run that was killed", n,
+                     n == 1 ? "" : "s", r->a.out);
     return STK_OK;
 }
 
@@ -227,7 +230,7 @@ static stk_status lock_run_folder(run_state *r)
 static bool run_file(const char *name)
 {
     static const char *const names[] = {"last.safetensors", "best.safetensors", "metrics.csv",
-                                        "steps.csv", "curves.svg", NULL};
+                                        "steps.csv",        "curves.svg",       NULL};
     for (int i = 0; names[i]; i++) {
         size_t n = strlen(names[i]);
         /* the file, or its temporary (NAME.tmp.XXXXXX) */
@@ -256,8 +259,9 @@ static stk_status claim_run_folder(run_state *r)
         if (!entries++) snprintf(first, sizeof first, "%s", e->d_name);
     }
     closedir(d);
-    if (removed) stk_log_info("--overwrite: removed %d file%s of the run in %s", removed,
-                              removed == 1 ? "" : "s", a->out);
+    if (removed)
+        stk_log_info("--overwrite: removed %d file%s of the run in %s", removed,
+                     removed == 1 ? "" : "s", a->out);
     if (entries && !a->resume && !a->overwrite) {
         char shown[96];
         return stk_error(STK_ERR_INVALID_ARG,
@@ -269,8 +273,7 @@ static stk_status claim_run_folder(run_state *r)
     return STK_OK;
 }
 
-/* mkdir -p */
-static int make_dirs(const char *path)
+int train_make_dirs(const char *path)
 {
     char buf[4096];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return errno = ENAMETOOLONG, -1;
@@ -287,7 +290,7 @@ static int make_dirs(const char *path)
  * writes it). */
 static stk_status prepare_run_folder(run_state *r)
 {
-    if (make_dirs(r->a.out) != 0)
+    if (train_make_dirs(r->a.out) != 0)
         return stk_error(STK_ERR_IO, "--out %s: %s", r->a.out, strerror(errno));
     STK_TRY(lock_run_folder(r));
     return claim_run_folder(r);

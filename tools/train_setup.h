@@ -30,8 +30,8 @@ typedef struct train_args {
     int64_t epochs, batch, workers, threads, step_epochs, seed, stop_after, dist_timeout;
     int64_t early_stop, start_from_epoch; /* early_stop -1: off */
     double lr, momentum, wd, warmup_epochs, smoothing, min_delta;
-    bool nesterov, resume, overwrite, restore_best, json, amp, sync_bn, tensorboard,
-        no_tensorboard, memory_report;
+    bool nesterov, resume, overwrite, restore_best, json, amp, sync_bn, tensorboard, no_tensorboard,
+        memory_report;
     int optimizer; /* index in train_optimizers (= stk_optim_kind) */
     int schedule;  /* index in train_schedules */
     int mode;      /* stk_mode */
@@ -60,8 +60,8 @@ typedef struct run_state {
     char *path_last; /* under --out (owned) */
     char meta_text[3][24];
     const char *meta_keys[5], *meta_values[5]; /* the run's checkpoint metadata */
-    stk_comm *comm;            /* the data-parallel job (a world of one alone) */
-    stk_ddp *ddp;              /* with more than one rank */
+    stk_comm *comm;                            /* the data-parallel job (a world of one alone) */
+    stk_ddp *ddp;                              /* with more than one rank */
     int rank, world;
     uint64_t val_count;        /* images in --val */
     bool ranks_agree_on_error; /* every rank failed alike: no need to stop the others */
@@ -79,6 +79,9 @@ extern const struct stk_cli *const train_cli;
 /* fit's options for run r, its callbacks reporting to p (cmd_train.c). */
 struct train_printer;
 stk_fit_options train_fit_options(run_state *r, struct train_printer *p);
+
+/* mkdir -p: path and its parents (0755). 0, or -1 with errno. */
+int train_make_dirs(const char *path);
 
 /* No --out: runs/MODEL-N, a fresh N (or the latest one with --resume). */
 stk_status train_default_out(train_args *a);

@@ -6,6 +6,7 @@
 
 #include "common/fs.h"
 #include "tools/cli.h"
+#include "tools/tune_sweep.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,31 +24,33 @@ static int session_skip(char **argv, int i)
     return session_flag(argv[i]) ? 1 : 0;
 }
 
+typedef struct args {
+    int argc;
+    char **argv;
+} args;
+
+static void flags_text(FILE *f, const void *ctx)
+{
+    const args *a = ctx;
+    for (int i = 1; i < a->argc;) {
+        int skip = session_skip(a->argv, i);
+        if (!skip) fprintf(f, "%s\n", a->argv[i++]);
+        i += skip;
+    }
+}
+
+static void ranks_text(FILE *f, const void *ctx) { fprintf(f, "%d\n", *(const int *)ctx); }
+
 /* DIR/sweep.txt: the flags that made the sweep, one per line. */
 stk_status tune_save_flags(const char *out, int argc, char **argv, int world)
 {
-    char path[1100], *text = NULL;
-    size_t len = 0;
+    char path[1100];
     snprintf(path, sizeof path, "%s/sweep.txt", out);
-    FILE *m = open_memstream(&text, &len);
-    if (!m) return stk_error(STK_ERR_NOMEM, "out of memory");
-    for (int i = 1; i < argc;) {
-        int skip = session_skip(argv, i);
-        if (!skip) fprintf(m, "%s\n", argv[i++]);
-        i += skip;
-    }
-    fclose(m);
-    stk_file_part part = {text, len};
-    stk_status st = stk_file_write_atomic(path, &part, 1);
-    free(text);
-    if (st == STK_OK && world > 1) { /* no results.log: --resume refuses it */
-        char ranks[32];
-        int n = snprintf(ranks, sizeof ranks, "%d\n", world);
-        snprintf(path, sizeof path, "%s/ranks.txt", out);
-        stk_file_part r = {ranks, (size_t)n};
-        st = stk_file_write_atomic(path, &r, 1);
-    }
-    return st;
+    args a = {argc, argv};
+    STK_TRY(tune_write_text(path, flags_text, &a));
+    if (world == 1) return STK_OK;
+    snprintf(path, sizeof path, "%s/ranks.txt", out); /* no results.log: --resume refuses it */
+    return tune_write_text(path, ranks_text, &world);
 }
 
 /* The saved flags of DIR (argv[0] first), NULL-terminated; *n of them. */

@@ -38,8 +38,7 @@ static void csv_field(FILE *f, const char *s)
     fputc('"', f);
 }
 
-/* The text `fill` writes to a memory stream, written atomically to path. */
-static stk_status write_text(const char *path, void (*fill)(FILE *, const void *), const void *ctx)
+stk_status tune_write_text(const char *path, void (*fill)(FILE *, const void *), const void *ctx)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -79,7 +78,7 @@ stk_status tune_write_params(const tune_trial *t)
 {
     char path[1100];
     snprintf(path, sizeof path, "%s/params.json", t->out);
-    return write_text(path, params_json, t);
+    return tune_write_text(path, params_json, t);
 }
 
 typedef struct results {
@@ -171,7 +170,7 @@ stk_status tune_write_trials(const tune_config *c, const tune_trial *trials, int
     results r = {c, trials, n};
     char path[1100];
     snprintf(path, sizeof path, "%s/trials.csv", c->out);
-    return write_text(path, trials_csv, &r);
+    return tune_write_text(path, trials_csv, &r);
 }
 
 /* One CSV line's fields (quoted ones unquoted), in place; their number. */
@@ -262,7 +261,7 @@ stk_status tune_write_results(const tune_config *c, const tune_trial *trials, in
     const tune_trial *b = best_trial(c, trials, n);
     if (!b) return STK_OK;
     snprintf(path, sizeof path, "%s/best.json", c->out);
-    STK_TRY(write_text(path, best_json, &r));
+    STK_TRY(tune_write_text(path, best_json, &r));
     return copy_best(c, b);
 }
 

@@ -131,20 +131,24 @@ stk_status tune_resume_flags(tune_trial *trials, int64_t n, const int64_t *ckpt)
 }
 
 /* results.log holding the kept entries only, then open for appending. */
+typedef struct kept {
+    const entry *e;
+    size_t n;
+} kept;
+
+static void log_text(FILE *f, const void *ctx)
+{
+    const kept *k = ctx;
+    for (size_t i = 0; i < k->n; i++)
+        fprintf(f, "%" PRId64 " %" PRId64 " %.17g\n", k->e[i].trial, k->e[i].epoch, k->e[i].value);
+}
+
 stk_status tune_rewrite_log(tune_config *c, const entry *keep, size_t n)
 {
-    char path[1100], *text = NULL;
-    size_t len = 0;
+    char path[1100];
     snprintf(path, sizeof path, "%s/results.log", c->out);
-    FILE *m = open_memstream(&text, &len);
-    if (!m) return stk_error(STK_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++)
-        fprintf(m, "%" PRId64 " %" PRId64 " %.17g\n", keep[i].trial, keep[i].epoch, keep[i].value);
-    fclose(m);
-    stk_file_part part = {text, len};
-    stk_status st = stk_file_write_atomic(path, &part, 1);
-    free(text);
-    return st;
+    kept k = {keep, n};
+    return tune_write_text(path, log_text, &k);
 }
 
 stk_status tune_open_log(tune_config *c)

@@ -126,6 +126,10 @@ void tune_status_text(const tune_trial *t, char buf[32]);
  * --no-tensorboard). */
 stk_status tune_hparams_experiment(const tune_config *c, bool val);
 
+/* The text `fill` writes to its stream, written atomically to path (the
+ * sweep's files: trials.csv, best.json, results.log, sweep.txt). */
+stk_status tune_write_text(const char *path, void (*fill)(FILE *, const void *), const void *ctx);
+
 /* DIR/trials.csv alone (after each trial ends). */
 stk_status tune_write_trials(const tune_config *c, const tune_trial *trials, int64_t n);
 /* DIR/trials.csv, DIR/best.json, DIR/best.safetensors; the ranked summary
