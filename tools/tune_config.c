@@ -4,6 +4,7 @@
 
 #include "common/fs.h"
 #include "common/text.h"
+#include "tools/cli.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -212,13 +213,13 @@ int tune_config_flags(const char *path, config_known known, char ***out, int *n)
     stk_status rd = stk_file_read_all(path, 1 << 20, &data, &len);
     if (rd != STK_OK) {
         stk_error_prefix(rd, "--config %s: ", path);
-        return STK_EXIT_USAGE_FAIL;
+        return STK_EXIT_USAGE;
     }
     char *text = realloc(data, len + 1);
     if (!text) {
         free(data);
         stk_error(STK_ERR_NOMEM, "out of memory");
-        return STK_EXIT_USAGE_FAIL;
+        return STK_EXIT_USAGE;
     }
     text[len] = '\0';
     size_t pl = strlen(path);
@@ -236,7 +237,7 @@ int tune_config_flags(const char *path, config_known known, char ***out, int *n)
     if (st != STK_OK) {
         for (int i = 0; i < o.n; i++) free(o.v[i]);
         free(o.v);
-        return STK_EXIT_USAGE_FAIL;
+        return STK_EXIT_USAGE;
     }
     *out = o.v;
     *n = o.n;

@@ -19,8 +19,6 @@
 
 #include <stdbool.h>
 
-#define STK_EXIT_USAGE_FAIL 2
-
 /* Whether `key` names a flag. */
 typedef bool (*config_known)(const char *key);
 
