@@ -221,8 +221,11 @@ START_TEST(test_fifo_never_stops)
 }
 END_TEST
 
-/* PBT: Ray's quantiles (ceil(n*q), at most half), the top saves, the bottom
- * clones a saved top trial; explore perturbs by 1.2 or 0.8, or resamples. */
+/* PBT, Ray's synchronous mode: nothing until every live trial has a score
+ * at the sync time; then Ray's quantiles (ceil(n*q), at most half), the top
+ * first (they save), the others in id order, the bottom last (each clones a
+ * top trial); the next round one interval later; ended trials leave the
+ * population. Explore perturbs by 1.2 or 0.8, or resamples. */
 START_TEST(test_pbt_quantiles_and_explore)
 {
     stk_sched_options o = stk_sched_defaults(STK_SCHED_PBT);
@@ -231,21 +234,55 @@ START_TEST(test_pbt_quantiles_and_explore)
     stk_scheduler *s;
     ck_assert_int_eq(stk_scheduler_create(&o, &s), STK_OK);
     for (int i = 0; i < 5; i++) ck_assert_int_eq(stk_scheduler_add(s, i), STK_OK);
-    stk_pbt_step step;
-    stk_scheduler_pbt(s, 0, 1, 50, &step); /* before the interval: nothing */
-    ck_assert(!step.save && step.clone == -1);
-    stk_scheduler_pbt(s, 0, 2, 50, &step); /* alone: no quantiles */
-    ck_assert(!step.save && step.clone == -1);
-    stk_scheduler_pbt(s, 1, 2, 90, &step); /* 2 scored: quantile ceil(0.5) = 1; 1 is the top */
-    ck_assert(step.save && step.clone == -1);
-    stk_scheduler_pbt(s, 2, 2, 70, &step); /* 3 scored: 0 bottom, 1 top, 2 neither */
-    ck_assert(!step.save && step.clone == -1);
-    stk_scheduler_pbt(s, 3, 2, 10, &step); /* 4 scored: the bottom clones the saved top (1) */
-    ck_assert(!step.save);
-    ck_assert_int_eq(step.clone, 1);
-    stk_scheduler_remove(s, 1);           /* failed: out of the ranking */
-    stk_scheduler_pbt(s, 4, 2, 5, &step); /* 4 scored again: top 2 (70) was never saved */
-    ck_assert_int_eq(step.clone, -1);
+    stk_pbt_step steps[5];
+    int64_t n;
+    const double at2[5] = {50, 90, 70, 10, 60};
+    for (int i = 0; i < 5; i++) stk_scheduler_pbt_result(s, i, 1, 100 + i); /* before the interval */
+    ck_assert_int_eq(stk_scheduler_pbt_round(s, steps, &n), STK_OK);
+    ck_assert_int_eq(n, 0);
+    for (int i = 0; i < 4; i++) stk_scheduler_pbt_result(s, i, 2, at2[i]);
+    ck_assert_int_eq(stk_scheduler_pbt_round(s, steps, &n), STK_OK);
+    ck_assert_int_eq(n, 0); /* trial 4 has not reached t = 2 */
+    stk_scheduler_pbt_result(s, 4, 2, at2[4]);
+    ck_assert_int_eq(stk_scheduler_pbt_round(s, steps, &n), STK_OK);
+    /* 5 scored: quantile ceil(1.25) = 2: top 2 (70), 1 (90); bottom 3 (10), 0 (50) */
+    ck_assert_int_eq(n, 5);
+    const int64_t order[5] = {2, 1, 4, 3, 0};
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(steps[i].trial, order[i]);
+        ck_assert(steps[i].save == (i < 2));
+        if (i < 3)
+            ck_assert_int_eq(steps[i].clone, -1);
+        else
+            ck_assert(steps[i].clone == 2 || steps[i].clone == 1);
+    }
+    ck_assert_int_eq(stk_scheduler_pbt_round(s, steps, &n), STK_OK);
+    ck_assert_int_eq(n, 0); /* done for t = 2 */
+    for (int i = 0; i < 5; i++) stk_scheduler_pbt_result(s, i, 3, 0); /* not an interval on */
+    ck_assert_int_eq(stk_scheduler_pbt_round(s, steps, &n), STK_OK);
+    ck_assert_int_eq(n, 0);
+    stk_scheduler_complete(s, 1, 3, 0); /* ended: out of the population */
+    stk_scheduler_remove(s, 2);         /* failed */
+    const double at4[5] = {5, 0, 0, 7, 6};
+    for (int i = 0; i < 5; i++)
+        if (i != 1 && i != 2) stk_scheduler_pbt_result(s, i, 4, at4[i]);
+    ck_assert_int_eq(stk_scheduler_pbt_round(s, steps, &n), STK_OK);
+    /* 3 live: quantile ceil(0.75) = 1: top 3 (7), then 4, bottom 0 (5) clones 3 */
+    ck_assert_int_eq(n, 3);
+    ck_assert(steps[0].trial == 3 && steps[0].save && steps[0].clone == -1);
+    ck_assert(steps[1].trial == 4 && !steps[1].save && steps[1].clone == -1);
+    ck_assert(steps[2].trial == 0 && !steps[2].save && steps[2].clone == 3);
+    stk_scheduler_destroy(s);
+
+    o.maximise = false; /* minimising: the lowest values are the top */
+    ck_assert_int_eq(stk_scheduler_create(&o, &s), STK_OK);
+    for (int i = 0; i < 2; i++) ck_assert_int_eq(stk_scheduler_add(s, i), STK_OK);
+    stk_scheduler_pbt_result(s, 0, 2, 1.0);
+    stk_scheduler_pbt_result(s, 1, 2, 2.0);
+    ck_assert_int_eq(stk_scheduler_pbt_round(s, steps, &n), STK_OK);
+    ck_assert_int_eq(n, 2);
+    ck_assert(steps[0].trial == 0 && steps[0].save);
+    ck_assert(steps[1].trial == 1 && steps[1].clone == 0);
     stk_scheduler_destroy(s);
     o.quantile = 0.6;
     ck_assert_int_eq(stk_scheduler_create(&o, &s), STK_ERR_INVALID_ARG);

@@ -129,8 +129,8 @@ static const stk_cli cli = {
              "Under mpirun -np R the ranks share each cohort's trials (trial i on rank\n"
              "i mod R), rank 0 schedules with every rank's results and writes DIR (on a\n"
              "filesystem every rank sees): the same trials.csv as one process. There, a\n"
-             "space may not change --batch or --transform, and --resume, --stop-after\n"
-             "and pbt are refused.\n"
+             "space may not change --batch or --transform, and --resume and --stop-after\n"
+             "are refused.\n"
              "Example:\n"
              "  stoke tune --data train.stoke --val test.stoke --model mlp --epochs 8 \\\n"
              "    --space 'lr=loguniform(1e-3,0.3) momentum=uniform(0.8,0.99)' \\\n"
@@ -279,7 +279,6 @@ static int configure(tune_args *a, tune_config *c, char **theirs, int n_theirs)
                                      "--scheduler pbt: --space %s: PBT changes values while a "
                                      "trial runs: lr, momentum, wd or label-smoothing",
                                      c->space.keys[k].name);
-        if (a->resume) return stk_cli_usage("tune", "--resume: not built for --scheduler pbt yet");
         int64_t n = stk_space_trials(&c->space, a->samples);
         if (a->concurrent < n)
             return stk_cli_usage("tune",
@@ -308,8 +307,6 @@ static int check_ranks(const tune_args *a, const tune_config *c)
     if (a->resume || a->stop_after)
         return stk_cli_usage("tune", "--resume and --stop-after: a sweep of one process only "
                                      "(run it without mpirun to stop and resume it)");
-    if (a->scheduler == STK_SCHED_PBT)
-        return stk_cli_usage("tune", "--scheduler pbt: one process only, not under a launcher");
     for (int k = 0; k < c->space.n; k++) {
         const char *key = c->space.keys[k].name;
         if (!strcmp(key, "batch") || !strcmp(key, "transform") || !strcmp(key, "val-transform"))

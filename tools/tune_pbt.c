@@ -49,18 +49,27 @@ static stk_status state_hash(stk_trainer *tr, uint64_t *out)
 static stk_status log_line(const tune_trial *t, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* A line appended to the trial's pbt.csv, unless it holds it already (a
+ * resumed sweep doing a round's part again). */
 static stk_status log_line(const tune_trial *t, const char *fmt, ...)
 {
-    char path[1100];
-    snprintf(path, sizeof path, "%s/pbt.csv", t->out);
-    bool fresh = access(path, F_OK) != 0;
-    FILE *f = fopen(path, "a");
-    if (!f) return stk_error(STK_ERR_IO, "%s: %s", path, strerror(errno));
-    if (fresh) fputs("epoch,event,trial,trial_epoch,state_fnv,values\n", f);
+    char path[1100], line[1024], have[1024];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    snprintf(path, sizeof path, "%s/pbt.csv", t->out);
+    FILE *f = fopen(path, "r");
+    bool fresh = !f;
+    while (f && fgets(have, sizeof have, f))
+        if (!strcmp(have, line)) {
+            fclose(f);
+            return STK_OK;
+        }
+    if (f) fclose(f);
+    if (!(f = fopen(path, "a"))) return stk_error(STK_ERR_IO, "%s: %s", path, strerror(errno));
+    if (fresh) fputs("epoch,event,trial,trial_epoch,state_fnv,values\n", f);
+    fputs(line, f);
     if (fclose(f) != 0) return stk_error(STK_ERR_IO, "%s: %s", path, strerror(errno));
     return STK_OK;
 }
@@ -80,7 +89,11 @@ stk_status tune_pbt_save(const tune_config *c, tune_trial *t, stk_trainer *tr, i
     (void)c;
     char path[1100], values[600];
     snprintf(path, sizeof path, "%s/pbt.safetensors", t->out);
-    STK_TRY(stk_trainer_save(tr, path, 0, NULL, NULL));
+    stk_status st = stk_trainer_save(tr, path, 0, NULL, NULL);
+    if (st != STK_OK) {
+        unlink(path); /* no clone takes an older state for this round's */
+        return st;
+    }
     STK_TRY(state_hash(tr, &t->saved_hash));
     t->saved_epoch = epoch;
     values_text(t, values, sizeof values);
@@ -88,8 +101,7 @@ stk_status tune_pbt_save(const tune_config *c, tune_trial *t, stk_trainer *tr, i
                     t->id, epoch, t->saved_hash, values);
 }
 
-/* The explored values into the trainer. */
-static stk_status apply(stk_trainer *tr, const stk_trial_params *p)
+stk_status tune_pbt_set_values(stk_trainer *tr, const stk_trial_params *p)
 {
     for (int k = 0; k < p->n; k++) {
         float v = strtof(p->value[k], NULL);
@@ -108,7 +120,7 @@ static stk_status apply(stk_trainer *tr, const stk_trial_params *p)
     return STK_OK;
 }
 
-void tune_pbt_explore(const tune_config *c, tune_trial *t, const tune_trial *src)
+static void explore(const tune_config *c, tune_trial *t, const tune_trial *src)
 {
     stk_trial_params p;
     stk_space_explore(&c->space, c->explore, c->resample_probability, &src->params, &p);
@@ -120,6 +132,16 @@ void tune_pbt_explore(const tune_config *c, tune_trial *t, const tune_trial *src
     t->cloned = true;
 }
 
+void tune_pbt_plan(const tune_config *c, tune_trial *trials, const stk_pbt_step *steps,
+                   int64_t n, int64_t epoch)
+{
+    for (int64_t i = 0; i < n; i++) {
+        tune_trial *t = &trials[steps[i].trial];
+        if (steps[i].save) t->saved_epoch = epoch;
+        if (steps[i].clone >= 0) explore(c, t, &trials[steps[i].clone]);
+    }
+}
+
 stk_status tune_pbt_load(const tune_config *c, tune_trial *t, stk_trainer *tr,
                          const tune_trial *src, int64_t epoch)
 {
@@ -129,7 +151,7 @@ stk_status tune_pbt_load(const tune_config *c, tune_trial *t, stk_trainer *tr,
     STK_TRY(stk_trainer_resume(tr, path)); /* checked whole before anything changes */
     uint64_t h;
     STK_TRY(state_hash(tr, &h));
-    STK_TRY(apply(tr, &t->params));
+    STK_TRY(tune_pbt_set_values(tr, &t->params));
     values_text(t, values, sizeof values);
     return log_line(t, "%" PRId64 ",cloned,%04" PRId64 ",%" PRId64 ",%016" PRIx64 ",%s\n", epoch,
                     src->id, src->saved_epoch, h, values);

@@ -115,6 +115,79 @@ void tune_replay_cohort(const tune_config *c, stk_scheduler *s, tune_trial *tria
     }
 }
 
+/* The end of the replay of epoch e's entries: the trials that failed
+ * during it (their last entry before e) leave the population, then PBT's
+ * round, if it is complete. */
+static stk_status close_epoch(const tune_config *c, stk_scheduler *s, tune_trial *trials,
+                              int64_t n_trials, int64_t k0, int64_t k1, const int64_t *last,
+                              const int64_t *ckpt, int64_t e, stk_pbt_step *steps)
+{
+    for (int64_t i = k0; i < k1; i++)
+        if (trials[i].status == TRIAL_ERROR && last[i - k0] < e) stk_scheduler_remove(s, i);
+    int64_t k;
+    STK_TRY(stk_scheduler_pbt_round(s, steps, &k));
+    tune_pbt_plan(c, trials, steps, k, e);
+    for (int64_t i = 0; i < k; i++) {
+        tune_trial *t = &trials[steps[i].trial];
+        if (t->status != TRIAL_PENDING || ckpt[t->id] != e) continue; /* done before the stop */
+        t->redo_epoch = e;
+        t->redo_save = steps[i].save;
+        t->redo_load = steps[i].clone >= 0;
+        t->redo_src = steps[i].clone;
+    }
+    (void)n_trials;
+    return STK_OK;
+}
+
+stk_status tune_replay_pbt(const tune_config *c, stk_scheduler *s, tune_trial *trials,
+                           int64_t n_trials, const entry *log, size_t n_log, size_t *next,
+                           int64_t k0, int64_t k1, const int64_t *ckpt, entry *keep,
+                           size_t *n_keep)
+{
+    size_t from = *next, to = from;
+    while (to < n_log && log[to].trial >= k0 && log[to].trial < k1) to++;
+    *next = to;
+    int64_t *last = calloc((size_t)(k1 - k0), sizeof *last); /* each trial's last kept epoch */
+    stk_pbt_step *steps = malloc((size_t)n_trials * sizeof *steps);
+    stk_status st = last && steps ? STK_OK : stk_error(STK_ERR_NOMEM, "out of memory");
+    for (size_t i = from; st == STK_OK && i < to; i++) {
+        const entry *e = &log[i];
+        if (trials[e->trial].status != TRIAL_PENDING || e->epoch <= ckpt[e->trial])
+            last[e->trial - k0] = e->epoch;
+    }
+    int64_t epoch = 0; /* the population reports epoch by epoch: the log is in epoch order */
+    for (size_t i = from; st == STK_OK && i < to; i++) {
+        const entry *e = &log[i];
+        tune_trial *t = &trials[e->trial];
+        if (t->status == TRIAL_PENDING && e->epoch > ckpt[e->trial]) continue; /* redone */
+        if (e->epoch != epoch && epoch)
+            st = close_epoch(c, s, trials, n_trials, k0, k1, last, ckpt, epoch, steps);
+        epoch = e->epoch;
+        keep[(*n_keep)++] = *e;
+        bool ended_itself = t->status == TRIAL_COMPLETED || t->status == TRIAL_EARLY_STOPPED ||
+                            (t->status == TRIAL_PENDING && e->epoch >= c->epochs);
+        if (e->epoch == last[e->trial - k0] && ended_itself)
+            stk_scheduler_complete(s, t->id, e->epoch, e->value);
+        else
+            stk_scheduler_pbt_result(s, t->id, e->epoch, e->value);
+        if (t->status != TRIAL_PENDING) continue;
+        t->epochs_run = e->epoch;
+        if (isfinite(e->value) &&
+            (isnan(t->best_value) ||
+             (c->maximise ? e->value > t->best_value : e->value < t->best_value))) {
+            t->best_value = e->value;
+            t->best_epoch = e->epoch;
+        }
+    }
+    if (st == STK_OK && epoch)
+        st = close_epoch(c, s, trials, n_trials, k0, k1, last, ckpt, epoch, steps);
+    for (int64_t i = k0; st == STK_OK && i < k1; i++) /* they report no more */
+        if (trials[i].status == TRIAL_ERROR) stk_scheduler_remove(s, i);
+    free(last);
+    free(steps);
+    return st;
+}
+
 /* Before resuming: each pending trial continues from its checkpoint, or
  * starts over in its folder. */
 stk_status tune_resume_flags(tune_trial *trials, int64_t n, const int64_t *ckpt)

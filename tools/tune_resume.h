@@ -23,5 +23,14 @@ int64_t tune_checkpoint_epoch(const tune_trial *t);
 void tune_replay_cohort(const tune_config *c, stk_scheduler *s, tune_trial *trials,
                         const entry *log, size_t n_log, size_t *next, int64_t k0, int64_t k1,
                         const int64_t *ckpt, entry *keep, size_t *n_keep);
+/* The same for PBT, round by round (tune/scheduler.h): each epoch's
+ * entries recorded, the trials that failed leaving the population where
+ * they did, every complete round planned again (tune_pbt_plan: the explore
+ * draws in step); a pending trial whose checkpoint is that round's epoch
+ * does its part of it again once it runs (redo_*). Errors: NOMEM. */
+stk_status tune_replay_pbt(const tune_config *c, stk_scheduler *s, tune_trial *trials,
+                           int64_t n_trials, const entry *log, size_t n_log, size_t *next,
+                           int64_t k0, int64_t k1, const int64_t *ckpt, entry *keep,
+                           size_t *n_keep);
 stk_status tune_resume_flags(tune_trial *trials, int64_t n, const int64_t *ckpt);
 stk_status tune_rewrite_log(tune_config *c, const entry *keep, size_t n);

@@ -153,20 +153,8 @@ static void apply(const tune_config *c, stk_scheduler *s, tune_trial *trials, in
         tune_announce(c, trials, n_trials, t);
         return;
     }
-    if (c->sched.kind == STK_SCHED_PBT) {
-        stk_pbt_step step;
-        stk_scheduler_pbt(s, t->id, r->epoch, r->value, &step);
-        stk_status st = STK_OK;
-        if (step.save) {
-            t->saved_epoch = r->epoch;
-            if (L) st = tune_pbt_save(c, t, L->r.trainer, r->epoch);
-        }
-        if (st == STK_OK && step.clone >= 0) {
-            tune_pbt_explore(c, t, &trials[step.clone]); /* every rank: the draws stay in step */
-            t->epochs_run = trials[step.clone].saved_epoch;
-            if (L) st = tune_pbt_load(c, t, L->r.trainer, &trials[step.clone], r->epoch);
-        }
-        if (st != STK_OK && L) tune_trial_failed(L); /* reported with the next exchange */
+    if (c->sched.kind == STK_SCHED_PBT) { /* recorded; the round comes once all have reported */
+        stk_scheduler_pbt_result(s, t->id, r->epoch, r->value);
         return;
     }
     if (stk_scheduler_result(s, t->id, r->epoch, r->value) == STK_DECISION_STOP) {
@@ -175,6 +163,66 @@ static void apply(const tune_config *c, stk_scheduler *s, tune_trial *trials, in
         t->status = TRIAL_STOPPED;
         tune_announce(c, trials, n_trials, t);
     }
+}
+
+/* A PBT round's part of this rank's trials: every save, then (once every
+ * rank's saves are written) every load. A trial whose part fails ends as
+ * ERROR (reported with the next exchange). */
+static stk_status pbt_act(const tune_config *c, tune_trial *trials, live *g, int n,
+                          const stk_pbt_step *steps, int64_t k, int64_t epoch)
+{
+    for (int64_t i = 0; i < k; i++) {
+        live *L = steps[i].save ? find(g, n, steps[i].trial) : NULL;
+        if (L && L->running && tune_pbt_save(c, L->t, L->r.trainer, epoch) != STK_OK)
+            tune_trial_failed(L);
+    }
+    int64_t any;
+    STK_TRY(global_min(c, 0, &any)); /* a barrier: the saves are on disk */
+    for (int64_t i = 0; i < k; i++) {
+        live *L = steps[i].clone >= 0 ? find(g, n, steps[i].trial) : NULL;
+        if (L && L->running &&
+            tune_pbt_load(c, L->t, L->r.trainer, &trials[steps[i].clone], epoch) != STK_OK)
+            tune_trial_failed(L);
+    }
+    return STK_OK;
+}
+
+/* PBT: the round, once every live trial has reported at the sync time. */
+static stk_status pbt_round(const tune_config *c, stk_scheduler *s, tune_trial *trials,
+                            int64_t n_trials, live *g, int n)
+{
+    stk_pbt_step *steps = malloc((size_t)n_trials * sizeof *steps);
+    if (!steps) return stk_error(STK_ERR_NOMEM, "out of memory");
+    int64_t k;
+    stk_status st = stk_scheduler_pbt_round(s, steps, &k);
+    if (st == STK_OK && k) {
+        int64_t epoch = trials[steps[0].trial].epochs_run; /* the population's, in step */
+        tune_pbt_plan(c, trials, steps, k, epoch);
+        st = pbt_act(c, trials, g, n, steps, k, epoch);
+    }
+    free(steps);
+    return st;
+}
+
+/* PBT, resumed: the round parts of the cohort's trials that stopped before
+ * doing them (tune_replay_pbt), saves before loads as in the round. */
+static stk_status pbt_redo(const tune_config *c, tune_trial *trials, int64_t n_trials, live *g,
+                           int n)
+{
+    stk_pbt_step *steps = malloc((size_t)(2 * n_trials) * sizeof *steps);
+    if (!steps) return stk_error(STK_ERR_NOMEM, "out of memory");
+    int64_t k = 0, epoch = 0;
+    for (int64_t i = 0; i < n_trials; i++) { /* every rank alike: the replay's */
+        tune_trial *t = &trials[i];
+        if (!t->redo_epoch) continue;
+        epoch = t->redo_epoch;
+        if (t->redo_save) steps[k++] = (stk_pbt_step){t->id, true, -1};
+        if (t->redo_load) steps[k++] = (stk_pbt_step){t->id, false, t->redo_src};
+        t->redo_epoch = 0;
+    }
+    stk_status st = k ? pbt_act(c, trials, g, n, steps, k, epoch) : STK_OK;
+    free(steps);
+    return st;
 }
 
 /* This rank's owed reports (trials that failed or were found ended) and
@@ -198,6 +246,9 @@ static stk_status settle(const tune_config *c, stk_scheduler *s, tune_trial *tri
         if (all[i].kind != REPORT_ERROR && all[i].epoch > 0) (*c->epochs_done)++;
         *stopped = c->stop_after > 0 && *c->epochs_done >= c->stop_after;
     }
+    /* PBT's round (not when --stop-after ended this call first: as if killed before it) */
+    if (st == STK_OK && epoch_done && !*stopped && c->sched.kind == STK_SCHED_PBT)
+        st = pbt_round(c, s, trials, n_trials, g, n);
     free(mine);
     free(all);
     return st;
@@ -212,7 +263,9 @@ static stk_status run_group(const tune_config *c, stk_scheduler *s, tune_trial *
     for (int i = 0; i < n; i++)
         if (tune_trial_start(&g[i], data) && !data && g[i].running) data = &g[i];
     bool stopped = false;
-    stk_status st = settle(c, s, trials, n_trials, g, n, cap, false, &stopped);
+    stk_status st = STK_OK;
+    if (c->sched.kind == STK_SCHED_PBT) st = pbt_redo(c, trials, n_trials, g, n);
+    if (st == STK_OK) st = settle(c, s, trials, n_trials, g, n, cap, false, &stopped);
     while (st == STK_OK && !stopped) {
         int64_t mine = INT64_MAX, e;
         for (int i = 0; i < n; i++) {
@@ -301,7 +354,9 @@ stk_status tune_run(tune_config *c, tune_trial *trials, int64_t n, bool replay)
         int64_t k1 = k0 + c->concurrent < n ? k0 + c->concurrent : n;
         /* every trial joins the scheduler in id order, ended ones too (its draws) */
         for (int64_t i = k0; st == STK_OK && i < k1; i++) st = stk_scheduler_add(s, i);
-        if (st == STK_OK && replay)
+        if (st == STK_OK && replay && c->sched.kind == STK_SCHED_PBT)
+            st = tune_replay_pbt(c, s, trials, n, log, n_log, &next, k0, k1, ckpt, keep, &n_keep);
+        else if (st == STK_OK && replay)
             tune_replay_cohort(c, s, trials, log, n_log, &next, k0, k1, ckpt, keep, &n_keep);
         if (st == STK_OK && replay && next == n_log) { /* the replay is over: append from here */
             if ((st = tune_resume_flags(trials, n, ckpt)) == STK_OK &&

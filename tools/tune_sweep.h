@@ -40,6 +40,10 @@ typedef struct tune_trial {
     int64_t saved_epoch; /* PBT: the epoch of its kept state (0: none) */
     uint64_t saved_hash;
     bool cloned;    /* PBT: its values changed mid-run (no single command) */
+    /* PBT, resumed: its part of the round at redo_epoch (0: none) is done
+     * again once it runs: it stopped before that round's save or load. */
+    int64_t redo_epoch, redo_src;
+    bool redo_save, redo_load;
     bool announced; /* its end was announced (or it had ended when resumed) */
     stk_trial_params params;
     trial_status status;
@@ -102,18 +106,25 @@ stk_status tune_read_trials(const tune_config *c, tune_trial *trials, int64_t n)
 
 void tune_trials_free(tune_trial *trials, int64_t n);
 
-/* Population based training (tune_pbt.c), on trial t's trainer after epoch
- * `epoch`: keep its state (DIR/trials/ID/pbt.safetensors) so others may
- * clone it; or clone trial src's kept state (model, optimizer, position:
- * bit for bit) after exploring from src's values (stk_space_explore), applied
- * to the trainer (lr, momentum, wd, label-smoothing). Each writes a line of
- * DIR/trials/ID/pbt.csv with a hash of the state saved or loaded. */
+/* Population based training (tune_pbt.c), in rounds (tune/scheduler.h:
+ * every trial of the population at the same epoch). tune_pbt_plan, on every
+ * rank in the steps' order (so that the explore draws stay in step): the
+ * top's kept epoch, the bottom's values explored from their clone's
+ * (stk_space_explore). Then the owners act: tune_pbt_save keeps trial t's
+ * state (DIR/trials/ID/pbt.safetensors) for others to clone; once every
+ * save of the round is written, tune_pbt_load loads trial src's kept state
+ * into t's trainer (model, optimizer, position: bit for bit) and applies
+ * t's explored values (lr, momentum, wd, label-smoothing). Each writes a
+ * line of DIR/trials/ID/pbt.csv with a hash of the state saved or loaded
+ * (once: a resumed sweep that does a round's part again writes none). */
+void tune_pbt_plan(const tune_config *c, tune_trial *trials, const stk_pbt_step *steps,
+                   int64_t n, int64_t epoch);
 stk_status tune_pbt_save(const tune_config *c, tune_trial *t, stk_trainer *tr, int64_t epoch);
-/* The explore step (every rank, so that the draws stay in step): t's
- * values from src's. Then the load, on t's owner: src's kept state. */
-void tune_pbt_explore(const tune_config *c, tune_trial *t, const tune_trial *src);
 stk_status tune_pbt_load(const tune_config *c, tune_trial *t, stk_trainer *tr,
                          const tune_trial *src, int64_t epoch);
+/* A cloned trial's values into its trainer (a resumed trial's, set up with
+ * the values it started with). */
+stk_status tune_pbt_set_values(stk_trainer *tr, const stk_trial_params *p);
 /* The keys PBT can change while a trial runs. */
 bool tune_pbt_key(const char *key);
 

@@ -171,7 +171,12 @@ bool tune_trial_start(live *L, const live *owner)
     }
     L->r.world = 1;
     stk_status st = train_setup(&L->r);
-    if (st == STK_OK && tune_write_params(t) != STK_OK) st = STK_ERR_IO;
+    /* (the values it started with: a clone's later values are in its pbt.csv) */
+    if (st == STK_OK && !t->cloned && tune_write_params(t) != STK_OK) st = STK_ERR_IO;
+    /* resumed after a PBT clone: its values are the explored ones (a clone
+     * still to be loaded again sets them itself) */
+    if (st == STK_OK && t->cloned && !t->redo_load)
+        st = tune_pbt_set_values(L->r.trainer, &t->params);
     if (st == STK_OK) {
         L->p = (train_printer){.r = &L->r, .lines = NULL};
         stk_fit_options o = train_fit_options(&L->r, &L->p);

@@ -23,8 +23,9 @@ typedef struct trial_state {
     uint64_t recorded;
     /* PBT */
     int64_t last_perturbation; /* t of its last perturbation (0: none) */
-    bool scored, saved, finished;
-    double score; /* reward at its last perturbation */
+    int64_t last_train_time;   /* t of its last recorded score (Ray's, synchronous mode) */
+    bool scored, finished;
+    double score; /* reward at its last recorded score */
 } trial_state;
 
 /* An ASHA rung: its milestone and the results recorded there (by trial). */
@@ -46,6 +47,7 @@ struct stk_scheduler {
     trial_state *trials;
     int64_t n_trials;
     stk_rng rng;
+    int64_t next_sync; /* PBT: the t every live trial must reach before a perturbation */
 };
 
 static const char *const names[] = {"fifo", "asha", "median", "pbt"};
@@ -114,6 +116,7 @@ stk_status stk_scheduler_create(const stk_sched_options *o, stk_scheduler **out)
     s->o = *o;
     s->op = o->maximise ? 1 : -1;
     stk_rng_init(&s->rng, o->seed ^ 0x6173686162726b74ull, 0, 0);
+    s->next_sync = o->perturbation_interval;
     if (o->kind == STK_SCHED_ASHA)
         for (int b = 0; b < o->brackets; b++) {
             bracket *br = &s->brackets[b];
@@ -335,45 +338,84 @@ static int cmp_score(const void *a, const void *b, void *ctx)
     return x < y ? -1 : x > y; /* Python's sort: stable, so ties keep the id order */
 }
 
-void stk_scheduler_pbt(stk_scheduler *s, int64_t trial, int64_t t, double value, stk_pbt_step *out)
+void stk_scheduler_pbt_result(stk_scheduler *s, int64_t trial, int64_t t, double value)
 {
-    *out = (stk_pbt_step){.clone = -1};
     trial_state *ts = state(s, trial);
     if (!ts || !ts->added || s->o.kind != STK_SCHED_PBT) return;
-    if (t - ts->last_perturbation < s->o.perturbation_interval) return;
+    if (t - ts->last_perturbation < s->o.perturbation_interval) return; /* Ray: no state saved */
     ts->scored = true;
     ts->score = s->op * value;
-    ts->last_perturbation = t;
-    /* Ray's _quantiles: the scored, unfinished trials by score (stable) */
-    int64_t *order = malloc((size_t)s->n_trials * sizeof *order);
-    if (!order) return;
-    int64_t n = 0;
+    ts->last_train_time = t;
+}
+
+/* Ray's _quantiles: the scored, unfinished trials by score (stable, so ties
+ * keep the id order, as Python's sort keeps the order trials were added),
+ * and how many each quantile holds. */
+static int64_t *quantiles(stk_scheduler *s, int64_t *n, int64_t *q)
+{
+    int64_t *order = malloc((size_t)(s->n_trials ? s->n_trials : 1) * sizeof *order);
+    *n = *q = 0;
+    if (!order) return NULL;
     for (int64_t i = 0; i < s->n_trials; i++)
-        if (s->trials[i].added && s->trials[i].scored && !s->trials[i].finished) order[n++] = i;
-    /* insertion sort: stable, as Python's sort */
-    for (int64_t i = 1; i < n; i++)
+        if (s->trials[i].added && s->trials[i].scored && !s->trials[i].finished) order[(*n)++] = i;
+    for (int64_t i = 1; i < *n; i++) /* insertion sort: stable */
         for (int64_t j = i; j > 0 && cmp_score(&order[j - 1], &order[j], s) > 0; j--) {
             int64_t x = order[j];
             order[j] = order[j - 1];
             order[j - 1] = x;
         }
-    int64_t q = 0;
-    if (n > 1) {
-        q = (int64_t)ceil((double)n * s->o.quantile);
-        if (q > n / 2.0) q = (int64_t)floor(n / 2.0);
+    if (*n > 1) {
+        *q = (int64_t)ceil((double)*n * s->o.quantile);
+        if (*q > *n / 2.0) *q = (int64_t)floor(*n / 2.0);
     }
-    bool upper = false, lower = false;
-    for (int64_t i = 0; i < q; i++) {
-        lower |= order[i] == trial;
-        upper |= order[n - q + i] == trial;
+    return order;
+}
+
+stk_status stk_scheduler_pbt_round(stk_scheduler *s, stk_pbt_step *steps, int64_t *n_steps)
+{
+    *n_steps = 0;
+    if (s->o.kind != STK_SCHED_PBT) return STK_OK;
+    /* Ray's synchronous mode: wait until every live trial has reached the sync time */
+    int64_t live = 0, time = 0;
+    for (int64_t i = 0; i < s->n_trials; i++) {
+        const trial_state *ts = &s->trials[i];
+        if (!ts->added || ts->finished) continue;
+        if (ts->last_train_time < s->next_sync) return STK_OK;
+        live++;
+        if (ts->last_train_time > time) time = ts->last_train_time;
     }
-    ts->saved = upper; /* Ray: a trial outside the top drops its checkpoint */
-    out->save = upper;
-    if (lower) {
-        int64_t pick = order[n - q + (int64_t)stk_rng_below(&s->rng, (uint32_t)q)];
-        if (s->trials[pick].saved) out->clone = pick;
+    if (!live) return STK_OK;
+    int64_t n, q;
+    int64_t *order = quantiles(s, &n, &q);
+    if (!order) return stk_error(STK_ERR_NOMEM, "out of memory");
+    const int64_t *lower = order, *upper = order + n - q;
+    /* upper quantile first (they save), then the others in id order, then
+     * the lower quantile (they clone a state saved in this round) */
+    int64_t k = 0;
+    for (int64_t i = 0; i < q; i++) steps[k++] = (stk_pbt_step){upper[i], true, -1};
+    for (int64_t i = 0; i < s->n_trials; i++) {
+        bool in = false;
+        for (int64_t j = 0; j < q && !in; j++) in = lower[j] == i || upper[j] == i;
+        if (!in && s->trials[i].added && !s->trials[i].finished)
+            steps[k++] = (stk_pbt_step){i, false, -1};
     }
+    for (int64_t i = 0; i < q; i++)
+        steps[k++] = (stk_pbt_step){lower[i], false,
+                                    upper[(int64_t)stk_rng_below(&s->rng, (uint32_t)q)]};
+    int64_t max_train = 0;
+    for (int64_t i = 0; i < k; i++) {
+        trial_state *ts = &s->trials[steps[i].trial];
+        ts->last_perturbation = time;
+    }
+    for (int64_t i = 0; i < s->n_trials; i++)
+        if (s->trials[i].added && s->trials[i].last_train_time > max_train)
+            max_train = s->trials[i].last_train_time;
+    s->next_sync = s->next_sync + s->o.perturbation_interval > max_train
+                       ? s->next_sync + s->o.perturbation_interval
+                       : max_train;
     free(order);
+    *n_steps = k;
+    return STK_OK;
 }
 
 void stk_scheduler_complete(stk_scheduler *s, int64_t trial, int64_t t, double value)

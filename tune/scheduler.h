@@ -31,16 +31,22 @@
  * Ray may pause a trial when there are too few samples and others are
  * pending; Stoke never pauses (it goes on, as Ray does with none pending).
  *
- * PBT (Ray's PopulationBasedTraining, asynchronous): once a trial's t is
- * perturbation_interval past its last perturbation, its score is recorded
- * and the population ranked by their recorded scores (trials that ended
- * left out; none when fewer than 2): a trial in the top `quantile` (at most
- * half) saves its state (stk_pbt_step.save), any other drops a saved one; a
- * trial in the bottom `quantile` clones one of the top trials, drawn at
- * random, if that trial has a saved state (stk_pbt_step.clone): the caller
- * loads that state and explores from the clone's values
- * (stk_space_explore). Ray's burn-in is 0; its pause of trials when others
- * are pending never happens here (the population runs together).
+ * PBT (Ray's PopulationBasedTraining with synch=True): a trial's result
+ * at t, when t is perturbation_interval past its last perturbation, is
+ * recorded as its score (stk_scheduler_pbt_result). Once every live trial
+ * (added, not ended) has a score at the sync time (perturbation_interval,
+ * then each interval on), stk_scheduler_pbt_round ranks the scored live
+ * trials (stable by score, so ties keep the id order; no quantiles below 2
+ * trials; each quantile ceil(n * quantile), at most half) and answers one
+ * step per live trial in Ray's order: the top quantile first (each saves its
+ * state), then the others in id order, then the bottom quantile (each
+ * clones a top trial drawn at random: it loads the state that trial saved
+ * in this round and explores from its values, stk_space_explore). Ray's
+ * burn-in is 0. Why synchronous: Stoke's population steps in lockstep on
+ * one shared stream, so every trial reaches the sync time in the same
+ * round; a clone then copies a state of its own epoch and the population
+ * stays in step (Ray's asynchronous mode would send it back to the epoch
+ * of the clone's last save, to decode and train alone).
  *
  * ASHA and PBT compare rewards as Ray does, value * (maximise ? 1 : -1); the
  * median rule the raw values with max or min.
@@ -109,12 +115,20 @@ void stk_scheduler_complete(stk_scheduler *s, int64_t trial, int64_t t, double v
 /* It failed (no result): PBT leaves it out of the ranking. */
 void stk_scheduler_remove(stk_scheduler *s, int64_t trial);
 
-/* PBT's answer to a result (stk_scheduler_result gives CONTINUE for it). */
+/* PBT: a result (stk_scheduler_result gives CONTINUE for PBT). */
+void stk_scheduler_pbt_result(stk_scheduler *s, int64_t trial, int64_t t, double value);
+
+/* One trial's part of a PBT perturbation. */
 typedef struct stk_pbt_step {
+    int64_t trial;
     bool save;     /* keep this trial's state now: it may be cloned */
-    int64_t clone; /* >= 0: load that trial's saved state, explore from its values */
+    int64_t clone; /* >= 0: load that trial's state saved in this round, explore from its values */
 } stk_pbt_step;
-void stk_scheduler_pbt(stk_scheduler *s, int64_t trial, int64_t t, double value, stk_pbt_step *out);
+
+/* The perturbation, once every live trial has reached the sync time:
+ * *n_steps steps (0: not yet; steps has room for every trial added), done
+ * in their order. Errors: NOMEM. */
+stk_status stk_scheduler_pbt_round(stk_scheduler *s, stk_pbt_step *steps, int64_t *n_steps);
 
 /* ASHA: the rung milestones of bracket b, highest first (n of them). */
 int stk_scheduler_rungs(const stk_scheduler *s, int bracket, int64_t *milestones, int max);

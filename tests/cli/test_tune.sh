@@ -114,6 +114,28 @@ cloned = {me for me, _ in clones}
 for r in rows:
     assert (r["command"] == "") == (r["trial"] in cloned), r
 PY
+# PBT interrupted anywhere (before, inside and after a round's saves and
+# loads) and resumed: the same trials.csv, pbt.csv and metrics.csv
+pstrip() { cut -d, -f1-7,9- "$1" | sed 's|--out [^ ]*||'; }
+pstrip p1/trials.csv > a.txt
+for k in 3 6 11 20; do
+    rm -rf r
+    # shellcheck disable=SC2086
+    run 0 "$STOKE" tune $D --space 'lr=loguniform(1e-3,0.3) momentum=uniform(0.8,0.95)' --samples 6 \
+        --epochs 6 --scheduler pbt --concurrent 6 --seed 2 --out r --stop-after "$k"
+    run 0 "$STOKE" tune --resume --out r --stop-after 4
+    run 0 "$STOKE" tune --resume --out r
+    pstrip r/trials.csv > b.txt
+    cmp -s a.txt b.txt || { fail "pbt resumed after $k epochs: another trials.csv"; diff a.txt b.txt >&2; }
+    for t in p1/trials/*; do
+        id=${t#p1/trials/}
+        [ ! -e "$t/pbt.csv" ] || cmp -s "$t/pbt.csv" "r/trials/$id/pbt.csv" ||
+            fail "pbt resumed after $k epochs: trial $id's pbt.csv differs"
+        cut -d, -f1-8 "$t/metrics.csv" > m1.txt
+        cut -d, -f1-8 "r/trials/$id/metrics.csv" > m2.txt
+        cmp -s m1.txt m2.txt || fail "pbt resumed after $k epochs: trial $id's metrics.csv differs"
+    done
+done
 # shellcheck disable=SC2086
 run 2 "$STOKE" tune $D --space 'optimizer=choice(sgd,adam)' --scheduler pbt --samples 2 --out bad
 expect err.txt "--scheduler pbt: --space optimizer: PBT changes values while a trial runs"
