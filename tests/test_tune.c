@@ -237,7 +237,8 @@ START_TEST(test_pbt_quantiles_and_explore)
     stk_pbt_step steps[5];
     int64_t n;
     const double at2[5] = {50, 90, 70, 10, 60};
-    for (int i = 0; i < 5; i++) stk_scheduler_pbt_result(s, i, 1, 100 + i); /* before the interval */
+    for (int i = 0; i < 5; i++)
+        stk_scheduler_pbt_result(s, i, 1, 100 + i); /* before the interval */
     ck_assert_int_eq(stk_scheduler_pbt_round(s, steps, &n), STK_OK);
     ck_assert_int_eq(n, 0);
     for (int i = 0; i < 4; i++) stk_scheduler_pbt_result(s, i, 2, at2[i]);
@@ -257,7 +258,7 @@ START_TEST(test_pbt_quantiles_and_explore)
             ck_assert(steps[i].clone == 2 || steps[i].clone == 1);
     }
     ck_assert_int_eq(stk_scheduler_pbt_round(s, steps, &n), STK_OK);
-    ck_assert_int_eq(n, 0); /* done for t = 2 */
+    ck_assert_int_eq(n, 0);                                           /* done for t = 2 */
     for (int i = 0; i < 5; i++) stk_scheduler_pbt_result(s, i, 3, 0); /* not an interval on */
     ck_assert_int_eq(stk_scheduler_pbt_round(s, steps, &n), STK_OK);
     ck_assert_int_eq(n, 0);

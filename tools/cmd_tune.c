@@ -63,8 +63,9 @@ static const stk_flag flags[] = {
     STK_FLAG_CHOICE(tune_args, scheduler, "scheduler", "NAME", schedulers,
                     "fifo (every trial runs to the end), asha (Ray's\n"
                     "AsyncHyperBandScheduler), median (Ray's MedianStoppingRule), pbt\n"
-                    "(Ray's PopulationBasedTraining: the whole population at once,\n"
-                    "--concurrent >= trials; keys lr, momentum, wd, label-smoothing);\n"
+                    "(Ray's PopulationBasedTraining, synchronous: the whole population\n"
+                    "at once, --concurrent >= trials, ranked each interval once all\n"
+                    "have reported; keys lr, momentum, wd, label-smoothing);\n"
                     "default fifo"),
     STK_FLAG_INT(tune_args, grace, "grace", "G", 1, 100000,
                  "asha: the first rung; median: epochs before a trial can stop;\n"

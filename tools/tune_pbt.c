@@ -132,8 +132,8 @@ static void explore(const tune_config *c, tune_trial *t, const tune_trial *src)
     t->cloned = true;
 }
 
-void tune_pbt_plan(const tune_config *c, tune_trial *trials, const stk_pbt_step *steps,
-                   int64_t n, int64_t epoch)
+void tune_pbt_plan(const tune_config *c, tune_trial *trials, const stk_pbt_step *steps, int64_t n,
+                   int64_t epoch)
 {
     for (int64_t i = 0; i < n; i++) {
         tune_trial *t = &trials[steps[i].trial];

@@ -141,8 +141,7 @@ static stk_status close_epoch(const tune_config *c, stk_scheduler *s, tune_trial
 
 stk_status tune_replay_pbt(const tune_config *c, stk_scheduler *s, tune_trial *trials,
                            int64_t n_trials, const entry *log, size_t n_log, size_t *next,
-                           int64_t k0, int64_t k1, const int64_t *ckpt, entry *keep,
-                           size_t *n_keep)
+                           int64_t k0, int64_t k1, const int64_t *ckpt, entry *keep, size_t *n_keep)
 {
     size_t from = *next, to = from;
     while (to < n_log && log[to].trial >= k0 && log[to].trial < k1) to++;

@@ -400,8 +400,8 @@ stk_status stk_scheduler_pbt_round(stk_scheduler *s, stk_pbt_step *steps, int64_
             steps[k++] = (stk_pbt_step){i, false, -1};
     }
     for (int64_t i = 0; i < q; i++)
-        steps[k++] = (stk_pbt_step){lower[i], false,
-                                    upper[(int64_t)stk_rng_below(&s->rng, (uint32_t)q)]};
+        steps[k++] =
+            (stk_pbt_step){lower[i], false, upper[(int64_t)stk_rng_below(&s->rng, (uint32_t)q)]};
     int64_t max_train = 0;
     for (int64_t i = 0; i < k; i++) {
         trial_state *ts = &s->trials[steps[i].trial];
