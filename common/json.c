@@ -4,6 +4,7 @@
 #include "common/fs.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *stk_json_escape(unsigned char c, char esc[8])
@@ -58,4 +59,141 @@ const char *stk_json_number(double x, int decimals, char buf[STK_JSON_NUMBER])
     if (!isfinite(x)) return "null";
     snprintf(buf, STK_JSON_NUMBER, "%.*f", decimals, x);
     return buf;
+}
+
+char *stk_json_string_array(char *const *items, int n)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return NULL;
+    fputc('[', f);
+    for (int i = 0; i < n; i++) {
+        if (i) fputs(", ", f);
+        stk_json_write_string(f, items[i]);
+    }
+    fputc(']', f);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+void stk_json_strings_free(char **items, int n)
+{
+    for (int i = 0; items && i < n; i++) free(items[i]);
+    free(items);
+}
+
+static const char *skip_space(const char *p)
+{
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    return p;
+}
+
+static int hex4(const char *p)
+{
+    int v = 0;
+    for (int i = 0; i < 4; i++) {
+        int c = p[i], d = c >= '0' && c <= '9'   ? c - '0'
+                          : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                          : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                                 : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* One string literal at *p (its opening quote) into a malloc'd buffer. */
+static char *string_at(const char **pp)
+{
+    const char *p = *pp + 1;
+    size_t cap = strlen(p) + 1, n = 0; /* escapes only shrink */
+    char *out = malloc(cap);
+    if (!out) return NULL;
+    while (*p && *p != '"') {
+        unsigned char c = (unsigned char)*p++;
+        if (c < 0x20) goto bad;
+        if (c != '\\') {
+            out[n++] = (char)c;
+            continue;
+        }
+        char e = *p++;
+        const char *simple = strchr("\"\\/bfnrt", e);
+        if (e && simple) {
+            out[n++] = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
+            continue;
+        }
+        if (e != 'u') goto bad;
+        long u = hex4(p);
+        if (u < 0) goto bad;
+        p += 4;
+        if (u >= 0xd800 && u < 0xdc00) { /* a surrogate pair */
+            int lo = p[0] == '\\' && p[1] == 'u' ? hex4(p + 2) : -1;
+            if (lo < 0xdc00 || lo >= 0xe000) goto bad;
+            u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
+            p += 6;
+        } else if (u >= 0xdc00 && u < 0xe000) {
+            goto bad;
+        }
+        if (u == 0) goto bad; /* C strings */
+        if (u < 0x80) {
+            out[n++] = (char)u;
+        } else if (u < 0x800) {
+            out[n++] = (char)(0xc0 | u >> 6);
+            out[n++] = (char)(0x80 | (u & 0x3f));
+        } else if (u < 0x10000) {
+            out[n++] = (char)(0xe0 | u >> 12);
+            out[n++] = (char)(0x80 | ((u >> 6) & 0x3f));
+            out[n++] = (char)(0x80 | (u & 0x3f));
+        } else {
+            out[n++] = (char)(0xf0 | u >> 18);
+            out[n++] = (char)(0x80 | ((u >> 12) & 0x3f));
+            out[n++] = (char)(0x80 | ((u >> 6) & 0x3f));
+            out[n++] = (char)(0x80 | (u & 0x3f));
+        }
+    }
+    if (*p != '"') goto bad;
+    out[n] = '\0';
+    *pp = p + 1;
+    return out;
+bad:
+    free(out);
+    return NULL;
+}
+
+bool stk_json_parse_string_array(const char *text, int max, char ***items, int *n)
+{
+    *items = NULL;
+    *n = 0;
+    const char *p = skip_space(text);
+    if (*p++ != '[') return false;
+    char **v = NULL;
+    int k = 0;
+    p = skip_space(p);
+    if (*p == ']') {
+        p = skip_space(p + 1);
+        return *p == '\0';
+    }
+    for (;;) {
+        if (*p != '"' || k >= max) goto bad;
+        char **grown = realloc(v, (size_t)(k + 1) * sizeof *v);
+        if (!grown) goto bad;
+        v = grown;
+        if (!(v[k] = string_at(&p))) goto bad;
+        k++;
+        p = skip_space(p);
+        if (*p == ']') break;
+        if (*p++ != ',') goto bad;
+        p = skip_space(p);
+    }
+    if (*skip_space(p + 1) != '\0') goto bad;
+    *items = v;
+    *n = k;
+    return true;
+bad:
+    stk_json_strings_free(v, k);
+    return false;
 }

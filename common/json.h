@@ -7,6 +7,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #ifdef __cplusplus
@@ -26,6 +27,17 @@ void stk_json_write_string(FILE *f, const char *s);
  * neither): printf("%s", stk_json_number(x, 4, buf)). */
 #define STK_JSON_NUMBER 352 /* room for %.*f of any double */
 const char *stk_json_number(double x, int decimals, char buf[STK_JSON_NUMBER]);
+
+/* A list of strings as a JSON array's text (malloc'd; NULL: no memory). */
+char *stk_json_string_array(char *const *items, int n);
+
+/* Parse a JSON array of strings (text as stk_json_string_array writes it,
+ * any JSON spacing and escapes, \u surrogate pairs) into *items (n of them,
+ * each malloc'd, NUL-terminated UTF-8; free with stk_json_strings_free).
+ * false: not such an array, more than max items, an item with a NUL, or no
+ * memory (*items NULL, *n 0). */
+bool stk_json_parse_string_array(const char *text, int max, char ***items, int *n);
+void stk_json_strings_free(char **items, int n);
 
 #ifdef __cplusplus
 }

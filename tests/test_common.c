@@ -3,6 +3,7 @@
 #include "common/crc32c.h"
 #include "common/fs.h"
 #include "common/json.h"
+#include "common/sha256.h"
 #include "common/log.h"
 #include "common/progress.h"
 #include "common/rng.h"
@@ -448,6 +449,75 @@ START_TEST(json_numbers_and_strings_stay_json)
 }
 END_TEST
 
+/* FIPS 180-2's examples, and a message that spans the padding boundary. */
+START_TEST(sha256_published_vectors)
+{
+    static const struct {
+        const char *msg, *hex;
+    } v[] = {
+        {"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+        {"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+        {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        stk_sha256 s;
+        stk_sha256_init(&s);
+        /* in pieces of 1..3 bytes: the result must not depend on how it is fed */
+        for (size_t at = 0, len = strlen(v[i].msg); at < len; at += 1 + at % 3)
+            stk_sha256_update(&s, v[i].msg + at, len - at < 1 + at % 3 ? len - at : 1 + at % 3);
+        uint8_t d[32];
+        stk_sha256_final(&s, d);
+        char hex[65];
+        for (int j = 0; j < 32; j++) snprintf(hex + 2 * j, 3, "%02x", d[j]);
+        ck_assert_str_eq(hex, v[i].hex);
+    }
+    /* a million 'a's, through a file */
+    char path[] = "/tmp/stoke-sha-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    char *a = malloc(1000000);
+    memset(a, 'a', 1000000);
+    ck_assert_int_eq(write(fd, a, 1000000), 1000000);
+    close(fd);
+    free(a);
+    char hex[65];
+    ck_assert_int_eq(stk_sha256_file(path, hex), STK_OK);
+    ck_assert_str_eq(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    unlink(path);
+    ck_assert_int_eq(stk_sha256_file(path, hex), STK_ERR_IO);
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), path));
+}
+END_TEST
+
+/* A list of names through a JSON array and back (escapes, UTF-8, \u and
+ * surrogate pairs); what is not such an array is refused. */
+START_TEST(json_string_arrays)
+{
+    char *names[] = {"T-shirt/top", "say \"hi\"\\", "caf\xc3\xa9", "tab\there", ""};
+    char *text = stk_json_string_array(names, 5);
+    ck_assert_ptr_nonnull(text);
+    char **back;
+    int n;
+    ck_assert(stk_json_parse_string_array(text, 10, &back, &n));
+    ck_assert_int_eq(n, 5);
+    for (int i = 0; i < 5; i++) ck_assert_str_eq(back[i], names[i]);
+    stk_json_strings_free(back, n);
+    free(text);
+    ck_assert(stk_json_parse_string_array(" [ \"\\u00e9\\ud83d\\ude00\\/\" ] ", 10, &back, &n));
+    ck_assert_int_eq(n, 1);
+    ck_assert_str_eq(back[0], "\xc3\xa9\xf0\x9f\x98\x80/");
+    stk_json_strings_free(back, n);
+    ck_assert(stk_json_parse_string_array("[]", 10, &back, &n) && n == 0);
+    const char *bad[] = {"", "[", "[\"a\"", "[\"a\",]", "[1]", "[\"a\"] x", "{\"a\": 1}",
+                         "[\"\\u0000\"]", "[\"\\ud800\"]", "[\"\\q\"]", "[\"a\", \"b\", \"c\"]"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg(!stk_json_parse_string_array(bad[i], 2, &back, &n), "%s", bad[i]);
+        ck_assert(back == NULL && n == 0);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("common");
@@ -455,6 +525,8 @@ int main(void)
     tcase_add_test(tc, status_message_is_per_thread);
     tcase_add_test(tc, status_long_prefix_truncates_safely);
     tcase_add_test(tc, crc32c_published_vectors);
+    tcase_add_test(tc, sha256_published_vectors);
+    tcase_add_test(tc, json_string_arrays);
     tcase_add_test(tc, crc32c_hw_matches_table_and_chains);
     tcase_add_test(tc, philox_known_answers);
     tcase_add_test(tc, rng_is_a_function_of_seed_stream_counter);
