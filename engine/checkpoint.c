@@ -34,8 +34,10 @@ static stk_status host_bytes(stk_tensor *v, stk_tensor **staged, const void **ou
     return st;
 }
 
-stk_status stk_checkpoint_save(const char *path, const stk_model *m, const stk_optim *opt,
-                               int n_meta, const char *const *keys, const char *const *values)
+/* The model's tensors (and opt's state) with Stoke's metadata; weights:
+ * PyTorch's "format": "pt" instead of Stoke's format and version. */
+static stk_status save(const char *path, const stk_model *m, const stk_optim *opt, bool weights,
+                       int n_meta, const char *const *keys, const char *const *values)
 {
     int np = stk_model_param_count(m), no = opt ? stk_optim_state_count(opt) : 0;
     stk_st_tensor *t = calloc((size_t)(np + no) + 1, sizeof *t);
@@ -87,9 +89,9 @@ stk_status stk_checkpoint_save(const char *path, const stk_model *m, const stk_o
     }
     const stk_model_config *c = stk_model_get_config(m);
     int k = 0;
-    mk[k] = "format", mv[k++] = STK_CHECKPOINT_FORMAT;
+    mk[k] = "format", mv[k++] = weights ? "pt" : STK_CHECKPOINT_FORMAT;
     snprintf(num[0], sizeof num[0], "%d", STK_CHECKPOINT_VERSION);
-    mk[k] = "format_version", mv[k++] = num[0];
+    if (!weights) mk[k] = "format_version", mv[k++] = num[0];
     mk[k] = "model", mv[k++] = stk_model_name(m);
     snprintf(num[1], sizeof num[1], "%d", c->in_channels);
     mk[k] = "in_channels", mv[k++] = num[1];
@@ -118,6 +120,18 @@ out:
     free(mk);
     free(mv);
     return st;
+}
+
+stk_status stk_checkpoint_save(const char *path, const stk_model *m, const stk_optim *opt,
+                               int n_meta, const char *const *keys, const char *const *values)
+{
+    return save(path, m, opt, false, n_meta, keys, values);
+}
+
+stk_status stk_checkpoint_save_weights(const char *path, const stk_model *m, int n_meta,
+                                       const char *const *keys, const char *const *values)
+{
+    return save(path, m, NULL, true, n_meta, keys, values);
 }
 
 static void report_add(stk_load_report *r, const char *fmt, ...)
@@ -339,7 +353,7 @@ stk_status stk_checkpoint_check_config(const stk_safetensors *f, const stk_model
         snprintf(why, sizeof why, "in_channels %d, image_size %d", cfg->in_channels,
                  cfg->image_size);
         STK_TRY(expect_dim(f, "fc1.weight", 2, 1,
-                       (int64_t)cfg->in_channels * cfg->image_size * cfg->image_size, why));
+                           (int64_t)cfg->in_channels * cfg->image_size * cfg->image_size, why));
     } else {
         snprintf(why, sizeof why, "in_channels %d", cfg->in_channels);
         STK_TRY(expect_dim(f, "conv1.weight", 4, 1, cfg->in_channels, why));

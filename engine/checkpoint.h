@@ -35,6 +35,15 @@ extern "C" {
 stk_status stk_checkpoint_save(const char *path, const stk_model *m, const stk_optim *opt,
                                int n_meta, const char *const *keys, const char *const *values);
 
+/* The model's tensors alone, as PyTorch's state dict (torchvision's names
+ * and layouts, num_batches_tracked as I64) with "format": "pt" (what
+ * safetensors' PyTorch tooling expects), Stoke's model metadata (model,
+ * in_channels, classes, image_size) and the extra pairs: `stoke export
+ * --format safetensors`. Stoke's loader does not take it back (no format
+ * version): it is for other tools. */
+stk_status stk_checkpoint_save_weights(const char *path, const stk_model *m, int n_meta,
+                                       const char *const *keys, const char *const *values);
+
 typedef struct stk_load_report {
     int loaded;      /* tensors copied into the model */
     int missing;     /* model tensors absent from the file */

@@ -7,6 +7,7 @@
 #include "engine/checkpoint.h"
 #include "storage/safetensors.h"
 #include "kernels/backend.h"
+#include "tools/ckpt_read.h"
 #include "tools/cli.h"
 #include "tools/flags.h"
 #include "train/batch.h"
@@ -72,65 +73,21 @@ static int eval_main(int argc, char **argv)
     if (stk_device_spec_open(&device, &ce) != STK_OK) return stk_cli_fail();
 
     /* the model as the checkpoint describes it */
-    stk_safetensors *f;
-    if (stk_safetensors_read(ckpt, &f) != STK_OK) return stk_cli_fail();
-    /* The checkpoint's own description, checked like any input. */
-    const char *name = stk_safetensors_meta(f, "model"),
-               *vt = stk_safetensors_meta(f, "val_transform");
-    int64_t ch = 0, cl = 0, sz = 0;
-    if (!name) {
-        fprintf(stderr, "stoke: %s: not a Stoke checkpoint (no model metadata)\n", ckpt);
-        stk_safetensors_free(f);
-        return STK_EXIT_ERROR;
-    }
-    if (stk_safetensors_meta_int(f, "in_channels", 1, 3, &ch) != STK_OK ||
-        stk_safetensors_meta_int(f, "classes", 1, STK_MAX_CLASSES, &cl) != STK_OK ||
-        stk_safetensors_meta_int(f, "image_size", 1, STK_MAX_SIDE, &sz) != STK_OK) {
-        stk_safetensors_free(f);
-        return stk_cli_fail();
-    }
-    bool known = false;
-    for (const char *const *n = stk_model_names(); *n; n++) known |= !strcmp(*n, name);
-    char shown[160];
-    if (!known) {
-        fprintf(stderr, "stoke: %s: its model '%s' is not one this Stoke knows (mlp, cnn, resnet8, "
-                        "resnet18)\n",
-                ckpt, stk_printable(name, shown, sizeof shown));
-        stk_safetensors_free(f);
-        return STK_EXIT_ERROR;
-    }
-    if (!transform && vt && strcmp(stk_printable(vt, shown, sizeof shown), vt)) {
-        /* a checkpoint is input: its text is never echoed raw to a terminal */
-        fprintf(stderr, "stoke: %s: its val_transform '%s' is not printable text\n", ckpt, shown);
-        stk_safetensors_free(f);
-        return STK_EXIT_ERROR;
-    }
-    stk_model_config checked = {
-        .name = name, .in_channels = (int)ch, .classes = (int)cl, .image_size = (int)sz};
-    if (stk_checkpoint_check_config(f, &checked) != STK_OK) {
-        stk_safetensors_free(f);
-        return stk_cli_fail();
-    }
+    ckpt_desc d;
+    if (ckpt_describe(ckpt, &d) != STK_OK) return stk_cli_fail();
     /* the normalisation training used (its --data's statistics, not this
      * set's): the same figures as the training run's evaluation */
-    float ck_mean[3] = {NAN, NAN, NAN}, ck_std[3] = {1, 1, 1};
-    if (stk_trainer_normalisation_from(f, ck_mean, ck_std) != STK_OK) {
-        stk_safetensors_free(f);
-        return stk_cli_fail();
-    }
-    char *model_name = strdup(name);
+    const stk_model_config cfg = d.cfg;
     /* Messages about the transform name where it came from. */
-    char *tf = strdup(transform ? transform : vt ? vt : "");
+    char *tf = strdup(transform ? transform : d.val_transform ? d.val_transform : "");
     char *tf_from =
         transform ? strdup("--transform") : stk_text_printf("%s: its val_transform", ckpt);
-    stk_safetensors_free(f);
-    if (!model_name || !tf || !tf_from) {
-        free(model_name), free(tf), free(tf_from);
+    if (!tf || !tf_from) {
+        free(tf), free(tf_from);
+        ckpt_desc_free(&d);
         fprintf(stderr, "stoke: out of memory\n");
         return STK_EXIT_ERROR;
     }
-    stk_model_config cfg = {
-        .name = model_name, .in_channels = (int)ch, .classes = (int)cl, .image_size = (int)sz};
 
     int rc = STK_EXIT_ERROR;
     stk_model *model = NULL;
@@ -141,9 +98,9 @@ static int eval_main(int argc, char **argv)
     stk_trainer_config tc = stk_trainer_defaults();
     tc.copy_engine = ce;
     stk_input_norm_from_meta(m, data, tc.mean, tc.std); /* a checkpoint from before: this set's */
-    if (!isnan(ck_mean[0])) {
-        memcpy(tc.mean, ck_mean, sizeof ck_mean);
-        memcpy(tc.std, ck_std, sizeof ck_std);
+    if (!isnan(d.mean[0])) {
+        memcpy(tc.mean, d.mean, sizeof d.mean);
+        memcpy(tc.std, d.std, sizeof d.std);
     }
     int size = 0;
     stk_status st = STK_OK;
@@ -167,10 +124,8 @@ static int eval_main(int argc, char **argv)
     stk_dataset_close(ds);
     if (st != STK_OK) goto fail;
 
-    stk_load_report rep;
     stk_eval_result r;
-    if ((st = stk_model_create(&cfg, &model)) != STK_OK) goto fail;
-    if ((st = stk_checkpoint_load(ckpt, model, NULL, true, &rep)) == STK_OK &&
+    if ((st = ckpt_load_model(&d, &model)) == STK_OK &&
         (st = stk_model_to(model, device.kind)) == STK_OK &&
         (st = stk_trainer_create(&tc, model, NULL, &trainer)) == STK_OK) {
         stk_loader_options o = stk_trainer_eval_options(trainer, tf, (int)batch, (int)workers);
@@ -181,8 +136,10 @@ static int eval_main(int argc, char **argv)
         }
     }
     if (st == STK_ERR_DIVERGED)
-        st = stk_error(st, "%s: %s: its weights give outputs that are not finite (damaged, or "
-                           "saved from a run that diverged)", ckpt, stk_last_error());
+        st = stk_error(st,
+                       "%s: %s: its weights give outputs that are not finite (damaged, or "
+                       "saved from a run that diverged)",
+                       ckpt, stk_last_error());
     if (st != STK_OK) goto fail;
     char j[4][STK_JSON_NUMBER];
     if (json)
@@ -201,7 +158,7 @@ fail:
 out:
     stk_trainer_destroy(trainer);
     stk_model_destroy(model);
-    free(model_name);
+    ckpt_desc_free(&d);
     free(tf);
     free(tf_from);
     return rc;

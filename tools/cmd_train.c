@@ -235,7 +235,7 @@ stk_fit_options train_fit_options(run_state *r, train_printer *p)
     o.val_elsewhere = a->val && r->rank != 0;
     o.epochs = a->epochs, o.stop_after = a->stop_after;
     o.run_dir = a->out, o.write = r->rank == 0;
-    o.n_meta = 5, o.meta_keys = r->meta_keys, o.meta_values = r->meta_values;
+    o.n_meta = r->n_meta, o.meta_keys = r->meta_keys, o.meta_values = r->meta_values;
     o.early = (stk_early_stop){.patience = (int)a->early_stop,
                                .monitor = (stk_monitor)stk_monitor_parse(a->monitor),
                                .min_delta = a->min_delta,

@@ -4,6 +4,7 @@
 #include "tools/cli.h"
 
 #include "common/fs.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "common/text.h"
 #include "engine/checkpoint.h"
@@ -27,8 +28,10 @@ const char *const train_schedules[] = {"cosine", "step", "onecycle", "constant",
 static const stk_schedule_kind schedule_kinds[] = {STK_SCHEDULE_COSINE, STK_SCHEDULE_STEP,
                                                    STK_SCHEDULE_ONECYCLE, STK_SCHEDULE_CONSTANT};
 
-/* The run's own metadata in every checkpoint, beside the trainer's position. */
-static void checkpoint_metadata(run_state *r)
+/* The run's own metadata in every checkpoint, beside the trainer's position:
+ * among it the class names of --data (what eval, export and predict name
+ * the model's outputs with). */
+static stk_status checkpoint_metadata(run_state *r, const stk_meta *m)
 {
     snprintf(r->meta_text[0], sizeof r->meta_text[0], "%d", r->world);
     snprintf(r->meta_text[1], sizeof r->meta_text[1], "%" PRId64, r->a.batch);
@@ -37,6 +40,14 @@ static void checkpoint_metadata(run_state *r)
                           r->meta_text[1]};
     memcpy(r->meta_keys, keys, sizeof keys);
     memcpy(r->meta_values, vals, sizeof vals);
+    r->n_meta = 5;
+    if (m->num_classes && m->class_names) {
+        if (!(r->class_names = stk_json_string_array(m->class_names, (int)m->num_classes)))
+            return stk_error(STK_ERR_NOMEM, "out of memory");
+        r->meta_keys[r->n_meta] = "class_names";
+        r->meta_values[r->n_meta++] = r->class_names;
+    }
+    return STK_OK;
 }
 
 /* A run saved by another number of ranks or another batch continues here
@@ -429,7 +440,7 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
     if (r->rank == 0) STK_TRY(prepare_run_folder(r));
     if (!(r->path_last = stk_text_printf("%s/last.safetensors", a->out)))
         return stk_error(STK_ERR_NOMEM, "out of memory");
-    checkpoint_metadata(r);
+    STK_TRY(checkpoint_metadata(r, m));
     if (a->resume) STK_TRY(resume_from(r));
     if (r->rank == 0) return open_record(r);
     return STK_OK;
@@ -468,6 +479,7 @@ void train_close(run_state *r)
     free(r->transform);
     free(r->val_transform);
     free(r->path_last);
+    free(r->class_names);
     free(r->a.out_buf);
 }
 

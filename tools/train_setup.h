@@ -59,7 +59,9 @@ typedef struct run_state {
     int size;
     char *path_last; /* under --out (owned) */
     char meta_text[3][24];
-    const char *meta_keys[5], *meta_values[5]; /* the run's checkpoint metadata */
+    char *class_names;                         /* --data's, a JSON array (owned; NULL: none) */
+    const char *meta_keys[6], *meta_values[6]; /* the run's checkpoint metadata */
+    int n_meta;
     stk_comm *comm;                            /* the data-parallel job (a world of one alone) */
     stk_ddp *ddp;                              /* with more than one rank */
     int rank, world;

@@ -1,0 +1,39 @@
+/* What a Stoke checkpoint says about its model, read and checked like any
+ * input (tools that take a checkpoint: eval, export): the model's
+ * configuration, the input normalisation and evaluation transform training
+ * used, the class names; then the model itself.
+ *
+ *     ckpt_desc d;
+ *     STK_TRY(ckpt_describe("run/best.safetensors", &d));
+ *     stk_model *m;
+ *     stk_status st = ckpt_load_model(&d, &m);
+ *     ...
+ *     ckpt_desc_free(&d);
+ */
+#pragma once
+
+#include "engine/nn.h"
+
+#include <stdbool.h>
+
+typedef struct ckpt_desc {
+    char *path;
+    char *model;           /* the config's name points here */
+    stk_model_config cfg;  /* name, in_channels, classes, image_size */
+    float mean[3], std[3]; /* mean NAN: not recorded (a checkpoint from before) */
+    char *val_transform;   /* NULL: not recorded */
+    char **class_names;    /* cfg.classes of them, or NULL: not recorded */
+    int n_class_names;
+} ckpt_desc;
+
+/* Errors (naming the file): IO, FORMAT (not a Stoke checkpoint, a model
+ * this Stoke does not know, metadata that does not match the tensors),
+ * CORRUPT (metadata out of range or not printable, class names that are
+ * not a JSON array of cfg.classes strings), NOMEM. */
+stk_status ckpt_describe(const char *path, ckpt_desc *out);
+void ckpt_desc_free(ckpt_desc *d);
+
+/* The model built from d and loaded strictly from its file (on the CPU).
+ * Errors: those of stk_checkpoint_load (a missing, unexpected or
+ * mismatched tensor named). */
+stk_status ckpt_load_model(const ckpt_desc *d, stk_model **out);
