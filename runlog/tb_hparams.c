@@ -1,7 +1,7 @@
 /* The HParams plugin's summaries (tb_hparams.h). */
 #include "runlog/tb_hparams.h"
 
-#include "runlog/pb_wire.h"
+#include "common/pb_wire.h"
 
 #include <stdlib.h>
 

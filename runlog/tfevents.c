@@ -2,7 +2,7 @@
 
 #include "common/crc32c.h"
 #include "common/text.h"
-#include "runlog/pb_wire.h"
+#include "common/pb_wire.h"
 #include "runlog/png.h"
 
 #include <errno.h>

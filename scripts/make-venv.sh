@@ -5,8 +5,8 @@
 # reader checks the files `stoke train` writes (tests/python/check_tfevents.py),
 # and scikit-build-core, the build backend of `pip install .` (pyproject.toml),
 # so tests/cli/test_pip_install.sh builds the wheel without the network,
-# and safetensors, whose PyTorch loader reads what `stoke export` writes
-# (tests/python/check_export_weights.py).
+# and safetensors, onnx and onnxruntime, which read and run what `stoke
+# export` writes (tests/python/check_export_weights.py, check_onnx.py).
 # Quietly does nothing when it is there already. Without PyPI the tests that
 # need it report themselves skipped.
 set -eu
@@ -15,11 +15,15 @@ VENV=${STOKE_VENV:-.venv}
 TENSORBOARD="tensorboard==2.21.0"
 SKBUILD="scikit-build-core==1.1.2"
 SAFETENSORS="safetensors==0.8.0"
-if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import tensorboard, scikit_build_core, safetensors" 2>/dev/null; then
+ONNX="onnx==1.23.2"
+ORT="onnxruntime==1.32.0"
+# Debian's numpy stays: Debian's torch is built against it (onnx would pull numpy 2)
+NUMPY="numpy==$(/usr/bin/python3 -c 'import numpy; print(numpy.__version__)')"
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import tensorboard, scikit_build_core, safetensors, onnx, onnxruntime" 2>/dev/null; then
     exit 0
 fi
-echo "make-venv: $VENV with $TENSORBOARD, $SKBUILD and $SAFETENSORS (PyPI)"
+echo "make-venv: $VENV with $TENSORBOARD, $SKBUILD, $SAFETENSORS, $ONNX and $ORT (PyPI)"
 /usr/bin/python3 -m venv --system-site-packages "$VENV"
-if ! "$VENV/bin/pip" install -q --disable-pip-version-check "$TENSORBOARD" "$SKBUILD" "$SAFETENSORS"; then
-    echo "make-venv: could not install $TENSORBOARD, $SKBUILD and $SAFETENSORS from PyPI; the TensorBoard reader, pip install and exported-weights tests will be skipped" >&2
+if ! "$VENV/bin/pip" install -q --disable-pip-version-check "$TENSORBOARD" "$SKBUILD" "$SAFETENSORS" "$ONNX" "$ORT" "$NUMPY"; then
+    echo "make-venv: could not install $TENSORBOARD, $SKBUILD, $SAFETENSORS, $ONNX and $ORT from PyPI; the TensorBoard reader, pip install and export tests will be skipped" >&2
 fi

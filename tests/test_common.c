@@ -3,6 +3,7 @@
 #include "common/crc32c.h"
 #include "common/fs.h"
 #include "common/json.h"
+#include "common/pb_wire.h"
 #include "common/sha256.h"
 #include "common/log.h"
 #include "common/progress.h"
@@ -518,6 +519,68 @@ START_TEST(json_string_arrays)
 }
 END_TEST
 
+static void assert_bytes(const stk_pb *b, const uint8_t *want, size_t n)
+{
+    ck_assert(!stk_pb_failed(b));
+    ck_assert_uint_eq(b->len, n);
+    ck_assert_mem_eq(b->data, want, n);
+}
+
+/* The encodings of protobuf's documentation ("Encoding": 150 in field 1 is
+ * 08 96 01; "testing" in field 2 is 12 07 74 65 73 74 69 6e 67; a message
+ * holding field 1 = 150 in field 3 is 1a 03 08 96 01). */
+START_TEST(pb_wire_matches_protobuf_docs)
+{
+    stk_pb b;
+    stk_pb_init(&b);
+    stk_pb_int(&b, 1, 150);
+    assert_bytes(&b, (const uint8_t[]){0x08, 0x96, 0x01}, 3);
+    stk_pb_reset(&b);
+    stk_pb_string(&b, 2, "testing");
+    assert_bytes(&b, (const uint8_t[]){0x12, 0x07, 't', 'e', 's', 't', 'i', 'n', 'g'}, 9);
+    stk_pb_reset(&b);
+    size_t m = stk_pb_begin(&b, 3);
+    stk_pb_int(&b, 1, 150);
+    stk_pb_end(&b, m);
+    assert_bytes(&b, (const uint8_t[]){0x1a, 0x03, 0x08, 0x96, 0x01}, 5);
+    /* negative int64: ten bytes; double and float little-endian */
+    stk_pb_reset(&b);
+    stk_pb_int(&b, 2, -1);
+    assert_bytes(
+        &b, (const uint8_t[]){0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+        11);
+    stk_pb_reset(&b);
+    stk_pb_double(&b, 1, 1.0);
+    stk_pb_float(&b, 2, 1.0f);
+    assert_bytes(&b, (const uint8_t[]){0x09, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f, 0x15, 0, 0, 0x80, 0x3f},
+                 14);
+    stk_pb_deinit(&b);
+}
+END_TEST
+
+/* A nested body longer than 127 bytes needs a 2-byte length: the body moves. */
+START_TEST(pb_wire_long_nested_message)
+{
+    stk_pb b;
+    stk_pb_init(&b);
+    char text[300];
+    memset(text, 'x', sizeof text - 1);
+    text[sizeof text - 1] = '\0';
+    size_t outer = stk_pb_begin(&b, 5);
+    size_t inner = stk_pb_begin(&b, 1);
+    stk_pb_string(&b, 1, text);
+    stk_pb_end(&b, inner);
+    stk_pb_end(&b, outer);
+    ck_assert(!stk_pb_failed(&b));
+    /* 2a <len 305: b1 02> 0a <len 302: ae 02> 0a <len 299: ab 02> x... */
+    const uint8_t head[] = {0x2a, 0xb1, 0x02, 0x0a, 0xae, 0x02, 0x0a, 0xab, 0x02, 'x'};
+    ck_assert_uint_eq(b.len, 9 + 299);
+    ck_assert_mem_eq(b.data, head, sizeof head);
+    ck_assert_int_eq(b.data[b.len - 1], 'x');
+    stk_pb_deinit(&b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("common");
@@ -527,6 +590,8 @@ int main(void)
     tcase_add_test(tc, crc32c_published_vectors);
     tcase_add_test(tc, sha256_published_vectors);
     tcase_add_test(tc, json_string_arrays);
+    tcase_add_test(tc, pb_wire_matches_protobuf_docs);
+    tcase_add_test(tc, pb_wire_long_nested_message);
     tcase_add_test(tc, crc32c_hw_matches_table_and_chains);
     tcase_add_test(tc, philox_known_answers);
     tcase_add_test(tc, rng_is_a_function_of_seed_stream_counter);

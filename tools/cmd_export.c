@@ -3,6 +3,7 @@
 #include "common/sha256.h"
 #include "common/text.h"
 #include "engine/checkpoint.h"
+#include "engine/onnx.h"
 #include "tools/ckpt_read.h"
 #include "tools/cli.h"
 #include "tools/flags.h"
@@ -16,22 +17,35 @@
 #include <sys/stat.h>
 
 typedef struct export_args {
-    int format;
+    int format, input;
+    int64_t opset;
     const char *out;
-    bool json;
+    bool no_fold, json;
 } export_args;
 
-static const char *const formats[] = {"safetensors", NULL};
+enum { FORMAT_ONNX, FORMAT_SAFETENSORS };
+static const char *const formats[] = {"onnx", "safetensors", NULL};
+static const char *const inputs[] = {"f32-nchw", "u8-nhwc", NULL};
 
 #define T export_args
 static const stk_flag flags[] = {
     STK_FLAG_SECTION("options"),
     STK_FLAG_CHOICE(T, format, "format", "FORMAT", formats,
-                    "safetensors: the model's weights alone, as PyTorch's state dict\n"
-                    "(torchvision's names and layouts, num_batches_tracked as I64,\n"
-                    "\"format\": \"pt\"), no optimizer state; default safetensors"),
+                    "onnx: the model for inference (ONNX IR 8, opset 17); safetensors:\n"
+                    "the model's weights alone, as PyTorch's state dict (torchvision's\n"
+                    "names and layouts, num_batches_tracked as I64, \"format\": \"pt\"),\n"
+                    "no optimizer state; default onnx"),
     STK_FLAG_TEXT(T, out, "out", "FILE",
-                  "default: beside the checkpoint, NAME.weights.safetensors"),
+                  "default: beside the checkpoint, NAME.onnx or NAME.weights.safetensors"),
+    STK_FLAG_INT(T, opset, "opset", "N", 13, 17,
+                 "onnx: 17 (IR 8, the default) or 13 (IR 7, for older runtimes)"),
+    STK_FLAG_BOOL(T, no_fold, "no-fold",
+                  "onnx: keep batch norm as BatchNormalization nodes (default: folded\n"
+                  "into the convolution before it, as torch.onnx.export in eval mode)"),
+    STK_FLAG_CHOICE(T, input, "input", "KIND", inputs,
+                    "onnx: f32-nchw (default: normalised floats, torchvision's\n"
+                    "convention) or u8-nhwc (decoded pixels; the normalisation is in the\n"
+                    "graph: Cast, Sub, Div, Transpose)"),
     STK_FLAG_JSON(T, json,
                   "one JSON object on stdout (keys: out, format, tensors, bytes,\n"
                   "source_sha256)"),
@@ -40,29 +54,35 @@ static const stk_flag flags[] = {
 
 static const stk_cli cli = {
     .cmd = "export",
-    .usage = "stoke export CHECKPOINT [--format safetensors] [--out FILE]",
-    .about = "Take a trained model out of Stoke. --format safetensors writes the model's\n"
-             "tensors alone under PyTorch's names, so that\n"
+    .usage = "stoke export CHECKPOINT [--format onnx|safetensors] [--out FILE]",
+    .about = "Take a trained model out of Stoke.\n"
+             "--format onnx writes an ONNX model for inference (onnxruntime, TensorRT,\n"
+             "OpenVINO, ...): input \"input\" with a symbolic batch dimension, output\n"
+             "\"logits\" [batch, classes], initializers under the state dict's names, nodes\n"
+             "scoped as PyTorch names them (/layer1/layer1.0/conv1/Conv), and\n"
+             "metadata_props: model, classes, image_size, in_channels, input (f32-nchw or\n"
+             "u8-nhwc), input_mean, input_std, val_transform, class_names (a JSON array),\n"
+             "source_sha256 and stoke_version.\n"
+             "--format safetensors writes the model's tensors alone under PyTorch's names,\n"
+             "so that\n"
              "  torchvision.models.resnet18(num_classes=N).load_state_dict(\n"
              "      safetensors.torch.load_file(FILE), strict=True)\n"
              "succeeds for a resnet18 trained at 64 px or more (torchvision's stem; below\n"
              "64 px Stoke's resnet18 has the CIFAR stem, as bench/torch_models.py builds\n"
-             "it). The metadata keeps what a user of the weights needs: model, classes,\n"
-             "image_size, in_channels, input_mean and input_std (the normalisation\n"
-             "training used), val_transform, class_names (a JSON array), the source\n"
-             "checkpoint's SHA-256 and Stoke's version. The checkpoint is loaded strictly\n"
-             "first: a missing, unexpected or mismatched tensor is an error naming it.\n",
+             "it), with the same metadata. The checkpoint is loaded strictly first: a\n"
+             "missing, unexpected or mismatched tensor is an error naming it.\n",
     .flags = flags,
     .min_args = 1,
     .max_args = 1};
 
-/* NAME.safetensors -> NAME.weights.safetensors, beside it */
-static char *default_out(const char *ckpt)
+/* NAME.safetensors -> NAME.onnx or NAME.weights.safetensors, beside it */
+static char *default_out(const char *ckpt, int format)
 {
     size_t n = strlen(ckpt);
     const char *ext = ".safetensors";
     if (n > strlen(ext) && !strcmp(ckpt + n - strlen(ext), ext)) n -= strlen(ext);
-    return stk_text_printf("%.*s.weights.safetensors", (int)n, ckpt);
+    return stk_text_printf("%.*s%s", (int)n, ckpt,
+                           format == FORMAT_ONNX ? ".onnx" : ".weights.safetensors");
 }
 
 static bool same_file(const char *a, const char *b)
@@ -71,49 +91,90 @@ static bool same_file(const char *a, const char *b)
     return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
 }
 
-static stk_status export_weights(const ckpt_desc *d, const char *out, const char *sha, int *tensors)
+/* What the exported file says of the model beyond its tensors. */
+typedef struct meta {
+    const char *k[16], *v[16];
+    int n;
+    char text[6][96];
+    char *names; /* owned */
+} meta;
+
+static stk_status fill_meta(const ckpt_desc *d, const export_args *a, const char *sha, meta *m,
+                            bool model_keys)
 {
-    stk_model *m;
-    STK_TRY(ckpt_load_model(d, &m));
-    char stats[2][96];
-    const char *k[8], *v[8];
-    int n = 0;
+    memset(m, 0, sizeof *m);
+    if (model_keys) { /* (the weights file's writer adds these itself) */
+        snprintf(m->text[2], sizeof m->text[2], "%d", d->cfg.classes);
+        snprintf(m->text[3], sizeof m->text[3], "%d", d->cfg.image_size);
+        snprintf(m->text[4], sizeof m->text[4], "%d", d->cfg.in_channels);
+        m->k[m->n] = "model", m->v[m->n++] = d->model;
+        m->k[m->n] = "classes", m->v[m->n++] = m->text[2];
+        m->k[m->n] = "image_size", m->v[m->n++] = m->text[3];
+        m->k[m->n] = "in_channels", m->v[m->n++] = m->text[4];
+        m->k[m->n] = "input", m->v[m->n++] = inputs[a->input];
+    }
     if (!isnan(d->mean[0])) {
-        snprintf(stats[0], sizeof stats[0], "%.9g,%.9g,%.9g", (double)d->mean[0],
+        snprintf(m->text[0], sizeof m->text[0], "%.9g,%.9g,%.9g", (double)d->mean[0],
                  (double)d->mean[1], (double)d->mean[2]);
-        snprintf(stats[1], sizeof stats[1], "%.9g,%.9g,%.9g", (double)d->std[0], (double)d->std[1],
-                 (double)d->std[2]);
-        k[n] = "input_mean", v[n++] = stats[0];
-        k[n] = "input_std", v[n++] = stats[1];
+        snprintf(m->text[1], sizeof m->text[1], "%.9g,%.9g,%.9g", (double)d->std[0],
+                 (double)d->std[1], (double)d->std[2]);
+        m->k[m->n] = "input_mean", m->v[m->n++] = m->text[0];
+        m->k[m->n] = "input_std", m->v[m->n++] = m->text[1];
     }
-    if (d->val_transform) k[n] = "val_transform", v[n++] = d->val_transform;
-    char *names = d->class_names ? stk_json_string_array(d->class_names, d->n_class_names) : NULL;
-    if (d->class_names && !names) {
-        stk_model_destroy(m);
-        return stk_error(STK_ERR_NOMEM, "out of memory");
+    if (d->val_transform) m->k[m->n] = "val_transform", m->v[m->n++] = d->val_transform;
+    if (d->class_names) {
+        if (!(m->names = stk_json_string_array(d->class_names, d->n_class_names)))
+            return stk_error(STK_ERR_NOMEM, "out of memory");
+        m->k[m->n] = "class_names", m->v[m->n++] = m->names;
     }
-    if (names) k[n] = "class_names", v[n++] = names;
-    k[n] = "source_sha256", v[n++] = sha;
-    k[n] = "stoke_version", v[n++] = STOKE_VERSION;
-    stk_status st = stk_checkpoint_save_weights(out, m, n, k, v);
-    *tensors = stk_model_param_count(m);
-    free(names);
-    stk_model_destroy(m);
+    m->k[m->n] = "source_sha256", m->v[m->n++] = sha;
+    m->k[m->n] = "stoke_version", m->v[m->n++] = STOKE_VERSION;
+    return STK_OK;
+}
+
+static stk_status export_model(const ckpt_desc *d, const export_args *a, const char *out,
+                               const char *sha, int *tensors)
+{
+    stk_model *model;
+    STK_TRY(ckpt_load_model(d, &model));
+    meta m;
+    stk_status st = fill_meta(d, a, sha, &m, a->format == FORMAT_ONNX);
+    *tensors = stk_model_param_count(model);
+    if (st == STK_OK && a->format == FORMAT_SAFETENSORS) {
+        st = stk_checkpoint_save_weights(out, model, m.n, m.k, m.v);
+    } else if (st == STK_OK) {
+        stk_onnx_options o = stk_onnx_defaults();
+        o.opset = (int)a->opset;
+        o.fold_bn = !a->no_fold;
+        o.input = a->input == 1 ? STK_ONNX_INPUT_U8_NHWC : STK_ONNX_INPUT_F32_NCHW;
+        if (!isnan(d->mean[0])) {
+            memcpy(o.mean, d->mean, sizeof o.mean);
+            memcpy(o.std, d->std, sizeof o.std);
+        }
+        o.n_meta = m.n, o.meta_keys = m.k, o.meta_values = m.v;
+        st = stk_onnx_export(model, out, &o);
+    }
+    free(m.names);
+    stk_model_destroy(model);
     return st;
 }
 
 static int export_main(int argc, char **argv)
 {
-    export_args a = {0};
+    export_args a = {.opset = 17};
     char **pos;
     int n_pos;
     int parsed = stk_cli_parse(&cli, &a, argc, argv, &pos, &n_pos);
     if (parsed >= 0) return parsed;
     const char *ckpt = pos[0];
-    char *out = a.out ? strdup(a.out) : default_out(ckpt);
+    char *out = a.out ? strdup(a.out) : default_out(ckpt, a.format);
     if (!out) {
         fprintf(stderr, "stoke: out of memory\n");
         return STK_EXIT_ERROR;
+    }
+    if (a.opset != 13 && a.opset != 17) {
+        free(out);
+        return stk_cli_usage("export", "--opset %" PRId64 ": 17 (the default) or 13", a.opset);
     }
     if (same_file(out, ckpt)) {
         free(out);
@@ -126,7 +187,7 @@ static int export_main(int argc, char **argv)
         free(out);
         return stk_cli_fail();
     }
-    if (stk_sha256_file(ckpt, sha) != STK_OK || export_weights(&d, out, sha, &tensors) != STK_OK)
+    if (stk_sha256_file(ckpt, sha) != STK_OK || export_model(&d, &a, out, sha, &tensors) != STK_OK)
         rc = stk_cli_fail();
     struct stat sb;
     if (rc == STK_EXIT_OK && stat(out, &sb) != 0) {
@@ -140,10 +201,14 @@ static int export_main(int argc, char **argv)
             ", \"format\": \"%s\", \"tensors\": %d, \"bytes\": %lld, \"source_sha256\": \"%s\"}\n",
             formats[a.format], tensors, (long long)sb.st_size, sha);
     } else if (rc == STK_EXIT_OK) {
-        printf("%s: %s %s (%d classes, %d px), %d tensors, %.1f MB (weights only); source "
-               "sha256 %.16s...\n",
+        printf("%s: %s %s (%d classes, %d px), %d tensors, %.1f MB (%s); source sha256 "
+               "%.16s...\n",
                out, d.model, formats[a.format], d.cfg.classes, d.cfg.image_size, tensors,
-               (double)sb.st_size / 1e6, sha);
+               (double)sb.st_size / 1e6,
+               a.format == FORMAT_SAFETENSORS ? "weights only"
+               : a.input                      ? "u8 NHWC pixels in"
+                                              : "normalised f32 NCHW in",
+               sha);
     }
     ckpt_desc_free(&d);
     free(out);

@@ -1,4 +1,8 @@
 #!/bin/sh
+# stoke export --format onnx: every zoo model, both input kinds, folded or
+# not, opset 17 or 13, checked by onnx.checker (full_check) and run by
+# onnxruntime on batch 1 and 3 against Stoke's logits within 1e-4
+# (tests/python/check_onnx.py; onnx and onnxruntime in the test venv).
 # stoke export --format safetensors: a trained checkpoint's weights alone
 # (no optimizer state, "format": "pt", num_batches_tracked as I64) with the
 # class names `stoke pack --classes` stored and training copied, the
@@ -12,7 +16,7 @@ cp "$STOKE_TESTS/../data/fashion-mnist-classes.txt" names.txt
 run 0 "$STOKE" pack --from idx --classes names.txt "$STOKE_FIXTURES/idx" tiny.stoke
 run 0 "$STOKE" train --data tiny.stoke --val tiny.stoke --model cnn --batch 8 --epochs 1 --workers 2 \
     --no-tensorboard --out run
-run 0 "$STOKE" export run/best.safetensors
+run 0 "$STOKE" export run/best.safetensors --format safetensors
 expect out.txt "run/best.weights.safetensors: cnn safetensors (10 classes, 28 px)"
 run 0 "$STOKE" export run/best.safetensors --format safetensors --out w.safetensors --json
 expect out.txt '"out": "w.safetensors", "format": "safetensors"'
@@ -56,14 +60,64 @@ run 1 "$STOKE" export w.safetensors
 expect err.txt "w.safetensors"
 run 1 "$STOKE" export nowhere.safetensors
 expect err.txt "nowhere.safetensors"
-run 2 "$STOKE" export run/best.safetensors --format onnx
+run 2 "$STOKE" export run/best.safetensors --format pickle
 expect err.txt "--format"
+run 2 "$STOKE" export run/best.safetensors --opset 15
+expect err.txt "--opset 15: 17 (the default) or 13"
+run 1 "$STOKE" export missing.safetensors --format onnx
+expect err.txt "conv1.weight"
+[ -e missing.onnx ] && fail "a failed export wrote missing.onnx"
+# ONNX: the default format, NAME.onnx beside the checkpoint
+run 0 "$STOKE" export run/best.safetensors
+expect out.txt "run/best.onnx: cnn onnx (10 classes, 28 px)"
+[ -s run/best.onnx ] || fail "run/best.onnx not written"
 [ -e run/best.weights.safetensors ] || fail "the default --out was not written"
-# torchvision's own resnet18 takes the weights of a resnet18 trained at 64 px
 VPY=${STOKE_VENV_PYTHON:-}
+if [ -n "$VPY" ] && "$VPY" -c "import onnx, onnxruntime, safetensors" 2>/dev/null; then
+    pairs=""
+    for m in mlp cnn resnet8 resnet18; do
+        run 0 "$STOKE" train --data tiny.stoke --model $m --batch 25 --epochs 1 --workers 2 \
+            --no-tensorboard --out "t-$m"
+        run 0 "$FORWARD_IO" "t-$m/last.safetensors" "$m-io.safetensors"
+        run 0 "$STOKE" export "t-$m/last.safetensors" --out "$m.onnx"
+        run 0 "$STOKE" export "t-$m/last.safetensors" --input u8-nhwc --out "$m-u8.onnx"
+        pairs="$pairs $m.onnx $m-io.safetensors $m-u8.onnx $m-io.safetensors"
+    done
+    run 0 "$STOKE" export t-resnet8/last.safetensors --no-fold --opset 13 --out r8-bn.onnx
+    # three channels: the JPEG fixtures
+    run 0 "$STOKE" pack --from imagefolder "$STOKE_FIXTURES/good" rgb.stoke
+    run 0 "$STOKE" train --data rgb.stoke --model cnn --batch 4 --epochs 1 --workers 2 \
+        --transform rrc:32,flip --no-tensorboard --out t-rgb
+    run 0 "$FORWARD_IO" t-rgb/last.safetensors rgb-io.safetensors
+    run 0 "$STOKE" export t-rgb/last.safetensors --input u8-nhwc --out rgb-u8.onnx
+    # shellcheck disable=SC2086
+    run 0 "$VPY" "$STOKE_TESTS/python/check_onnx.py" $pairs r8-bn.onnx resnet8-io.safetensors \
+        rgb-u8.onnx rgb-io.safetensors
+    cat out.txt
+    expect out.txt "all within 1e-4"
+    "$VPY" - <<'PY' || fail "ONNX names and metadata"
+import json, onnx
+m = onnx.load("resnet18.onnx")
+names = [n.name for n in m.graph.node]
+assert "/layer1/layer1.0/conv1/Conv" in names and "/layer1/layer1.0/relu_1/Relu" in names, names
+assert "/fc/Gemm" in names and not any(n.op_type == "BatchNormalization" for n in m.graph.node)
+assert "layer1.0.conv1.weight" in [i.name for i in m.graph.initializer]
+bn = onnx.load("r8-bn.onnx")
+assert any(n.op_type == "BatchNormalization" for n in bn.graph.node)
+meta = {p.key: p.value for p in m.metadata_props}
+names = [l.strip() for l in open("names.txt")]
+assert json.loads(meta["class_names"]) == names, meta
+u8 = onnx.load("resnet18-u8.onnx")
+assert [n.op_type for n in u8.graph.node[:4]] == ["Cast", "Sub", "Div", "Transpose"]
+assert u8.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.UINT8
+PY
+else
+    echo "no onnx/onnxruntime in the test venv (scripts/make-venv.sh): the ONNX checks skipped"
+fi
+# torchvision's own resnet18 takes the weights of a resnet18 trained at 64 px
 if [ -n "$VPY" ] && "$VPY" -c "import safetensors, torch, torchvision" 2>/dev/null; then
     run 0 "$EXPORT_RESNET18" "$WORK" 64
-    run 0 "$STOKE" export resnet18.safetensors --out r18.safetensors
+    run 0 "$STOKE" export resnet18.safetensors --format safetensors --out r18.safetensors
     run 0 "$VPY" "$STOKE_TESTS/python/check_export_weights.py" r18.safetensors io.safetensors
     cat out.txt
     expect out.txt "loaded strictly"

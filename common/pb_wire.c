@@ -1,4 +1,4 @@
-#include "runlog/pb_wire.h"
+#include "common/pb_wire.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -108,6 +108,12 @@ void stk_pb_bytes(stk_pb *b, int field, const void *data, size_t len)
 }
 
 void stk_pb_string(stk_pb *b, int field, const char *s) { stk_pb_bytes(b, field, s, strlen(s)); }
+
+void stk_pb_append(stk_pb *b, const stk_pb *fields)
+{
+    if (fields->failed) b->failed = true;
+    put(b, fields->data, fields->len);
+}
 
 size_t stk_pb_begin(stk_pb *b, int field)
 {

@@ -1,5 +1,5 @@
 /* A protobuf wire-format encoder for the few messages Stoke writes
- * (TensorBoard's Event and Summary): varints, 64/32-bit fixed fields,
+ * (TensorBoard's Event and Summary, ONNX's ModelProto): varints, 64/32-bit fixed fields,
  * length-delimited bytes, and nested messages.
  *
  *     stk_pb b;
@@ -51,6 +51,9 @@ void stk_pb_float(stk_pb *b, int field, float v);
 /* Wire type 2: bytes / string. */
 void stk_pb_bytes(stk_pb *b, int field, const void *data, size_t len);
 void stk_pb_string(stk_pb *b, int field, const char *s);
+/* Fields encoded in another buffer, appended as they are (a message's
+ * repeated fields gathered apart, then written in place). */
+void stk_pb_append(stk_pb *b, const stk_pb *fields);
 /* A nested message: stk_pb_begin returns a mark for the matching stk_pb_end,
  * which writes the length in front of what was written in between. */
 size_t stk_pb_begin(stk_pb *b, int field);

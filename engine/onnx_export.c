@@ -1,0 +1,438 @@
+/* A model as an ONNX file (onnx.h): the module tree walked into nodes and
+ * initializers, encoded by hand with common/pb_wire.h (the encoder
+ * TensorBoard's files use: ONNX needs nothing more than varints, fixed
+ * floats and nested messages, so a protobuf library and its generated code
+ * would add a dependency for no gain). Field numbers: onnx/onnx.proto. */
+#include "engine/onnx.h"
+
+#include "common/fs.h"
+#include "common/pb_wire.h"
+#include "engine/nn_impl.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "TensorProto.raw_data is little-endian: this writer copies host floats"
+#endif
+
+enum { T_FLOAT = 1, T_UINT8 = 2 };                         /* TensorProto.DataType */
+enum { A_FLOAT = 1, A_INT = 2, A_STRING = 3, A_INTS = 7 }; /* AttributeProto.type */
+enum {
+    MODEL_IR = 1,
+    MODEL_PRODUCER = 2,
+    MODEL_PRODUCER_VERSION = 3,
+    MODEL_GRAPH = 7,
+    MODEL_OPSET = 8,
+    MODEL_META = 14
+}; /* ModelProto */
+enum { GRAPH_NODE = 1, GRAPH_NAME = 2, GRAPH_INIT = 5, GRAPH_INPUT = 11, GRAPH_OUTPUT = 12 };
+
+#define MAX_NAMES 4096
+#define NAME_LEN  1024
+
+typedef struct attr {
+    const char *name;
+    int type;
+    int64_t i;
+    float f;
+    const int64_t *ints;
+    int n;
+} attr;
+
+typedef struct graph {
+    stk_pb nodes, inits; /* GraphProto's node and initializer fields, gathered apart */
+    const stk_onnx_options *o;
+    const stk_model *m;
+    const stk_module *last;  /* its output is "logits" */
+    char scope[1024];        /* "/layer1/layer1.0" */
+    char (*names)[NAME_LEN]; /* node names and values used so far */
+    int n_names;
+    stk_status st;
+} graph;
+
+stk_onnx_options stk_onnx_defaults(void)
+{
+    return (stk_onnx_options){.opset = 17, .fold_bn = true, .mean = {0, 0, 0}, .std = {1, 1, 1}};
+}
+
+static void fail(graph *g, stk_status st)
+{
+    if (g->st == STK_OK) g->st = st;
+}
+
+/* snprintf into a name buffer; a name too long fails the export. */
+static void fmt(graph *g, char *buf, size_t n, const char *f, ...)
+    __attribute__((format(printf, 4, 5)));
+static void fmt(graph *g, char *buf, size_t n, const char *f, ...)
+{
+    va_list ap;
+    va_start(ap, f);
+    int len = vsnprintf(buf, n, f, ap);
+    va_end(ap);
+    if (len < 0 || (size_t)len >= n)
+        fail(g, stk_error(STK_ERR_INVALID_ARG, "ONNX export: a name longer than %zu bytes", n - 1));
+}
+
+/* A name not used before in the graph (name, name_1, name_2, ...): its slot. */
+static const char *unique(graph *g, const char *want)
+{
+    if (g->n_names == MAX_NAMES) {
+        fail(g, stk_error(STK_ERR_INVALID_ARG, "ONNX export: more than %d nodes", MAX_NAMES));
+        return "";
+    }
+    char *slot = g->names[g->n_names];
+    fmt(g, slot, NAME_LEN, "%s", want);
+    for (int k = 1;; k++) {
+        bool used = false;
+        for (int i = 0; i < g->n_names && !used; i++) used = !strcmp(g->names[i], slot);
+        if (!used) break;
+        fmt(g, slot, NAME_LEN, "%s_%d", want, k);
+    }
+    g->n_names++;
+    return slot;
+}
+
+/* A node op in the current scope (local: its part of the name, "relu" for
+ * "/layer1/layer1.0/relu/Relu"; NULL: none): returns its output's name. */
+static const char *node(graph *g, const char *local, const char *op, const char *const *in,
+                        int n_in, const char *out, const attr *a, int n_a)
+{
+    char want[NAME_LEN];
+    fmt(g, want, sizeof want, "%s%s%s/%s", g->scope, local ? "/" : "", local ? local : "", op);
+    const char *name = unique(g, want);
+    if (!out) {
+        fmt(g, want, sizeof want, "%s_output_0", name);
+        out = unique(g, want);
+    }
+    stk_pb *b = &g->nodes;
+    size_t m = stk_pb_begin(b, GRAPH_NODE);
+    for (int i = 0; i < n_in; i++) stk_pb_string(b, 1, in[i]);
+    stk_pb_string(b, 2, out);
+    stk_pb_string(b, 3, name);
+    stk_pb_string(b, 4, op);
+    for (int i = 0; i < n_a; i++) {
+        size_t am = stk_pb_begin(b, 5);
+        stk_pb_string(b, 1, a[i].name);
+        if (a[i].type == A_FLOAT) stk_pb_float(b, 2, a[i].f);
+        if (a[i].type == A_INT) stk_pb_int(b, 3, a[i].i);
+        for (int k = 0; a[i].type == A_INTS && k < a[i].n; k++) stk_pb_int(b, 8, a[i].ints[k]);
+        stk_pb_int(b, 20, a[i].type);
+        stk_pb_end(b, am);
+    }
+    stk_pb_end(b, m);
+    return out;
+}
+
+static void initializer(graph *g, const char *name, int type, int ndim, const int64_t *dims,
+                        const void *data, size_t bytes)
+{
+    stk_pb *b = &g->inits;
+    size_t m = stk_pb_begin(b, GRAPH_INIT);
+    for (int d = 0; d < ndim; d++) stk_pb_int(b, 1, dims[d]);
+    stk_pb_int(b, 2, type);
+    stk_pb_string(b, 8, name);
+    stk_pb_bytes(b, 9, data, bytes);
+    stk_pb_end(b, m);
+}
+
+/* A tensor's floats on the host (malloc'd; NULL: failed, g->st set). */
+static float *host(graph *g, const stk_tensor *t)
+{
+    size_t n = (size_t)stk_tensor_numel(t);
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    if (!h) {
+        fail(g, stk_error(STK_ERR_NOMEM, "out of memory"));
+        return NULL;
+    }
+    stk_status st = stk_tensor_to_host(t, h, n * sizeof *h);
+    if (st != STK_OK) {
+        fail(g, st);
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* A model tensor as an initializer named path.suffix; its name. */
+static const char *param(graph *g, const stk_module *mod, const char *suffix, const stk_tensor *t)
+{
+    char want[NAME_LEN];
+    fmt(g, want, sizeof want, "%s.%s", mod->path, suffix);
+    const char *name = unique(g, want);
+    float *h = host(g, t);
+    if (!h) return name;
+    int64_t dims[8];
+    int nd = stk_tensor_ndim(t);
+    for (int d = 0; d < nd && d < 8; d++) dims[d] = stk_tensor_dim(t, d);
+    initializer(g, name, T_FLOAT, nd, dims, h, (size_t)stk_tensor_numel(t) * sizeof *h);
+    free(h);
+    return name;
+}
+
+/* This module's part of the scope: its name, or parent.N for a numbered
+ * child (PyTorch's "layer1.0", "downsample.0"). */
+static size_t push_scope(graph *g, const stk_module *mod, const char *parent_local)
+{
+    size_t len = strlen(g->scope);
+    bool numbered = mod->name[0] && isdigit((unsigned char)mod->name[0]);
+    if (numbered && parent_local)
+        fmt(g, g->scope + len, sizeof g->scope - len, "/%s.%s", parent_local, mod->name);
+    else if (mod->name[0])
+        fmt(g, g->scope + len, sizeof g->scope - len, "/%s", mod->name);
+    return len;
+}
+
+static const char *emit(graph *g, const stk_module *mod, const char *parent_local, const char *x);
+
+/* A convolution, with the batch norm after it folded in when bn is given:
+ * w' = w * s, b' = beta + (b - mean) * s, s = gamma / sqrt(var + eps). */
+static const char *conv(graph *g, const stk_module *c, const stk_module *bn, const char *x)
+{
+    const char *w = NULL, *b = NULL;
+    if (!bn) {
+        w = param(g, c, "weight", c->weight);
+        if (c->bias) b = param(g, c, "bias", c->bias);
+    } else {
+        int64_t o = stk_tensor_dim(c->weight, 0), per = stk_tensor_numel(c->weight) / o;
+        float *wt = host(g, c->weight), *gm = host(g, bn->weight), *bt = host(g, bn->bias),
+              *mu = host(g, bn->running_mean), *var = host(g, bn->running_var),
+              *cb = c->bias ? host(g, c->bias) : NULL, *fb = malloc((size_t)o * sizeof *fb);
+        if (!fb) fail(g, stk_error(STK_ERR_NOMEM, "out of memory"));
+        if (g->st == STK_OK) {
+            for (int64_t k = 0; k < o; k++) {
+                double s = gm[k] / sqrt((double)var[k] + (double)g->m->cfg.bn_eps);
+                for (int64_t i = 0; i < per; i++) wt[k * per + i] = (float)(wt[k * per + i] * s);
+                fb[k] = (float)(bt[k] + ((cb ? cb[k] : 0.0) - mu[k]) * s);
+            }
+            char want[NAME_LEN];
+            int64_t dims[4];
+            for (int d = 0; d < 4; d++) dims[d] = stk_tensor_dim(c->weight, d);
+            fmt(g, want, sizeof want, "%s.weight", c->path);
+            w = unique(g, want);
+            initializer(g, w, T_FLOAT, 4, dims, wt, (size_t)(o * per) * sizeof *wt);
+            fmt(g, want, sizeof want, "%s.bias", c->path);
+            b = unique(g, want);
+            initializer(g, b, T_FLOAT, 1, &o, fb, (size_t)o * sizeof *fb);
+        }
+        free(wt), free(gm), free(bt), free(mu), free(var), free(cb), free(fb);
+        if (g->st != STK_OK) return x;
+    }
+    const stk_conv2d_params *p = &c->conv;
+    int64_t k[2] = {stk_tensor_dim(c->weight, 2), stk_tensor_dim(c->weight, 3)},
+            st[2] = {p->stride[0], p->stride[1]}, dil[2] = {p->dilation[0], p->dilation[1]},
+            pads[4] = {p->padding[0], p->padding[1], p->padding[0], p->padding[1]};
+    attr a[] = {{.name = "dilations", .type = A_INTS, .ints = dil, .n = 2},
+                {.name = "group", .type = A_INT, .i = p->groups},
+                {.name = "kernel_shape", .type = A_INTS, .ints = k, .n = 2},
+                {.name = "pads", .type = A_INTS, .ints = pads, .n = 4},
+                {.name = "strides", .type = A_INTS, .ints = st, .n = 2}};
+    const char *in[3] = {x, w, b};
+    return node(g, NULL, "Conv", in, b ? 3 : 2, NULL, a, 5);
+}
+
+static const char *batch_norm(graph *g, const stk_module *bn, const char *x)
+{
+    const char *in[5] = {x, param(g, bn, "weight", bn->weight), param(g, bn, "bias", bn->bias),
+                         param(g, bn, "running_mean", bn->running_mean),
+                         param(g, bn, "running_var", bn->running_var)};
+    attr a[] = {{.name = "epsilon", .type = A_FLOAT, .f = g->m->cfg.bn_eps},
+                {.name = "momentum", .type = A_FLOAT, .f = 1.f - g->m->cfg.bn_momentum}};
+    return node(g, NULL, "BatchNormalization", in, 5, NULL, a, 2);
+}
+
+/* A conv child i of mod, folding the batch norm at i + 1 when asked: the
+ * index of the last child used. */
+static int conv_at(graph *g, const stk_module *mod, int i, const char **x)
+{
+    const stk_module *c = mod->kids[i];
+    const stk_module *bn =
+        g->o->fold_bn && i + 1 < mod->n_kids && mod->kids[i + 1]->kind == MOD_BATCHNORM2D
+            ? mod->kids[i + 1]
+            : NULL;
+    size_t len = push_scope(g, c, mod->name);
+    *x = conv(g, c, bn, *x);
+    g->scope[len] = '\0';
+    return bn ? i + 1 : i;
+}
+
+static const char *children(graph *g, const stk_module *mod, const char *x)
+{
+    for (int i = 0; i < mod->n_kids && g->st == STK_OK; i++) {
+        if (mod->kids[i]->kind == MOD_CONV2D)
+            i = conv_at(g, mod, i, &x);
+        else
+            x = emit(g, mod->kids[i], mod->name, x);
+    }
+    return x;
+}
+
+static const char *basic_block(graph *g, const stk_module *b, const char *x)
+{
+    const char *h = x, *id = x;
+    conv_at(g, b, 0, &h); /* conv1 (+ bn1) */
+    if (!g->o->fold_bn) h = emit(g, b->kids[1], b->name, h);
+    h = node(g, "relu", "Relu", &h, 1, NULL, NULL, 0);
+    conv_at(g, b, 2, &h); /* conv2 (+ bn2) */
+    if (!g->o->fold_bn) h = emit(g, b->kids[3], b->name, h);
+    if (b->n_kids > 4) id = emit(g, b->kids[4], b->name, x); /* downsample */
+    const char *in[2] = {h, id};
+    const char *s = node(g, NULL, "Add", in, 2, NULL, NULL, 0);
+    return node(g, "relu_1", "Relu", &s, 1, NULL, NULL, 0); /* torch's name for relu's 2nd use */
+}
+
+static const char *pool(graph *g, const stk_module *mod, const char *op, const char *x)
+{
+    int64_t stride = mod->stride ? mod->stride : mod->kernel;
+    int64_t k[2] = {mod->kernel, mod->kernel}, s[2] = {stride, stride},
+            pads[4] = {mod->padding, mod->padding, mod->padding, mod->padding};
+    attr a[] = {{.name = "kernel_shape", .type = A_INTS, .ints = k, .n = 2},
+                {.name = "pads", .type = A_INTS, .ints = pads, .n = 4},
+                {.name = "strides", .type = A_INTS, .ints = s, .n = 2},
+                {.name = "count_include_pad", .type = A_INT, .i = 1}};
+    return node(g, NULL, op, &x, 1, NULL, a, strcmp(op, "AveragePool") ? 3 : 4);
+}
+
+static const char *emit(graph *g, const stk_module *mod, const char *parent_local, const char *x)
+{
+    if (g->st != STK_OK) return x;
+    size_t len = push_scope(g, mod, parent_local);
+    const char *y = x;
+    attr axis1 = {.name = "axis", .type = A_INT, .i = 1};
+    switch (mod->kind) {
+    case MOD_SEQUENTIAL: y = children(g, mod, x); break;
+    case MOD_CONV2D: y = conv(g, mod, NULL, x); break; /* (conv_at folds; not reached) */
+    case MOD_BATCHNORM2D: y = batch_norm(g, mod, x); break;
+    case MOD_RELU: y = node(g, NULL, "Relu", &x, 1, NULL, NULL, 0); break;
+    case MOD_MAXPOOL2D: y = pool(g, mod, "MaxPool", x); break;
+    case MOD_AVGPOOL2D: y = pool(g, mod, "AveragePool", x); break;
+    case MOD_GLOBAL_AVGPOOL: {
+        /* Stoke's gives [N, C]; ONNX's [N, C, 1, 1], then a Flatten as torch's */
+        const char *p = node(g, NULL, "GlobalAveragePool", &x, 1, NULL, NULL, 0);
+        g->scope[len] = '\0';
+        y = node(g, NULL, "Flatten", &p, 1, NULL, &axis1, 1);
+        break;
+    }
+    case MOD_FLATTEN: y = node(g, NULL, "Flatten", &x, 1, NULL, &axis1, 1); break;
+    case MOD_DROPOUT: break; /* inference: the identity */
+    case MOD_LINEAR: {
+        const char *in[3] = {x, param(g, mod, "weight", mod->weight),
+                             mod->bias ? param(g, mod, "bias", mod->bias) : NULL};
+        attr a[] = {{.name = "alpha", .type = A_FLOAT, .f = 1.f},
+                    {.name = "beta", .type = A_FLOAT, .f = 1.f},
+                    {.name = "transB", .type = A_INT, .i = 1}};
+        y = node(g, NULL, "Gemm", in, mod->bias ? 3 : 2, mod == g->last ? "logits" : NULL, a, 3);
+        break;
+    }
+    case MOD_BASIC_BLOCK: y = basic_block(g, mod, x); break;
+    }
+    g->scope[len] = '\0';
+    return y;
+}
+
+/* A graph input or output: name, element type, dims (-1: "batch"). */
+static void value_info(stk_pb *b, int field, const char *name, int type, const int64_t *dims,
+                       int nd)
+{
+    size_t vi = stk_pb_begin(b, field);
+    stk_pb_string(b, 1, name);
+    size_t tp = stk_pb_begin(b, 2), tt = stk_pb_begin(b, 1);
+    stk_pb_int(b, 1, type);
+    size_t sh = stk_pb_begin(b, 2);
+    for (int d = 0; d < nd; d++) {
+        size_t dm = stk_pb_begin(b, 1);
+        if (dims[d] < 0)
+            stk_pb_string(b, 2, "batch");
+        else
+            stk_pb_int(b, 1, dims[d]);
+        stk_pb_end(b, dm);
+    }
+    stk_pb_end(b, sh);
+    stk_pb_end(b, tt);
+    stk_pb_end(b, tp);
+    stk_pb_end(b, vi);
+}
+
+/* u8 NHWC pixels to the normalised f32 NCHW input: (x - 255 mean) / (255 std). */
+static const char *preprocess(graph *g, int channels)
+{
+    const stk_onnx_options *o = g->o;
+    float mean[3], std[3];
+    for (int c = 0; c < channels; c++) mean[c] = 255.f * o->mean[c], std[c] = 255.f * o->std[c];
+    int64_t n = channels;
+    initializer(g, "input_mean_255", T_FLOAT, 1, &n, mean, (size_t)channels * sizeof *mean);
+    initializer(g, "input_std_255", T_FLOAT, 1, &n, std, (size_t)channels * sizeof *std);
+    attr to = {.name = "to", .type = A_INT, .i = T_FLOAT};
+    const char *x = "input";
+    x = node(g, NULL, "Cast", &x, 1, NULL, &to, 1);
+    const char *sub[2] = {x, "input_mean_255"};
+    x = node(g, NULL, "Sub", sub, 2, NULL, NULL, 0);
+    const char *div[2] = {x, "input_std_255"};
+    x = node(g, NULL, "Div", div, 2, NULL, NULL, 0);
+    int64_t perm[4] = {0, 3, 1, 2};
+    attr p = {.name = "perm", .type = A_INTS, .ints = perm, .n = 4};
+    return node(g, NULL, "Transpose", &x, 1, NULL, &p, 1);
+}
+
+stk_status stk_onnx_export(const stk_model *m, const char *path, const stk_onnx_options *o)
+{
+    if (o->opset != 13 && o->opset != 17)
+        return stk_error(STK_ERR_INVALID_ARG, "--opset %d: 17 (the default) or 13", o->opset);
+    const stk_module *root = m->root;
+    if (!root || root->kind != MOD_SEQUENTIAL || !root->n_kids ||
+        root->kids[root->n_kids - 1]->kind != MOD_LINEAR)
+        return stk_error(STK_ERR_INVALID_ARG, "ONNX export: %s does not end in a linear layer",
+                         m->name);
+    graph g = {.o = o, .m = m, .last = root->kids[root->n_kids - 1]};
+    g.names = calloc(MAX_NAMES, sizeof *g.names);
+    if (!g.names) return stk_error(STK_ERR_NOMEM, "out of memory");
+    stk_pb_init(&g.nodes);
+    stk_pb_init(&g.inits);
+    const stk_model_config *c = &m->cfg;
+    unique(&g, "input");
+    unique(&g, "logits");
+    const char *x = o->input == STK_ONNX_INPUT_U8_NHWC ? preprocess(&g, c->in_channels) : "input";
+    emit(&g, root, NULL, x);
+
+    stk_pb b;
+    stk_pb_init(&b);
+    stk_pb_int(&b, MODEL_IR, o->opset == 17 ? 8 : 7);
+    stk_pb_string(&b, MODEL_PRODUCER, "stoke");
+    stk_pb_string(&b, MODEL_PRODUCER_VERSION, STOKE_VERSION);
+    size_t gr = stk_pb_begin(&b, MODEL_GRAPH);
+    stk_pb_append(&b, &g.nodes);
+    stk_pb_string(&b, GRAPH_NAME, m->name);
+    stk_pb_append(&b, &g.inits);
+    int64_t s = c->image_size, ch = c->in_channels;
+    int64_t nchw[4] = {-1, ch, s, s}, nhwc[4] = {-1, s, s, ch}, out[2] = {-1, c->classes};
+    if (o->input == STK_ONNX_INPUT_U8_NHWC)
+        value_info(&b, GRAPH_INPUT, "input", T_UINT8, nhwc, 4);
+    else
+        value_info(&b, GRAPH_INPUT, "input", T_FLOAT, nchw, 4);
+    value_info(&b, GRAPH_OUTPUT, "logits", T_FLOAT, out, 2);
+    stk_pb_end(&b, gr);
+    size_t op = stk_pb_begin(&b, MODEL_OPSET);
+    stk_pb_int(&b, 2, o->opset); /* domain "": the default ai.onnx */
+    stk_pb_end(&b, op);
+    for (int i = 0; i < o->n_meta; i++) {
+        size_t kv = stk_pb_begin(&b, MODEL_META);
+        stk_pb_string(&b, 1, o->meta_keys[i]);
+        stk_pb_string(&b, 2, o->meta_values[i]);
+        stk_pb_end(&b, kv);
+    }
+    stk_status st = g.st;
+    if (st == STK_OK && stk_pb_failed(&b)) st = stk_error(STK_ERR_NOMEM, "out of memory");
+    if (st == STK_OK) {
+        stk_file_part part = {b.data, b.len};
+        st = stk_file_write_atomic(path, &part, 1);
+    }
+    stk_pb_deinit(&b);
+    stk_pb_deinit(&g.nodes);
+    stk_pb_deinit(&g.inits);
+    free(g.names);
+    return st;
+}
