@@ -1,5 +1,6 @@
 /* augment/: JPEG error handling, decoder, pack-time preparation, resize. */
 #include "augment/augment.h"
+#include "augment/png_decoder.h"
 #include "augment/geometry.h"
 #include "augment/jpeg_decoder.h"
 #include "augment/jpeg_huffman.h"
@@ -1323,6 +1324,60 @@ START_TEST(half_conversion)
 }
 END_TEST
 
+/* PNGs of every colour type and depth PIL writes decode to PIL's own RGB
+ * and L pixels (16-bit: the high byte); damaged ones are refused with the
+ * reason; a bomb-sized header is refused before any allocation. */
+START_TEST(png_decodes_like_pil)
+{
+    const char *kinds[] = {"rgb8", "rgba8", "l8", "la8", "p8", "p4", "l1", "l16"};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "png/%s.png", kinds[k]);
+        size_t len;
+        uint8_t *png = load(rel, &len);
+        ck_assert(stk_png_sniff(png, len));
+        for (int ch = 1; ch <= 3; ch += 2) {
+            if (ch == 3 && !strcmp(kinds[k], "l16")) continue; /* PIL clamps, Stoke shifts */
+            snprintf(rel, sizeof rel, "png/%s.%s", kinds[k], ch == 3 ? "rgb" : "l");
+            size_t n;
+            uint8_t *want = load(rel, &n), *px;
+            uint32_t w, h;
+            ck_assert_msg(stk_png_decode(png, len, ch, 0, &px, &w, &h) == STK_OK, "%s: %s",
+                          kinds[k], stk_last_error());
+            ck_assert_uint_eq(w, 37);
+            ck_assert_uint_eq(h, 23);
+            ck_assert_uint_eq(n, (size_t)w * h * (size_t)ch);
+            ck_assert_msg(!memcmp(px, want, n), "%s, %d channels: not PIL's pixels", kinds[k], ch);
+            free(px);
+            free(want);
+        }
+        free(png);
+    }
+    struct {
+        const char *file, *why;
+        stk_status st;
+    } bad[] = {{"png/truncated.png", "PNG: ", STK_ERR_CORRUPT},
+               {"png/bad_crc.png", "CRC does not match", STK_ERR_CORRUPT},
+               {"single/baseline.jpg", "not a PNG file", STK_ERR_CORRUPT}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t len;
+        uint8_t *data = load(bad[i].file, &len), *px = (uint8_t *)1;
+        uint32_t w, h;
+        ck_assert_int_eq(stk_png_decode(data, len, 3, 0, &px, &w, &h), bad[i].st);
+        ck_assert_ptr_null(px);
+        ck_assert_msg(strstr(stk_last_error(), bad[i].why), "%s: %s", bad[i].file,
+                      stk_last_error());
+        free(data);
+    }
+    size_t len;
+    uint8_t *data = load("png/rgb8.png", &len), *px;
+    uint32_t w, h;
+    ck_assert_int_eq(stk_png_decode(data, len, 3, 100, &px, &w, &h), STK_ERR_LIMIT);
+    ck_assert_int_eq(stk_png_decode(data, len, 2, 0, &px, &w, &h), STK_ERR_INVALID_ARG);
+    free(data);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("augment");
@@ -1358,6 +1413,7 @@ int main(void)
     tcase_add_test(tc, same_sample_same_bytes_other_epoch_other_crop);
     tcase_add_test(tc, resize_quality_against_float_and_pil);
     tcase_add_test(tc, half_conversion);
+    tcase_add_test(tc, png_decodes_like_pil);
     suite_add_tcase(s, tc);
     return stk_check_run(s);
 }
