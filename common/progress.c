@@ -87,3 +87,8 @@ void stk_progress_finish(stk_progress *p)
     draw(p, stk_clock_sec(), true);
     p->enabled = false;
 }
+
+void stk_progress_clear(stk_progress *p)
+{
+    if (p->enabled && p->tty && p->out) fputs("\r\033[K", p->out);
+}

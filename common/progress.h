@@ -46,6 +46,10 @@ void stk_progress_update(stk_progress *p, uint64_t done);
 /* Set text shown after the rate (e.g. "loss 0.412"); copied. */
 void stk_progress_set_extra(stk_progress *p, const char *text);
 
+/* Blank the bar's line on a terminal, so that a message can be printed
+ * there (the next update redraws it). */
+void stk_progress_clear(stk_progress *p);
+
 /* Draw the final state and end the line. */
 void stk_progress_finish(stk_progress *p);
 

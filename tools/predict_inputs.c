@@ -1,0 +1,124 @@
+/* stoke predict's inputs (predict_inputs.h). */
+#include "tools/predict_inputs.h"
+
+#include "common/text.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+static bool image_name(const char *name)
+{
+    static const char *exts[] = {".jpg", ".jpeg", ".jpe", ".jfif", ".png"};
+    const char *dot = strrchr(name, '.');
+    for (size_t i = 0; dot && i < sizeof exts / sizeof *exts; i++)
+        if (!strcasecmp(dot, exts[i])) return true;
+    return false;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n > k && !strcmp(s + n - k, suffix);
+}
+
+/* Take path (malloc'd) as the next item; why: it fails with that (copied). */
+static stk_status push(predict_inputs *in, char *path, int dataset, uint64_t record,
+                       const char *why)
+{
+    if (!path) return stk_error(STK_ERR_NOMEM, "out of memory");
+    if (in->n == in->cap) {
+        uint64_t cap = in->cap ? 2 * in->cap : 256;
+        predict_item *v = realloc(in->items, cap * sizeof *v);
+        if (!v) {
+            free(path);
+            return stk_error(STK_ERR_NOMEM, "out of memory");
+        }
+        in->items = v;
+        in->cap = cap;
+    }
+    predict_item *it = &in->items[in->n++];
+    *it = (predict_item){.path = path, .dataset = dataset, .record = record};
+    if (why && !(it->why = strdup(why))) return stk_error(STK_ERR_NOMEM, "out of memory");
+    return STK_OK;
+}
+
+static stk_status walk(predict_inputs *in, const char *dir, int depth)
+{
+    struct dirent **names;
+    int n = scandir(dir, &names, NULL, alphasort);
+    if (n < 0) {
+        char why[256];
+        snprintf(why, sizeof why, "cannot list the folder: %s", strerror(errno));
+        return push(in, strdup(dir), -1, 0, why);
+    }
+    stk_status st = STK_OK;
+    for (int i = 0; i < n; i++) {
+        const char *name = names[i]->d_name;
+        if (st == STK_OK && name[0] != '.') { /* ., .., hidden files */
+            char *path = stk_text_printf("%s/%s", dir, name);
+            struct stat sb;
+            if (!path) {
+                st = stk_error(STK_ERR_NOMEM, "out of memory");
+            } else if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode) && depth < 64) {
+                st = walk(in, path, depth + 1); /* real folders only: no symlink loops */
+                free(path);
+            } else if (image_name(name)) {
+                st = push(in, path, -1, 0, NULL);
+            } else {
+                in->not_images++;
+                free(path);
+            }
+        }
+        free(names[i]);
+    }
+    free(names);
+    return st;
+}
+
+static stk_status add_dataset(predict_inputs *in, const char *path)
+{
+    stk_dataset *ds;
+    if (stk_dataset_open(path, &ds) != STK_OK)
+        return push(in, strdup(path), -1, 0, stk_last_error());
+    stk_dataset **v = realloc(in->datasets, (size_t)(in->n_datasets + 1) * sizeof *v);
+    if (!v) {
+        stk_dataset_close(ds);
+        return stk_error(STK_ERR_NOMEM, "out of memory");
+    }
+    in->datasets = v;
+    in->datasets[in->n_datasets] = ds;
+    int k = in->n_datasets++;
+    for (uint64_t r = 0; r < stk_dataset_count(ds); r++)
+        STK_TRY(push(in, stk_text_printf("%s#%llu", path, (unsigned long long)r), k, r, NULL));
+    return STK_OK;
+}
+
+stk_status predict_inputs_add(predict_inputs *in, const char *arg)
+{
+    struct stat sb;
+    if (stat(arg, &sb) != 0) {
+        char why[256];
+        snprintf(why, sizeof why, "cannot open: %s", strerror(errno));
+        return push(in, strdup(arg), -1, 0, why);
+    }
+    if (S_ISDIR(sb.st_mode)) return walk(in, arg, 0);
+    if (ends_with(arg, ".stoke")) return add_dataset(in, arg);
+    return push(in, strdup(arg), -1, 0, NULL);
+}
+
+void predict_inputs_free(predict_inputs *in)
+{
+    for (uint64_t i = 0; i < in->n; i++) {
+        free(in->items[i].path);
+        free(in->items[i].why);
+    }
+    free(in->items);
+    for (int i = 0; i < in->n_datasets; i++) stk_dataset_close(in->datasets[i]);
+    free(in->datasets);
+    memset(in, 0, sizeof *in);
+}
