@@ -23,7 +23,7 @@
 typedef struct eval_args {
     const char *data, *ckpt, *transform;
     int64_t batch, workers, threads;
-    bool json;
+    bool json, per_class;
     stk_device_spec device;
 } eval_args;
 
@@ -40,6 +40,9 @@ static const stk_flag flags[] = {
     STK_FLAG_WORKERS(T, workers, "loader threads, default: number of cores"),
     STK_FLAG_THREADS(T, threads),
     STK_FLAG_DEVICE(T, device),
+    STK_FLAG_BOOL(T, per_class, "per-class",
+                  "also each class's images and top-1, named as the checkpoint names\n"
+                  "them (its training set's class names)"),
     STK_FLAG_JSON(T, json,
                   "one JSON object on stdout (keys: val_loss, val_top1, val_top5,\n"
                   "images, seconds)"),
@@ -55,6 +58,34 @@ static const stk_cli cli = {
              "set with its --batch the figures equal that epoch's line.\n",
     .flags = flags,
     .max_args = 0};
+
+/* Each class's images and top-1, by name. */
+static void print_per_class(const ckpt_desc *d, const uint64_t *images, const uint64_t *correct,
+                            bool json)
+{
+    char num[16], shown[256], j[STK_JSON_NUMBER];
+    if (json)
+        printf(", \"per_class\": [");
+    else
+        printf("  %-24s %8s %8s\n", "class", "images", "top-1");
+    for (int k = 0; k < d->cfg.classes; k++) {
+        snprintf(num, sizeof num, "%d", k);
+        const char *name = d->class_names ? d->class_names[k] : num;
+        double top1 = images[k] ? 100.0 * (double)correct[k] / (double)images[k] : NAN;
+        if (json) {
+            printf("%s{\"class\": ", k ? ", " : "");
+            stk_json_write_string(stdout, name);
+            printf(", \"images\": %" PRIu64 ", \"top1\": %s}", images[k],
+                   stk_json_number(top1, 4, j));
+        } else if (images[k]) {
+            printf("  %-24s %8" PRIu64 " %7.2f%%\n", stk_printable(name, shown, sizeof shown),
+                   images[k], top1);
+        } else {
+            printf("  %-24s %8d %8s\n", stk_printable(name, shown, sizeof shown), 0, "-");
+        }
+    }
+    if (json) printf("]");
+}
 
 static int eval_main(int argc, char **argv)
 {
@@ -90,6 +121,7 @@ static int eval_main(int argc, char **argv)
     }
 
     int rc = STK_EXIT_ERROR;
+    uint64_t *images = NULL, *correct = NULL; /* --per-class */
     stk_model *model = NULL;
     stk_trainer *trainer = NULL;
     stk_dataset *ds;
@@ -125,13 +157,19 @@ static int eval_main(int argc, char **argv)
     if (st != STK_OK) goto fail;
 
     stk_eval_result r;
+    if (a.per_class && (!(images = calloc((size_t)cfg.classes, sizeof *images)) ||
+                        !(correct = calloc((size_t)cfg.classes, sizeof *correct)))) {
+        st = stk_error(STK_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
     if ((st = ckpt_load_model(&d, &model)) == STK_OK &&
         (st = stk_model_to(model, device.kind)) == STK_OK &&
         (st = stk_trainer_create(&tc, model, NULL, &trainer)) == STK_OK) {
         stk_loader_options o = stk_trainer_eval_options(trainer, tf, (int)batch, (int)workers);
         stk_loader *l;
         if ((st = stk_loader_open(data, &o, &l)) == STK_OK) {
-            st = stk_trainer_evaluate(trainer, l, json ? NULL : "eval", &r);
+            st = stk_trainer_evaluate_per_class(trainer, l, json ? NULL : "eval", &r, images,
+                                                correct);
             stk_loader_close(l);
         }
     }
@@ -144,13 +182,15 @@ static int eval_main(int argc, char **argv)
     char j[4][STK_JSON_NUMBER];
     if (json)
         printf("{\"val_loss\": %s, \"val_top1\": %s, \"val_top5\": %s, \"images\": %" PRIu64
-               ", \"seconds\": %s}\n",
+               ", \"seconds\": %s",
                stk_json_number(r.loss, 6, j[0]), stk_json_number(r.top1, 4, j[1]),
                stk_json_number(r.top5, 4, j[2]), r.images, stk_json_number(r.seconds, 2, j[3]));
     else
         printf("%s on %s (%" PRIu64 " images, transform %s): loss %.4f, top-1 %.2f%%, top-5 "
                "%.2f%% (%.1f s)\n",
                ckpt, data, r.images, tf, r.loss, r.top1, r.top5, r.seconds);
+    if (images) print_per_class(&d, images, correct, json);
+    if (json) printf("}\n");
     rc = STK_EXIT_OK;
     goto out;
 fail:
@@ -158,6 +198,8 @@ fail:
 out:
     stk_trainer_destroy(trainer);
     stk_model_destroy(model);
+    free(images);
+    free(correct);
     ckpt_desc_free(&d);
     free(tf);
     free(tf_from);

@@ -4,6 +4,7 @@
 #include "common/json.h"
 #include "tools/cli.h"
 #include "tools/flags.h"
+#include "tools/info_checkpoint.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +23,15 @@ static const stk_flag flags[] = {
 
 static const stk_cli cli = {
     .cmd = "info",
-    .usage = "stoke info [--json] DATA.stoke",
+    .usage = "stoke info [--json] DATA.stoke|CHECKPOINT.safetensors",
     .about = "Show what a dataset holds: format version, records, classes with their counts,\n"
              "encoding, image size range, per-channel mean/std, file size, and how it was packed.\n"
+             "Given a checkpoint (or a `stoke export --format safetensors` file): the model,\n"
+             "its classes by name, the input normalisation and transforms training used, and\n"
+             "where training stands (epochs, steps, best epoch); --json keys: path,\n"
+             "file_bytes, sha256, format, model, in_channels, image_size, classes, tensors,\n"
+             "parameters, class_names, input_mean, input_std, transform, val_transform, data,\n"
+             "optimizer, lr, ranks, batch_per_rank, epoch, step, best_epoch.\n"
              "Opening checks the whole LMDB structure, the meta's values and its checksum\n"
              "(format 2); a damaged file is refused with \"FILE: damaged (what, where)\" and\n"
              "exit 1. `stoke verify` checks every record. Control bytes in names from the\n"
@@ -32,7 +39,7 @@ static const stk_cli cli = {
     .flags = flags,
     .min_args = 1,
     .max_args = 1,
-    .args_error = "expected one DATA.stoke"};
+    .args_error = "expected one DATA.stoke or CHECKPOINT.safetensors"};
 
 static void print_json(const char *path, const stk_meta *m, uint64_t file_bytes)
 {
@@ -118,6 +125,8 @@ static int info_main(int argc, char **argv)
     int parsed = stk_cli_parse(&cli, &a, argc, argv, &pos, &n_pos);
     if (parsed >= 0) return parsed;
     bool json = a.json;
+    size_t n = strlen(pos[0]);
+    if (n > 12 && !strcmp(pos[0] + n - 12, ".safetensors")) return info_checkpoint(pos[0], json);
     stk_dataset *ds;
     if (stk_dataset_open(pos[0], &ds) != STK_OK) return stk_cli_fail();
     if (json)
@@ -128,4 +137,5 @@ static int info_main(int argc, char **argv)
     return STK_EXIT_OK;
 }
 
-const stk_command stk_cmd_info = {"info", "show what a .stoke dataset holds", &cli, info_main};
+const stk_command stk_cmd_info = {"info", "show what a .stoke dataset or a checkpoint holds", &cli,
+                                  info_main};

@@ -29,8 +29,9 @@ stk_status stk_batch_tensors(const stk_device_batch *b, const float *mean, const
     return stk_tensor_wrap(b->device, STK_I32, 1, ls, b->labels, labels);
 }
 
-stk_status stk_batch_count_correct(stk_tensor *logits, const int32_t *labels, int n, int *top1,
-                                   int *top5)
+/* Top-1 and top-5 counts, and per class (when images is not NULL). */
+static stk_status count(stk_tensor *logits, const int32_t *labels, int n, int *top1, int *top5,
+                        uint64_t *images, uint64_t *correct)
 {
     int64_t c = stk_tensor_dim(logits, 1);
     *top1 = *top5 = 0;
@@ -61,7 +62,23 @@ stk_status stk_batch_count_correct(stk_tensor *logits, const int32_t *labels, in
             if (row[j] > mine || (row[j] == mine && j < labels[i])) better++;
         if (better == 0) (*top1)++;
         if (better < 5) (*top5)++;
+        if (images) {
+            images[labels[i]]++;
+            correct[labels[i]] += better == 0;
+        }
     }
     free(copy);
     return STK_OK;
+}
+
+stk_status stk_batch_count_correct(stk_tensor *logits, const int32_t *labels, int n, int *top1,
+                                   int *top5)
+{
+    return count(logits, labels, n, top1, top5, NULL, NULL);
+}
+
+stk_status stk_batch_count_per_class(stk_tensor *logits, const int32_t *labels, int n, int *top1,
+                                     int *top5, uint64_t *images, uint64_t *correct)
+{
+    return count(logits, labels, n, top1, top5, images, correct);
 }

@@ -349,7 +349,8 @@ stk_status stk_trainer_eval_batch(stk_trainer *t, stk_eval_run *run, const stk_d
     if ((st = stk_batch_tensors(b, t->cfg.mean, t->cfg.std, &x, &y)) == STK_OK &&
         (st = stk_model_forward(t->model, x, &logits)) == STK_OK &&
         (st = stk_cross_entropy(logits, y, 0.f, &loss)) == STK_OK &&
-        (st = stk_batch_count_correct(logits, b->host_labels, b->count, &t1, &t5)) == STK_OK) {
+        (st = stk_batch_count_per_class(logits, b->host_labels, b->count, &t1, &t5,
+                                        run->class_images, run->class_correct)) == STK_OK) {
         run->c1 += (uint64_t)t1;
         run->c5 += (uint64_t)t5;
         run->loss_sum += (double)stk_tensor_item(loss) * b->count;
@@ -376,10 +377,22 @@ void stk_trainer_eval_finish(stk_trainer *t, stk_eval_run *run, stk_eval_result 
 stk_status stk_trainer_evaluate(stk_trainer *t, stk_loader *l, const char *progress_label,
                                 stk_eval_result *r)
 {
+    return stk_trainer_evaluate_per_class(t, l, progress_label, r, NULL, NULL);
+}
+
+stk_status stk_trainer_evaluate_per_class(stk_trainer *t, stk_loader *l, const char *progress_label,
+                                          stk_eval_result *r, uint64_t *images, uint64_t *correct)
+{
     memset(r, 0, sizeof *r);
     stk_h2d *h = NULL;
     stk_eval_run run;
     stk_trainer_eval_start(t, &run);
+    if (images) {
+        int k = stk_model_get_config(t->model)->classes;
+        memset(images, 0, (size_t)k * sizeof *images);
+        memset(correct, 0, (size_t)k * sizeof *correct);
+        run.class_images = images, run.class_correct = correct;
+    }
     uint64_t done = 0;
     stk_progress p;
     stk_progress_init(&p, progress_label ? progress_label : "eval", stk_loader_batches(l),

@@ -64,4 +64,30 @@ run 0 "$STOKE" info esc.stoke
 expect out.txt 'a\x1B[31mred'
 expect out.txt 'b\xC2\x9Bc'
 LC_ALL=C grep -q "$(printf '\033')" out.txt && fail "info printed a raw escape byte"
+
+# A checkpoint: the model, its classes by name (escaped too), how it was
+# trained; an exported weights file; --json
+run 0 "$STOKE" train --data esc.stoke --model cnn --batch 2 --epochs 2 --workers 2 \
+    --transform center:32 --no-tensorboard --out run
+run 0 "$STOKE" info run/last.safetensors
+expect out.txt "run/last.safetensors: Stoke checkpoint"
+expect out.txt "model    cnn: 3 channels, 32 px, 2 classes"
+expect out.txt 'classes  a\x1B[31mred, b\xC2\x9Bc'
+expect out.txt "trained  2 epochs, 2 steps (sgd"
+LC_ALL=C grep -q "$(printf '\033')" out.txt && fail "info printed a raw escape byte"
+run 0 "$STOKE" info --json run/last.safetensors
+"$PYTHON3" - <<'PY' || fail "info --json of a checkpoint"
+import json
+j = json.load(open("out.txt"))
+assert j["model"] == "cnn" and j["classes"] == 2 and j["epoch"] == 2 and j["step"] == 2, j
+assert j["class_names"] == ["a\x1b[31mred", "b\u009bc"], j["class_names"]
+assert j["format"] == "stoke-checkpoint" and len(j["sha256"]) == 64, j
+assert j["transform"] == "center:32" and j["data"] == "esc.stoke", j
+PY
+run 0 "$STOKE" export run/last.safetensors --format safetensors --out w.safetensors
+run 0 "$STOKE" info w.safetensors
+expect out.txt "w.safetensors: weights only (stoke export)"
+printf 'not a checkpoint' > fake.safetensors
+run 1 "$STOKE" info fake.safetensors
+expect err.txt "fake.safetensors"
 finish

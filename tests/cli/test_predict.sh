@@ -46,6 +46,26 @@ for r in rows:
     p = [t["probability"] for t in r["top"]]
     assert p == sorted(p, reverse=True), r
 PY
+# predict on the records agrees with stoke eval --per-class, class by class
+run 0 "$STOKE" predict run/best.safetensors rgb.stoke --top-k 1 --json
+cp out.txt pred.json
+run 0 "$STOKE" eval --data rgb.stoke --checkpoint run/best.safetensors --per-class --json
+"$PYTHON3" - <<'PY' || fail "predict and eval --per-class disagree"
+import json
+ev = json.load(open("out.txt"))
+pc = ev["per_class"]
+assert [c["class"] for c in pc] == ["cat", "dog", "zebra_empty"], pc
+assert sum(c["images"] for c in pc) == ev["images"] == 11, ev
+right = sum(round(c["top1"] * c["images"] / 100) for c in pc if c["images"])
+assert abs(100 * right / ev["images"] - ev["val_top1"]) < 1e-3, ev
+labels = ["cat"] * 6 + ["dog"] * 5  # pack's order: classes, then names
+pred = [json.loads(l)["top"][0]["class"] for l in open("pred.json")]
+for c in pc:
+    mine = sum(1 for p, l in zip(pred, labels) if l == c["class"] and p == l)
+    assert c["images"] == 0 or mine == round(c["top1"] * c["images"] / 100), (c, pred)
+PY
+run 0 "$STOKE" eval --data rgb.stoke --checkpoint run/best.safetensors --per-class
+expect out.txt "  zebra_empty                     0        -"
 # nothing readable: exit 1; bad usage: exit 2
 run 1 "$STOKE" predict run/best.safetensors imgs/text.jpg
 expect err.txt "no image could be read"
