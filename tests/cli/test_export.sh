@@ -84,6 +84,12 @@ if [ -n "$VPY" ] && "$VPY" -c "import onnx, onnxruntime, safetensors" 2>/dev/nul
         pairs="$pairs $m.onnx $m-io.safetensors $m-u8.onnx $m-io.safetensors"
     done
     run 0 "$STOKE" export t-resnet8/last.safetensors --no-fold --opset 13 --out r8-bn.onnx
+    # torchvision's stem (7x7 stride 2, max pool) at 64 px, and large logits
+    mkdir -p r18-64
+    run 0 "$EXPORT_RESNET18" "$WORK/r18-64" 64
+    run 0 "$STOKE" export r18-64/resnet18.safetensors --out r18-64.onnx
+    run 0 "$STOKE" export r18-64/resnet18.safetensors --no-fold --out r18-64-bn.onnx
+    run 0 "$FORWARD_IO" r18-64/resnet18.safetensors r18-64-io.safetensors
     # three channels: the JPEG fixtures
     run 0 "$STOKE" pack --from imagefolder "$STOKE_FIXTURES/good" rgb.stoke
     run 0 "$STOKE" train --data rgb.stoke --model cnn --batch 4 --epochs 1 --workers 2 \
@@ -92,7 +98,8 @@ if [ -n "$VPY" ] && "$VPY" -c "import onnx, onnxruntime, safetensors" 2>/dev/nul
     run 0 "$STOKE" export t-rgb/last.safetensors --input u8-nhwc --out rgb-u8.onnx
     # shellcheck disable=SC2086
     run 0 "$VPY" "$STOKE_TESTS/python/check_onnx.py" $pairs r8-bn.onnx resnet8-io.safetensors \
-        rgb-u8.onnx rgb-io.safetensors
+        rgb-u8.onnx rgb-io.safetensors r18-64.onnx r18-64-io.safetensors r18-64-bn.onnx \
+        r18-64-io.safetensors
     cat out.txt
     expect out.txt "all within 1e-4"
     "$VPY" - <<'PY' || fail "ONNX names and metadata"
@@ -105,6 +112,8 @@ assert "layer1.0.conv1.weight" in [i.name for i in m.graph.initializer]
 bn = onnx.load("r8-bn.onnx")
 assert any(n.op_type == "BatchNormalization" for n in bn.graph.node)
 meta = {p.key: p.value for p in m.metadata_props}
+for k in ("input_mean", "input_std", "val_transform"):
+    assert k in meta, (k, meta)
 names = [l.strip() for l in open("names.txt")]
 assert json.loads(meta["class_names"]) == names, meta
 u8 = onnx.load("resnet18-u8.onnx")
