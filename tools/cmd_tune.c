@@ -130,8 +130,8 @@ static const stk_cli cli = {
              "Under mpirun -np R the ranks share each cohort's trials (trial i on rank\n"
              "i mod R), rank 0 schedules with every rank's results and writes DIR (on a\n"
              "filesystem every rank sees): the same trials.csv as one process. There, a\n"
-             "space may not change --batch or --transform, and --resume and --stop-after\n"
-             "are refused.\n"
+             "space may not change --batch or --transform; each rank logs its results in\n"
+             "DIR/results.rankR.log, and --resume (on any number of ranks) merges them.\n"
              "Example:\n"
              "  stoke tune --data train.stoke --val test.stoke --model mlp --epochs 8 \\\n"
              "    --space 'lr=loguniform(1e-3,0.3) momentum=uniform(0.8,0.99)' \\\n"
@@ -303,11 +303,8 @@ static int configure(tune_args *a, tune_config *c, char **theirs, int n_theirs)
 /* ---- the command ----------------------------------------------------------------- */
 
 /* What a sweep under a launcher cannot do yet; -1 to go on. */
-static int check_ranks(const tune_args *a, const tune_config *c)
+static int check_ranks(const tune_config *c)
 {
-    if (a->resume || a->stop_after)
-        return stk_cli_usage("tune", "--resume and --stop-after: a sweep of one process only "
-                                     "(run it without mpirun to stop and resume it)");
     for (int k = 0; k < c->space.n; k++) {
         const char *key = c->space.keys[k].name;
         if (!strcmp(key, "batch") || !strcmp(key, "transform") || !strcmp(key, "val-transform"))
@@ -357,9 +354,8 @@ static int run_sweep(tune_args *a, tune_config *c, tune_trial *trials, int64_t n
     stk_cpu_set_threads((int)first.threads);
     stk_cli_catch_interrupt();
     if (resume && tune_read_trials(c, trials, n) != STK_OK) return stk_cli_fail();
-    /* results.log (for --resume) in a sweep of one process: its entries are
-     * written before each checkpoint, which ranks cannot order */
-    if (!resume && c->world == 1 && tune_open_log(c) != STK_OK) return stk_cli_fail();
+    /* results.log (results.rankR.log under a launcher), for --resume */
+    if (!resume && tune_open_log(c) != STK_OK) return stk_cli_fail();
     if (!resume && c->rank == 0 && !first.no_tensorboard &&
         tune_hparams_experiment(c, first.val != NULL) != STK_OK)
         return stk_cli_fail();
@@ -382,7 +378,8 @@ static int run_sweep(tune_args *a, tune_config *c, tune_trial *trials, int64_t n
         if (c->world > 1) stk_comm_abort(c->comm, STK_EXIT_ERROR);
         return stk_cli_fail();
     }
-    if (c->rank != 0) return st == STK_ERR_CANCELLED ? STK_EXIT_INTERRUPTED : STK_EXIT_OK;
+    if (c->rank != 0) /* (--stop-after ends every rank alike: exit 0) */
+        return st == STK_ERR_CANCELLED && stk_cli_interrupted ? STK_EXIT_INTERRUPTED : STK_EXIT_OK;
     if (st == STK_ERR_CANCELLED && tune_write_trials(c, trials, n) != STK_OK)
         fprintf(stderr, "stoke: %s\n", stk_last_error());
     tune_print_summary(c, trials, n, a->json ? stdout : c->lines, a->json, stk_clock_sec() - t0);
@@ -467,13 +464,13 @@ static int tune_with_flags(int argc, char **argv)
         c.rank = stk_comm_rank(c.comm);
         c.world = stk_comm_world(c.comm);
         if (c.rank) c.lines = NULL; /* rank 0 speaks for the job */
-        if (c.world > 1) rc = check_ranks(&a, &c);
+        if (c.world > 1) rc = check_ranks(&c);
     }
     if (rc < 0 && c.world > 1 && ranks_agree(&c, argc, argv) != STK_OK) rc = stk_cli_fail();
     if (rc < 0) {
         stk_status made = STK_OK;
         if (c.rank == 0 && !resume && (made = make_out(c.out)) == STK_OK)
-            made = tune_save_flags(c.out, argc, argv, c.world);
+            made = tune_save_flags(c.out, argc, argv);
         if (c.world > 1) made = folder_made(&c, made);
         if (made != STK_OK) rc = stk_cli_fail();
     }

@@ -39,18 +39,13 @@ static void flags_text(FILE *f, const void *ctx)
     }
 }
 
-static void ranks_text(FILE *f, const void *ctx) { fprintf(f, "%d\n", *(const int *)ctx); }
-
 /* DIR/sweep.txt: the flags that made the sweep, one per line. */
-stk_status tune_save_flags(const char *out, int argc, char **argv, int world)
+stk_status tune_save_flags(const char *out, int argc, char **argv)
 {
     char path[1100];
     snprintf(path, sizeof path, "%s/sweep.txt", out);
     args a = {argc, argv};
-    STK_TRY(tune_write_text(path, flags_text, &a));
-    if (world == 1) return STK_OK;
-    snprintf(path, sizeof path, "%s/ranks.txt", out); /* no results.log: --resume refuses it */
-    return tune_write_text(path, ranks_text, &world);
+    return tune_write_text(path, flags_text, &a);
 }
 
 /* The saved flags of DIR (argv[0] first), NULL-terminated; *n of them. */
@@ -101,13 +96,6 @@ int tune_resume_argv(int argc, char **argv, char ***eff, int *n_eff)
 {
     const char *out = out_flag(argc, argv);
     if (!out) return stk_cli_usage("tune", "--resume needs --out DIR, the sweep to continue");
-    char marker[1100];
-    snprintf(marker, sizeof marker, "%s/ranks.txt", out);
-    if (access(marker, F_OK) == 0)
-        return stk_cli_usage("tune",
-                             "--resume: the sweep in %s ran on several ranks (mpirun); "
-                             "only a sweep of one process can be resumed",
-                             out);
     int n_saved;
     char **saved = load_flags(out, &n_saved);
     if (!saved)

@@ -11,9 +11,8 @@
 int tune_expand_config(int argc, char **argv, config_known known, char ***eff, int *n_eff);
 
 /* DIR/sweep.txt: argv's flags but those of one call (--resume, --json,
- * --stop-after N); with world > 1 also DIR/ranks.txt (such a sweep has no
- * results.log and cannot be resumed). */
-stk_status tune_save_flags(const char *out, int argc, char **argv, int world);
+ * --stop-after N). */
+stk_status tune_save_flags(const char *out, int argc, char **argv);
 
 /* --resume: the flags of the sweep in --out (owned: *eff, *n_eff): read from
  * DIR/sweep.txt when argv gives --out alone, else argv's once checked to be

@@ -12,36 +12,37 @@
 #include <string.h>
 #include <unistd.h>
 
-/* DIR/results.log's entries, in order. */
-stk_status tune_read_log(const tune_config *c, int64_t n_trials, entry **out, size_t *n)
+/* One results file's entries appended to *out. A line is "TRIAL EPOCH
+ * VALUE SETTLE" (SETTLE: the sweep's count of exchanges before it; a log
+ * from before it had three columns: its settle is its line's order). */
+static stk_status read_file(const tune_config *c, const char *path, int64_t n_trials, entry **out,
+                            size_t *n, size_t *cap)
 {
-    *out = NULL;
-    *n = 0;
-    char path[1100];
-    snprintf(path, sizeof path, "%s/results.log", c->out);
     FILE *f = fopen(path, "r");
     if (!f)
         return errno == ENOENT ? STK_OK : stk_error(STK_ERR_IO, "%s: %s", path, strerror(errno));
-    size_t cap = 0, line = 0;
-    entry e;
-    char buf[128];
+    size_t line = 0;
+    char buf[160];
     stk_status st = STK_OK;
     while (st == STK_OK && fgets(buf, sizeof buf, f)) {
         line++;
         char v[64];
-        if (sscanf(buf, "%" SCNd64 " %" SCNd64 " %63s", &e.trial, &e.epoch, v) != 3 ||
-            e.trial < 0 || e.trial >= n_trials || e.epoch < 1 || e.epoch > c->epochs ||
-            (*n && e.trial / c->concurrent < (*out)[*n - 1].trial / c->concurrent)) {
+        entry e = {.settle = -1};
+        int got =
+            sscanf(buf, "%" SCNd64 " %" SCNd64 " %63s %" SCNd64, &e.trial, &e.epoch, v, &e.settle);
+        if (got < 3 || e.trial < 0 || e.trial >= n_trials || e.epoch < 1 || e.epoch > c->epochs ||
+            (got == 4 && e.settle < 0)) {
             st = stk_error(STK_ERR_FORMAT,
-                           "%s line %zu: not a result of this sweep (TRIAL EPOCH VALUE, trials "
-                           "0..%" PRId64 " in cohort order, epochs 1..%" PRId64 ")",
+                           "%s line %zu: not a result of this sweep (TRIAL EPOCH VALUE SETTLE, "
+                           "trials 0..%" PRId64 ", epochs 1..%" PRId64 ")",
                            path, line, n_trials - 1, c->epochs);
             break;
         }
         e.value = strtod(v, NULL);
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 256;
-            entry *p = realloc(*out, cap * sizeof *p);
+        e.order = *n;
+        if (*n == *cap) {
+            *cap = *cap ? 2 * *cap : 256;
+            entry *p = realloc(*out, *cap * sizeof *p);
             if (!p) {
                 st = stk_error(STK_ERR_NOMEM, "out of memory");
                 break;
@@ -52,6 +53,57 @@ stk_status tune_read_log(const tune_config *c, int64_t n_trials, entry **out, si
     }
     fclose(f);
     return st;
+}
+
+/* The order the scheduler took them in: by settle, then trial (as each
+ * exchange feeds its reports); a log without settles keeps its order. */
+static int by_settle(const void *a, const void *b)
+{
+    const entry *x = a, *y = b;
+    if (x->settle != y->settle) return x->settle < y->settle ? -1 : 1;
+    if (x->settle >= 0 && x->trial != y->trial) return x->trial < y->trial ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+stk_status tune_read_log(const tune_config *c, const tune_trial *trials, int64_t n_trials,
+                         entry **out, size_t *n, int64_t *next_settle)
+{
+    *out = NULL;
+    *n = 0;
+    *next_settle = 0;
+    size_t cap = 0;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/results.log", c->out);
+    STK_TRY(read_file(c, path, n_trials, out, n, &cap));
+    /* a sweep under a launcher: each rank's file (any number of ranks) */
+    for (int r = 0; r < 65536; r++) {
+        snprintf(path, sizeof path, "%s/results.rank%d.log", c->out, r);
+        if (access(path, F_OK) != 0) break;
+        STK_TRY(read_file(c, path, n_trials, out, n, &cap));
+    }
+    entry *e = *out;
+    qsort(e, *n, sizeof *e, by_settle);
+    for (size_t i = 0; i < *n; i++)
+        if (e[i].settle >= *next_settle) *next_settle = e[i].settle + 1;
+    /* An entry written before a checkpoint that a kill then prevented was
+     * never taken by the scheduler: a later run wrote the epoch again (the
+     * later entry stands), or the trial ended before it (it goes). */
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++) {
+        const tune_trial *t = &trials[e[i].trial];
+        bool later = false;
+        for (size_t j = i + 1; j < *n && !later; j++)
+            later = e[j].trial == e[i].trial && e[j].epoch == e[i].epoch;
+        if (later || (t->status != TRIAL_PENDING && e[i].epoch > t->epochs_run)) continue;
+        if (k && e[i].trial / c->concurrent < e[k - 1].trial / c->concurrent)
+            return stk_error(STK_ERR_FORMAT,
+                             "%s: results of trial %" PRId64 " after cohort %" PRId64
+                             "'s: not a log of this sweep",
+                             c->out, e[i].trial, e[k - 1].trial / c->concurrent);
+        e[k++] = e[i];
+    }
+    *n = k;
+    return STK_OK;
 }
 
 /* The epoch of trial t's last checkpoint (0: none). */
@@ -75,11 +127,10 @@ static stk_status add_flag(tune_trial *t, const char *flag)
 
 /* Feed cohort [k0, k1)'s entries (from *next on) to the scheduler as the
  * first run did; pending trials learn their figures, and a decision the
- * first run made but had not written (a stop) takes effect. Kept entries
- * are collected in keep (rewritten into results.log). */
+ * first run made but had not written (a stop) takes effect. */
 void tune_replay_cohort(const tune_config *c, stk_scheduler *s, tune_trial *trials,
                         const entry *log, size_t n_log, size_t *next, int64_t k0, int64_t k1,
-                        const int64_t *ckpt, entry *keep, size_t *n_keep)
+                        const int64_t *ckpt)
 {
     size_t from = *next, to = from;
     while (to < n_log && log[to].trial >= k0 && log[to].trial < k1) to++;
@@ -92,7 +143,6 @@ void tune_replay_cohort(const tune_config *c, stk_scheduler *s, tune_trial *tria
         for (size_t j = i + 1; j < to && last; j++)
             last = !(log[j].trial == e->trial &&
                      (t->status != TRIAL_PENDING || log[j].epoch <= ckpt[e->trial]));
-        keep[(*n_keep)++] = *e;
         bool ended_itself = t->status == TRIAL_COMPLETED || t->status == TRIAL_EARLY_STOPPED ||
                             (t->status == TRIAL_PENDING && e->epoch >= c->epochs);
         if (last && ended_itself) {
@@ -141,7 +191,7 @@ static stk_status close_epoch(const tune_config *c, stk_scheduler *s, tune_trial
 
 stk_status tune_replay_pbt(const tune_config *c, stk_scheduler *s, tune_trial *trials,
                            int64_t n_trials, const entry *log, size_t n_log, size_t *next,
-                           int64_t k0, int64_t k1, const int64_t *ckpt, entry *keep, size_t *n_keep)
+                           int64_t k0, int64_t k1, const int64_t *ckpt)
 {
     size_t from = *next, to = from;
     while (to < n_log && log[to].trial >= k0 && log[to].trial < k1) to++;
@@ -162,7 +212,6 @@ stk_status tune_replay_pbt(const tune_config *c, stk_scheduler *s, tune_trial *t
         if (e->epoch != epoch && epoch)
             st = close_epoch(c, s, trials, n_trials, k0, k1, last, ckpt, epoch, steps);
         epoch = e->epoch;
-        keep[(*n_keep)++] = *e;
         bool ended_itself = t->status == TRIAL_COMPLETED || t->status == TRIAL_EARLY_STOPPED ||
                             (t->status == TRIAL_PENDING && e->epoch >= c->epochs);
         if (e->epoch == last[e->trial - k0] && ended_itself)
@@ -202,31 +251,13 @@ stk_status tune_resume_flags(tune_trial *trials, int64_t n, const int64_t *ckpt)
     return STK_OK;
 }
 
-/* results.log holding the kept entries only, then open for appending. */
-typedef struct kept {
-    const entry *e;
-    size_t n;
-} kept;
-
-static void log_text(FILE *f, const void *ctx)
-{
-    const kept *k = ctx;
-    for (size_t i = 0; i < k->n; i++)
-        fprintf(f, "%" PRId64 " %" PRId64 " %.17g\n", k->e[i].trial, k->e[i].epoch, k->e[i].value);
-}
-
-stk_status tune_rewrite_log(tune_config *c, const entry *keep, size_t n)
-{
-    char path[1100];
-    snprintf(path, sizeof path, "%s/results.log", c->out);
-    kept k = {keep, n};
-    return tune_write_text(path, log_text, &k);
-}
-
 stk_status tune_open_log(tune_config *c)
 {
     char path[1100];
-    snprintf(path, sizeof path, "%s/results.log", c->out);
+    if (c->world > 1) /* each rank its own file: its entries precede its checkpoints */
+        snprintf(path, sizeof path, "%s/results.rank%d.log", c->out, c->rank);
+    else
+        snprintf(path, sizeof path, "%s/results.log", c->out);
     if (!(c->results = fopen(path, "a")))
         return stk_error(STK_ERR_IO, "%s: %s", path, strerror(errno));
     return STK_OK;

@@ -249,6 +249,7 @@ static stk_status settle(const tune_config *c, stk_scheduler *s, tune_trial *tri
     /* PBT's round (not when --stop-after ended this call first: as if killed before it) */
     if (st == STK_OK && epoch_done && !*stopped && c->sched.kind == STK_SCHED_PBT)
         st = pbt_round(c, s, trials, n_trials, g, n);
+    (*c->settle)++; /* (the number the next exchange's log entries carry) */
     free(mine);
     free(all);
     return st;
@@ -338,15 +339,15 @@ stk_status tune_run(tune_config *c, tune_trial *trials, int64_t n, bool replay)
     c->explore = &explore;
     stk_scheduler *s;
     STK_TRY(stk_scheduler_create(&c->sched, &s));
-    entry *log = NULL, *keep = NULL;
-    size_t n_log = 0, n_keep = 0, next = 0;
+    entry *log = NULL;
+    size_t n_log = 0, next = 0;
+    int64_t settles = 0; /* this run's exchanges so far, counted on from the logs' */
+    c->settle = &settles;
     int64_t *ckpt = calloc((size_t)n, sizeof *ckpt);
     tune_trial **cohort = calloc((size_t)c->concurrent, sizeof *cohort);
     stk_status st = cohort && ckpt ? STK_OK : stk_error(STK_ERR_NOMEM, "out of memory");
     if (st == STK_OK && replay) {
-        st = tune_read_log(c, n, &log, &n_log);
-        if (st == STK_OK && !(keep = malloc((n_log ? n_log : 1) * sizeof *keep)))
-            st = stk_error(STK_ERR_NOMEM, "out of memory");
+        st = tune_read_log(c, trials, n, &log, &n_log, &settles);
         for (int64_t i = 0; st == STK_OK && i < n; i++)
             if (trials[i].status == TRIAL_PENDING) ckpt[i] = tune_checkpoint_epoch(&trials[i]);
     }
@@ -355,13 +356,11 @@ stk_status tune_run(tune_config *c, tune_trial *trials, int64_t n, bool replay)
         /* every trial joins the scheduler in id order, ended ones too (its draws) */
         for (int64_t i = k0; st == STK_OK && i < k1; i++) st = stk_scheduler_add(s, i);
         if (st == STK_OK && replay && c->sched.kind == STK_SCHED_PBT)
-            st = tune_replay_pbt(c, s, trials, n, log, n_log, &next, k0, k1, ckpt, keep, &n_keep);
+            st = tune_replay_pbt(c, s, trials, n, log, n_log, &next, k0, k1, ckpt);
         else if (st == STK_OK && replay)
-            tune_replay_cohort(c, s, trials, log, n_log, &next, k0, k1, ckpt, keep, &n_keep);
+            tune_replay_cohort(c, s, trials, log, n_log, &next, k0, k1, ckpt);
         if (st == STK_OK && replay && next == n_log) { /* the replay is over: append from here */
-            if ((st = tune_resume_flags(trials, n, ckpt)) == STK_OK &&
-                (st = tune_rewrite_log(c, keep, n_keep)) == STK_OK)
-                st = tune_open_log(c);
+            if ((st = tune_resume_flags(trials, n, ckpt)) == STK_OK) st = tune_open_log(c);
             replay = false;
         }
         int k = 0;
@@ -371,7 +370,6 @@ stk_status tune_run(tune_config *c, tune_trial *trials, int64_t n, bool replay)
         if (st == STK_OK && c->rank == 0) st = tune_write_results(c, trials, n);
     }
     free(log);
-    free(keep);
     free(ckpt);
     free(cohort);
     stk_scheduler_destroy(s);

@@ -66,9 +66,10 @@ typedef struct tune_config {
     int train_argc;
     stk_space space;
     FILE *lines;          /* progress lines (stdout, or stderr under --json) */
-    FILE *results;        /* DIR/results.log: "TRIAL EPOCH VALUE" per reported epoch, in order */
+    FILE *results;        /* DIR/results.log: "TRIAL EPOCH VALUE SETTLE" per reported epoch */
     int64_t stop_after;   /* > 0: end this call after that many trial epochs (resume later) */
     int64_t *epochs_done; /* this call's trial epochs (tune_run's counter) */
+    int64_t *settle;      /* the sweep's exchanges so far (tune_run's; results.log's 4th column) */
     double resample_probability; /* PBT's explore */
     struct stk_rng *explore;     /* PBT's explore draws (tune_run's) */
     /* The job's ranks (mpirun): cohort trial i runs on rank i mod world;

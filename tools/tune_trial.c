@@ -86,9 +86,11 @@ void tune_announce(const tune_config *c, tune_trial *trials, int64_t n, tune_tri
 }
 
 /* fit's on_epoch: the run's record (metrics.csv, TensorBoard) as stoke
- * train keeps it, then the epoch's result in DIR/results.log, before the
- * epoch's checkpoint is written (so a resume that finds the entry without
- * the checkpoint drops it, and the epoch is redone and reported again). */
+ * train keeps it, then the epoch's result in DIR/results.log (this rank's
+ * results.rankR.log under a launcher) with the number of the exchange it
+ * goes to, before the epoch's checkpoint is written (so a resume that
+ * finds the entry without the checkpoint drops it, and the epoch is redone
+ * and reported again). */
 static stk_status trial_on_epoch(void *ctx, const stk_fit_epoch *e, bool *stop)
 {
     live *L = ctx;
@@ -96,7 +98,8 @@ static stk_status trial_on_epoch(void *ctx, const stk_fit_epoch *e, bool *stop)
     const tune_config *c = L->c;
     double v = stk_fit_metric(c->metric, e->train, e->val);
     if (c->results) {
-        fprintf(c->results, "%" PRId64 " %" PRId64 " %.17g\n", L->t->id, e->epoch + 1, v);
+        fprintf(c->results, "%" PRId64 " %" PRId64 " %.17g %" PRId64 "\n", L->t->id, e->epoch + 1,
+                v, *c->settle);
         if (fflush(c->results) != 0)
             return stk_error(STK_ERR_IO, "%s/results.log: %s", c->out, strerror(errno));
     }

@@ -59,10 +59,42 @@ run 1 $MPIRUN -np 1 "$STOKE" tune $D --space 'lr=uniform(0.01,0.1)' --out bad : 
     -np 1 "$STOKE" tune $D --space 'lr=uniform(0.01,0.2)' --out bad
 expect err.txt "rank 1 was given other stoke tune flags than rank 0"
 [ -e bad ] && fail "a refused sweep wrote bad/"
-# one process only: resume, data flags in the space
+# one process only: data flags in the space
 # shellcheck disable=SC2086
 run 2 $MPI "$STOKE" tune $D --space 'transform=choice(center:28,flip)' --out bad
 expect err.txt "--space transform: under a launcher every trial of a cohort shares the data flags"
-run 2 "$STOKE" tune --resume --out two
-expect err.txt "--resume: the sweep in two ran on several ranks"
+# stopped on 2 ranks (--stop-after, as a kill there would), resumed on 2
+# ranks, then on one process: the trials.csv of an uninterrupted sweep
+# (each rank logs its own results; the resume orders them as the scheduler
+# took them), for ASHA and for PBT
+rm -rf one
+# shellcheck disable=SC2086
+run 0 "$STOKE" tune $D --space "$SPACE" --samples 7 --epochs 4 --scheduler asha --reduction 2 \
+    --concurrent 3 --seed 5 --out one
+cut -d, -f1-8,10- one/trials.csv | sed 's|--out [^ ]*||' > a.txt
+for k in 2 7; do
+    rm -rf r
+    # shellcheck disable=SC2086
+    run 0 $MPI "$STOKE" tune $D --space "$SPACE" --samples 7 --epochs 4 --scheduler asha \
+        --reduction 2 --concurrent 3 --seed 5 --out r --stop-after "$k"
+    [ -e r/results.rank1.log ] || fail "rank 1 kept no results.rank1.log"
+    run 0 $MPI "$STOKE" tune --resume --out r --stop-after 3
+    run 0 "$STOKE" tune --resume --out r
+    cut -d, -f1-8,10- r/trials.csv | sed 's|--out [^ ]*||' > b.txt
+    cmp -s a.txt b.txt || { fail "asha stopped after $k on 2 ranks: another trials.csv"; diff a.txt b.txt >&2; }
+done
+rm -rf one r
+# shellcheck disable=SC2086
+run 0 "$STOKE" tune $D --space "$PSPACE" --samples 6 --epochs 5 --scheduler pbt --concurrent 6 \
+    --seed 2 --out one
+# shellcheck disable=SC2086
+run 0 $MPI "$STOKE" tune $D --space "$PSPACE" --samples 6 --epochs 5 --scheduler pbt --concurrent 6 \
+    --seed 2 --out r --stop-after 9
+run 0 $MPI "$STOKE" tune --resume --out r
+cut -d, -f1-7,9- one/trials.csv > a.txt
+cut -d, -f1-7,9- r/trials.csv > b.txt
+cmp -s a.txt b.txt || { fail "pbt stopped on 2 ranks and resumed: another trials.csv"; diff a.txt b.txt >&2; }
+for p in one/trials/*/pbt.csv; do
+    cmp -s "$p" "r/${p#one/}" || fail "pbt resumed on 2 ranks: ${p#one/} differs"
+done
 finish
