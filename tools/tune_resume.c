@@ -125,6 +125,13 @@ static stk_status add_flag(tune_trial *t, const char *flag)
     return STK_OK;
 }
 
+/* Its last entry says it ended on its own (not by the scheduler). */
+static bool ended_itself(const tune_config *c, const tune_trial *t, const entry *e)
+{
+    return t->status == TRIAL_COMPLETED || t->status == TRIAL_EARLY_STOPPED ||
+           (t->status == TRIAL_PENDING && e->epoch >= c->epochs);
+}
+
 /* Feed cohort [k0, k1)'s entries (from *next on) to the scheduler as the
  * first run did; pending trials learn their figures, and a decision the
  * first run made but had not written (a stop) takes effect. */
@@ -143,21 +150,13 @@ void tune_replay_cohort(const tune_config *c, stk_scheduler *s, tune_trial *tria
         for (size_t j = i + 1; j < to && last; j++)
             last = !(log[j].trial == e->trial &&
                      (t->status != TRIAL_PENDING || log[j].epoch <= ckpt[e->trial]));
-        bool ended_itself = t->status == TRIAL_COMPLETED || t->status == TRIAL_EARLY_STOPPED ||
-                            (t->status == TRIAL_PENDING && e->epoch >= c->epochs);
-        if (last && ended_itself) {
+        if (last && ended_itself(c, t, e)) {
             stk_scheduler_complete(s, t->id, e->epoch, e->value);
             continue;
         }
         stk_decision d = stk_scheduler_result(s, t->id, e->epoch, e->value);
         if (t->status != TRIAL_PENDING) continue;
-        t->epochs_run = e->epoch;
-        if (isfinite(e->value) &&
-            (isnan(t->best_value) ||
-             (c->maximise ? e->value > t->best_value : e->value < t->best_value))) {
-            t->best_value = e->value;
-            t->best_epoch = e->epoch;
-        }
+        tune_trial_note(c, t, e->epoch, e->value);
         if (last && d == STK_DECISION_STOP) { /* stopped, then killed before trials.csv */
             t->status = TRIAL_STOPPED;
             t->stopped_at = e->epoch;
@@ -212,20 +211,11 @@ stk_status tune_replay_pbt(const tune_config *c, stk_scheduler *s, tune_trial *t
         if (e->epoch != epoch && epoch)
             st = close_epoch(c, s, trials, n_trials, k0, k1, last, ckpt, epoch, steps);
         epoch = e->epoch;
-        bool ended_itself = t->status == TRIAL_COMPLETED || t->status == TRIAL_EARLY_STOPPED ||
-                            (t->status == TRIAL_PENDING && e->epoch >= c->epochs);
-        if (e->epoch == last[e->trial - k0] && ended_itself)
+        if (e->epoch == last[e->trial - k0] && ended_itself(c, t, e))
             stk_scheduler_complete(s, t->id, e->epoch, e->value);
         else
             stk_scheduler_pbt_result(s, t->id, e->epoch, e->value);
-        if (t->status != TRIAL_PENDING) continue;
-        t->epochs_run = e->epoch;
-        if (isfinite(e->value) &&
-            (isnan(t->best_value) ||
-             (c->maximise ? e->value > t->best_value : e->value < t->best_value))) {
-            t->best_value = e->value;
-            t->best_epoch = e->epoch;
-        }
+        if (t->status == TRIAL_PENDING) tune_trial_note(c, t, e->epoch, e->value);
     }
     if (st == STK_OK && epoch)
         st = close_epoch(c, s, trials, n_trials, k0, k1, last, ckpt, epoch, steps);

@@ -129,6 +129,10 @@ stk_status tune_pbt_set_values(stk_trainer *tr, const stk_trial_params *p);
 /* The keys PBT can change while a trial runs. */
 bool tune_pbt_key(const char *key);
 
+/* Trial t's epoch `epoch` (counted from 1) had the sweep's metric v: its
+ * epochs run and best so far (tune_trial.c; the replay of a resume too). */
+void tune_trial_note(const tune_config *c, tune_trial *t, int64_t epoch, double v);
+
 /* "COMPLETED", "STOPPED@3", "EARLY_STOPPED", "ERROR", "PENDING" */
 void tune_status_text(const tune_trial *t, char buf[32]);
 

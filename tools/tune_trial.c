@@ -213,6 +213,16 @@ bool tune_trial_start(live *L, const live *owner)
     return true;
 }
 
+void tune_trial_note(const tune_config *c, tune_trial *t, int64_t epoch, double v)
+{
+    t->epochs_run = epoch;
+    if (isfinite(v) &&
+        (isnan(t->best_value) || (c->maximise ? v > t->best_value : v < t->best_value))) {
+        t->best_value = v;
+        t->best_epoch = epoch;
+    }
+}
+
 void tune_trial_failed(live *L)
 {
     char why[512];
@@ -260,13 +270,8 @@ bool tune_trial_epoch(live *L, tune_report *r)
         return false;
     }
     int64_t epoch = stk_trainer_position(L->r.trainer)->epoch; /* done, counted from 1 */
-    t->epochs_run = epoch;
     double v = stk_fit_metric(c->metric, &es, have_val ? &val : NULL);
-    if (isfinite(v) &&
-        (isnan(t->best_value) || (c->maximise ? v > t->best_value : v < t->best_value))) {
-        t->best_value = v;
-        t->best_epoch = epoch;
-    }
+    tune_trial_note(c, t, epoch, v);
     memset(r, 0, sizeof *r);
     r->epoch = epoch;
     r->value = v;
