@@ -129,9 +129,9 @@ static const stk_cli cli = {
              "seconds column aside).\n"
              "Under mpirun -np R the ranks share each cohort's trials (trial i on rank\n"
              "i mod R), rank 0 schedules with every rank's results and writes DIR (on a\n"
-             "filesystem every rank sees): the same trials.csv as one process. There, a\n"
-             "space may not change --batch or --transform; each rank logs its results in\n"
-             "DIR/results.rankR.log, and --resume (on any number of ranks) merges them.\n"
+             "filesystem every rank sees): the same trials.csv as one process. Each rank\n"
+             "logs its results in DIR/results.rankR.log; --resume (on any number of ranks)\n"
+             "merges them.\n"
              "Example:\n"
              "  stoke tune --data train.stoke --val test.stoke --model mlp --epochs 8 \\\n"
              "    --space 'lr=loguniform(1e-3,0.3) momentum=uniform(0.8,0.99)' \\\n"
@@ -302,20 +302,6 @@ static int configure(tune_args *a, tune_config *c, char **theirs, int n_theirs)
 
 /* ---- the command ----------------------------------------------------------------- */
 
-/* What a sweep under a launcher cannot do yet; -1 to go on. */
-static int check_ranks(const tune_config *c)
-{
-    for (int k = 0; k < c->space.n; k++) {
-        const char *key = c->space.keys[k].name;
-        if (!strcmp(key, "batch") || !strcmp(key, "transform") || !strcmp(key, "val-transform"))
-            return stk_cli_usage("tune",
-                                 "--space %s: under a launcher every trial of a cohort shares "
-                                 "the data flags (the ranks step together); give --%s fixed",
-                                 key, key);
-    }
-    return -1;
-}
-
 /* Under a launcher, before anything is written: every rank runs the same
  * sweep (a fingerprint of their flags). */
 static stk_status ranks_agree(tune_config *c, int argc, char **argv)
@@ -464,7 +450,6 @@ static int tune_with_flags(int argc, char **argv)
         c.rank = stk_comm_rank(c.comm);
         c.world = stk_comm_world(c.comm);
         if (c.rank) c.lines = NULL; /* rank 0 speaks for the job */
-        if (c.world > 1) rc = check_ranks(&c);
     }
     if (rc < 0 && c.world > 1 && ranks_agree(&c, argc, argv) != STK_OK) rc = stk_cli_fail();
     if (rc < 0) {

@@ -286,47 +286,36 @@ static stk_status run_group(const tune_config *c, stk_scheduler *s, tune_trial *
     return st;
 }
 
-/* One cohort: this rank's share of its pending trials, in groups of the
- * same data flags (one group under a launcher: the ranks step together). */
+/* One cohort: its pending trials in groups of the same data flags, one
+ * group after another (in the order of their first trials); each rank runs
+ * its share of each group (cohort trial i on rank i mod world), in step
+ * with the others, an empty share too. */
 static stk_status run_cohort(const tune_config *c, stk_scheduler *s, tune_trial **cohort, int n,
                              tune_trial *trials, int64_t n_trials)
 {
-    live *all = calloc((size_t)(n ? n : 1), sizeof *all);
     train_args *args = calloc((size_t)(n ? n : 1), sizeof *args);
     bool *done = calloc((size_t)(n ? n : 1), sizeof *done);
-    stk_status st = all && args && done ? STK_OK : stk_error(STK_ERR_NOMEM, "out of memory");
-    int mine = 0;
-    for (int i = 0; st == STK_OK && i < n; i++) {
-        if (i % c->world != c->rank) continue; /* another rank's */
-        all[mine] = (live){.c = c, .t = cohort[i]};
-        if (train_parse_flags(cohort[i]->argc, cohort[i]->argv, &args[mine]) >= 0)
+    live *g = calloc((size_t)(n ? n : 1), sizeof *g);
+    stk_status st = args && done && g ? STK_OK : stk_error(STK_ERR_NOMEM, "out of memory");
+    for (int i = 0; st == STK_OK && i < n; i++) { /* every rank knows every trial's data flags */
+        if (train_parse_flags(cohort[i]->argc, cohort[i]->argv, &args[i]) >= 0)
             st = stk_error(STK_ERR_INVALID_ARG, "trial %" PRId64 ": flags refused", cohort[i]->id);
         else
-            free(args[mine].out_buf);
-        mine++;
+            free(args[i].out_buf);
     }
-    bool ran = false;
-    for (int i = 0; st == STK_OK && (i < mine || !ran); i++) {
-        if (i < mine && done[i]) continue;
-        live *g = calloc((size_t)(mine ? mine : 1), sizeof *g);
-        if (!g) {
-            st = stk_error(STK_ERR_NOMEM, "out of memory");
-            break;
-        }
+    for (int i = 0; st == STK_OK && i < n; i++) {
+        if (done[i]) continue;
         int m = 0;
-        for (int j = i; j < mine; j++)
+        for (int j = i; j < n; j++)
             if (!done[j] && same_data(&args[i], &args[j])) {
-                g[m++] = all[j];
                 done[j] = true;
+                if (j % c->world == c->rank) g[m++] = (live){.c = c, .t = cohort[j]};
             }
         st = run_group(c, s, trials, n_trials, g, m, n);
-        ran = true;
-        free(g);
-        if (i >= mine) break; /* no trial of this cohort here: one empty group, in step */
     }
-    free(all);
     free(args);
     free(done);
+    free(g);
     return st;
 }
 

@@ -3,7 +3,7 @@
 # rank 0 schedules with every rank's results and writes the sweep's files;
 # trials.csv and every trial's metrics.csv equal a one-process sweep's with
 # the same seed. A rank with other flags is refused before anything is
-# written; what one process only can do is refused under a launcher.
+# written.
 . "$STOKE_TESTS/cli/lib.sh"
 MPIRUN=${MPIEXEC:-mpirun}
 if ! command -v "$MPIRUN" >/dev/null 2>&1 || [ "${STOKE_HAVE_MPI:-ON}" != ON ]; then
@@ -59,10 +59,24 @@ run 1 $MPIRUN -np 1 "$STOKE" tune $D --space 'lr=uniform(0.01,0.1)' --out bad : 
     -np 1 "$STOKE" tune $D --space 'lr=uniform(0.01,0.2)' --out bad
 expect err.txt "rank 1 was given other stoke tune flags than rank 0"
 [ -e bad ] && fail "a refused sweep wrote bad/"
-# one process only: data flags in the space
-# shellcheck disable=SC2086
-run 2 $MPI "$STOKE" tune $D --space 'transform=choice(center:28,flip)' --out bad
-expect err.txt "--space transform: under a launcher every trial of a cohort shares the data flags"
+# a space over the data flags: the groups of a cohort (one stream each) run
+# one after another on every rank, each rank its share of each group (none
+# too); on 2 and on 3 ranks the trials.csv of one process
+DSPACE="lr=loguniform(1e-3,0.3) batch=choice(8,16) transform=choice(center:28,'pad:2,crop:28')"
+DD="--data tiny.stoke --val tiny.stoke --model mlp --workers 1 --threads 1 --no-tensorboard"
+for np in 1 2 3; do
+    # shellcheck disable=SC2086
+    run 0 $MPIRUN -np $np --oversubscribe "$STOKE" tune $DD --space "$DSPACE" --samples 7 --epochs 3 \
+        --scheduler asha --reduction 2 --concurrent 4 --seed 5 --out "d$np"
+done
+"$PYTHON3" - <<'PY' || fail "a space over batch and transform: another trials.csv on 2 or 3 ranks"
+import csv
+def rows(d):
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(open(d + "/trials.csv"))]
+one = rows("d1")
+assert len({r["batch"] + r["transform"] for r in one}) > 1, one
+assert rows("d2") == one and rows("d3") == one
+PY
 # stopped on 2 ranks (--stop-after, as a kill there would), resumed on 2
 # ranks, then on one process: the trials.csv of an uninterrupted sweep
 # (each rank logs its own results; the resume orders them as the scheduler
