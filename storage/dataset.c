@@ -1,6 +1,8 @@
 #include "storage/dataset.h"
 
+#include "common/log.h"
 #include "storage/lmdb_file.h"
+#include "storage/record_index.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +23,8 @@ struct stk_dataset {
     uint64_t *offsets; /* record index: file offset of each record's value */
     uint32_t *lengths;
     uint32_t max_length;
+    bool indexed; /* the index came from the file's own (record_index.h), not a walk */
+    uint64_t open_pages, open_reads; /* what the open touched (stk_dataset_open_cost) */
 };
 
 /* The meta database's (key, value) pairs, as found by the walk. */
@@ -150,8 +154,86 @@ static stk_status build_index(stk_dataset *ds, stk_lmdb_file *f)
     return STK_OK;
 }
 
-/* Read the meta and the record index from the validated LMDB file. */
-static stk_status read_dataset(stk_dataset *ds)
+/* The "v1" value of the index database: its place in the file. */
+typedef struct index_value {
+    uint64_t offset, len;
+    bool found;
+} index_value;
+
+static stk_status find_value(void *ctx, const uint8_t *key, uint32_t key_len, uint64_t value_offset,
+                             uint64_t value_len)
+{
+    index_value *v = ctx;
+    if (key_len == 2 && !memcmp(key, "v1", 2)) *v = (index_value){value_offset, value_len, true};
+    return STK_OK;
+}
+
+/* The entries of the file's persisted index (record_index.h), checked
+ * against the file: a few large reads, no walk of the records. STK_END: the
+ * file has none. */
+static stk_status read_index(const stk_dataset *ds, stk_lmdb_file *f, stk_index_entry **out)
+{
+    stk_lmdb_db db;
+    if (stk_lmdb_file_find_db(f, "index", &db) != STK_OK) return STK_END;
+    index_value v = {0};
+    STK_TRY(stk_lmdb_file_walk(f, "index", find_value, &v));
+    if (!v.found) return stk_error(STK_ERR_CORRUPT, "no \"v1\" entry");
+    if (v.len > ds->file_size) return stk_error(STK_ERR_CORRUPT, "larger than the file");
+    uint8_t *buf = malloc(v.len ? v.len : 1);
+    if (!buf) return stk_error(STK_ERR_NOMEM, "out of memory");
+    for (uint64_t at = 0; at < v.len;) { /* pread: the map's pages stay untouched */
+        ssize_t got = pread(ds->fd, buf + at, v.len - at > (64u << 20) ? 64u << 20 : v.len - at,
+                            (off_t)(v.offset + at));
+        ((stk_dataset *)ds)->open_reads++;
+        if (got <= 0) {
+            free(buf);
+            return stk_error(STK_ERR_IO, "reading it: %s", got < 0 ? strerror(errno) : "short");
+        }
+        at += (uint64_t)got;
+    }
+    stk_status st =
+        stk_record_index_parse(buf, v.len, f->txnid, ds->meta.count, ds->file_size, out);
+    free(buf);
+    return st;
+}
+
+/* The persisted index into ds's record index. */
+static stk_status load_index(stk_dataset *ds, stk_lmdb_file *f)
+{
+    stk_index_entry *e;
+    STK_TRY(read_index(ds, f, &e));
+    uint64_t n = ds->meta.count;
+    ds->offsets = calloc(n ? n : 1, sizeof *ds->offsets);
+    ds->lengths = calloc(n ? n : 1, sizeof *ds->lengths);
+    if (!ds->offsets || !ds->lengths) {
+        free(e);
+        return stk_error(STK_ERR_NOMEM, "out of memory");
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        ds->offsets[i] = e[i].offset;
+        ds->lengths[i] = e[i].length;
+        if (e[i].length > ds->max_length) ds->max_length = e[i].length;
+    }
+    free(e);
+    ds->indexed = true;
+    return STK_OK;
+}
+
+stk_status stk_dataset_read_index(const stk_dataset *ds, stk_index_entry **entries)
+{
+    *entries = NULL;
+    stk_lmdb_file f;
+    STK_TRY(stk_lmdb_file_init(&f, ds->map, ds->file_size));
+    stk_status st = read_index(ds, &f, entries);
+    stk_lmdb_file_deinit(&f);
+    if (st != STK_OK && st != STK_END) return stk_error_prefix(st, "%s: record index", ds->path);
+    return st;
+}
+
+/* Read the meta and the record index from the validated LMDB file: the
+ * file's persisted index unless `walk`, else (or when it cannot be used)
+ * a walk of the records. */
+static stk_status read_dataset(stk_dataset *ds, bool walk)
 {
     stk_lmdb_file f;
     stk_status st = stk_lmdb_file_init(&f, ds->map, ds->file_size);
@@ -175,14 +257,34 @@ static stk_status read_dataset(stk_dataset *ds)
     for (int i = 0; i < m->ncopies; i++) free(m->copies[i]);
     if (st != STK_OK) goto out;
     if (ds->meta.version >= 2 && (st = check_meta_checksum(m))) goto out;
-    st = build_index(ds, &f);
+    st = walk ? STK_END : load_index(ds, &f);
+    if (st != STK_OK && st != STK_END) {
+        stk_log_warn("%s: its record index cannot be used (%s); reading the records instead "
+                     "(`stoke index %s` writes it anew)",
+                     ds->path, stk_last_error(), ds->path);
+        free(ds->offsets), free(ds->lengths);
+        ds->offsets = NULL, ds->lengths = NULL, ds->max_length = 0;
+    } else if (st == STK_END && !walk) {
+        stk_log_info("%s: no record index: opening reads every record page (`stoke index %s` "
+                     "adds one)",
+                     ds->path, ds->path);
+    }
+    if (st != STK_OK) st = build_index(ds, &f);
+    /* the branch and leaf pages walked (overflow runs are placed, not read) */
+    ds->open_pages = f.main.branch_pages + f.main.leaf_pages;
+    const char *walked[3] = {"meta", ds->indexed ? "index" : NULL, ds->indexed ? NULL : "records"};
+    for (int k = 0; k < 3; k++) {
+        stk_lmdb_db db;
+        if (walked[k] && stk_lmdb_file_find_db(&f, walked[k], &db) == STK_OK)
+            ds->open_pages += db.branch_pages + db.leaf_pages;
+    }
 out:
     free(m);
     stk_lmdb_file_deinit(&f);
     return st;
 }
 
-stk_status stk_dataset_open(const char *path, stk_dataset **out)
+static stk_status open_dataset(const char *path, bool walk, stk_dataset **out)
 {
     *out = NULL;
     stk_dataset *ds = calloc(1, sizeof *ds);
@@ -220,7 +322,7 @@ stk_status stk_dataset_open(const char *path, stk_dataset **out)
     }
     ds->map = map;
     madvise(map, ds->file_size, MADV_RANDOM); /* the walk touches leaf pages only */
-    if ((st = read_dataset(ds))) {
+    if ((st = read_dataset(ds, walk))) {
         stk_error_prefix(st, "%s", path);
         goto fail;
     }
@@ -229,6 +331,24 @@ stk_status stk_dataset_open(const char *path, stk_dataset **out)
 fail:
     stk_dataset_close(ds);
     return st;
+}
+
+stk_status stk_dataset_open(const char *path, stk_dataset **out)
+{
+    return open_dataset(path, false, out);
+}
+
+stk_status stk_dataset_open_walk(const char *path, stk_dataset **out)
+{
+    return open_dataset(path, true, out);
+}
+
+bool stk_dataset_indexed(const stk_dataset *ds) { return ds->indexed; }
+
+void stk_dataset_open_cost(const stk_dataset *ds, uint64_t *pages_walked, uint64_t *reads)
+{
+    *pages_walked = ds->open_pages;
+    *reads = ds->open_reads;
 }
 
 void stk_dataset_close(stk_dataset *ds)

@@ -28,6 +28,7 @@
 #include "storage/record.h"
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -36,11 +37,28 @@ extern "C" {
 
 typedef struct stk_dataset stk_dataset;
 
-/* Open `path`. Errors: STK_ERR_IO (missing, unreadable), STK_ERR_FORMAT (not
- * a Stoke dataset, unknown version), STK_ERR_CORRUPT (truncated or damaged
- * file, bad meta, record keys not 0..count-1), STK_ERR_NOMEM. Messages start
- * with path. */
+/* Open `path`. The record index comes from the file's persisted index
+ * (storage/record_index.h: a few large reads); a file without one, or whose
+ * index does not match it (a warning says why), is opened by walking every
+ * record page instead. Errors: STK_ERR_IO (missing, unreadable),
+ * STK_ERR_FORMAT (not a Stoke dataset, unknown version), STK_ERR_CORRUPT
+ * (truncated or damaged file, bad meta, record keys not 0..count-1),
+ * STK_ERR_NOMEM. Messages start with path. */
 stk_status stk_dataset_open(const char *path, stk_dataset **out);
+/* The same, always walking the records (stoke index, verify). */
+stk_status stk_dataset_open_walk(const char *path, stk_dataset **out);
+/* Whether the open used the file's persisted index. */
+bool stk_dataset_indexed(const stk_dataset *ds);
+/* What the open touched: the branch and leaf pages its tree walks read
+ * through the map (a walk of the records: all of theirs) and the reads of
+ * the persisted index. */
+void stk_dataset_open_cost(const stk_dataset *ds, uint64_t *pages_walked, uint64_t *reads);
+/* The file's persisted index, read and checked anew (stoke verify compares
+ * it with a walk): *entries malloc'd, one per record. STK_END (not an
+ * error): the file has none. Errors: STK_ERR_CORRUPT ("PATH: record index:
+ * why"), STK_ERR_IO, STK_ERR_NOMEM. */
+struct stk_index_entry;
+stk_status stk_dataset_read_index(const stk_dataset *ds, struct stk_index_entry **entries);
 
 /* Unmap and free. NULL is a no-op. Record views from get() die here. */
 void stk_dataset_close(stk_dataset *ds);

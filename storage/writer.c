@@ -1,8 +1,11 @@
 #include "storage/writer.h"
 
+#include "storage/index_writer.h"
+
 #include "common/fs.h"
 #include "common/log.h"
 #include "storage/lmdb_status_impl.h"
+#include "storage/record_index.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -268,6 +271,15 @@ stk_status stk_writer_finish(stk_writer *w, const stk_meta *meta, uint64_t *file
     }
     if (close(fd) != 0)
         return stk_error(STK_ERR_IO, "%s: cannot close: %s", w->copy_path, strerror(errno));
+    /* the temporary's map is no longer needed: let it go before the copy is
+     * mapped (peak memory) */
+    mdb_env_close(w->env);
+    w->env = NULL;
+    /* the index is of the compacted file's pages: read back, then one more
+     * (synced) transaction */
+    if ((st = stk_record_index_add(w->copy_path)) != STK_OK) return st;
+    if (stat(w->copy_path, &sb) != 0)
+        return stk_error(STK_ERR_IO, "%s: cannot stat: %s", w->copy_path, strerror(errno));
     if (rename(w->copy_path, w->path) != 0)
         return stk_error(STK_ERR_IO, "%s: cannot rename into place: %s", w->path, strerror(errno));
     w->finished = true;

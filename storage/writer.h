@@ -13,7 +13,8 @@
  * record), without MDB_WRITEMAP (a full disk is an error code, not SIGBUS),
  * with the map grown on demand. finish() writes the meta, compacts into a
  * second temporary with mdb_env_copyfd2(MDB_CP_COMPACT) (records end up in
- * index order, no free pages), fsyncs it and renames it over the target:
+ * index order, no free pages), fsyncs it, adds the record index of its
+ * pages (record_index.h) and renames it over the target:
  * the target is complete or absent. MDB_NOLOCK means no lock file is ever
  * made. Temporaries left by a killed writer whose process is gone are
  * removed by the next stk_writer_open on the same target.

@@ -1,7 +1,10 @@
 /* storage/: record codec, meta, writer, reader + record index, sources, pack. */
+#include "common/fs.h"
 #include "common/rng.h"
 #include "storage/dataset.h"
+#include "storage/index_writer.h"
 #include "storage/pack.h"
+#include "storage/record_index.h"
 #include "storage/source.h"
 #include "storage/writer.h"
 #include "tests/test_tmpdir.h"
@@ -297,6 +300,169 @@ static void copy_file(const char *from, const char *to, off_t keep)
     ck_assert_int_eq(system(cmd), 0);
     if (keep >= 0) ck_assert_int_eq(truncate(to, keep), 0);
 }
+
+/* A dataset of n small records: many to a leaf page. */
+static void write_tiny(const char *path, uint64_t n)
+{
+    stk_meta meta = {0};
+    char *names[] = {"a", "b", "c"};
+    ck_assert_int_eq(stk_meta_set_classes(&meta, names, 3), STK_OK);
+    stk_writer *w;
+    ck_assert_int_eq(stk_writer_open(path, &w), STK_OK);
+    for (uint64_t i = 0; i < n; i++) {
+        uint8_t px[12];
+        for (int k = 0; k < 12; k++) px[k] = (uint8_t)(i * 7 + (uint64_t)k);
+        stk_record r = {.encoding = STK_ENCODING_RAW_U8,
+                        .channels = 1,
+                        .width = 4,
+                        .height = 3,
+                        .label = (int32_t)(i % 3),
+                        .name = "t",
+                        .name_len = 1,
+                        .payload = px,
+                        .payload_len = 12};
+        ck_assert_int_eq(stk_writer_put(w, &r), STK_OK);
+        meta.class_counts[i % 3]++;
+    }
+    meta.encoding = STK_ENCODING_RAW_U8;
+    meta.channels = 1;
+    meta.min_width = meta.max_width = 4;
+    meta.min_height = meta.max_height = 3;
+    ck_assert_int_eq(stk_writer_finish(w, &meta, NULL), STK_OK);
+    stk_writer_close(w);
+    stk_meta_deinit(&meta);
+}
+
+/* One more LMDB transaction on a dataset file: `value` under db/key (the
+ * index's value with its transaction id set to the new one when patch_txnid). */
+static void lmdb_put(const char *path, const char *db, const char *key, uint8_t *value, size_t len,
+                     bool patch_txnid)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    struct stat sb;
+    ck_assert_int_eq(stat(path, &sb), 0);
+    ck_assert_int_eq(mdb_env_create(&env), 0);
+    ck_assert_int_eq(mdb_env_set_maxdbs(env, 4), 0);
+    ck_assert_int_eq(mdb_env_set_mapsize(env, (size_t)sb.st_size + (16u << 20)), 0);
+    ck_assert_int_eq(mdb_env_open(env, path, MDB_NOSUBDIR | MDB_NOLOCK, 0644), 0);
+    ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    if (patch_txnid) {
+        uint64_t id = (uint64_t)mdb_txn_id(txn);
+        for (int i = 0; i < 8; i++) value[8 + i] = (uint8_t)(id >> (8 * i));
+    }
+    ck_assert_int_eq(mdb_dbi_open(txn, db, MDB_CREATE, &dbi), 0);
+    MDB_val k = {strlen(key), (void *)key}, v = {len, value};
+    ck_assert_int_eq(mdb_put(txn, dbi, &k, &v, 0), 0);
+    ck_assert_int_eq(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+}
+
+/* The value of "index"/"v1", read with liblmdb. */
+static uint8_t *index_value(const char *path, size_t *len)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    ck_assert_int_eq(mdb_env_create(&env), 0);
+    ck_assert_int_eq(mdb_env_set_maxdbs(env, 4), 0);
+    ck_assert_int_eq(mdb_env_open(env, path, MDB_NOSUBDIR | MDB_NOLOCK | MDB_RDONLY, 0644), 0);
+    ck_assert_int_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+    ck_assert_int_eq(mdb_dbi_open(txn, "index", 0, &dbi), 0);
+    MDB_val k = {2, (void *)"v1"}, v;
+    ck_assert_int_eq(mdb_get(txn, dbi, &k, &v), 0);
+    uint8_t *copy = malloc(v.mv_size);
+    memcpy(copy, v.mv_data, v.mv_size);
+    *len = v.mv_size;
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return copy;
+}
+
+/* Opens through the file's index, in O(1) page walks and reads; a file
+ * changed after its index was written (a flipped byte, a short index, one
+ * more transaction) opens by the walk instead, its index named as bad. */
+START_TEST(persisted_index_opens_without_the_walk)
+{
+    const char *path = tpath("tiny.stoke"), *bad = tpath("bad.stoke");
+    const uint64_t n = 5000;
+    write_tiny(path, n);
+    stk_dataset *ds, *walked;
+    ck_assert_int_eq(stk_dataset_open(path, &ds), STK_OK);
+    ck_assert_int_eq(stk_dataset_open_walk(path, &walked), STK_OK);
+    ck_assert(stk_dataset_indexed(ds));
+    ck_assert(!stk_dataset_indexed(walked));
+    uint64_t pages, reads, wpages, wreads;
+    stk_dataset_open_cost(ds, &pages, &reads);
+    stk_dataset_open_cost(walked, &wpages, &wreads);
+    ck_assert_uint_le(pages, 8); /* main, meta and index databases: a page or two each */
+    ck_assert_uint_eq(reads, 1);
+    ck_assert_uint_gt(wpages, n / 100); /* every leaf page of the records */
+    ck_assert_uint_eq(wreads, 0);
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t a, b;
+        uint32_t la, lb;
+        ck_assert_int_eq(stk_dataset_span(ds, i, &a, &la), STK_OK);
+        ck_assert_int_eq(stk_dataset_span(walked, i, &b, &lb), STK_OK);
+        ck_assert(a == b && la == lb);
+        stk_record r;
+        ck_assert_int_eq(stk_dataset_get(ds, i, &r, true), STK_OK);
+        ck_assert_int_eq(r.label, (int)(i % 3));
+    }
+    stk_dataset_close(walked);
+    stk_dataset_close(ds);
+
+    size_t len;
+    uint8_t *v = index_value(path, &len);
+    ck_assert_uint_eq(len, STK_INDEX_HEADER + n * STK_INDEX_ENTRY_SIZE);
+    uint8_t *file;
+    size_t flen;
+    ck_assert_int_eq(stk_file_read_all(path, 1 << 30, &file, &flen), STK_OK);
+    uint8_t *at = memmem(file, flen, v, 32);
+    ck_assert_ptr_nonnull(at);
+    struct {
+        const char *what, *why;
+    } cases[] = {{"flip", "do not match their CRC"},
+                 {"short", "entries of 20 bytes in"},
+                 {"txn", "the file changed after its index was written"}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        copy_file(path, bad, -1);
+        if (!strcmp(cases[c].what, "flip")) { /* one byte of an entry, in place */
+            int fd = open(bad, O_WRONLY);
+            uint8_t byte = at[STK_INDEX_HEADER + 7 * STK_INDEX_ENTRY_SIZE + 3] ^ 0x10;
+            ck_assert_int_eq(
+                pwrite(fd, &byte, 1, (at - file) + STK_INDEX_HEADER + 7 * STK_INDEX_ENTRY_SIZE + 3),
+                1);
+            close(fd);
+        } else if (!strcmp(cases[c].what, "short")) { /* one entry fewer, bound to its txn */
+            uint8_t *w = malloc(len);
+            memcpy(w, v, len);
+            lmdb_put(bad, "index", "v1", w, len - STK_INDEX_ENTRY_SIZE, true);
+            free(w);
+        } else { /* something else committed after the index */
+            uint8_t x = 1;
+            lmdb_put(bad, "extra", "x", &x, 1, false);
+        }
+        ck_assert_int_eq(stk_dataset_open(bad, &ds), STK_OK); /* by the walk */
+        ck_assert(!stk_dataset_indexed(ds));
+        stk_index_entry *e;
+        ck_assert_int_eq(stk_dataset_read_index(ds, &e), STK_ERR_CORRUPT);
+        ck_assert_msg(strstr(stk_last_error(), cases[c].why), "%s: %s", cases[c].what,
+                      stk_last_error());
+        ck_assert_ptr_nonnull(strstr(stk_last_error(), "bad.stoke: record index"));
+        stk_dataset_close(ds);
+        /* stoke index writes it anew */
+        ck_assert_int_eq(stk_record_index_add(bad), STK_OK);
+        ck_assert_int_eq(stk_dataset_open(bad, &ds), STK_OK);
+        ck_assert(stk_dataset_indexed(ds));
+        ck_assert_uint_eq(stk_dataset_count(ds), n);
+        stk_dataset_close(ds);
+    }
+    free(file);
+    free(v);
+}
+END_TEST
 
 START_TEST(reader_refuses_truncated_and_foreign_files)
 {
@@ -827,6 +993,7 @@ int main(void)
     tcase_add_test(tc, record_roundtrip_and_damage);
     tcase_add_test(tc, meta_roundtrip_and_version);
     tcase_add_test(tc, writer_reader_roundtrip_index_matches_lmdb);
+    tcase_add_test(tc, persisted_index_opens_without_the_walk);
     tcase_add_test(tc, version2_checks_headers_and_meta);
     tcase_add_test(tc, version1_files_still_read);
     tcase_add_test(tc, reader_refuses_a_hostile_record_count);

@@ -6,6 +6,7 @@
 #include "common/thread_pool.h"
 #include "common/text.h"
 #include "storage/dataset.h"
+#include "storage/record_index.h"
 #include "tools/cli.h"
 #include "tools/flags.h"
 
@@ -26,7 +27,8 @@ static const stk_flag flags[] = {
     STK_FLAG_JSON(verify_args, json,
                   "one JSON object on stdout: path, records, bad, good, decode,\n"
                   "bad_records (the first 100: index, name, reason),\n"
-                  "class_mismatches (class, name, counted, meta)"),
+                  "class_mismatches (class, name, counted, meta), index (present, ok,\n"
+                  "problem)"),
     STK_FLAG_END};
 
 static const stk_cli cli = {
@@ -35,7 +37,9 @@ static const stk_cli cli = {
     .about = "Check every record: its header, its CRC-32C (format 2: over header, name and\n"
              "payload; format 1: name and payload), its label, encoding and size against the\n"
              "meta, and the per-class counts against the meta. With --decode, also decode\n"
-             "every JPEG completely and check its size against the header.\n"
+             "every JPEG completely and check its size against the header. The records are\n"
+             "read through the LMDB tree, and the file's record index (stoke index), when it\n"
+             "has one, is checked against it: every record's place, length, CRC and label.\n"
              "Exit status 0 when every record is good; 1 with one line per bad record\n"
              "(\"FILE: record INDEX (SOURCE NAME): reason\") otherwise.\n",
     .flags = flags,
@@ -84,6 +88,40 @@ static void decode_one(void *p, size_t i, int worker)
         j->error = strdup(stk_last_error());
         j->decoded = true;
     }
+}
+
+/* The file's record index against the records read through the tree: 1
+ * none, 0 it agrees, -1 it does not (why says how). */
+static int check_index(stk_dataset *walked, char *why, size_t n)
+{
+    stk_index_entry *e;
+    stk_status st = stk_dataset_read_index(walked, &e);
+    if (st == STK_END) return 1;
+    if (st != STK_OK) {
+        snprintf(why, n, "%s", stk_last_error());
+        return -1;
+    }
+    int rc = 0;
+    for (uint64_t i = 0; rc == 0 && i < stk_dataset_count(walked); i++) {
+        uint64_t off;
+        uint32_t len;
+        stk_record r;
+        if (stk_dataset_span(walked, i, &off, &len) != STK_OK ||
+            stk_dataset_get(walked, i, &r, false) != STK_OK)
+            continue; /* a bad record: listed by the main check */
+        if (e[i].offset != off || e[i].length != len || e[i].crc != r.crc ||
+            e[i].label != r.label) {
+            snprintf(why, n,
+                     "%s: record index: record %" PRIu64 " is at %" PRIu64 " (%u bytes, crc %08x, "
+                     "label %d) in the index, at %" PRIu64 " (%u bytes, crc %08x, label %d) in "
+                     "the file",
+                     stk_dataset_path(walked), i, e[i].offset, e[i].length, e[i].crc, e[i].label,
+                     off, len, r.crc, r.label);
+            rc = -1;
+        }
+    }
+    free(e);
+    return rc;
 }
 
 static void report_text(const char *path, const stk_meta *m, const uint64_t *counts,
@@ -136,7 +174,7 @@ static void report_json(const char *path, const stk_meta *m, const uint64_t *cou
             printf(", \"counted\": %" PRIu64 ", \"meta\": %" PRIu64 "}", counts[c],
                    m->class_counts[c]);
         }
-    printf("]}\n");
+    printf("]");
 }
 
 static int verify_main(int argc, char **argv)
@@ -150,7 +188,8 @@ static int verify_main(int argc, char **argv)
     int64_t workers = a.workers;
     const char *path = pos[0];
     stk_dataset *ds;
-    if (stk_dataset_open(path, &ds) != STK_OK) return stk_cli_fail();
+    /* the records through the tree: the index, if any, is checked against them */
+    if (stk_dataset_open_walk(path, &ds) != STK_OK) return stk_cli_fail();
     const stk_meta *m = stk_dataset_meta(ds);
     int rc = STK_EXIT_ERROR;
     stk_pool *pool = NULL;
@@ -207,12 +246,29 @@ static int verify_main(int argc, char **argv)
     stk_progress_finish(&bar);
     /* With bad records the counts are off by them; otherwise they must match. */
     uint64_t mismatched = 0;
-    for (uint32_t c = 0; bad == 0 && c < m->num_classes; c++) mismatched += counts[c] != m->class_counts[c];
-    if (a.json)
+    for (uint32_t c = 0; bad == 0 && c < m->num_classes; c++)
+        mismatched += counts[c] != m->class_counts[c];
+    char why[512] = "";
+    int index = check_index(ds, why, sizeof why);
+    if (a.json) {
         report_json(path, m, counts, list, bad, mismatched, decode);
-    else
+        printf(", \"index\": {\"present\": %s, \"ok\": %s, \"problem\": ",
+               index == 1 ? "false" : "true", index == 0 ? "true" : "false");
+        if (index < 0)
+            stk_json_write_string(stdout, why);
+        else
+            printf("null");
+        printf("}}\n");
+    } else {
         report_text(path, m, counts, list, bad, mismatched, decode);
-    rc = bad || mismatched ? STK_EXIT_ERROR : STK_EXIT_OK;
+        if (index < 0)
+            printf("%s\n", why);
+        else if (index == 0)
+            printf("%s: its record index agrees with the records\n", path);
+        else
+            printf("%s: no record index (`stoke index %s` adds one)\n", path, path);
+    }
+    rc = bad || mismatched || index < 0 ? STK_EXIT_ERROR : STK_EXIT_OK;
     goto out;
 fail:
     rc = stk_cli_fail();
@@ -221,11 +277,13 @@ out:
     free(ctx.dec);
     free(ctx.jobs);
     free(counts);
-    for (uint64_t i = 0; list && i < bad && i < MAX_LISTED; i++) free(list[i].name), free(list[i].reason);
+    for (uint64_t i = 0; list && i < bad && i < MAX_LISTED; i++)
+        free(list[i].name), free(list[i].reason);
     free(list);
     stk_pool_destroy(pool);
     stk_dataset_close(ds);
     return rc;
 }
 
-const stk_command stk_cmd_verify = {"verify", "check every record of a .stoke dataset", &cli, verify_main};
+const stk_command stk_cmd_verify = {"verify", "check every record of a .stoke dataset", &cli,
+                                    verify_main};

@@ -76,4 +76,29 @@ assert d["good"] is True and d["bad"] == 0 and d["decode"] is True and d["bad_re
 ' || fail "verify --json on good.stoke: $(cat out.txt)"
 run 1 "$STOKE" verify missing.stoke
 run 2 "$STOKE" verify --workers x good.stoke
+# the record index: pack writes it, verify checks it against the tree; a
+# damaged one is named by verify (exit 1), while info still opens the file
+# (by the walk, with a warning); stoke index writes it anew
+run 0 "$STOKE" verify good.stoke
+expect out.txt "good.stoke: its record index agrees with the records"
+cp good.stoke idx.stoke
+"$PYTHON3" -c '
+d = bytearray(open("idx.stoke", "rb").read())
+i = d.find(b"STKINDX1")
+assert i > 0
+d[i + 32 + 5] ^= 0x40
+open("idx.stoke", "wb").write(d)
+' || fail "no record index in a packed file"
+run 1 "$STOKE" verify idx.stoke
+expect out.txt "idx.stoke: record index: its entries do not match their CRC"
+run 0 "$STOKE" info idx.stoke
+expect err.txt "idx.stoke: its record index cannot be used (its entries do not match their CRC)"
+run 0 "$STOKE" index idx.stoke
+expect out.txt "idx.stoke: record index of"
+run 0 "$STOKE" verify --json idx.stoke
+expect out.txt '"index": {"present": true, "ok": true, "problem": null}'
+run 0 "$STOKE" info idx.stoke
+[ -s err.txt ] && fail "info warned after stoke index: $(cat err.txt)"
+run 1 "$STOKE" index missing.stoke
+expect err.txt "missing.stoke"
 finish
