@@ -216,4 +216,4 @@ static int export_main(int argc, char **argv)
 }
 
 const stk_command stk_cmd_export = {
-    "export", "export a checkpoint's model (weights-only safetensors)", &cli, export_main};
+    "export", "export a checkpoint's model (ONNX, weights-only safetensors)", &cli, export_main};
