@@ -91,12 +91,23 @@ struct stk_loader {
     double wait_s;
 };
 
+const char *const stk_read_order_names[] = {"random", "block", "sequential", NULL};
+
+int stk_read_order_parse(const char *name)
+{
+    for (int i = 0; stk_read_order_names[i]; i++)
+        if (!strcmp(name, stk_read_order_names[i])) return i;
+    return -1;
+}
+
 stk_loader_options stk_loader_defaults(void)
 {
     return (stk_loader_options){.batch_size = 256,
                                 .workers = stk_cpu_count(),
                                 .prefetch = 3,
                                 .shuffle = true,
+                                .block_mib = 8,
+                                .block_window = 8,
                                 .io = STK_IO_URING,
                                 .io_depth = 32,
                                 .fast_decode = true,
@@ -452,25 +463,36 @@ static stk_status setup_workers(stk_loader *l)
 static stk_status check_options(const stk_loader_options *o)
 {
     if (o->batch_size < 1 || o->batch_size > STK_LOADER_MAX_BATCH)
-        return stk_error(STK_ERR_INVALID_ARG, "batch size %d: expected an integer in 1..%d", o->batch_size,
-                         STK_LOADER_MAX_BATCH);
+        return stk_error(STK_ERR_INVALID_ARG, "batch size %d: expected an integer in 1..%d",
+                         o->batch_size, STK_LOADER_MAX_BATCH);
     if (o->workers < 1 || o->workers > STK_LOADER_MAX_WORKERS)
-        return stk_error(STK_ERR_INVALID_ARG, "workers %d: expected an integer in 1..%d", o->workers,
-                         STK_LOADER_MAX_WORKERS);
+        return stk_error(STK_ERR_INVALID_ARG, "workers %d: expected an integer in 1..%d",
+                         o->workers, STK_LOADER_MAX_WORKERS);
     if (o->prefetch < 1 || o->prefetch > MAX_SLOTS)
-        return stk_error(STK_ERR_INVALID_ARG, "prefetch %d: expected an integer in 1..%d", o->prefetch,
-                         MAX_SLOTS);
+        return stk_error(STK_ERR_INVALID_ARG, "prefetch %d: expected an integer in 1..%d",
+                         o->prefetch, MAX_SLOTS);
     if (o->io_depth < 1 || o->io_depth > 4096)
-        return stk_error(STK_ERR_INVALID_ARG, "io depth %d: expected an integer in 1..4096", o->io_depth);
+        return stk_error(STK_ERR_INVALID_ARG, "io depth %d: expected an integer in 1..4096",
+                         o->io_depth);
     if (o->seed > (uint64_t)INT64_MAX)
-        return stk_error(STK_ERR_INVALID_ARG, "seed %" PRIu64 ": expected an integer in 0..%" PRId64,
-                         o->seed, INT64_MAX);
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "seed %" PRIu64 ": expected an integer in 0..%" PRId64, o->seed,
+                         INT64_MAX);
     if (o->world < 1 || o->world > STK_LOADER_MAX_WORLD)
-        return stk_error(STK_ERR_INVALID_ARG, "world size %d: expected an integer in 1..%d", o->world,
-                         STK_LOADER_MAX_WORLD);
+        return stk_error(STK_ERR_INVALID_ARG, "world size %d: expected an integer in 1..%d",
+                         o->world, STK_LOADER_MAX_WORLD);
     if (o->rank < 0 || o->rank >= o->world)
-        return stk_error(STK_ERR_INVALID_ARG, "rank %d: expected an integer in 0..%d (world size %d)",
-                         o->rank, o->world - 1, o->world);
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "rank %d: expected an integer in 0..%d (world size %d)", o->rank,
+                         o->world - 1, o->world);
+    if ((unsigned)o->order > STK_ORDER_SEQUENTIAL)
+        return stk_error(STK_ERR_INVALID_ARG, "order %d: random, block or sequential",
+                         (int)o->order);
+    if (o->order == STK_ORDER_BLOCK &&
+        (o->block_mib < 1 || o->block_mib > 1024 || o->block_window < 1 || o->block_window > 1024))
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "block order: %d MiB blocks, %d in a window: expected integers in 1..1024",
+                         o->block_mib, o->block_window);
     return STK_OK;
 }
 
@@ -552,14 +574,21 @@ stk_status stk_loader_open(const char *path, const stk_loader_options *opts, stk
     size_t elem = o->format == STK_PIXELS_F32_CHW ? 4 : o->format == STK_PIXELS_F16_CHW ? 2 : 1;
     l->row_bytes = (size_t)size * elem * (o->format == STK_PIXELS_U8_HWC ? (size_t)l->channels : 1);
     l->sample_bytes = (size_t)size * (size_t)size * (size_t)l->channels * elem;
-    stk_sampler_options so = {.count = stk_dataset_count(l->ds),
-                              .batch_size = o->batch_size,
-                              .shuffle = o->shuffle,
-                              .seed = o->seed,
-                              .drop_last = o->drop_last,
-                              .rank = o->rank,
-                              .world = o->world,
-                              .drop_uneven = o->drop_uneven};
+    uint64_t count = stk_dataset_count(l->ds),
+             per = count ? stk_dataset_file_size(l->ds) / count : 1;
+    stk_sampler_options so = {
+        .count = count,
+        .batch_size = o->batch_size,
+        .shuffle = o->shuffle && o->order != STK_ORDER_SEQUENTIAL,
+        /* block order: blocks of about block_mib MiB of the file */
+        .block_records =
+            o->order == STK_ORDER_BLOCK ? ((uint64_t)o->block_mib << 20) / (per ? per : 1) + 1 : 0,
+        .window = o->block_window,
+        .seed = o->seed,
+        .drop_last = o->drop_last,
+        .rank = o->rank,
+        .world = o->world,
+        .drop_uneven = o->drop_uneven};
     if ((st = stk_sampler_init(&l->samplers[0], &so)) ||
         (st = stk_sampler_init(&l->samplers[1], &so)))
         goto fail;

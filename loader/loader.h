@@ -65,6 +65,18 @@ typedef enum stk_bad_policy {
     STK_BAD_ERROR = 1,
 } stk_bad_policy;
 
+/* The order records are read in each epoch (loader/sampler.h). */
+typedef enum stk_read_order {
+    STK_ORDER_RANDOM = 0,     /* a fresh permutation every epoch (with shuffle, the default) */
+    STK_ORDER_BLOCK = 1,      /* FFCV's quasi-random order: blocks of about block_mib MiB of the
+                                 file permuted, block_window of them shuffled together */
+    STK_ORDER_SEQUENTIAL = 2, /* index (file) order */
+} stk_read_order;
+
+/* "random", "block", "sequential"; -1 for another name. */
+int stk_read_order_parse(const char *name);
+extern const char *const stk_read_order_names[]; /* NULL-terminated */
+
 typedef struct stk_loader_options {
     int batch_size;          /* default 256 */
     int workers;             /* default: number of cores */
@@ -72,7 +84,10 @@ typedef struct stk_loader_options {
     const char *transform;   /* spec (augment/transform_spec.h); NULL: the dataset's
                                 training default */
     stk_pixel_format format; /* default u8 HWC */
-    bool shuffle;            /* default true */
+    bool shuffle;            /* default true (false: sequential, whatever order says) */
+    stk_read_order order;    /* default random */
+    int block_mib;           /* block order: MiB of records per block, default 8 (1..1024) */
+    int block_window;        /* block order: blocks shuffled together, default 8 (1..1024) */
     uint64_t seed;
     bool drop_last;
     int rank, world;   /* sharding, default 0 of 1 */
@@ -94,10 +109,10 @@ typedef struct stk_loader_options {
  * seed 0..2^63-1, world 1..65536, rank 0..world-1. A transform whose images
  * are more than 8 times the dataset's largest side (and above 1024 px), or
  * whose batch ring needs more than half the machine's memory, is refused. */
-#define STK_LOADER_MAX_BATCH    65536
-#define STK_LOADER_MAX_WORKERS  1024
-#define STK_LOADER_MAX_WORLD    65536
-#define STK_LOADER_MAX_UPSCALE  8
+#define STK_LOADER_MAX_BATCH     65536
+#define STK_LOADER_MAX_WORKERS   1024
+#define STK_LOADER_MAX_WORLD     65536
+#define STK_LOADER_MAX_UPSCALE   8
 #define STK_LOADER_UPSCALE_FLOOR 1024
 
 stk_loader_options stk_loader_defaults(void);

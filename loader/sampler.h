@@ -10,7 +10,14 @@
  *     stk_sampler_deinit(&s);
  *
  * The order is an exact permutation of every record, from (seed, epoch)
- * only (Fisher-Yates with the Philox stream 2 * epoch). With world > 1 the
+ * only (Fisher-Yates with the Philox stream 2 * epoch). Block order (FFCV's
+ * quasi-random order, for files larger than memory): the records are cut
+ * into blocks of block_records consecutive indices (consecutive in the
+ * file too: records are stored in index order), the blocks permuted, and
+ * each window of `window` consecutive blocks of that permutation shuffled
+ * as one: reads stay within a few file regions at a time, and the epoch is
+ * still a permutation from (seed, epoch) alone. Without shuffle: index
+ * order. With world > 1 the
  * permuted list is cut like PyTorch's DistributedSampler: rank r takes
  * positions r, r + world, ...; every rank gets the same number of samples,
  * by wrapping around to the start (pad, the default) or by dropping the
@@ -35,11 +42,16 @@ typedef struct stk_sampler_options {
     bool drop_last;
     int rank, world;
     bool drop_uneven; /* shard by dropping the tail instead of wrapping */
+    /* block order (with shuffle) when block_records > 0: blocks of that many
+     * records, `window` blocks shuffled together (0: 8) */
+    uint64_t block_records;
+    int window;
 } stk_sampler_options;
 
 typedef struct stk_sampler {
     stk_sampler_options o;
     uint64_t *perm;    /* global order of this epoch: count entries */
+    uint64_t *blocks;  /* block order: the permuted blocks */
     uint64_t per_rank; /* samples of this rank */
     uint64_t samples;  /* samples delivered per epoch (after drop_last) */
     uint64_t batches;

@@ -20,6 +20,76 @@ static char jpeg_path[1024];
 
 /* ---- sampler ---- */
 
+/* Block order: still a permutation from (seed, epoch), other each epoch;
+ * each window of `window` blocks covers at most that many blocks of the
+ * file; two ranks' shares are the one-rank order cut in two. */
+START_TEST(sampler_block_order)
+{
+    const uint64_t n = 999, b = 37; /* 27 full blocks: windows of w * b records */
+    const int w = 3;
+    stk_sampler s, again, r0, r1;
+    stk_sampler_options o = {.count = n,
+                             .batch_size = 10,
+                             .shuffle = true,
+                             .seed = 5,
+                             .world = 1,
+                             .block_records = b,
+                             .window = w};
+    ck_assert_int_eq(stk_sampler_init(&s, &o), STK_OK);
+    ck_assert_int_eq(stk_sampler_init(&again, &o), STK_OK);
+    uint64_t first[1000];
+    for (int e = 0; e < 3; e++) {
+        stk_sampler_epoch(&s, (uint64_t)e);
+        stk_sampler_epoch(&again, (uint64_t)e);
+        char seen[1000] = {0};
+        int moved = 0;
+        for (uint64_t k = 0; k < n; k++) {
+            uint64_t i = stk_sampler_index(&s, k);
+            ck_assert_uint_eq(i, stk_sampler_index(&again, k)); /* (seed, epoch) alone */
+            ck_assert_int_eq(seen[i], 0);
+            seen[i] = 1;
+            if (e == 0) first[k] = i;
+            moved += e > 0 && first[k] != i;
+        }
+        if (e > 0) ck_assert_int_gt(moved, 900); /* another order each epoch */
+        for (uint64_t i = 0; i < n; i++) ck_assert(seen[i]);
+        /* every window: records of at most w blocks, and a window spans w * b records
+         * (the last one fewer) */
+        for (uint64_t at = 0; at < n; at += (uint64_t)w * b) {
+            uint64_t blocks[16], nb = 0;
+            for (uint64_t k = at; k < at + (uint64_t)w * b && k < n; k++) {
+                uint64_t blk = stk_sampler_index(&s, k) / b;
+                bool have = false;
+                for (uint64_t j = 0; j < nb && !have; j++) have = blocks[j] == blk;
+                if (!have) blocks[nb++] = blk;
+                ck_assert_uint_le(nb, (uint64_t)w);
+            }
+        }
+    }
+    /* not block-sorted inside a window: the records are shuffled there */
+    int in_order = 0;
+    for (uint64_t k = 1; k < n; k++)
+        in_order += stk_sampler_index(&s, k) == stk_sampler_index(&s, k - 1) + 1;
+    ck_assert_int_lt(in_order, 100);
+    /* two ranks: positions r, r + 2, ... of the same global order */
+    o.world = 2;
+    o.rank = 0;
+    ck_assert_int_eq(stk_sampler_init(&r0, &o), STK_OK);
+    o.rank = 1;
+    ck_assert_int_eq(stk_sampler_init(&r1, &o), STK_OK);
+    stk_sampler_epoch(&r0, 2);
+    stk_sampler_epoch(&r1, 2);
+    for (uint64_t k = 0; k < n / 2; k++) {
+        ck_assert_uint_eq(stk_sampler_index(&r0, k), stk_sampler_index(&s, 2 * k));
+        ck_assert_uint_eq(stk_sampler_index(&r1, k), stk_sampler_index(&s, 2 * k + 1));
+    }
+    stk_sampler_deinit(&s);
+    stk_sampler_deinit(&again);
+    stk_sampler_deinit(&r0);
+    stk_sampler_deinit(&r1);
+}
+END_TEST
+
 START_TEST(sampler_is_an_exact_permutation_per_epoch)
 {
     stk_sampler s;
@@ -588,6 +658,7 @@ int main(void)
     Suite *s = suite_create("loader");
     TCase *plain = tcase_create("sampler");
     tcase_add_test(plain, sampler_is_an_exact_permutation_per_epoch);
+    tcase_add_test(plain, sampler_block_order);
     tcase_add_test(plain, sampler_shards_evenly);
     suite_add_tcase(s, plain);
     TCase *tc = tcase_create("loader");

@@ -20,7 +20,7 @@
 
 typedef struct bench_args {
     int64_t batch, workers, prefetch, images, epochs, warmup, seed, io_depth;
-    int io, output;
+    int io, output, order;
     const char *transform, *trace, *trace_steps;
     bool direct, accurate, cold, no_decode, no_checksum, json;
     double compute_ms;
@@ -59,6 +59,10 @@ static const stk_flag flags[] = {
                     "the consumer spends X ms per batch (a simulated training\n"
                     "step); the stall share is the time it waited for data"),
     STK_FLAG_SEED(T, seed, "shuffle and augmentation seed (default 0)"),
+    STK_FLAG_CHOICE(T, order, "order", "ORDER", stk_read_order_names,
+                    "random (a fresh permutation every epoch, default), block (FFCV's\n"
+                    "quasi-random order: 8 MiB blocks of the file permuted, 8 shuffled\n"
+                    "together: for files larger than memory) or sequential"),
     STK_FLAG_BOOL(T, no_checksum, "no-checksum",
                   "skip hashing the pixels (the workers' CRC of every sample\n"
                   "costs a little; a training run does not pay it)"),
@@ -140,6 +144,7 @@ static int parse(int argc, char **argv, bench_args *a, stk_loader_options *o, co
     o->fast_decode = !a->accurate;
     o->read_only = a->no_decode;
     o->seed = (uint64_t)a->seed;
+    o->order = (stk_read_order)a->order;
     o->checksum = !a->no_checksum;
     if (a->images && a->epochs)
         return stk_cli_usage("bench", "--images and --epochs do not go together");
@@ -327,7 +332,7 @@ static int bench_main(int argc, char **argv)
     if (a.trace_steps && stk_trace_parse_schedule(a.trace_steps, &trace) != STK_OK)
         return stk_cli_usage("bench", "%s", stk_last_error());
     stk_cli_catch_interrupt(); /* early: a Ctrl-C during the warmup is an interrupt too */
-    if (a.trace) { /* paused through the warmup: the first measured batch starts it */
+    if (a.trace) {             /* paused through the warmup: the first measured batch starts it */
         trace.start_paused = true;
         stk_trace_start(&trace);
         stk_trace_thread_name("consumer");

@@ -40,7 +40,8 @@ static const stk_flag flags[] = {
     STK_FLAG_SECTION("optimisation"),
     STK_FLAG_INT(T, epochs, "epochs", "E", 1, 100000, "default 10"),
     STK_FLAG_INT(T, batch, "batch", "B", 1, 65536, "default 128"),
-    STK_FLAG_CHOICE(T, optimizer, "optimizer", "NAME", train_optimizers, "sgd (default), adam or adamw"),
+    STK_FLAG_CHOICE(T, optimizer, "optimizer", "NAME", train_optimizers,
+                    "sgd (default), adam or adamw"),
     STK_FLAG_NUMBER(T, lr, "lr", "LR", 0, 100,
                     "peak learning rate; default 0.05 (sgd), 0.001 (adam/adamw)"),
     STK_FLAG_NUMBER(T, momentum, "momentum", "M", 0, 0.999999, "sgd momentum, default 0.9"),
@@ -57,6 +58,10 @@ static const stk_flag flags[] = {
                     "default 0 (onecycle: 30% of the run)"),
     STK_FLAG_NUMBER(T, smoothing, "label-smoothing", "S", 0, 0.999, "default 0"),
     STK_FLAG_SEED(T, seed, "shuffling, augmentation and initialisation, default 0"),
+    STK_FLAG_CHOICE(T, order, "order", "ORDER", stk_read_order_names,
+                    "the training set's read order: random (default), block (FFCV's\n"
+                    "quasi-random order, for files larger than memory: pack them with\n"
+                    "--shuffle) or sequential"),
     STK_FLAG_SECTION("early stopping (Keras's EarlyStopping)"),
     STK_FLAG_INT(T, early_stop, "early-stop", "PATIENCE", 0, 100000,
                  "stop once PATIENCE epochs in a row have not improved\n"
@@ -223,7 +228,8 @@ int train_parse_flags(int argc, char **argv, train_args *a)
                              m < 0 ? "val_loss, val_top1, val_top5, train_loss or train_top1"
                                    : "needs --val (without it: train_loss or train_top1)");
     if (a->lr < 0) a->lr = a->optimizer == STK_OPTIM_SGD ? 0.05 : 0.001;
-    if (!a->out && train_default_out(a) != STK_OK) return stk_cli_usage("train", "%s", stk_last_error());
+    if (!a->out && train_default_out(a) != STK_OK)
+        return stk_cli_usage("train", "%s", stk_last_error());
     return -1;
 }
 
@@ -290,8 +296,10 @@ static int train_main(int argc, char **argv)
     stk_fit_result f = {.best_value = NAN};
     stk_status st = start < a->epochs ? stk_trainer_fit(r.trainer, &o, &f) : STK_OK;
     if (st == STK_ERR_DIVERGED)
-        stk_error(st, "%s; lower --lr (now %g) or add --warmup-epochs; the last good checkpoint is "
-                      "kept in %s", stk_last_error(), a->lr, a->out);
+        stk_error(st,
+                  "%s; lower --lr (now %g) or add --warmup-epochs; the last good checkpoint is "
+                  "kept in %s",
+                  stk_last_error(), a->lr, a->out);
     if (st != STK_OK) return train_fail(&r);
     train_print_summary(&p, &f, start, stk_clock_sec() - t0);
     train_close(&r);

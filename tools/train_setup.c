@@ -412,6 +412,7 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
     o.batch_size = (int)a->batch;
     o.workers = (int)a->workers;
     o.seed = (uint64_t)a->seed;
+    o.order = (stk_read_order)a->order;
     o.drop_last = true; /* every step sees a full batch (batch norm, the schedule) */
     o.transform = r->transform;
     o.host_memory = r->ce->host_memory;

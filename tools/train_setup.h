@@ -35,6 +35,7 @@ typedef struct train_args {
     int optimizer; /* index in train_optimizers (= stk_optim_kind) */
     int schedule;  /* index in train_schedules */
     int mode;      /* stk_mode */
+    int order;     /* stk_read_order */
     char *out_buf; /* a default --out (owned) */
     stk_device_spec device;
 } train_args;

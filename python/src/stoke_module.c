@@ -436,17 +436,18 @@ static int loader_init(PyObject *self_, PyObject *args, PyObject *kw)
     LoaderObject *self = (LoaderObject *)self_;
     static char *names[] = {"path",   "batch_size", "transform", "workers",    "shuffle",
                             "seed",   "drop_last",  "rank",      "world_size", "output",
-                            "layout", "prefetch",   "device",    "on_bad",     NULL};
+                            "layout", "prefetch",   "device",    "on_bad",     "order",
+                            NULL};
     PyObject *path = NULL; /* bytes: str and os.PathLike accepted */
     const char *transform = NULL, *output = "u8", *layout = "NHWC", *device = "cpu",
-               *on_bad = "skip";
+               *on_bad = "skip", *order = "random";
     int shuffle = 1, drop_last = 0;
     PyObject *batch_o = NULL, *workers_o = NULL, *seed_o = NULL, *rank_o = NULL, *world_o = NULL,
              *prefetch_o = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O|$zOpOpOOssOss", names, PyUnicode_FSConverter,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O|$zOpOpOOssOsss", names, PyUnicode_FSConverter,
                                      &path, &batch_o, &transform, &workers_o, &shuffle, &seed_o,
                                      &drop_last, &rank_o, &world_o, &output, &layout, &prefetch_o,
-                                     &device, &on_bad))
+                                     &device, &on_bad, &order))
         return -1;
     /* the library's ranges (loader/loader.h), checked before anything is
      * converted: a Python integer never wraps into another value */
@@ -474,6 +475,11 @@ static int loader_init(PyObject *self_, PyObject *args, PyObject *kw)
         PyErr_Format(PyExc_ValueError, "on_bad=%s: 'skip' or 'error'", on_bad);
         goto fail;
     }
+    int read_order = stk_read_order_parse(order);
+    if (read_order < 0) {
+        PyErr_Format(PyExc_ValueError, "order=%s: 'random', 'block' or 'sequential'", order);
+        goto fail;
+    }
     int gpu = -1;
     if (!parse_device(device, &gpu)) goto fail;
     if (gpu >= 0 && (prefetch < 1 || prefetch > 32)) { /* the copy engine marks 64 buffers */
@@ -498,6 +504,7 @@ static int loader_init(PyObject *self_, PyObject *args, PyObject *kw)
     o.prefetch = (int)prefetch;
     o.transform = transform;
     o.shuffle = shuffle;
+    o.order = (stk_read_order)read_order;
     o.seed = (uint64_t)seed;
     o.drop_last = drop_last;
     o.bad_policy = strcmp(on_bad, "error") ? STK_BAD_SKIP : STK_BAD_ERROR;
@@ -818,8 +825,10 @@ static PyType_Slot loader_slots[] = {
     {Py_tp_doc,
      "Loader(path, batch_size, *, transform=None, workers=0, shuffle=True, seed=0, "
      "drop_last=False, rank=0, world_size=1, output='u8', layout='NHWC', prefetch=3, "
-     "device='cpu', on_bad='skip')\n--\n\n"
+     "device='cpu', on_bad='skip', order='random')\n--\n\n"
      "workers 0: one per core; output 'u8' or 'f32' (normalised); layout 'NHWC' or 'NCHW'; "
+     "order 'random' (a permutation per epoch), 'block' (FFCV's quasi-random order: 8 MiB blocks "
+     "of the file permuted, 8 shuffled together) or 'sequential'; "
      "device 'cpu', 'cuda' or 'cuda:N'; on_bad 'skip' or 'error'. Iterating yields "
      "(images, labels): "
      "stoke.Array views of the loader's batch ring (DLPack), images u8 (or f32, normalised) and "

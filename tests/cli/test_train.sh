@@ -73,6 +73,16 @@ PY
     cmp -s straight$w/steps.csv resumed$w/steps.csv || fail "resumed steps.csv differs from straight"
     [ "$(ls resumed$w/events.out.tfevents.* | wc -l)" = 2 ] || fail "a resumed run adds an event file"
 done
+# The same with --order block (FFCV's quasi-random order, a function of the
+# seed and epoch): resumed after epoch 1, bit for bit the straight run
+run 0 "$STOKE" train $T --model resnet8 --epochs 2 --workers 2 --order block --out bstraight
+run 0 "$STOKE" train $T --model resnet8 --epochs 2 --workers 2 --order block --out bresumed \
+    --stop-after 1
+run 0 "$STOKE" train $T --model resnet8 --epochs 2 --workers 2 --order block --out bresumed --resume
+cmp -s bstraight/steps.csv bresumed/steps.csv || fail "--order block: resumed steps.csv differs"
+cmp -s bstraight/steps.csv straight2/steps.csv && fail "--order block gave the random order's steps"
+run 2 "$STOKE" train $T --model resnet8 --epochs 1 --order spiral --out bad
+expect err.txt "--order spiral: expected random, block or sequential"
 # Workers do not change the result either.
 cmp straight1/last.safetensors straight2/last.safetensors >/dev/null 2>&1 || \
 "$PYTHON3" - "$STOKE_TESTS/python" <<'PY' || fail "1 and 2 workers train differently"

@@ -147,6 +147,22 @@ def test_rank_shards_partition_an_epoch(tiny):
     assert sorted(parts[0] + parts[1]) == whole
 
 
+def test_read_orders(tiny):
+    # every order delivers every record once an epoch; block and random are
+    # functions of the seed; sequential is the file's order
+    def ordered(loader):
+        return [bytes(np.from_dlpack(x)[j]) for x, _ in loader for j in range(x.shape[0])]
+
+    seq = ordered(stoke.Loader(tiny, 5, transform="center:28", order="sequential"))
+    assert seq == ordered(stoke.Loader(tiny, 5, transform="center:28", shuffle=False))
+    for order in ("random", "block"):
+        a = ordered(stoke.Loader(tiny, 5, transform="center:28", seed=3, order=order))
+        b = ordered(stoke.Loader(tiny, 5, transform="center:28", seed=3, order=order))
+        assert a == b and a != seq and sorted(a) == sorted(seq), order
+    with pytest.raises(ValueError, match="order=spiral"):
+        stoke.Loader(tiny, 5, order="spiral")
+
+
 def cli_message(*args):
     r = subprocess.run([STOKE, "bench", *args], capture_output=True, text=True)
     assert r.returncode != 0
