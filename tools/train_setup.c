@@ -35,12 +35,12 @@ static stk_status checkpoint_metadata(run_state *r, const stk_meta *m)
 {
     snprintf(r->meta_text[0], sizeof r->meta_text[0], "%d", r->world);
     snprintf(r->meta_text[1], sizeof r->meta_text[1], "%" PRId64, r->a.batch);
-    const char *keys[] = {"transform", "val_transform", "data", "ranks", "batch_per_rank"};
-    const char *vals[] = {r->transform, r->val_transform, r->a.data, r->meta_text[0],
-                          r->meta_text[1]};
+    const char *keys[] = {"transform", "val_transform", "data", "ranks", "batch_per_rank", "order"};
+    const char *vals[] = {r->transform,    r->val_transform, r->a.data,
+                          r->meta_text[0], r->meta_text[1],  stk_read_order_names[r->a.order]};
     memcpy(r->meta_keys, keys, sizeof keys);
     memcpy(r->meta_values, vals, sizeof vals);
-    r->n_meta = 5;
+    r->n_meta = 6;
     if (m->num_classes && m->class_names) {
         if (!(r->class_names = stk_json_string_array(m->class_names, (int)m->num_classes)))
             return stk_error(STK_ERR_NOMEM, "out of memory");
@@ -83,6 +83,23 @@ static stk_status continue_on_this_world(run_state *r)
     return STK_OK;
 }
 
+/* A run goes on in the read order it was saved with (a checkpoint from
+ * before --order: random). */
+static stk_status same_order(const run_state *r)
+{
+    stk_safetensors *f;
+    STK_TRY(stk_safetensors_read(r->path_last, &f));
+    const char *saved = stk_safetensors_meta(f, "order");
+    char shown[64];
+    stk_status st = STK_OK;
+    if (saved && strcmp(saved, stk_read_order_names[r->a.order]))
+        st = stk_error(STK_ERR_INVALID_ARG, "--resume: %s was trained with --order %s, not %s",
+                       r->path_last, stk_printable(saved, shown, sizeof shown),
+                       stk_read_order_names[r->a.order]);
+    stk_safetensors_free(f);
+    return st;
+}
+
 static stk_status resume_from(run_state *r)
 {
     stk_train_position p;
@@ -94,6 +111,7 @@ static stk_status resume_from(run_state *r)
         return stk_error(STK_ERR_INVALID_ARG,
                          "--resume: %s was trained with --seed %" PRId64 ", not %" PRId64,
                          r->path_last, p.seed, r->a.seed);
+    STK_TRY(same_order(r));
     STK_TRY(stk_trainer_resume(r->trainer, r->path_last));
     return continue_on_this_world(r);
 }

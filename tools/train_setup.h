@@ -61,7 +61,7 @@ typedef struct run_state {
     char *path_last; /* under --out (owned) */
     char meta_text[3][24];
     char *class_names;                         /* --data's, a JSON array (owned; NULL: none) */
-    const char *meta_keys[6], *meta_values[6]; /* the run's checkpoint metadata */
+    const char *meta_keys[7], *meta_values[7]; /* the run's checkpoint metadata */
     int n_meta;
     stk_comm *comm;                            /* the data-parallel job (a world of one alone) */
     stk_ddp *ddp;                              /* with more than one rank */

@@ -81,6 +81,8 @@ run 0 "$STOKE" train $T --model resnet8 --epochs 2 --workers 2 --order block --o
 run 0 "$STOKE" train $T --model resnet8 --epochs 2 --workers 2 --order block --out bresumed --resume
 cmp -s bstraight/steps.csv bresumed/steps.csv || fail "--order block: resumed steps.csv differs"
 cmp -s bstraight/steps.csv straight2/steps.csv && fail "--order block gave the random order's steps"
+run 1 "$STOKE" train $T --model resnet8 --epochs 3 --workers 2 --out bresumed --resume
+expect err.txt "was trained with --order block, not random"
 run 2 "$STOKE" train $T --model resnet8 --epochs 1 --order spiral --out bad
 expect err.txt "--order spiral: expected random, block or sequential"
 # Workers do not change the result either.
