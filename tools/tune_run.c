@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The data of a group: the same loader flags. */
+/* The data of a group: the same loader flags (batch, read order, transforms). */
 static bool same_data(const train_args *a, const train_args *b)
 {
-    return a->batch == b->batch &&
+    return a->batch == b->batch && a->order == b->order &&
            !strcmp(a->transform ? a->transform : "", b->transform ? b->transform : "") &&
            !strcmp(a->val_transform ? a->val_transform : "",
                    b->val_transform ? b->val_transform : "");

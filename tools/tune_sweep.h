@@ -5,8 +5,8 @@
  * sweep writes (tune_report.c).
  *
  * Cohorts: up to `concurrent` trials start together and share the loader
- * of their data flags (a group: same --batch, --transform, --val-transform;
- * a space over batch or transform makes several groups, run one after
+ * of their data flags (a group: same --batch, --order, --transform,
+ * --val-transform; a space over them makes several groups, run one after
  * another). Each epoch every running trial of a group steps on the same
  * batch in turn, then every one is evaluated on the same validation
  * batches: one read, decode and augmentation of each image per epoch for

@@ -83,6 +83,16 @@ run 0 "$STOKE" tune $D --space 'lr=grid(100,0.01)' --momentum 0.99 --epochs 2 --
 expect s3/trials.csv "0000,ERROR"
 expect s3/trials.csv "training diverged"
 expect s3/trials.csv "0001,COMPLETED"
+# a space over the read order: one group (stream) per order; side by side
+# the same trials.csv as one at a time
+for k in 1 3; do
+    # shellcheck disable=SC2086
+    run 0 "$STOKE" tune $D --space 'lr=grid(0.01,0.05) order=grid(random,block)' --epochs 2 \
+        --concurrent $k --seed 3 --out o$k
+done
+cut -d, -f1-7,9- o1/trials.csv | sed 's|--out [^ ]*||' > a.txt
+cut -d, -f1-7,9- o3/trials.csv | sed 's|--out [^ ]*||' > b.txt
+cmp -s a.txt b.txt || { fail "a space over --order: another trials.csv side by side"; diff a.txt b.txt >&2; }
 # grid: the cartesian product, each point --samples times
 # shellcheck disable=SC2086
 run 0 "$STOKE" tune $D --space 'lr=grid(0.01,0.02)' --space 'momentum=grid(0.8,0.9)' --samples 2 \
