@@ -171,7 +171,8 @@ static stk_status find_value(void *ctx, const uint8_t *key, uint32_t key_len, ui
 /* The entries of the file's persisted index (record_index.h), checked
  * against the file: a few large reads, no walk of the records. STK_END: the
  * file has none. */
-static stk_status read_index(const stk_dataset *ds, stk_lmdb_file *f, stk_index_entry **out)
+static stk_status read_index(const stk_dataset *ds, stk_lmdb_file *f, stk_index_entry **out,
+                             uint64_t *reads)
 {
     stk_lmdb_db db;
     if (stk_lmdb_file_find_db(f, "index", &db) != STK_OK) return STK_END;
@@ -184,7 +185,7 @@ static stk_status read_index(const stk_dataset *ds, stk_lmdb_file *f, stk_index_
     for (uint64_t at = 0; at < v.len;) { /* pread: the map's pages stay untouched */
         ssize_t got = pread(ds->fd, buf + at, v.len - at > (64u << 20) ? 64u << 20 : v.len - at,
                             (off_t)(v.offset + at));
-        ((stk_dataset *)ds)->open_reads++;
+        (*reads)++;
         if (got <= 0) {
             free(buf);
             return stk_error(STK_ERR_IO, "reading it: %s", got < 0 ? strerror(errno) : "short");
@@ -201,7 +202,7 @@ static stk_status read_index(const stk_dataset *ds, stk_lmdb_file *f, stk_index_
 static stk_status load_index(stk_dataset *ds, stk_lmdb_file *f)
 {
     stk_index_entry *e;
-    STK_TRY(read_index(ds, f, &e));
+    STK_TRY(read_index(ds, f, &e, &ds->open_reads));
     uint64_t n = ds->meta.count;
     ds->offsets = calloc(n ? n : 1, sizeof *ds->offsets);
     ds->lengths = calloc(n ? n : 1, sizeof *ds->lengths);
@@ -224,7 +225,8 @@ stk_status stk_dataset_read_index(const stk_dataset *ds, stk_index_entry **entri
     *entries = NULL;
     stk_lmdb_file f;
     STK_TRY(stk_lmdb_file_init(&f, ds->map, ds->file_size));
-    stk_status st = read_index(ds, &f, entries);
+    uint64_t reads = 0;
+    stk_status st = read_index(ds, &f, entries, &reads);
     stk_lmdb_file_deinit(&f);
     if (st != STK_OK && st != STK_END) return stk_error_prefix(st, "%s: record index", ds->path);
     return st;

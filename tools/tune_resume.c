@@ -168,8 +168,8 @@ void tune_replay_cohort(const tune_config *c, stk_scheduler *s, tune_trial *tria
  * during it (their last entry before e) leave the population, then PBT's
  * round, if it is complete. */
 static stk_status close_epoch(const tune_config *c, stk_scheduler *s, tune_trial *trials,
-                              int64_t n_trials, int64_t k0, int64_t k1, const int64_t *last,
-                              const int64_t *ckpt, int64_t e, stk_pbt_step *steps)
+                              int64_t k0, int64_t k1, const int64_t *last, const int64_t *ckpt,
+                              int64_t e, stk_pbt_step *steps)
 {
     for (int64_t i = k0; i < k1; i++)
         if (trials[i].status == TRIAL_ERROR && last[i - k0] < e) stk_scheduler_remove(s, i);
@@ -184,7 +184,6 @@ static stk_status close_epoch(const tune_config *c, stk_scheduler *s, tune_trial
         t->redo_load = steps[i].clone >= 0;
         t->redo_src = steps[i].clone;
     }
-    (void)n_trials;
     return STK_OK;
 }
 
@@ -209,7 +208,7 @@ stk_status tune_replay_pbt(const tune_config *c, stk_scheduler *s, tune_trial *t
         tune_trial *t = &trials[e->trial];
         if (t->status == TRIAL_PENDING && e->epoch > ckpt[e->trial]) continue; /* redone */
         if (e->epoch != epoch && epoch)
-            st = close_epoch(c, s, trials, n_trials, k0, k1, last, ckpt, epoch, steps);
+            st = close_epoch(c, s, trials, k0, k1, last, ckpt, epoch, steps);
         epoch = e->epoch;
         if (e->epoch == last[e->trial - k0] && ended_itself(c, t, e))
             stk_scheduler_complete(s, t->id, e->epoch, e->value);
@@ -217,8 +216,7 @@ stk_status tune_replay_pbt(const tune_config *c, stk_scheduler *s, tune_trial *t
             stk_scheduler_pbt_result(s, t->id, e->epoch, e->value);
         if (t->status == TRIAL_PENDING) tune_trial_note(c, t, e->epoch, e->value);
     }
-    if (st == STK_OK && epoch)
-        st = close_epoch(c, s, trials, n_trials, k0, k1, last, ckpt, epoch, steps);
+    if (st == STK_OK && epoch) st = close_epoch(c, s, trials, k0, k1, last, ckpt, epoch, steps);
     for (int64_t i = k0; st == STK_OK && i < k1; i++) /* they report no more */
         if (trials[i].status == TRIAL_ERROR) stk_scheduler_remove(s, i);
     free(last);
