@@ -3,9 +3,11 @@
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/log.h"
+#include "common/memory_budget.h"
 #include "common/thread_pool.h"
 #include "common/trace.h"
 #include "kernels/device.h"
+#include "loader/block_store.h"
 #include "loader/sampler.h"
 
 #include <errno.h>
@@ -68,6 +70,7 @@ struct stk_loader {
     bool ring_locked;
     const stk_host_allocator *ring_memory; /* who allocated the ring (frees it) */
     stk_io_backend io_used;
+    stk_block_store *store; /* whole blocks: block order, the static cache; NULL: neither */
     int chunk_size;
     slot slots[MAX_SLOTS];
     int nslots;
@@ -110,6 +113,7 @@ stk_loader_options stk_loader_defaults(void)
                                 .block_window = 8,
                                 .io = STK_IO_URING,
                                 .io_depth = 32,
+                                .direct_auto = true,
                                 .fast_decode = true,
                                 .world = 1};
 }
@@ -271,8 +275,10 @@ static void start_chunk(worker *w, chunk_job *c)
     uint64_t k0 = c->s->b.number * (uint64_t)l->o.batch_size;
     c->n = j1 - j0;
     stk_read_req *reqs = w->reqs[c->set];
-    for (int j = 0; j < c->n; j++)
+    for (int j = 0; j < c->n; j++) {
         reqs[j].index = stk_sampler_index(c->s->sampler, k0 + (uint64_t)(j0 + j));
+        reqs[j].given = l->store && stk_block_store_serves(l->store, reqs[j].index);
+    }
     uint64_t t0 = stk_clock_ns();
     if (stk_trace_enabled()) { /* each read an async interval: they overlap */
         uint64_t id = __atomic_fetch_add(&trace_reads, (uint64_t)c->n, __ATOMIC_RELAXED);
@@ -303,6 +309,12 @@ static void finish_chunk(worker *w, chunk_job *c)
     stk_trace_begin("read wait", "io");
     stk_record_reader_complete(w->reader, c->set, reqs, c->n, &bytes);
     stk_trace_end();
+    int parity = (int)(s->b.epoch & 1);
+    if (l->store) {
+        stk_trace_begin("blocks", "io");
+        stk_block_store_acquire(l->store, parity, reqs, c->n, &bytes);
+        stk_trace_end();
+    }
     if (stk_trace_enabled()) { /* collected: the reads' intervals end here (an upper bound) */
         for (int j = 0; j < c->n; j++)
             stk_trace_async_end("read", "io", w->read_ids[c->set] + (uint64_t)j);
@@ -325,6 +337,7 @@ static void finish_chunk(worker *w, chunk_job *c)
             handle_bad(w, s, j0 + j, k, q->index, st, why, q->data, q->len);
         }
     }
+    if (l->store) stk_block_store_release(l->store, parity, reqs, c->n);
     stk_trace_end(); /* chunk */
 }
 
@@ -363,6 +376,8 @@ static slot *pick(stk_loader *l, int *chunk)
         for (int i = 0; smp && i < l->nslots && !best; i++)
             if (l->slots[i].state == SLOT_FREE) best = &l->slots[i];
         if (best) {
+            if (l->store && issue == &l->ahead_issue && *issue == 0)
+                stk_block_store_activate(l->store, (int)(epoch & 1), true);
             best->state = SLOT_FILLING;
             best->sampler = smp;
             best->b.number = (*issue)++;
@@ -488,7 +503,10 @@ static stk_status check_options(const stk_loader_options *o)
     if ((unsigned)o->order > STK_ORDER_SEQUENTIAL)
         return stk_error(STK_ERR_INVALID_ARG, "order %d: random, block or sequential",
                          (int)o->order);
-    if (o->order == STK_ORDER_BLOCK &&
+    if (o->cache_mib < 0 || o->cache_mib > STK_LOADER_MAX_CACHE_MIB)
+        return stk_error(STK_ERR_INVALID_ARG, "cache %d MiB: expected an integer in 0..%d",
+                         o->cache_mib, STK_LOADER_MAX_CACHE_MIB);
+    if ((o->order == STK_ORDER_BLOCK || o->cache_mib > 0) &&
         (o->block_mib < 1 || o->block_mib > 1024 || o->block_window < 1 || o->block_window > 1024))
         return stk_error(STK_ERR_INVALID_ARG,
                          "block order: %d MiB blocks, %d in a window: expected integers in 1..1024",
@@ -530,6 +548,61 @@ static stk_status check_size(const char *path, const char *spec, const stk_meta 
                          path, spec, o->prefetch, o->batch_size, size, size, ring / 1e9,
                          memory / 1e9);
     return STK_OK;
+}
+
+/* Fit the reads to the memory budget (the machine's or the cgroup's):
+ * O_DIRECT when asked, or when the file and the cache do not fit (an LRU
+ * page cache holding a fraction c of a file read at random serves about
+ * c^2/2 of the reads, and its pages count against a cgroup's limit); in
+ * block order, blocks small enough that the two windows the block store may
+ * hold (block_store.h) take at most a quarter of what the cache and the ring
+ * leave: the block size, then the window, halved with a notice (the order
+ * follows them: --block-mib and --block-window fix it). */
+static stk_status fit_memory(stk_loader *l, const char *path, uint64_t ring_bytes)
+{
+    stk_loader_options *o = &l->o;
+    char why[64];
+    uint64_t budget = stk_memory_budget(why, sizeof why);
+    uint64_t cache = (uint64_t)o->cache_mib << 20, size = stk_dataset_file_size(l->ds);
+    if (cache && cache + ring_bytes + (64u << 20) > budget)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "cache %d MiB: more than %s (%" PRIu64
+                         " MiB) less the batch ring and 64 MiB",
+                         o->cache_mib, why, budget >> 20);
+    if (!o->direct && o->direct_auto && size + cache > budget) {
+        stk_log_info("%s: %" PRIu64 " MiB%s do not fit %s (%" PRIu64
+                     " MiB): reading with O_DIRECT, around the page cache",
+                     path, size >> 20, cache ? " and the cache" : "", why, budget >> 20);
+        o->direct = true;
+    }
+    if (o->order != STK_ORDER_BLOCK || !o->shuffle) return STK_OK;
+    uint64_t room = budget > cache + ring_bytes ? (budget - cache - ring_bytes) / 4 : 0;
+    int mib = o->block_mib, window = o->block_window;
+    while (2 * ((uint64_t)mib << 20) * (uint64_t)window > room && (mib > 1 || window > 1)) {
+        if (mib > 1)
+            mib /= 2;
+        else
+            window /= 2;
+    }
+    if (mib != o->block_mib || window != o->block_window) {
+        stk_log_info("%s: block order: two windows of %d blocks of %d MiB would be more than a "
+                     "quarter of what %s (%" PRIu64 " MiB) leaves; using %d blocks of %d MiB",
+                     path, o->block_window, o->block_mib, why, budget >> 20, window, mib);
+        o->block_mib = mib;
+        o->block_window = window;
+    }
+    return STK_OK;
+}
+
+/* The block store, for block order and the static cache. */
+static stk_status setup_store(stk_loader *l, uint64_t block_records, bool block_order)
+{
+    if (!block_order && !l->o.cache_mib) return STK_OK;
+    stk_block_store_options bo = {.block_records = block_records,
+                                  .all = block_order,
+                                  .cache_bytes = (uint64_t)l->o.cache_mib << 20,
+                                  .direct = l->o.direct};
+    return stk_block_store_create(l->ds, &bo, &l->store);
 }
 
 stk_status stk_loader_open(const char *path, const stk_loader_options *opts, stk_loader **out)
@@ -574,6 +647,9 @@ stk_status stk_loader_open(const char *path, const stk_loader_options *opts, stk
     size_t elem = o->format == STK_PIXELS_F32_CHW ? 4 : o->format == STK_PIXELS_F16_CHW ? 2 : 1;
     l->row_bytes = (size_t)size * elem * (o->format == STK_PIXELS_U8_HWC ? (size_t)l->channels : 1);
     l->sample_bytes = (size_t)size * (size_t)size * (size_t)l->channels * elem;
+    if ((st = fit_memory(l, path,
+                         (uint64_t)o->prefetch * (uint64_t)o->batch_size * l->sample_bytes)))
+        goto fail;
     uint64_t count = stk_dataset_count(l->ds),
              per = count ? stk_dataset_file_size(l->ds) / count : 1;
     stk_sampler_options so = {
@@ -591,6 +667,11 @@ stk_status stk_loader_open(const char *path, const stk_loader_options *opts, stk
         .drop_uneven = o->drop_uneven};
     if ((st = stk_sampler_init(&l->samplers[0], &so)) ||
         (st = stk_sampler_init(&l->samplers[1], &so)))
+        goto fail;
+    if ((st = setup_store(l,
+                          so.block_records ? so.block_records
+                                           : ((uint64_t)o->block_mib << 20) / (per ? per : 1) + 1,
+                          so.block_records > 0)))
         goto fail;
     l->cur = &l->samplers[0];
     l->ahead = &l->samplers[1];
@@ -659,6 +740,7 @@ void stk_loader_close(stk_loader *l)
         free(w->spare);
     }
     free(l->workers);
+    stk_block_store_destroy(l->store);
     free(l->transform);
     for (int i = 0; i < MAX_SLOTS; i++) {
         free(l->slots[i].b.labels);
@@ -704,6 +786,9 @@ static void reset_stats(stk_loader *l, int parity)
             __atomic_store_n(&w->n[p].bytes, 0, __ATOMIC_RELAXED);
             __atomic_store_n(&w->n[p].bad, 0, __ATOMIC_RELAXED);
         }
+    if (l->store)
+        for (int p = 0; p < 2; p++)
+            if (parity < 0 || p == parity) stk_block_store_stats_reset(l->store, p);
     l->images = 0;
     l->wait_s = 0;
 }
@@ -713,6 +798,7 @@ static void reset_stats(stk_loader *l, int parity)
 static void prepare_ahead(stk_loader *l, uint64_t epoch)
 {
     stk_sampler_epoch(l->ahead, epoch + 1);
+    if (l->store) stk_block_store_plan(l->store, (int)((epoch + 1) & 1), l->ahead, 0);
     pthread_mutex_lock(&l->lock);
     if (l->epoch == epoch && l->running) {
         l->ahead_ready = true;
@@ -728,6 +814,12 @@ static void begin(stk_loader *l, uint64_t epoch, uint64_t cursor)
     quiesce(l);
     l->ahead_ready = false;
     stk_sampler_epoch(l->cur, epoch);
+    if (l->store) {
+        stk_block_store_reset(l->store);
+        stk_block_store_plan(l->store, (int)(epoch & 1), l->cur,
+                             cursor * (uint64_t)l->o.batch_size);
+        stk_block_store_activate(l->store, (int)(epoch & 1), true);
+    }
     l->epoch = epoch;
     l->next_issue = l->next_deliver = cursor;
     reset_stats(l, -1);
@@ -749,6 +841,10 @@ stk_status stk_loader_start_epoch(stk_loader *l, uint64_t epoch)
         l->next_issue = l->ahead_issue;
         l->next_deliver = 0;
         l->ahead_ready = false;
+        if (l->store) { /* the finished epoch's counts keep no block */
+            stk_block_store_activate(l->store, (int)(epoch & 1), true);
+            stk_block_store_activate(l->store, (int)((epoch + 1) & 1), false);
+        }
         /* This epoch's counters already hold the work done ahead; the
          * finished epoch's are zeroed for the one after. */
         reset_stats(l, (int)((epoch + 1) & 1));
@@ -890,6 +986,15 @@ void stk_loader_stats_get(const stk_loader *l, stk_loader_stats *s)
     s->wait_s = l->wait_s;
     s->bytes_held = l->ring_bytes + (size_t)l->nworkers * (size_t)l->chunk_size *
                                         (stk_dataset_max_record_bytes(l->ds) + 8192);
+    if (l->store) {
+        stk_block_store_stats bst;
+        stk_block_store_stats_get(m->store, (int)(l->epoch & 1), &bst);
+        s->block_loads = bst.loads;
+        s->cache_hits = bst.hits;
+        s->cache_bytes = bst.cache_bytes;
+        s->bytes_held += bst.bytes_held;
+    }
+    s->direct = l->o.direct;
     s->ring_locked = l->ring_locked;
     s->io = l->io_used;
     s->workers = l->nworkers;

@@ -94,6 +94,11 @@ typedef struct stk_loader_options {
     bool drop_uneven;  /* shard by dropping instead of wrapping */
     stk_io_backend io; /* default uring */
     bool direct;       /* O_DIRECT reads */
+    bool direct_auto;  /* default true: O_DIRECT also when the file and the cache do not fit
+                          the memory budget (common/memory_budget.h), where the page cache
+                          would only thrash */
+    int cache_mib;     /* a static cache of the file's first whole blocks, never evicted
+                          (loader/block_store.h), 0..STK_LOADER_MAX_CACHE_MIB; default 0 */
     int io_depth;      /* reads in flight per worker, default 32 */
     stk_bad_policy bad_policy;
     bool fast_decode; /* default true: fast IDCT for training (augment.h) */
@@ -106,7 +111,8 @@ typedef struct stk_loader_options {
 
 /* The options' ranges, checked by stk_loader_open whoever calls it (the CLI
  * flags have the same): batch 1..65536, workers 1..1024, prefetch 1..64,
- * seed 0..2^63-1, world 1..65536, rank 0..world-1. A transform whose images
+ * seed 0..2^63-1, world 1..65536, rank 0..world-1, cache 0..2^20 MiB and
+ * at most the memory budget less 64 MiB. A transform whose images
  * are more than 8 times the dataset's largest side (and above 1024 px), or
  * whose batch ring needs more than half the machine's memory, is refused. */
 #define STK_LOADER_MAX_BATCH     65536
@@ -114,6 +120,7 @@ typedef struct stk_loader_options {
 #define STK_LOADER_MAX_WORLD     65536
 #define STK_LOADER_MAX_UPSCALE   8
 #define STK_LOADER_UPSCALE_FLOOR 1024
+#define STK_LOADER_MAX_CACHE_MIB (1 << 20)
 
 stk_loader_options stk_loader_defaults(void);
 
@@ -150,11 +157,15 @@ typedef struct stk_worker_stats {
 
 typedef struct stk_loader_stats {
     uint64_t images;                    /* delivered this epoch */
-    uint64_t bytes_read;                /* record bytes read */
+    uint64_t bytes_read;                /* bytes read from the file (records, blocks) */
+    uint64_t block_loads;               /* whole-block reads (block order, the cache) */
+    uint64_t cache_hits;                /* records served by the static cache's memory */
+    uint64_t cache_bytes;               /* the static cache's size */
+    bool direct;                        /* O_DIRECT in use (asked, or the file does not fit) */
     uint64_t bad_records;               /* skipped and replaced */
     double read_s, decode_s, augment_s; /* summed over workers */
     double wait_s;                      /* the consumer's time blocked in next() */
-    uint64_t bytes_held;                /* ring + read buffers */
+    uint64_t bytes_held;                /* ring + read buffers + blocks in memory */
     bool ring_locked;                   /* the ring is mlock()ed */
     stk_io_backend io;                  /* backend in use (after any fallback) */
     int workers;

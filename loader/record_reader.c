@@ -176,7 +176,8 @@ void stk_record_reader_submit(stk_record_reader *r, int set, stk_read_req *reqs,
         int b = base + i;
         q->status = STK_OK;
         q->error[0] = '\0';
-        r->skip[b] = false;
+        r->skip[b] = q->given;
+        if (q->given) continue;
         if (stk_dataset_span(r->ds, q->index, &r->span_off[b], &r->span_len[b]) != STK_OK) {
             fail_req(q, STK_ERR_INVALID_ARG, "%s", stk_last_error());
             r->skip[b] = true;
@@ -233,7 +234,7 @@ void stk_record_reader_complete(stk_record_reader *r, int set, stk_read_req *req
     for (int i = 0; i < n; i++) {
         stk_read_req *q = &reqs[i];
         int b = base + i;
-        if (q->status) continue;
+        if (q->status || q->given) continue;
         int64_t got = r->res[b];
         if (got < 0) {
             fail_req(q, STK_ERR_IO, "%s: read error at offset %" PRIu64 ": %s",

@@ -41,6 +41,7 @@ typedef enum stk_io_backend {
 
 typedef struct stk_read_req {
     uint64_t index;      /* in: record index */
+    bool given;          /* in: the bytes come from elsewhere (loader/block_store.h): not read */
     const uint8_t *data; /* out: the record's bytes (header, name, payload) */
     size_t len;
     stk_status status; /* out: STK_OK or the error (message in `error`) */

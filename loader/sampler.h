@@ -12,8 +12,10 @@
  * The order is an exact permutation of every record, from (seed, epoch)
  * only (Fisher-Yates with the Philox stream 2 * epoch). Block order (FFCV's
  * quasi-random order, for files larger than memory): the records are cut
- * into blocks of block_records consecutive indices (consecutive in the
- * file too: records are stored in index order), the blocks permuted, and
+ * into blocks of block_records consecutive indices (mostly consecutive in
+ * the file too: records are stored in index order, except that LMDB keeps
+ * small values in leaf pages and large ones in overflow pages; the block
+ * store reads a block's few ranges), the blocks permuted, and
  * each window of `window` consecutive blocks of that permutation shuffled
  * as one: reads stay within a few file regions at a time, and the epoch is
  * still a permutation from (seed, epoch) alone. Without shuffle: index

@@ -2,6 +2,7 @@
  * positions, shutdown in every state. */
 #include "common/crc32c.h"
 #include "common/fs.h"
+#include "loader/block_store.h"
 #include "loader/loader.h"
 #include "loader/sampler.h"
 #include "storage/writer.h"
@@ -395,6 +396,7 @@ END_TEST
 START_TEST(position_restores_the_remaining_batches)
 {
     stk_loader_options o = opts(2, STK_IO_URING);
+    o.order = _i ? STK_ORDER_BLOCK : STK_ORDER_RANDOM;
     stk_loader *a, *b;
     ck_assert_int_eq(stk_loader_open(jpeg_path, &o, &a), STK_OK);
     ck_assert_int_eq(stk_loader_open(jpeg_path, &o, &b), STK_OK);
@@ -653,6 +655,172 @@ START_TEST(direct_io_gives_the_same_batches)
 }
 END_TEST
 
+/* ---- the block store (block order, the static cache) ---- */
+
+/* Read every sample of `epoch` through the store in chunks of 5, checking
+ * each record's bytes against a pread; the most memory it held. */
+static uint64_t store_epoch(stk_block_store *bs, stk_dataset *ds, stk_sampler *s, uint64_t epoch)
+{
+    int p = (int)(epoch & 1);
+    stk_sampler_epoch(s, epoch);
+    stk_block_store_plan(bs, p, s, 0);
+    stk_block_store_activate(bs, p, true);
+    stk_block_store_activate(bs, !p, false);
+    uint64_t most = 0;
+    uint8_t buf[1 << 16];
+    for (uint64_t k = 0; k < s->samples; k += 5) {
+        stk_read_req reqs[5];
+        int n = s->samples - k < 5 ? (int)(s->samples - k) : 5;
+        for (int i = 0; i < n; i++) {
+            reqs[i].index = stk_sampler_index(s, k + (uint64_t)i);
+            reqs[i].given = stk_block_store_serves(bs, reqs[i].index);
+            ck_assert(reqs[i].given);
+        }
+        uint64_t bytes = 0;
+        stk_block_store_acquire(bs, p, reqs, n, &bytes);
+        for (int i = 0; i < n; i++) {
+            ck_assert_msg(reqs[i].status == STK_OK, "%s", reqs[i].error);
+            size_t len;
+            ck_assert_int_eq(stk_dataset_pread(ds, reqs[i].index, buf, sizeof buf, &len), STK_OK);
+            ck_assert_uint_eq(len, reqs[i].len);
+            ck_assert(memcmp(buf, reqs[i].data, len) == 0);
+        }
+        stk_block_store_stats st;
+        stk_block_store_stats_get(bs, -1, &st);
+        if (st.bytes_held > most) most = st.bytes_held;
+        stk_block_store_release(bs, p, reqs, n);
+    }
+    return most;
+}
+
+START_TEST(block_store_reads_each_block_once_and_frees_it)
+{
+    stk_dataset *ds;
+    ck_assert_int_eq(stk_dataset_open(jpeg_path, &ds), STK_OK);
+    stk_sampler s;
+    stk_sampler_options so = {.count = 70,
+                              .batch_size = 16,
+                              .shuffle = true,
+                              .seed = 5,
+                              .world = 1,
+                              .block_records = 8,
+                              .window = 3};
+    ck_assert_int_eq(stk_sampler_init(&s, &so), STK_OK);
+    for (int direct = 0; direct < 2; direct++) {
+        stk_block_store *bs;
+        stk_block_store_options bo = {.block_records = 8, .all = true, .direct = direct};
+        ck_assert_int_eq(stk_block_store_create(ds, &bo, &bs), STK_OK);
+        for (uint64_t e = 0; e < 3; e++) {
+            stk_block_store_stats_reset(bs, (int)(e & 1));
+            uint64_t most = store_epoch(bs, ds, &s, e);
+            stk_block_store_stats st;
+            stk_block_store_stats_get(bs, (int)(e & 1), &st);
+            ck_assert_uint_eq(st.loads, 9); /* 70 records in blocks of 8: each read once */
+            ck_assert_uint_eq(st.served, 70);
+            ck_assert_uint_eq(st.hits, 0);
+            /* blocks are freed as the windows pass: never all of them in memory */
+            ck_assert_uint_lt(most, st.bytes_read);
+            stk_block_store_stats_get(bs, -1, &st);
+            ck_assert_uint_eq(st.bytes_held, 0); /* every block freed after its last read */
+        }
+        stk_block_store_destroy(bs);
+    }
+    /* The static cache: the whole file, read once, then served from memory. */
+    stk_block_store *bs;
+    stk_block_store_options bo = {
+        .block_records = 8, .all = false, .cache_bytes = stk_dataset_file_size(ds) + 9 * 8192};
+    ck_assert_int_eq(stk_block_store_create(ds, &bo, &bs), STK_OK);
+    for (uint64_t e = 0; e < 2; e++) {
+        stk_block_store_stats_reset(bs, (int)(e & 1));
+        store_epoch(bs, ds, &s, e);
+        stk_block_store_stats st;
+        stk_block_store_stats_get(bs, (int)(e & 1), &st);
+        ck_assert_uint_eq(st.cached_blocks, 9);
+        ck_assert_uint_eq(st.loads, e == 0 ? 9 : 0);
+        ck_assert_uint_eq(st.hits, e == 0 ? 70 - 9 : 70);
+        ck_assert_uint_eq(st.bytes_held, st.cache_bytes);
+    }
+    stk_block_store_destroy(bs);
+    /* A cache smaller than a block holds nothing and serves nothing. */
+    bo.cache_bytes = 100;
+    ck_assert_int_eq(stk_block_store_create(ds, &bo, &bs), STK_OK);
+    ck_assert(!stk_block_store_serves(bs, 0));
+    stk_block_store_destroy(bs);
+    bo.block_records = 0;
+    ck_assert_int_eq(stk_block_store_create(ds, &bo, &bs), STK_ERR_INVALID_ARG);
+    stk_sampler_deinit(&s);
+    stk_dataset_close(ds);
+}
+END_TEST
+
+START_TEST(block_store_short_read_is_an_error)
+{
+    const char *path = tpath("cut-blocks.stoke");
+    make_dataset(path, 40, -1);
+    stk_dataset *ds;
+    ck_assert_int_eq(stk_dataset_open(path, &ds), STK_OK);
+    stk_block_store *bs;
+    stk_block_store_options bo = {.block_records = 10, .all = true};
+    ck_assert_int_eq(stk_block_store_create(ds, &bo, &bs), STK_OK);
+    uint64_t off;
+    uint32_t len;
+    stk_dataset_span(ds, 35, &off, &len);
+    ck_assert_int_eq(truncate(path, (off_t)(off + len / 2)), 0);
+    stk_read_req q[2] = {{.index = 5, .given = true}, {.index = 35, .given = true}};
+    stk_block_store_acquire(bs, 0, q, 2, NULL);
+    ck_assert_int_eq(q[0].status, STK_OK);
+    ck_assert_int_eq(q[1].status, STK_ERR_CORRUPT);
+    ck_assert_msg(strstr(q[1].error, "short read"), "%s", q[1].error);
+    stk_block_store_release(bs, 0, q, 2);
+    stk_block_store_destroy(bs);
+    stk_dataset_close(ds);
+}
+END_TEST
+
+/* Each sample's pixels are a function of (seed, epoch, record): block order
+ * and the cache deliver, for every record, what the random order does. */
+START_TEST(block_order_and_cache_deliver_the_same_samples)
+{
+    uint32_t ref[2][70];
+    for (int run = 0; run < 4; run++) {
+        stk_loader_options o = opts(2, STK_IO_URING);
+        o.checksum = true;
+        o.order = run == 1 || run == 3 ? STK_ORDER_BLOCK : STK_ORDER_RANDOM;
+        o.cache_mib = run >= 2 ? 1 : 0;
+        o.direct = run == 3;
+        stk_loader *l;
+        ck_assert_msg(stk_loader_open(jpeg_path, &o, &l) == STK_OK, "%s", stk_last_error());
+        for (uint64_t e = 0; e < 2; e++) {
+            ck_assert_int_eq(stk_loader_start_epoch(l, e), STK_OK);
+            stk_batch *b;
+            int seen = 0;
+            while (stk_loader_next(l, &b) == STK_OK) {
+                for (int j = 0; j < b->count; j++) {
+                    uint64_t i = b->indices[j];
+                    if (run == 0)
+                        ref[e][i] = b->checksums[j];
+                    else
+                        ck_assert_msg(ref[e][i] == b->checksums[j], "run %d epoch %d record %d",
+                                      run, (int)e, (int)i);
+                }
+                seen += b->count;
+                stk_loader_release(l, b);
+            }
+            ck_assert_int_eq(seen, 70);
+            stk_loader_stats st;
+            stk_loader_stats_get(l, &st);
+            if (run >= 2 && e == 1) { /* the whole file is one cached block */
+                ck_assert_uint_eq(st.cache_hits, 70);
+                ck_assert_uint_eq(st.block_loads, 0);
+                ck_assert_uint_gt(st.cache_bytes, 0);
+            }
+            if (run == 1) ck_assert_uint_gt(st.block_loads + (e ? 1 : 0), 0);
+        }
+        stk_loader_close(l);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("loader");
@@ -668,13 +836,16 @@ int main(void)
     tcase_add_test(tc, next_epoch_prefetch_matches_a_fresh_start);
     tcase_add_test(tc, labels_and_indices_follow_the_sampler);
     tcase_add_test(tc, next_wait_gives_again_then_the_same_batches);
-    tcase_add_test(tc, position_restores_the_remaining_batches);
+    tcase_add_loop_test(tc, position_restores_the_remaining_batches, 0, 2);
     tcase_add_test(tc, bad_record_skip_and_error);
     tcase_add_test(tc, bad_everywhere_and_transform_that_cannot_fit);
     tcase_add_test(tc, truncated_file_is_a_bad_record_not_garbage);
     tcase_add_test(tc, close_in_every_state);
     tcase_add_test(tc, edge_sizes);
     tcase_add_test(tc, direct_io_gives_the_same_batches);
+    tcase_add_test(tc, block_store_reads_each_block_once_and_frees_it);
+    tcase_add_test(tc, block_store_short_read_is_an_error);
+    tcase_add_test(tc, block_order_and_cache_deliver_the_same_samples);
     suite_add_tcase(s, tc);
     return stk_check_run(s);
 }

@@ -19,10 +19,11 @@
 #include <unistd.h>
 
 typedef struct bench_args {
-    int64_t batch, workers, prefetch, images, epochs, warmup, seed, io_depth;
+    int64_t batch, workers, prefetch, images, epochs, warmup, seed, io_depth, cache_mb, block_mib,
+        block_window;
     int io, output, order;
     const char *transform, *trace, *trace_steps;
-    bool direct, accurate, cold, no_decode, no_checksum, json;
+    bool direct, no_direct, accurate, cold, no_decode, no_checksum, json;
     double compute_ms;
 } bench_args;
 
@@ -38,7 +39,16 @@ static const stk_flag flags[] = {
     STK_FLAG_CHOICE(T, io, "io", "BACKEND", io_names, "uring (default), pread or mmap"),
     STK_FLAG_INT(T, io_depth, "io-depth", "N", 1, 4096,
                  "reads in flight per worker with uring (default 32)"),
-    STK_FLAG_BOOL(T, direct, "direct", "O_DIRECT reads (bypass the page cache)"),
+    STK_FLAG_BOOL(T, direct, "direct",
+                  "O_DIRECT reads (bypass the page cache); the default when the\n"
+                  "file and the cache do not fit the memory budget (the machine's\n"
+                  "memory or the memory cgroup's limit)"),
+    STK_FLAG_BOOL(T, no_direct, "no-direct",
+                  "read through the page cache even when the file does not fit"),
+    STK_FLAG_INT(T, cache_mb, "cache-mb", "C", 0, STK_LOADER_MAX_CACHE_MIB,
+                 "keep the file's first C MiB (whole blocks) in memory for the\n"
+                 "whole run, never evicted (a static cache: from the second\n"
+                 "epoch on those records cost no device read; default 0)"),
     STK_FLAG_TEXT(T, transform, "transform", "SPEC",
                   "default: the training transform of the dataset\n"
                   "(rrc:224,flip for JPEG, pad:4,crop:SIZE,flip for raw)"),
@@ -63,6 +73,11 @@ static const stk_flag flags[] = {
                     "random (a fresh permutation every epoch, default), block (FFCV's\n"
                     "quasi-random order: 8 MiB blocks of the file permuted, 8 shuffled\n"
                     "together: for files larger than memory) or sequential"),
+    STK_FLAG_INT(T, block_mib, "block-mib", "N", 1, 1024,
+                 "block order and the cache: MiB of the file per block (default 8)"),
+    STK_FLAG_INT(T, block_window, "block-window", "N", 1, 1024,
+                 "block order: blocks shuffled together (default 8); memory holds\n"
+                 "about 2 windows of blocks"),
     STK_FLAG_BOOL(T, no_checksum, "no-checksum",
                   "skip hashing the pixels (the workers' CRC of every sample\n"
                   "costs a little; a training run does not pay it)"),
@@ -76,8 +91,10 @@ static const stk_flag flags[] = {
     STK_FLAG_JSON(T, json,
                   "one JSON object on stdout (keys: images, seconds,\n"
                   "images_per_sec, mb_per_sec, stall_pct, peak_rss_mb, read_s,\n"
-                  "decode_s, augment_s, wait_s, bad_records, checksum, and the\n"
-                  "settings, per_worker [{read_s, decode_s, augment_s}])"),
+                  "decode_s, augment_s, wait_s, bad_records, checksum, device_mb,\n"
+                  "cache_mb, the settings, per_worker [{read_s, decode_s, augment_s}],\n"
+                  "epochs [{images_per_sec, device_mb, read_mb, block_loads,\n"
+                  "cache_hit_pct}])"),
     STK_FLAG_END};
 #undef T
 
@@ -89,7 +106,9 @@ static const stk_cli cli = {
              "memory and the data-stall share.\n",
     .flags = flags,
     .notes = "checksum: a 64-bit hash of every delivered pixel, label and index in order:\n"
-             "the same for any --workers and --io.\n",
+             "the same for any --workers and --io.\n"
+             "device MB: what the kernel read from the storage device for this process\n"
+             "(/proc/self/io read_bytes): page-cache hits are not in it, readahead is.\n",
     .min_args = 1,
     .max_args = 1,
     .args_error = "expected one DATA.stoke"};
@@ -128,6 +147,8 @@ static int parse(int argc, char **argv, bench_args *a, stk_loader_options *o, co
                       .prefetch = o->prefetch,
                       .io_depth = o->io_depth,
                       .io = (int)o->io,
+                      .block_mib = o->block_mib,
+                      .block_window = o->block_window,
                       .warmup = 2};
     char **pos;
     int n_pos;
@@ -139,6 +160,12 @@ static int parse(int argc, char **argv, bench_args *a, stk_loader_options *o, co
     o->io = (stk_io_backend)a->io;
     o->io_depth = (int)a->io_depth;
     o->direct = a->direct;
+    o->direct_auto = !a->no_direct;
+    o->cache_mib = (int)a->cache_mb;
+    o->block_mib = (int)a->block_mib;
+    o->block_window = (int)a->block_window;
+    if (a->direct && a->no_direct)
+        return stk_cli_usage("bench", "--direct and --no-direct do not go together");
     o->transform = a->transform;
     o->format = a->output == 1 ? STK_PIXELS_F32_CHW : STK_PIXELS_U8_HWC;
     o->fast_decode = !a->accurate;
@@ -154,13 +181,22 @@ static int parse(int argc, char **argv, bench_args *a, stk_loader_options *o, co
     return -1;
 }
 
+/* One measured epoch. */
+typedef struct epoch_figures {
+    uint64_t images, device_bytes, bytes_read, block_loads, cache_hits;
+    double seconds;
+} epoch_figures;
+
 /* What a measurement found. */
 typedef struct bench_result {
-    uint64_t images;
+    uint64_t images, device_bytes;
     double seconds, cpu_s;
+    epoch_figures *epochs; /* each whole epoch measured (--epochs) */
+    uint64_t nepochs;
     stk_loader_stats tot;  /* the measured epochs' figures */
     stk_loader_stats info; /* the loader's state at the end (backend, ring) */
-    uint64_t checksum;     /* pixels' CRC << 32 | labels' and indices' CRC */
+    const stk_dataset *ds;
+    uint64_t checksum; /* pixels' CRC << 32 | labels' and indices' CRC */
 } bench_result;
 
 static double cpu_seconds(const struct rusage *r)
@@ -177,6 +213,20 @@ static void drop_cache(const char *path)
         posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
         close(fd);
     }
+}
+
+/* Bytes the kernel read from storage for this process so far: page-cache
+ * misses, readahead and O_DIRECT reads (its io accounting); 0 if unknown. */
+static uint64_t device_read_bytes(void)
+{
+    FILE *f = fopen("/proc/self/io", "r");
+    if (!f) return 0;
+    char line[128];
+    uint64_t v = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "read_bytes: %" SCNu64, &v) == 1) break;
+    fclose(f);
+    return v;
 }
 
 /* The warmup (untimed), then --images or --epochs of batches, timed. */
@@ -201,7 +251,10 @@ static stk_status measure(stk_loader *l, const bench_args *a, const stk_loader_o
     getrusage(RUSAGE_SELF, &ru0);
     stk_loader_stats s0;
     stk_loader_stats_get(l, &s0);
-    double t0 = stk_clock_sec();
+    if (!wanted && !(res->epochs = calloc(epochs, sizeof *res->epochs)))
+        return stk_error(STK_ERR_NOMEM, "out of memory");
+    uint64_t dev0 = device_read_bytes(), dev_epoch = dev0, n_epoch = 0;
+    double t0 = stk_clock_sec(), t_epoch = t0;
     stk_progress bar;
     stk_progress_init(&bar, "bench", wanted ? wanted : epochs * stk_loader_samples(l), stderr);
     for (;;) {
@@ -212,6 +265,19 @@ static stk_status measure(stk_loader *l, const bench_args *a, const stk_loader_o
         stk_status st = stk_loader_next(l, &b);
         stk_trace_end();
         if (st == STK_END) {
+            if (res->epochs) {
+                stk_loader_stats now;
+                stk_loader_stats_get(l, &now);
+                uint64_t dev = device_read_bytes();
+                double t = stk_clock_sec();
+                res->epochs[res->nepochs++] = (epoch_figures){n - n_epoch,
+                                                              dev - dev_epoch,
+                                                              now.bytes_read - s0.bytes_read,
+                                                              now.block_loads - s0.block_loads,
+                                                              now.cache_hits - s0.cache_hits,
+                                                              t - t_epoch};
+                dev_epoch = dev, t_epoch = t, n_epoch = n;
+            }
             add_stats(&res->tot, l, &s0);
             memset(&s0, 0, sizeof s0); /* the next epoch's stats start from zero */
             if (epochs && ++done_epochs >= epochs) break;
@@ -240,11 +306,13 @@ static stk_status measure(stk_loader *l, const bench_args *a, const stk_loader_o
         }
     }
     res->seconds = stk_clock_sec() - t0;
+    res->device_bytes = device_read_bytes() - dev0;
     stk_progress_finish(&bar);
     getrusage(RUSAGE_SELF, &ru1);
     res->cpu_s = cpu_seconds(&ru1) - cpu_seconds(&ru0);
     res->images = n;
     stk_loader_stats_get(l, &res->info);
+    res->ds = stk_loader_dataset(l);
     res->checksum = (uint64_t)crc_px << 32 | crc_lab;
     return STK_OK;
 }
@@ -270,6 +338,19 @@ static void report_json(const bench_result *r, const bench_args *a, const stk_lo
            stk_io_backend_name(r->info.io), o->direct ? "true" : "false",
            a->cold ? "true" : "false", o->read_only ? "false" : "true", J(10, a->compute_ms, 3));
     stk_json_write_string(stdout, tbuf);
+    printf(", \"order\": \"%s\", \"device_mb\": %s, \"cache_mb\": %s",
+           stk_read_order_names[o->order], J(0, (double)r->device_bytes / 1e6, 1),
+           J(1, (double)r->info.cache_bytes / 1e6, 1));
+    printf(", \"epochs\": [");
+    for (uint64_t e = 0; e < r->nepochs; e++) {
+        const epoch_figures *f = &r->epochs[e];
+        printf("%s{\"images_per_sec\": %s, \"device_mb\": %s, \"read_mb\": %s, "
+               "\"block_loads\": %" PRIu64 ", \"cache_hit_pct\": %s}",
+               e ? ", " : "", J(0, (double)f->images / f->seconds, 1),
+               J(1, (double)f->device_bytes / 1e6, 1), J(2, (double)f->bytes_read / 1e6, 1),
+               f->block_loads, J(3, f->images ? 100.0 * (double)f->cache_hits / f->images : 0, 2));
+    }
+    printf("]");
     printf(", \"ring_locked\": %s, \"per_worker\": [", r->info.ring_locked ? "true" : "false");
     for (int i = 0; i < o->workers && i < STK_LOADER_STATS_WORKERS; i++)
         printf("%s{\"read_s\": %s, \"decode_s\": %s, \"augment_s\": %s}", i ? ", " : "",
@@ -287,8 +368,21 @@ static void report_text(const bench_result *r, const bench_args *a, const stk_lo
     printf("%s: %" PRIu64 " images in %.2f s: %.0f images/s, %.1f MB/s read\n", path, r->images,
            secs, (double)r->images / secs, (double)tot->bytes_read / secs / 1e6);
     printf("  transform %s, batch %d, %d workers, prefetch %d, io %s%s%s\n", tbuf, o->batch_size,
-           o->workers, o->prefetch, stk_io_backend_name(r->info.io), o->direct ? " (O_DIRECT)" : "",
-           o->read_only ? ", read only" : "");
+           o->workers, o->prefetch, stk_io_backend_name(r->info.io),
+           r->info.direct ? " (O_DIRECT)" : "", o->read_only ? ", read only" : "");
+    printf("  order %s, device %.1f MB read (%.2f x the file)", stk_read_order_names[o->order],
+           (double)r->device_bytes / 1e6,
+           (double)r->device_bytes / (double)stk_dataset_file_size(r->ds));
+    if (r->info.cache_bytes) printf(", static cache %.1f MB", (double)r->info.cache_bytes / 1e6);
+    printf("\n");
+    for (uint64_t e = 0; r->nepochs > 1 && e < r->nepochs; e++) {
+        const epoch_figures *f = &r->epochs[e];
+        printf("  epoch %" PRIu64 ": %.0f images/s, device %.1f MB, read %.1f MB in %" PRIu64
+               " block reads, cache hits %.1f%%\n",
+               e, (double)f->images / f->seconds, (double)f->device_bytes / 1e6,
+               (double)f->bytes_read / 1e6, f->block_loads,
+               f->images ? 100.0 * (double)f->cache_hits / (double)f->images : 0.0);
+    }
     for (int i = 0; i < o->workers && i < STK_LOADER_STATS_WORKERS; i++)
         printf("  worker %d: read %.2f s, decode %.2f s, augment %.2f s\n", i,
                tot->worker[i].read_s, tot->worker[i].decode_s, tot->worker[i].augment_s);
@@ -343,7 +437,7 @@ static int bench_main(int argc, char **argv)
     if (st == STK_ERR_INVALID_ARG) /* a bad transform or setting: a usage error */
         return stk_cli_usage("bench", "%s", stk_last_error());
     if (st != STK_OK) return stk_cli_fail();
-    bench_result res;
+    bench_result res = {0};
     if (stk_loader_batches(l) == 0)
         st = stk_error(STK_ERR_INVALID_ARG,
                        "%s: no batches to deliver (%" PRIu64 " records, batch %d)", path,
@@ -352,6 +446,7 @@ static int bench_main(int argc, char **argv)
         st = measure(l, &a, &o, path, &res);
     if (st == STK_OK) report(&res, &a, &o, l, path);
     rc = st == STK_OK ? STK_EXIT_OK : stk_cli_fail();
+    free(res.epochs);
     stk_loader_close(l);
     if (a.trace) { /* the workers are joined: their buffers are complete */
         stk_trace_summary ts;
