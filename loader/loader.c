@@ -564,10 +564,10 @@ static stk_status fit_memory(stk_loader *l, const char *path, uint64_t ring_byte
     char why[64];
     uint64_t budget = stk_memory_budget(why, sizeof why);
     uint64_t cache = (uint64_t)o->cache_mib << 20, size = stk_dataset_file_size(l->ds);
-    if (cache && cache + ring_bytes + (64u << 20) > budget)
+    if (cache && cache + ring_bytes > budget / 2)
         return stk_error(STK_ERR_INVALID_ARG,
-                         "cache %d MiB: more than %s (%" PRIu64
-                         " MiB) less the batch ring and 64 MiB",
+                         "cache %d MiB: with the batch ring, more than half of %s (%" PRIu64
+                         " MiB)",
                          o->cache_mib, why, budget >> 20);
     if (!o->direct && o->direct_auto && size + cache > budget) {
         stk_log_info("%s: %" PRIu64 " MiB%s do not fit %s (%" PRIu64
@@ -962,6 +962,12 @@ void stk_loader_release(stk_loader *l, stk_batch *b)
 
 uint64_t stk_loader_batches(const stk_loader *l) { return l->cur->batches; }
 uint64_t stk_loader_samples(const stk_loader *l) { return l->cur->samples; }
+void stk_loader_block_params(const stk_loader *l, int *block_mib, int *block_window)
+{
+    *block_mib = l->o.block_mib;
+    *block_window = l->o.block_window;
+}
+
 const stk_dataset *stk_loader_dataset(const stk_loader *l) { return l->ds; }
 
 void stk_loader_stats_get(const stk_loader *l, stk_loader_stats *s)

@@ -111,8 +111,8 @@ typedef struct stk_loader_options {
 
 /* The options' ranges, checked by stk_loader_open whoever calls it (the CLI
  * flags have the same): batch 1..65536, workers 1..1024, prefetch 1..64,
- * seed 0..2^63-1, world 1..65536, rank 0..world-1, cache 0..2^20 MiB and
- * at most the memory budget less 64 MiB. A transform whose images
+ * seed 0..2^63-1, world 1..65536, rank 0..world-1, cache 0..2^20 MiB and,
+ * with the batch ring, at most half the memory budget. A transform whose images
  * are more than 8 times the dataset's largest side (and above 1024 px), or
  * whose batch ring needs more than half the machine's memory, is refused. */
 #define STK_LOADER_MAX_BATCH     65536
@@ -206,6 +206,9 @@ uint64_t stk_loader_batches(const stk_loader *l);
 uint64_t stk_loader_samples(const stk_loader *l); /* images per epoch */
 void stk_loader_stats_get(const stk_loader *l, stk_loader_stats *s);
 const stk_dataset *stk_loader_dataset(const stk_loader *l);
+/* The block order's block size and window in use: the options', or what
+ * fitting them to the memory budget made of them (the order follows them). */
+void stk_loader_block_params(const stk_loader *l, int *block_mib, int *block_window);
 
 /* Stop the workers, free everything. NULL is a no-op. */
 void stk_loader_close(stk_loader *l);

@@ -335,7 +335,7 @@ static void report_json(const bench_result *r, const bench_args *a, const stk_lo
            J(4, peak_rss_mb(), 1), J(5, tot->read_s, 3), J(6, tot->decode_s, 3),
            J(7, tot->augment_s, 3), J(8, tot->wait_s, 3), tot->bad_records, sum,
            J(9, 100.0 * r->cpu_s / secs, 1), o->workers, o->batch_size, o->prefetch,
-           stk_io_backend_name(r->info.io), o->direct ? "true" : "false",
+           stk_io_backend_name(r->info.io), r->info.direct ? "true" : "false",
            a->cold ? "true" : "false", o->read_only ? "false" : "true", J(10, a->compute_ms, 3));
     stk_json_write_string(stdout, tbuf);
     printf(", \"order\": \"%s\", \"device_mb\": %s, \"cache_mb\": %s",

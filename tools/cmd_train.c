@@ -62,6 +62,16 @@ static const stk_flag flags[] = {
                     "the training set's read order: random (default), block (FFCV's\n"
                     "quasi-random order, for files larger than memory: pack them with\n"
                     "--shuffle) or sequential"),
+    STK_FLAG_INT(T, block_mib, "block-mib", "N", 1, 1024,
+                 "block order: MiB of the file per block (default 8; smaller when\n"
+                 "two windows of blocks would not fit the memory budget, with a notice)"),
+    STK_FLAG_INT(T, block_window, "block-window", "N", 1, 1024,
+                 "block order: blocks shuffled together (default 8)"),
+    STK_FLAG_INT(T, cache_mb, "cache-mb", "C", 0, STK_LOADER_MAX_CACHE_MIB,
+                 "keep the training file's first C MiB in memory for the whole run,\n"
+                 "never evicted (for files larger than memory; default 0). Reads go\n"
+                 "around the page cache (O_DIRECT) when the file and the cache do not\n"
+                 "fit the memory budget (the machine's or the memory cgroup's)"),
     STK_FLAG_SECTION("early stopping (Keras's EarlyStopping)"),
     STK_FLAG_INT(T, early_stop, "early-stop", "PATIENCE", 0, 100000,
                  "stop once PATIENCE epochs in a row have not improved\n"
@@ -193,6 +203,8 @@ int train_parse_flags(int argc, char **argv, train_args *a)
                       .step_epochs = 30,
                       .dist_timeout = 300,
                       .early_stop = -1,
+                      .block_mib = 8,
+                      .block_window = 8,
                       .optimizer = STK_OPTIM_SGD};
     a->workers = a->threads = stk_cpu_count();
     char **pos;

@@ -28,6 +28,15 @@ const char *const train_schedules[] = {"cosine", "step", "onecycle", "constant",
 static const stk_schedule_kind schedule_kinds[] = {STK_SCHEDULE_COSINE, STK_SCHEDULE_STEP,
                                                    STK_SCHEDULE_ONECYCLE, STK_SCHEDULE_CONSTANT};
 
+/* Block order's "MIBxWINDOW" in use (the loader may have fitted them to
+ * the memory). */
+static void block_params_text(const run_state *r, char *buf, size_t size)
+{
+    int mib, window;
+    stk_loader_block_params(r->loader, &mib, &window);
+    snprintf(buf, size, "%dx%d", mib, window);
+}
+
 /* The run's own metadata in every checkpoint, beside the trainer's position:
  * among it the class names of --data (what eval, export and predict name
  * the model's outputs with). */
@@ -41,6 +50,11 @@ static stk_status checkpoint_metadata(run_state *r, const stk_meta *m)
     memcpy(r->meta_keys, keys, sizeof keys);
     memcpy(r->meta_values, vals, sizeof vals);
     r->n_meta = 6;
+    if (r->a.order == STK_ORDER_BLOCK) { /* the blocks in use: the order follows them */
+        block_params_text(r, r->meta_text[2], sizeof r->meta_text[2]);
+        r->meta_keys[r->n_meta] = "block";
+        r->meta_values[r->n_meta++] = r->meta_text[2];
+    }
     if (m->num_classes && m->class_names) {
         if (!(r->class_names = stk_json_string_array(m->class_names, (int)m->num_classes)))
             return stk_error(STK_ERR_NOMEM, "out of memory");
@@ -96,6 +110,21 @@ static stk_status same_order(const run_state *r)
         st = stk_error(STK_ERR_INVALID_ARG, "--resume: %s was trained with --order %s, not %s",
                        r->path_last, stk_printable(saved, shown, sizeof shown),
                        stk_read_order_names[r->a.order]);
+    const char *blocks = stk_safetensors_meta(f, "block");
+    char now[24];
+    block_params_text(r, now, sizeof now);
+    int mib, window;
+    if (st == STK_OK && r->a.order == STK_ORDER_BLOCK && blocks && strcmp(blocks, now)) {
+        if (sscanf(blocks, "%dx%d", &mib, &window) == 2)
+            st = stk_error(STK_ERR_INVALID_ARG,
+                           "--resume: %s was trained in blocks of %d MiB, %d in a window; this "
+                           "run reads blocks of %s (MiB x window): pass --block-mib %d "
+                           "--block-window %d (and the memory they need)",
+                           r->path_last, mib, window, now, mib, window);
+        else
+            st = stk_error(STK_ERR_INVALID_ARG, "--resume: %s: block \"%s\" is not MIBxWINDOW",
+                           r->path_last, stk_printable(blocks, shown, sizeof shown));
+    }
     stk_safetensors_free(f);
     return st;
 }
@@ -431,6 +460,9 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
     o.workers = (int)a->workers;
     o.seed = (uint64_t)a->seed;
     o.order = (stk_read_order)a->order;
+    o.block_mib = (int)a->block_mib;
+    o.block_window = (int)a->block_window;
+    o.cache_mib = (int)a->cache_mb;
     o.drop_last = true; /* every step sees a full batch (batch norm, the schedule) */
     o.transform = r->transform;
     o.host_memory = r->ce->host_memory;

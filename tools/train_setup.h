@@ -29,6 +29,7 @@ typedef struct train_args {
     int n_freeze;
     int64_t epochs, batch, workers, threads, step_epochs, seed, stop_after, dist_timeout;
     int64_t early_stop, start_from_epoch; /* early_stop -1: off */
+    int64_t cache_mb, block_mib, block_window;
     double lr, momentum, wd, warmup_epochs, smoothing, min_delta;
     bool nesterov, resume, overwrite, restore_best, json, amp, sync_bn, tensorboard, no_tensorboard,
         memory_report;
@@ -59,9 +60,9 @@ typedef struct run_state {
     char *transform, *val_transform; /* the specs in use (owned): never cut to a buffer */
     int size;
     char *path_last; /* under --out (owned) */
-    char meta_text[3][24];
+    char meta_text[4][24];
     char *class_names;                         /* --data's, a JSON array (owned; NULL: none) */
-    const char *meta_keys[7], *meta_values[7]; /* the run's checkpoint metadata */
+    const char *meta_keys[8], *meta_values[8]; /* the run's checkpoint metadata */
     int n_meta;
     stk_comm *comm;                            /* the data-parallel job (a world of one alone) */
     stk_ddp *ddp;                              /* with more than one rank */

@@ -14,10 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The data of a group: the same loader flags (batch, read order, transforms). */
+/* The data of a group: the same loader flags (batch, read order and its blocks, cache,
+ * transforms). */
 static bool same_data(const train_args *a, const train_args *b)
 {
-    return a->batch == b->batch && a->order == b->order &&
+    return a->batch == b->batch && a->order == b->order && a->block_mib == b->block_mib &&
+           a->block_window == b->block_window && a->cache_mb == b->cache_mb &&
            !strcmp(a->transform ? a->transform : "", b->transform ? b->transform : "") &&
            !strcmp(a->val_transform ? a->val_transform : "",
                    b->val_transform ? b->val_transform : "");

@@ -50,8 +50,8 @@ typedef struct {
     /* device="cuda[:N]": the ring of device buffers (it holds the copy engine) */
     stoke_device_ring *ring;
     int gpu;
-    int busy;   /* calls inside the loader with the GIL released (next, restore) */
-    pid_t pid;  /* the process that opened it: a forked child cannot use it */
+    int busy;  /* calls inside the loader with the GIL released (next, restore) */
+    pid_t pid; /* the process that opened it: a forked child cannot use it */
 } LoaderObject;
 
 typedef struct {
@@ -434,30 +434,34 @@ static bool parse_device(const char *device, int *gpu)
 static int loader_init(PyObject *self_, PyObject *args, PyObject *kw)
 {
     LoaderObject *self = (LoaderObject *)self_;
-    static char *names[] = {"path",   "batch_size", "transform", "workers",    "shuffle",
-                            "seed",   "drop_last",  "rank",      "world_size", "output",
-                            "layout", "prefetch",   "device",    "on_bad",     "order",
-                            NULL};
+    static char *names[] = {"path",     "batch_size", "transform",    "workers",    "shuffle",
+                            "seed",     "drop_last",  "rank",         "world_size", "output",
+                            "layout",   "prefetch",   "device",       "on_bad",     "order",
+                            "cache_mb", "block_mib",  "block_window", NULL};
     PyObject *path = NULL; /* bytes: str and os.PathLike accepted */
     const char *transform = NULL, *output = "u8", *layout = "NHWC", *device = "cpu",
                *on_bad = "skip", *order = "random";
     int shuffle = 1, drop_last = 0;
     PyObject *batch_o = NULL, *workers_o = NULL, *seed_o = NULL, *rank_o = NULL, *world_o = NULL,
-             *prefetch_o = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O|$zOpOpOOssOsss", names, PyUnicode_FSConverter,
-                                     &path, &batch_o, &transform, &workers_o, &shuffle, &seed_o,
-                                     &drop_last, &rank_o, &world_o, &output, &layout, &prefetch_o,
-                                     &device, &on_bad, &order))
+             *prefetch_o = NULL, *cache_o = NULL, *block_mib_o = NULL, *window_o = NULL;
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kw, "O&O|$zOpOpOOssOsssOOO", names, PyUnicode_FSConverter, &path, &batch_o,
+            &transform, &workers_o, &shuffle, &seed_o, &drop_last, &rank_o, &world_o, &output,
+            &layout, &prefetch_o, &device, &on_bad, &order, &cache_o, &block_mib_o, &window_o))
         return -1;
     /* the library's ranges (loader/loader.h), checked before anything is
      * converted: a Python integer never wraps into another value */
-    long long batch = 0, workers = 0, seed = 0, rank = 0, world = 1, prefetch = 3;
+    long long batch = 0, workers = 0, seed = 0, rank = 0, world = 1, prefetch = 3, cache_mb = 0,
+              block_mib = 8, block_window = 8;
     if (!stoke_int_arg(batch_o, "batch_size", 1, STK_LOADER_MAX_BATCH, &batch) ||
         (workers_o && !stoke_int_arg(workers_o, "workers", 0, STK_LOADER_MAX_WORKERS, &workers)) ||
         (seed_o && !stoke_int_arg(seed_o, "seed", 0, INT64_MAX, &seed)) ||
         (world_o && !stoke_int_arg(world_o, "world_size", 1, STK_LOADER_MAX_WORLD, &world)) ||
         (rank_o && !stoke_int_arg(rank_o, "rank", 0, world - 1, &rank)) ||
-        (prefetch_o && !stoke_int_arg(prefetch_o, "prefetch", 1, 64, &prefetch)))
+        (prefetch_o && !stoke_int_arg(prefetch_o, "prefetch", 1, 64, &prefetch)) ||
+        (cache_o && !stoke_int_arg(cache_o, "cache_mb", 0, STK_LOADER_MAX_CACHE_MIB, &cache_mb)) ||
+        (block_mib_o && !stoke_int_arg(block_mib_o, "block_mib", 1, 1024, &block_mib)) ||
+        (window_o && !stoke_int_arg(window_o, "block_window", 1, 1024, &block_window)))
         goto fail;
     if (self->l) {
         PyErr_SetString(PyExc_RuntimeError, "stoke.Loader: already open");
@@ -505,6 +509,9 @@ static int loader_init(PyObject *self_, PyObject *args, PyObject *kw)
     o.transform = transform;
     o.shuffle = shuffle;
     o.order = (stk_read_order)read_order;
+    o.cache_mib = (int)cache_mb;
+    o.block_mib = (int)block_mib;
+    o.block_window = (int)block_window;
     o.seed = (uint64_t)seed;
     o.drop_last = drop_last;
     o.bad_policy = strcmp(on_bad, "error") ? STK_BAD_SKIP : STK_BAD_ERROR;
@@ -825,14 +832,17 @@ static PyType_Slot loader_slots[] = {
     {Py_tp_doc,
      "Loader(path, batch_size, *, transform=None, workers=0, shuffle=True, seed=0, "
      "drop_last=False, rank=0, world_size=1, output='u8', layout='NHWC', prefetch=3, "
-     "device='cpu', on_bad='skip', order='random')\n--\n\n"
+     "device='cpu', on_bad='skip', order='random', cache_mb=0, block_mib=8, block_window=8)\n--\n\n"
      "workers 0: one per core; output 'u8' or 'f32' (normalised); layout 'NHWC' or 'NCHW'; "
      "order 'random' (a permutation per epoch), 'block' (FFCV's quasi-random order: 8 MiB blocks "
-     "of the file permuted, 8 shuffled together) or 'sequential'; "
+     "of the file permuted, 8 shuffled together; block_mib, block_window) or 'sequential'; "
+     "cache_mb: the file's first MiB kept in memory for the loader's life, never evicted (for "
+     "files larger than memory, whose reads then go around the page cache); "
      "device 'cpu', 'cuda' or 'cuda:N'; on_bad 'skip' or 'error'. Iterating yields "
      "(images, labels): "
      "stoke.Array views of the loader's batch ring (DLPack), images u8 (or f32, normalised) and "
-     "labels int64 (PyTorch's label type: F.cross_entropy takes them as they are). Each iteration is one epoch; the next one is the next epoch unless "
+     "labels int64 (PyTorch's label type: F.cross_entropy takes them as they are). Each iteration "
+     "is one epoch; the next one is the next epoch unless "
      "set_epoch() says otherwise. With device='cuda' the batches are copied to the GPU (through "
      "pinned memory, on a copy stream) into prefetch device buffers, each held by its views; "
      "DLPack's stream argument names the consumer's stream, whose queued work a released buffer "

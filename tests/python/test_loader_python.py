@@ -161,6 +161,16 @@ def test_read_orders(tiny):
         assert a == b and a != seq and sorted(a) == sorted(seq), order
     with pytest.raises(ValueError, match="order=spiral"):
         stoke.Loader(tiny, 5, order="spiral")
+    # the static cache and the block parameters: the same records, in the
+    # same order as without the cache; their ranges are the CLI's
+    cached = ordered(stoke.Loader(tiny, 5, transform="center:28", seed=3, order="block",
+                                  cache_mb=1, block_mib=1, block_window=2))
+    assert cached == ordered(stoke.Loader(tiny, 5, transform="center:28", seed=3, order="block",
+                                          block_mib=1, block_window=2))
+    assert sorted(cached) == sorted(seq)
+    for bad in ({"cache_mb": -1}, {"block_mib": 0}, {"block_window": 1025}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            stoke.Loader(tiny, 5, **bad)
 
 
 def cli_message(*args):
