@@ -102,6 +102,14 @@ static inline uint64_t key_index(const uint8_t *b)
            (uint64_t)b[6] << 8 | (uint64_t)b[7];
 }
 
+/* Records between two trims of the map in a pass over every record. */
+#define TRIM_EVERY 65536
+
+void stk_dataset_trim_map(const stk_dataset *ds)
+{
+    madvise((void *)ds->map, ds->file_size, MADV_DONTNEED);
+}
+
 typedef struct index_walk {
     stk_dataset *ds;
     uint64_t i;
@@ -124,7 +132,7 @@ static stk_status index_entry(void *ctx, const uint8_t *key, uint32_t key_len,
     ds->offsets[i] = value_offset;
     ds->lengths[i] = (uint32_t)value_len;
     if (ds->lengths[i] > ds->max_length) ds->max_length = ds->lengths[i];
-    w->i++;
+    if (++w->i % TRIM_EVERY == 0) stk_dataset_trim_map(ds); /* flat memory over large files */
     return STK_OK;
 }
 

@@ -104,6 +104,11 @@ stk_status stk_dataset_map_view(const stk_dataset *ds, uint64_t index, const uin
  * reads' (STK_ERR_IO, STK_ERR_CORRUPT naming the record), NOMEM. */
 stk_status stk_dataset_fingerprint(const stk_dataset *ds, uint64_t *out);
 
+/* Let go of the map's pages this process has touched (they stay in the page
+ * cache; the next touch maps them again): a pass over every record keeps
+ * its memory flat however large the file. Views stay valid. */
+void stk_dataset_trim_map(const stk_dataset *ds);
+
 /* Largest record length in bytes (to size read buffers). */
 uint32_t stk_dataset_max_record_bytes(const stk_dataset *ds);
 

@@ -43,6 +43,7 @@ static stk_status build_value(stk_dataset *ds, uint8_t **out, size_t *len)
         put_u32(e + 8, length);
         put_u32(e + 12, r.crc);
         put_u32(e + 16, (uint32_t)r.label);
+        if ((i + 1) % 65536 == 0) stk_dataset_trim_map(ds); /* flat memory over large files */
     }
     memcpy(v, STK_INDEX_MAGIC, 8);
     put_u64(v + 16, n);

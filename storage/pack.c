@@ -35,7 +35,15 @@ typedef struct chunk_ctx {
 static void prepare_raw(const stk_source *src, const stk_source_item *it, slot *s)
 {
     size_t n = (size_t)src->width * src->height * src->channels;
-    s->item = (stk_pack_item){.data = (uint8_t *)it->pixels,
+    s->file = malloc(n ? n : 1);
+    stk_status st = s->file ? stk_source_read_pixels(src, it, s->file)
+                            : stk_error(STK_ERR_NOMEM, "out of memory");
+    if (st != STK_OK) {
+        s->status = st;
+        s->error = strdup(stk_last_error());
+        return;
+    }
+    s->item = (stk_pack_item){.data = s->file,
                               .len = n,
                               .width = src->width,
                               .height = src->height,
@@ -46,7 +54,7 @@ static void prepare_raw(const stk_source *src, const stk_source_item *it, slot *
     uint64_t sum[3] = {0}, sq[3] = {0};
     int c = (int)src->channels;
     for (size_t i = 0; i < n; i++) {
-        unsigned v = it->pixels[i];
+        unsigned v = s->file[i];
         sum[i % (size_t)c] += v;
         sq[i % (size_t)c] += v * v;
     }

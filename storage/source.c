@@ -3,9 +3,11 @@
 #include "common/fs.h"
 #include "common/rng.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 stk_status stk_source_create(stk_source **out, const char *description)
 {
@@ -14,6 +16,7 @@ stk_status stk_source_create(stk_source **out, const char *description)
         free(s);
         return stk_error(STK_ERR_NOMEM, "out of memory");
     }
+    s->pixels_fd = -1;
     *out = s;
     return STK_OK;
 }
@@ -32,7 +35,7 @@ stk_status stk_source_add_item(stk_source *src, char *name, char *path, int32_t 
         src->items = items;
         src->items_cap = cap;
     }
-    src->items[src->count++] = (stk_source_item){name, path, label, pixels};
+    src->items[src->count++] = (stk_source_item){name, path, label, pixels, 0};
     return STK_OK;
 }
 
@@ -120,6 +123,28 @@ void stk_source_shuffle(stk_source *src, uint64_t seed)
     }
 }
 
+stk_status stk_source_read_pixels(const stk_source *src, const stk_source_item *it, uint8_t *buf)
+{
+    size_t n = (size_t)src->width * src->height * src->channels;
+    if (it->pixels) {
+        memcpy(buf, it->pixels, n);
+        return STK_OK;
+    }
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(src->pixels_fd, buf + got, n - got, (off_t)(it->offset + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0)
+            return stk_error(STK_ERR_IO, "%s: read error at offset %llu: %s", src->pixels_path,
+                             (unsigned long long)(it->offset + got), strerror(errno));
+        if (r == 0)
+            return stk_error(STK_ERR_CORRUPT, "%s: truncated since it was opened (offset %llu)",
+                             src->pixels_path, (unsigned long long)(it->offset + got));
+        got += (size_t)r;
+    }
+    return STK_OK;
+}
+
 void stk_source_destroy(stk_source *src)
 {
     if (!src) return;
@@ -132,5 +157,7 @@ void stk_source_destroy(stk_source *src)
     free(src->items);
     free(src->description);
     free(src->pixels);
+    if (src->pixels_fd >= 0) close(src->pixels_fd);
+    free(src->pixels_path);
     free(src);
 }

@@ -16,7 +16,10 @@
  *   idx     MNIST / Fashion-MNIST IDX images + labels, gzipped or not
  *   cifar10 the CIFAR-10 binary batches (data_batch_1..5.bin / test_batch.bin)
  * File sources give JPEG items (read later, by path); idx and cifar10 give raw
- * u8 pixels held in memory by the source.
+ * u8 pixels: idx's stay in a file (the IDX file itself, or a gzipped one's
+ * body decompressed into an unlinked temporary), read item by item, so that
+ * packing a million images does not hold them all; cifar10's (at most
+ * 60,000 images) are held in memory.
  *
  * Who owns what: the source owns its items, names and pixels until destroy.
  */
@@ -36,7 +39,8 @@ typedef struct stk_source_item {
     char *name; /* source name stored in the record (relative path, "file#index") */
     char *path; /* file to read (file sources), else NULL */
     int32_t label;
-    const uint8_t *pixels; /* raw sources: height x width x channels u8 */
+    const uint8_t *pixels; /* raw sources held in memory: height x width x channels u8 */
+    uint64_t offset;       /* raw sources in a file: where the item's pixels are in pixels_fd */
 } stk_source_item;
 
 typedef struct stk_source {
@@ -48,7 +52,9 @@ typedef struct stk_source {
     char **class_names;
     uint32_t num_classes;
     char *description; /* "imagefolder:DIR", "idx:IMAGES", ... for the meta */
-    uint8_t *pixels;   /* raw sources: every item's pixels */
+    uint8_t *pixels;   /* raw sources held in memory: every item's pixels */
+    int pixels_fd;     /* raw sources in a file (items' offsets), else -1 */
+    char *pixels_path; /* its name for messages */
 } stk_source;
 
 /* Errors of every opener: STK_ERR_IO (cannot read SRC; path and errno text),
@@ -77,6 +83,11 @@ stk_status stk_source_load_class_names(stk_source *src, const char *file);
 void stk_source_shuffle(stk_source *src, uint64_t seed);
 
 void stk_source_destroy(stk_source *src);
+
+/* A raw item's pixels into buf (height x width x channels bytes), from
+ * memory or from the source's file. Errors: STK_ERR_IO (read error),
+ * STK_ERR_CORRUPT (the file is shorter than when it was opened). */
+stk_status stk_source_read_pixels(const stk_source *src, const stk_source_item *it, uint8_t *buf);
 
 /* Internal helpers shared by the source files. add_item takes ownership of
  * name and path (malloc'd), also when it fails. */

@@ -36,11 +36,29 @@ static stk_status gz_read_exact(gzFile f, const char *path, void *buf, uint64_t 
     return STK_OK;
 }
 
-/* Read an IDX file of u8 with `ndims` dimensions; dims[] and a malloc'd body. */
-static stk_status read_idx(const char *path, int ndims, uint32_t *dims, uint8_t **body)
+/* Check an IDX header: magic (u8, ndims) and the dimensions into dims[];
+ * *total gets the body's size. */
+static stk_status check_header(const char *path, const uint8_t head[4], const uint8_t *dimbuf,
+                               int ndims, uint32_t *dims, uint64_t *total)
 {
-    *body = NULL;
-    /* O_NONBLOCK: a FIFO must be refused, not waited on for a writer. */
+    if (head[0] != 0 || head[1] != 0 || head[2] != 0x08 || head[3] != ndims)
+        return stk_error(STK_ERR_FORMAT,
+                         "%s: not an IDX u8 file with %d dimension%s (magic %02x %02x %02x %02x)",
+                         path, ndims, ndims > 1 ? "s" : "", head[0], head[1], head[2], head[3]);
+    *total = 1;
+    for (int i = 0; i < ndims; i++) {
+        const uint8_t *b = dimbuf + 4 * i;
+        dims[i] = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+        if (__builtin_mul_overflow(*total, (uint64_t)dims[i], total) || *total > IDX_MAX_BYTES)
+            return stk_error(STK_ERR_LIMIT, "%s: IDX header says more than 16 GiB of data", path);
+    }
+    return STK_OK;
+}
+
+/* Open `path` for reading: a regular file only (O_NONBLOCK: a FIFO is
+ * refused, not waited on for a writer). */
+static stk_status open_regular(const char *path, int *out)
+{
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return stk_error(STK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
@@ -49,31 +67,35 @@ static stk_status read_idx(const char *path, int ndims, uint32_t *dims, uint8_t 
         return stk_error(STK_ERR_UNSUPPORTED, "%s: not a regular file", path);
     }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    *out = fd;
+    return STK_OK;
+}
+
+/* The header through gz (gzipped or plain alike); f stays at the body. */
+static stk_status read_gz_header(gzFile f, const char *path, int ndims, uint32_t *dims, uint64_t *total)
+{
+    uint8_t head[4], dimbuf[12] = {0};
+    STK_TRY(gz_read_exact(f, path, head, 4));
+    if (head[0] != 0 || head[1] != 0 || head[2] != 0x08 || head[3] != ndims)
+        return check_header(path, head, dimbuf, ndims, dims, total);
+    STK_TRY(gz_read_exact(f, path, dimbuf, 4u * (unsigned)ndims));
+    return check_header(path, head, dimbuf, ndims, dims, total);
+}
+
+/* Read an IDX file of u8 with `ndims` dimensions; dims[] and a malloc'd body. */
+static stk_status read_idx(const char *path, int ndims, uint32_t *dims, uint8_t **body)
+{
+    *body = NULL;
+    int fd;
+    STK_TRY(open_regular(path, &fd));
     gzFile f = gzdopen(fd, "rb");
     if (!f) {
         close(fd);
         return stk_error(STK_ERR_NOMEM, "%s: out of memory", path);
     }
-    uint8_t head[4];
-    uint8_t dimbuf[12];
-    stk_status st = gz_read_exact(f, path, head, 4);
+    uint64_t total;
+    stk_status st = read_gz_header(f, path, ndims, dims, &total);
     if (st != STK_OK) goto out;
-    if (head[0] != 0 || head[1] != 0 || head[2] != 0x08 || head[3] != ndims) {
-        st = stk_error(STK_ERR_FORMAT,
-                       "%s: not an IDX u8 file with %d dimension%s (magic %02x %02x %02x %02x)",
-                       path, ndims, ndims > 1 ? "s" : "", head[0], head[1], head[2], head[3]);
-        goto out;
-    }
-    if ((st = gz_read_exact(f, path, dimbuf, 4u * (unsigned)ndims))) goto out;
-    uint64_t total = 1;
-    for (int i = 0; i < ndims; i++) {
-        const uint8_t *b = dimbuf + 4 * i;
-        dims[i] = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
-        if (__builtin_mul_overflow(total, (uint64_t)dims[i], &total) || total > IDX_MAX_BYTES) {
-            st = stk_error(STK_ERR_LIMIT, "%s: IDX header says more than 16 GiB of data", path);
-            goto out;
-        }
-    }
     *body = malloc(total ? total : 1);
     if (!*body) {
         st = stk_error(STK_ERR_NOMEM, "%s: out of memory for %llu bytes", path,
@@ -88,6 +110,70 @@ out:
         *body = NULL;
     }
     return st;
+}
+
+/* The images' body as a file that pack reads item by item: a plain IDX file
+ * itself (its body follows the header), or a gzipped one's body decompressed
+ * into an unlinked temporary file (gzip cannot seek, and --shuffle reads the
+ * items in any order). Memory stays flat however many images there are. */
+static stk_status open_images(const char *path, uint32_t dims[3], int *fd_out, uint64_t *offset)
+{
+    int fd;
+    STK_TRY(open_regular(path, &fd));
+    uint8_t magic[2] = {0};
+    uint64_t total;
+    stk_status st = STK_OK;
+    if (pread(fd, magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
+        gzFile f = gzdopen(fd, "rb");
+        if (!f) {
+            close(fd);
+            return stk_error(STK_ERR_NOMEM, "%s: out of memory", path);
+        }
+        FILE *tmp = NULL;
+        if ((st = read_gz_header(f, path, 3, dims, &total)) == STK_OK && !(tmp = tmpfile()))
+            st = stk_error(STK_ERR_IO, "%s: cannot make a temporary file for its body: %s", path,
+                           strerror(errno));
+        static uint8_t unused;
+        uint8_t *buf = st == STK_OK ? malloc(1u << 20) : &unused;
+        if (!buf) st = stk_error(STK_ERR_NOMEM, "out of memory");
+        for (uint64_t left = total; st == STK_OK && left > 0;) {
+            unsigned n = left < (1u << 20) ? (unsigned)left : (1u << 20);
+            if ((st = gz_read_exact(f, path, buf, n)) == STK_OK && fwrite(buf, 1, n, tmp) != n)
+                st = stk_error(STK_ERR_IO, "%s: cannot write its decompressed body: %s", path,
+                               strerror(errno));
+            left -= n;
+        }
+        if (buf != &unused) free(buf);
+        gzclose(f);
+        if (st == STK_OK && fflush(tmp) != 0)
+            st = stk_error(STK_ERR_IO, "%s: cannot write its decompressed body: %s", path,
+                           strerror(errno));
+        int tfd = st == STK_OK ? dup(fileno(tmp)) : -1;
+        if (st == STK_OK && tfd < 0) st = stk_error(STK_ERR_IO, "dup: %s", strerror(errno));
+        if (tmp) fclose(tmp);
+        *fd_out = tfd;
+        *offset = 0;
+        return st;
+    }
+    uint8_t head[16] = {0};
+    struct stat sb;
+    ssize_t got = pread(fd, head, sizeof head, 0);
+    if (got < 0 || fstat(fd, &sb) != 0)
+        st = stk_error(STK_ERR_IO, "%s: %s", path, strerror(errno));
+    if (st == STK_OK && got >= 4) /* the magic first: another kind of file is not truncated */
+        st = check_header(path, head, head + 4, 3, dims, &total);
+    if (st == STK_OK && got < 16)
+        st = stk_error(STK_ERR_CORRUPT, "%s: truncated (%zd bytes)", path, got);
+    if (st == STK_OK && (uint64_t)sb.st_size < 16 + total)
+        st = stk_error(STK_ERR_CORRUPT, "%s: truncated (%llu bytes missing)", path,
+                       (unsigned long long)(16 + total - (uint64_t)sb.st_size));
+    if (st != STK_OK) {
+        close(fd);
+        return st;
+    }
+    *fd_out = fd;
+    *offset = 16;
+    return STK_OK;
 }
 
 static char *find_file(const char *dir, const char *stem)
@@ -150,7 +236,12 @@ stk_status stk_source_open_idx(const char *images, const char *labels, const cha
     snprintf(desc, sizeof desc, "idx:%s", img_path);
     if ((st = stk_source_create(&src, desc))) goto out;
     uint32_t idims[3], ldims[1];
-    if ((st = read_idx(img_path, 3, idims, &src->pixels))) goto out;
+    uint64_t body;
+    if ((st = open_images(img_path, idims, &src->pixels_fd, &body))) goto out;
+    if (!(src->pixels_path = strdup(img_path))) {
+        st = stk_error(STK_ERR_NOMEM, "out of memory");
+        goto out;
+    }
     if ((st = read_idx(lbl_path, 1, ldims, &label_data))) goto out;
     if (idims[0] != ldims[0]) {
         st = stk_error(STK_ERR_FORMAT, "%s has %u images but %s has %u labels", img_path, idims[0],
@@ -173,11 +264,13 @@ stk_status stk_source_open_idx(const char *images, const char *labels, const cha
         char name[300];
         snprintf(name, sizeof name, "%s#%u", base, i);
         if (label_data[i] > max_label) max_label = label_data[i];
-        st = stk_source_add_item(src, strdup(name), NULL, label_data[i], src->pixels + per * i);
+        st = stk_source_add_item(src, strdup(name), NULL, label_data[i], NULL);
         if (!st && !src->items[src->count - 1].name) st = stk_error(STK_ERR_NOMEM, "out of memory");
+        if (!st) src->items[src->count - 1].offset = body + per * i;
     }
     free(base_copy);
-    if (st == STK_OK) st = stk_source_set_numbered_classes(src, idims[0] ? (uint32_t)max_label + 1 : 0);
+    if (st == STK_OK)
+        st = stk_source_set_numbered_classes(src, idims[0] ? (uint32_t)max_label + 1 : 0);
 out:
     free(img_path);
     free(lbl_path);

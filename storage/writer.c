@@ -8,6 +8,9 @@
 #include "storage/record_index.h"
 
 #include <dirent.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <time.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -247,6 +250,79 @@ static stk_status write_meta(stk_writer *w, const stk_meta *meta)
     }
 }
 
+/* LMDB's compacting copy reads every page of the temporary through its map,
+ * and those pages stay mapped in this process: as much resident memory as the
+ * file. A thread lets go of them every 50 ms while the copy runs (they stay in
+ * the page cache; the copy's next touch maps them again), so pack's memory
+ * does not grow with the dataset. */
+typedef struct map_trim {
+    void *addr;
+    size_t size;
+    bool stop;
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+} map_trim;
+
+static void *trim_loop(void *p)
+{
+    map_trim *t = p;
+    pthread_mutex_lock(&t->lock);
+    while (!t->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&t->cv, &t->lock, &ts);
+        madvise(t->addr, t->size, MADV_DONTNEED);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return NULL;
+}
+
+/* Where LMDB mapped the file `path` (its map address is not in its API
+ * unless MDB_FIXEDMAP): the largest mapping of that inode in /proc/self/maps. */
+static bool find_map(const char *path, void **addr, size_t *size)
+{
+    struct stat sb;
+    FILE *f = stat(path, &sb) == 0 ? fopen("/proc/self/maps", "r") : NULL;
+    if (!f) return false;
+    char line[4352];
+    *size = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi, ino;
+        if (sscanf(line, "%lx-%lx %*s %*s %*s %lu", &lo, &hi, &ino) == 3 &&
+            ino == (unsigned long)sb.st_ino && hi - lo > *size) {
+            *addr = (void *)lo;
+            *size = hi - lo;
+        }
+    }
+    fclose(f);
+    return *size > 0;
+}
+
+static int copy_compact(MDB_env *env, const char *path, int fd)
+{
+    map_trim t = {.stop = false};
+    pthread_t thread;
+    bool trimming = find_map(path, &t.addr, &t.size);
+    if (trimming) {
+        pthread_mutex_init(&t.lock, NULL);
+        pthread_cond_init(&t.cv, NULL);
+        trimming = pthread_create(&thread, NULL, trim_loop, &t) == 0;
+    }
+    int rc = mdb_env_copyfd2(env, fd, MDB_CP_COMPACT);
+    if (trimming) {
+        pthread_mutex_lock(&t.lock);
+        t.stop = true;
+        pthread_cond_signal(&t.cv);
+        pthread_mutex_unlock(&t.lock);
+        pthread_join(thread, NULL);
+        pthread_mutex_destroy(&t.lock);
+        pthread_cond_destroy(&t.cv);
+    }
+    return rc;
+}
+
 stk_status stk_writer_finish(stk_writer *w, const stk_meta *meta, uint64_t *file_bytes)
 {
     stk_status st = flush_batch(w);
@@ -258,7 +334,7 @@ stk_status stk_writer_finish(stk_writer *w, const stk_meta *meta, uint64_t *file
     int fd = open(w->copy_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0)
         return stk_error(STK_ERR_IO, "%s: cannot create: %s", w->copy_path, strerror(errno));
-    int rc = mdb_env_copyfd2(w->env, fd, MDB_CP_COMPACT);
+    int rc = copy_compact(w->env, w->tmp_path, fd);
     if (rc) {
         close(fd);
         return stk_lmdb_status(rc, "%s: compacting", w->copy_path);
