@@ -19,7 +19,8 @@
 
 /* A piece of a block: one read of file range [start, end), at buf + at. */
 typedef struct extent {
-    uint64_t start, end; /* aligned */
+    uint64_t start, end; /* aligned, in the dataset's byte space (dataset.h: shards) */
+    int file;            /* the dataset's file that holds it */
     uint64_t need;       /* bytes from start that its records need */
     uint64_t at;
 } extent;
@@ -43,7 +44,8 @@ typedef struct block {
 struct stk_block_store {
     const stk_dataset *ds;
     stk_block_store_options o;
-    int fd;
+    int *fds; /* one per dataset file */
+    int nfds;
     bool direct;
     uint64_t nblocks, ncached;
     block *blocks;
@@ -95,7 +97,9 @@ static stk_status find_extents(stk_block_store *bs)
         b->first = used;
         for (uint64_t i = 0; i < n; i++) {
             extent *last = used > b->first ? &bs->extents[used - 1] : NULL;
-            if (last && spans[i].off / ALIGN * ALIGN <= last->end + MERGE_GAP) {
+            int file = stk_dataset_file_of(bs->ds, spans[i].off);
+            if (last && last->file == file &&
+                spans[i].off / ALIGN * ALIGN <= last->end + MERGE_GAP) {
                 if (round_up(spans[i].end) > last->end) last->end = round_up(spans[i].end);
                 if (spans[i].end - last->start > last->need)
                     last->need = spans[i].end - last->start;
@@ -110,6 +114,7 @@ static stk_status find_extents(stk_block_store *bs)
                 bs->extents = grown, cap *= 2;
             }
             extent *e = &bs->extents[used++];
+            e->file = file;
             e->start = spans[i].off / ALIGN * ALIGN;
             e->end = round_up(spans[i].end);
             e->need = spans[i].end - e->start;
@@ -142,6 +147,29 @@ static const uint8_t *locate(const stk_block_store *bs, const block *b, uint64_t
     return b->buf + e->at + (off - e->start);
 }
 
+/* A descriptor of each of the dataset's files, O_DIRECT with direct unless a
+ * file refuses it (then none uses it). */
+static stk_status open_files(stk_block_store *bs)
+{
+    for (int k = 0; k < bs->nfds; k++) {
+        const char *path = stk_dataset_file_path(bs->ds, k);
+        bs->fds[k] = open(path, O_RDONLY | O_CLOEXEC | (bs->direct ? O_DIRECT : 0));
+        if (bs->fds[k] < 0 && bs->direct) {
+            stk_log_warn("%s: O_DIRECT not possible (%s); reading through the page cache", path,
+                         strerror(errno));
+            bs->direct = false;
+            for (int j = 0; j <= k; j++) {
+                if (bs->fds[j] >= 0) close(bs->fds[j]);
+                bs->fds[j] = -1;
+            }
+            return open_files(bs);
+        }
+        if (bs->fds[k] < 0)
+            return stk_error(STK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    }
+    return STK_OK;
+}
+
 stk_status stk_block_store_create(const stk_dataset *ds, const stk_block_store_options *o,
                                   stk_block_store **out)
 {
@@ -151,14 +179,16 @@ stk_status stk_block_store_create(const stk_dataset *ds, const stk_block_store_o
     if (!bs) return stk_error(STK_ERR_NOMEM, "out of memory");
     bs->ds = ds;
     bs->o = *o;
-    bs->fd = -1;
+    bs->nfds = stk_dataset_file_count(ds);
+    bs->fds = malloc((size_t)bs->nfds * sizeof *bs->fds);
+    for (int k = 0; bs->fds && k < bs->nfds; k++) bs->fds[k] = -1;
     pthread_mutex_init(&bs->lock, NULL);
     pthread_cond_init(&bs->loaded, NULL);
     uint64_t count = stk_dataset_count(ds);
     bs->nblocks = (count + o->block_records - 1) / o->block_records;
     bs->blocks = calloc(bs->nblocks ? bs->nblocks : 1, sizeof *bs->blocks);
     stk_status st = STK_OK;
-    if (!bs->blocks) {
+    if (!bs->blocks || !bs->fds) {
         st = stk_error(STK_ERR_NOMEM, "out of memory for %" PRIu64 " blocks", bs->nblocks);
         goto fail;
     }
@@ -190,19 +220,8 @@ stk_status stk_block_store_create(const stk_dataset *ds, const stk_block_store_o
             at += bs->blocks[k].size;
         }
     }
-    const char *path = stk_dataset_path(ds);
     bs->direct = o->direct;
-    bs->fd = open(path, O_RDONLY | O_CLOEXEC | (o->direct ? O_DIRECT : 0));
-    if (bs->fd < 0 && o->direct) {
-        stk_log_warn("%s: O_DIRECT not possible (%s); reading through the page cache", path,
-                     strerror(errno));
-        bs->direct = false;
-        bs->fd = open(path, O_RDONLY | O_CLOEXEC);
-    }
-    if (bs->fd < 0) {
-        st = stk_error(STK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-        goto fail;
-    }
+    if ((st = open_files(bs)) != STK_OK) goto fail;
     *out = bs;
     return STK_OK;
 fail:
@@ -224,7 +243,9 @@ void stk_block_store_destroy(stk_block_store *bs)
     if (!bs) return;
     for (uint64_t k = 0; bs->blocks && k < bs->nblocks; k++) drop(bs, &bs->blocks[k]);
     if (bs->arena) munmap(bs->arena, bs->arena_bytes);
-    if (bs->fd >= 0) close(bs->fd);
+    for (int k = 0; bs->fds && k < bs->nfds; k++)
+        if (bs->fds[k] >= 0) close(bs->fds[k]);
+    free(bs->fds);
     free(bs->blocks);
     free(bs->extents);
     pthread_cond_destroy(&bs->loaded);
@@ -301,20 +322,21 @@ static stk_status load(stk_block_store *bs, block *b, uint64_t *got_bytes)
             return stk_error(STK_ERR_NOMEM, "out of memory for a block of %" PRIu64 " bytes",
                              b->size);
     }
-    const char *path = stk_dataset_path(bs->ds);
     stk_status st = STK_OK;
     uint64_t total = 0;
     for (uint64_t i = b->first; i < b->first + b->n && st == STK_OK; i++) {
         const extent *e = &bs->extents[i];
-        int64_t got = pread_full(bs->fd, buf + e->at, e->end - e->start, e->start);
+        uint64_t base = stk_dataset_file_base(bs->ds, e->file);
+        const char *path = stk_dataset_file_path(bs->ds, e->file);
+        int64_t got = pread_full(bs->fds[e->file], buf + e->at, e->end - e->start, e->start - base);
         if (got < 0)
-            st = stk_error(STK_ERR_IO, "%s: read error at offset %" PRIu64 ": %s", path, e->start,
-                           strerror((int)-got));
+            st = stk_error(STK_ERR_IO, "%s: read error at offset %" PRIu64 ": %s", path,
+                           e->start - base, strerror((int)-got));
         else if ((uint64_t)got < e->need)
             st = stk_error(STK_ERR_CORRUPT,
                            "short read (%" PRIu64 " bytes wanted at offset %" PRIu64
                            "): the file is truncated",
-                           e->need, e->start);
+                           e->need, e->start - base);
         else
             total += (uint64_t)got;
     }

@@ -594,6 +594,21 @@ static stk_status fit_memory(stk_loader *l, const char *path, uint64_t ring_byte
     return STK_OK;
 }
 
+/* Records' mean size in bytes (at least 1): blocks are this many records per
+ * MiB. From the records, not the file, so that the same records in one file
+ * or in shards are cut into the same blocks (the same block order). */
+static uint64_t mean_record_bytes(const stk_dataset *ds)
+{
+    uint64_t n = stk_dataset_count(ds), total = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t off;
+        uint32_t len;
+        stk_dataset_span(ds, i, &off, &len);
+        total += len;
+    }
+    return n && total / n ? total / n : 1;
+}
+
 /* The block store, for block order and the static cache. */
 static stk_status setup_store(stk_loader *l, uint64_t block_records, bool block_order)
 {
@@ -650,8 +665,7 @@ stk_status stk_loader_open(const char *path, const stk_loader_options *opts, stk
     if ((st = fit_memory(l, path,
                          (uint64_t)o->prefetch * (uint64_t)o->batch_size * l->sample_bytes)))
         goto fail;
-    uint64_t count = stk_dataset_count(l->ds),
-             per = count ? stk_dataset_file_size(l->ds) / count : 1;
+    uint64_t count = stk_dataset_count(l->ds), per = mean_record_bytes(l->ds);
     stk_sampler_options so = {
         .count = count,
         .batch_size = o->batch_size,

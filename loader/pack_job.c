@@ -81,8 +81,9 @@ static stk_status check_request(const stk_pack_request *r, const char *from)
         return stk_error(STK_ERR_INVALID_ARG, "workers %d: expected an integer in 1..1024",
                          r->workers);
     if (r->seed > (uint64_t)INT64_MAX)
-        return stk_error(STK_ERR_INVALID_ARG, "seed %" PRIu64 ": expected an integer in 0..%" PRId64,
-                         r->seed, INT64_MAX);
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "seed %" PRIu64 ": expected an integer in 0..%" PRId64, r->seed,
+                         INT64_MAX);
     if (r->quality < 1 || r->quality > 100)
         return stk_error(STK_ERR_INVALID_ARG, "quality %d: expected an integer in 1..100",
                          r->quality);
@@ -140,6 +141,7 @@ static void describe(const stk_pack_request *r, const char *from, stk_encoding e
     if (r->split) ADD(" --split %s", r->split);
     if (r->shuffle) ADD(" --shuffle --seed %llu", (unsigned long long)r->seed);
     if (r->skip_bad) ADD(" --skip-bad");
+    if (r->shard_bytes) ADD(" --shard-size %llu", (unsigned long long)r->shard_bytes);
     if (enc == STK_ENCODING_JPEG) {
         if (!r->validate) ADD(" --no-validate");
         if (r->max_side) ADD(" --max-side %u --quality %d", r->max_side, r->quality);
@@ -193,7 +195,8 @@ stk_status stk_pack_job_run(const stk_pack_request *r, stk_pack_summary *summary
                           .max_file_bytes = 0,
                           .cancel = r->cancel,
                           .progress = r->progress,
-                          .packed_with = packed_with};
+                          .packed_with = packed_with,
+                          .shard_bytes = r->shard_bytes};
     st = stk_pack_run(src, r->out, &o, summary);
 out:
     for (int i = 0; i < hook.n; i++) stk_jpeg_preparer_destroy(hook.workers[i]);

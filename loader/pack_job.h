@@ -40,9 +40,10 @@ typedef struct stk_pack_request {
     bool skip_bad; /* skip bad inputs, list them in OUT.skipped.txt */
     bool validate; /* decode every JPEG (and compute mean/std) */
     uint64_t max_pixels;
-    uint32_t max_side; /* 0: never resize */
-    int quality;       /* 1..100, for re-encoded images */
-    int restart_mcus;  /* JPEG restart markers about every N MCUs (0: none) */
+    uint32_t max_side;    /* 0: never resize */
+    int quality;          /* 1..100, for re-encoded images */
+    int restart_mcus;     /* JPEG restart markers about every N MCUs (0: none) */
+    uint64_t shard_bytes; /* > 0: shards of about this many bytes (storage/pack_output.h) */
     const volatile sig_atomic_t *cancel;
     FILE *progress; /* NULL: no progress bar */
 } stk_pack_request;

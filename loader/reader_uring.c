@@ -22,8 +22,8 @@ struct stk_uring_reader {
 
 static int buffers_warned;
 
-stk_status stk_uring_reader_create(int fd, uint8_t *const *bufs, size_t buf_size, int nbufs,
-                                   stk_uring_reader **out)
+stk_status stk_uring_reader_create(const int *fds, int nfds, uint8_t *const *bufs, size_t buf_size,
+                                   int nbufs, stk_uring_reader **out)
 {
     *out = NULL;
     stk_uring_reader *u = calloc(1, sizeof *u);
@@ -45,8 +45,8 @@ stk_status stk_uring_reader_create(int fd, uint8_t *const *bufs, size_t buf_size
     }
     u->bufs = bufs;
     u->nbufs = nbufs;
-    /* A registered file saves a file-table lookup per read. */
-    if (io_uring_register_files(&u->ring, &fd, 1) < 0) {
+    /* Registered files save a file-table lookup per read. */
+    if (io_uring_register_files(&u->ring, fds, (unsigned)nfds) < 0) {
         stk_uring_reader_destroy(u);
         return stk_error(STK_ERR_UNSUPPORTED, "io_uring cannot register the dataset file");
     }
@@ -75,8 +75,8 @@ void stk_uring_reader_destroy(stk_uring_reader *u)
     free(u);
 }
 
-void stk_uring_reader_submit(stk_uring_reader *u, int first, const uint64_t *off, const size_t *len,
-                             const bool *skip, int n)
+void stk_uring_reader_submit(stk_uring_reader *u, int first, const int *file, const uint64_t *off,
+                             const size_t *len, const bool *skip, int n)
 {
     for (int i = 0; i < n; i++) {
         int b = first + i;
@@ -88,9 +88,9 @@ void stk_uring_reader_submit(stk_uring_reader *u, int first, const uint64_t *off
             continue;
         }
         if (u->fixed_buffers)
-            io_uring_prep_read_fixed(sqe, 0, u->bufs[b], (unsigned)len[i], off[i], b);
+            io_uring_prep_read_fixed(sqe, file[i], u->bufs[b], (unsigned)len[i], off[i], b);
         else
-            io_uring_prep_read(sqe, 0, u->bufs[b], (unsigned)len[i], off[i]);
+            io_uring_prep_read(sqe, file[i], u->bufs[b], (unsigned)len[i], off[i]);
         sqe->flags |= IOSQE_FIXED_FILE;
         io_uring_sqe_set_data64(sqe, (uint64_t)b);
         u->done[b] = 0;

@@ -20,14 +20,16 @@ struct stk_record_reader {
     const stk_dataset *ds;
     stk_io_backend io;
     bool direct;
-    int fd;    /* our descriptor of the dataset file (O_DIRECT with direct) */
-    int ds_fd; /* for fstat in the mmap backend */
+    int *fds; /* our descriptor of each of the dataset's files (O_DIRECT with direct) */
+    int nfds;
     int depth;
     size_t buf_size;
     uint8_t *arena; /* 2 x depth buffers of buf_size bytes, ALIGN-aligned: two sets */
     uint8_t **bufs;
     stk_uring_reader *uring;
-    /* Per buffer: the range read, the record's span in it, the result. */
+    /* Per buffer: the file and the range read in it, the record's span (in
+     * that file's offsets), the result. */
+    int *file;
     uint64_t *off, *span_off;
     size_t *len;
     uint32_t *span_len;
@@ -50,6 +52,33 @@ int stk_io_backend_parse(const char *name)
 
 static int notice_given;
 
+/* A descriptor of each of the dataset's files; O_DIRECT with direct, unless
+ * a file refuses it (then none uses it: one way of reading for all). */
+static stk_status open_files(stk_record_reader *r)
+{
+    for (int k = 0; k < r->nfds; k++) {
+        const char *path = stk_dataset_file_path(r->ds, k);
+        r->fds[k] = open(path, O_RDONLY | O_CLOEXEC | (r->direct ? O_DIRECT : 0));
+        if (r->fds[k] < 0 && r->direct) {
+            stk_log_warn("%s: O_DIRECT not possible (%s); reading through the page cache", path,
+                         strerror(errno));
+            r->direct = false;
+            for (int j = 0; j <= k; j++) {
+                if (r->fds[j] >= 0) close(r->fds[j]);
+                r->fds[j] = -1;
+            }
+            return open_files(r);
+        }
+        if (r->fds[k] < 0)
+            return stk_error(STK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        /* Records are read in a shuffled order: kernel readahead around each
+         * one would read pages nobody asked for (as LMDB's MDB_NORDAHEAD
+         * avoids for the map). */
+        posix_fadvise(r->fds[k], 0, 0, POSIX_FADV_RANDOM);
+    }
+    return STK_OK;
+}
+
 stk_status stk_record_reader_create(const stk_dataset *ds, stk_io_backend io, bool direct,
                                     int depth, stk_record_reader **out, stk_io_backend *used)
 {
@@ -61,7 +90,6 @@ stk_status stk_record_reader_create(const stk_dataset *ds, stk_io_backend io, bo
     r->io = io;
     r->direct = direct && io != STK_IO_MMAP;
     r->depth = depth;
-    r->fd = -1;
     stk_status st = STK_OK;
     /* Room for the largest record, plus alignment slack for O_DIRECT. */
     r->buf_size =
@@ -69,46 +97,27 @@ stk_status stk_record_reader_create(const stk_dataset *ds, stk_io_backend io, bo
     size_t nb = 2 * (size_t)depth;
     r->bufs = calloc(nb, sizeof *r->bufs);
     r->off = calloc(nb, sizeof *r->off);
+    r->file = calloc(nb, sizeof *r->file);
+    r->nfds = stk_dataset_file_count(ds);
+    r->fds = malloc((size_t)r->nfds * sizeof *r->fds);
+    for (int k = 0; r->fds && k < r->nfds; k++) r->fds[k] = -1;
     r->span_off = calloc(nb, sizeof *r->span_off);
     r->len = calloc(nb, sizeof *r->len);
     r->span_len = calloc(nb, sizeof *r->span_len);
     r->res = calloc(nb, sizeof *r->res);
     r->skip = calloc(nb, sizeof *r->skip);
     if (posix_memalign((void **)&r->arena, ALIGN, r->buf_size * nb)) r->arena = NULL;
-    if (!r->bufs || !r->off || !r->span_off || !r->len || !r->span_len || !r->res || !r->skip ||
-        !r->arena) {
+    if (!r->bufs || !r->off || !r->file || !r->fds || !r->span_off || !r->len || !r->span_len ||
+        !r->res || !r->skip || !r->arena) {
         st = stk_error(STK_ERR_NOMEM, "out of memory for %zu read buffers of %zu bytes", nb,
                        r->buf_size);
         goto fail;
     }
     for (size_t i = 0; i < nb; i++) r->bufs[i] = r->arena + i * r->buf_size;
-    r->ds_fd = -1;
-    if (io == STK_IO_MMAP) {
-        r->fd = r->ds_fd = open(stk_dataset_path(ds), O_RDONLY | O_CLOEXEC);
-        if (r->fd < 0) {
-            st =
-                stk_error(STK_ERR_IO, "%s: cannot open: %s", stk_dataset_path(ds), strerror(errno));
-            goto fail;
-        }
-        goto done;
-    }
-    r->fd = open(stk_dataset_path(ds), O_RDONLY | O_CLOEXEC | (r->direct ? O_DIRECT : 0));
-    if (r->fd < 0 && r->direct) {
-        stk_log_warn("%s: O_DIRECT not possible (%s); reading through the page cache",
-                     stk_dataset_path(ds), strerror(errno));
-        r->direct = false;
-        r->fd = open(stk_dataset_path(ds), O_RDONLY | O_CLOEXEC);
-    }
-    if (r->fd < 0) {
-        st = stk_error(STK_ERR_IO, "%s: cannot open: %s", stk_dataset_path(ds), strerror(errno));
-        goto fail;
-    }
-    /* Records are read in a shuffled order: kernel readahead around each one
-     * would read pages nobody asked for (as LMDB's MDB_NORDAHEAD avoids for
-     * the map). */
-    posix_fadvise(r->fd, 0, 0, POSIX_FADV_RANDOM);
+    if ((st = open_files(r)) != STK_OK) goto fail;
+    if (io == STK_IO_MMAP) goto done; /* the descriptors serve fstat only */
     if (io == STK_IO_URING) {
-        st = stk_uring_reader_create(r->fd, r->bufs, r->buf_size, 2 * depth, &r->uring);
+        st = stk_uring_reader_create(r->fds, r->nfds, r->bufs, r->buf_size, 2 * depth, &r->uring);
         if (st != STK_OK) {
             if (!__atomic_exchange_n(&notice_given, 1, __ATOMIC_RELAXED))
                 stk_log_warn("%s; reading with pread instead", stk_last_error());
@@ -129,7 +138,10 @@ void stk_record_reader_destroy(stk_record_reader *r)
 {
     if (!r) return;
     stk_uring_reader_destroy(r->uring);
-    if (r->fd >= 0) close(r->fd);
+    for (int k = 0; r->fds && k < r->nfds; k++)
+        if (r->fds[k] >= 0) close(r->fds[k]);
+    free(r->fds);
+    free(r->file);
     free(r->arena);
     free(r->bufs);
     free(r->off);
@@ -183,6 +195,10 @@ void stk_record_reader_submit(stk_record_reader *r, int set, stk_read_req *reqs,
             r->skip[b] = true;
             continue;
         }
+        /* The record's file, and its span there. */
+        int k = stk_dataset_file_of(r->ds, r->span_off[b]);
+        r->file[b] = k;
+        r->span_off[b] -= stk_dataset_file_base(r->ds, k);
         /* O_DIRECT reads the aligned range around the record. */
         uint64_t a = r->direct ? r->span_off[b] / ALIGN * ALIGN : r->span_off[b];
         uint64_t end = r->span_off[b] + r->span_len[b];
@@ -191,18 +207,24 @@ void stk_record_reader_submit(stk_record_reader *r, int set, stk_read_req *reqs,
         r->len[b] = (size_t)(end - a);
     }
     if (r->io == STK_IO_URING)
-        stk_uring_reader_submit(r->uring, base, r->off + base, r->len + base, r->skip + base, n);
+        stk_uring_reader_submit(r->uring, base, r->file + base, r->off + base, r->len + base,
+                                r->skip + base, n);
 }
 
 /* The mmap backend: copy out of LMDB's map. A file truncated since open would
  * raise SIGBUS on the pages past its end: check its size first. */
 static void read_mapped(stk_record_reader *r, const stk_read_req *reqs, int base, int n)
 {
-    struct stat sb;
-    uint64_t size = fstat(r->ds_fd, &sb) == 0 ? (uint64_t)sb.st_size : UINT64_MAX;
+    int sized = -1; /* the file whose size `size` is */
+    uint64_t size = UINT64_MAX;
     for (int i = 0; i < n; i++) {
         int b = base + i;
         if (r->skip[b]) continue;
+        struct stat sb;
+        if (r->file[b] != sized) {
+            sized = r->file[b];
+            size = fstat(r->fds[sized], &sb) == 0 ? (uint64_t)sb.st_size : UINT64_MAX;
+        }
         if (r->span_off[b] + r->span_len[b] > size) { /* a short read */
             r->res[b] = size > r->span_off[b] ? (int64_t)(size - r->span_off[b]) : 0;
             continue;
@@ -225,8 +247,8 @@ void stk_record_reader_complete(stk_record_reader *r, int set, stk_read_req *req
     } else if (r->io == STK_IO_PREAD) {
         for (int i = 0; i < n; i++)
             if (!r->skip[base + i])
-                r->res[base + i] =
-                    pread_full(r->fd, r->bufs[base + i], r->len[base + i], r->off[base + i]);
+                r->res[base + i] = pread_full(r->fds[r->file[base + i]], r->bufs[base + i],
+                                              r->len[base + i], r->off[base + i]);
     } else {
         read_mapped(r, reqs, base, n);
     }
@@ -238,7 +260,7 @@ void stk_record_reader_complete(stk_record_reader *r, int set, stk_read_req *req
         int64_t got = r->res[b];
         if (got < 0) {
             fail_req(q, STK_ERR_IO, "%s: read error at offset %" PRIu64 ": %s",
-                     stk_dataset_path(r->ds), r->off[b], strerror((int)-got));
+                     stk_dataset_file_path(r->ds, r->file[b]), r->off[b], strerror((int)-got));
             continue;
         }
         uint64_t need = r->span_off[b] + r->span_len[b] - r->off[b];

@@ -4,6 +4,7 @@
  *          once; the dataset file is registered, and so are the buffers
  *          when RLIMIT_MEMLOCK allows (else unregistered, with a notice)
  *   pread  one pread per record at the record index's (offset, length)
+ * A dataset of several files (shards) is read through a descriptor of each.
  *   mmap   LMDB's map of the file: mdb_get-equivalent pointer + copy
  * `direct` reads with O_DIRECT the page-aligned range around each record
  * (uring and pread), so the page cache is bypassed.
@@ -73,12 +74,13 @@ int stk_io_backend_parse(const char *name);
 
 /* Private to loader/: the io_uring backend (reader_uring.c). */
 typedef struct stk_uring_reader stk_uring_reader;
-stk_status stk_uring_reader_create(int fd, uint8_t *const *bufs, size_t buf_size, int nbufs,
-                                   stk_uring_reader **out);
+stk_status stk_uring_reader_create(const int *fds, int nfds, uint8_t *const *bufs, size_t buf_size,
+                                   int nbufs, stk_uring_reader **out);
 void stk_uring_reader_destroy(stk_uring_reader *u);
-/* Start reads of (off[i], len[i]) into bufs[first + i], except where skip[i]. */
-void stk_uring_reader_submit(stk_uring_reader *u, int first, const uint64_t *off, const size_t *len,
-                             const bool *skip, int n);
+/* Start reads of (off[i], len[i]) of file fds[file[i]] into bufs[first + i], except where skip[i].
+ */
+void stk_uring_reader_submit(stk_uring_reader *u, int first, const int *file, const uint64_t *off,
+                             const size_t *len, const bool *skip, int n);
 /* Wait for the reads into bufs[first .. first + n); res[i] gets bytes read or -errno. */
 void stk_uring_reader_wait(stk_uring_reader *u, int first, int n, int64_t *res);
 

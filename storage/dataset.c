@@ -1,5 +1,7 @@
 #include "storage/dataset.h"
 
+#include "storage/dataset_impl.h"
+
 #include "common/log.h"
 #include "storage/lmdb_file.h"
 #include "storage/record_index.h"
@@ -13,19 +15,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-struct stk_dataset {
-    char *path;
-    int fd; /* for pread */
-    uint64_t file_size;
-    const uint8_t *map; /* the whole file, read-only */
-    stk_meta meta;
-    uint64_t *offsets; /* record index: file offset of each record's value */
-    uint32_t *lengths;
-    uint32_t max_length;
-    bool indexed; /* the index came from the file's own (record_index.h), not a walk */
-    uint64_t open_pages, open_reads; /* what the open touched (stk_dataset_open_cost) */
-};
 
 /* The meta database's (key, value) pairs, as found by the walk. */
 typedef struct meta_pairs {
@@ -107,7 +96,8 @@ static inline uint64_t key_index(const uint8_t *b)
 
 void stk_dataset_trim_map(const stk_dataset *ds)
 {
-    madvise((void *)ds->map, ds->file_size, MADV_DONTNEED);
+    for (int k = 0; k < ds->nparts; k++) stk_dataset_trim_map(ds->parts[k]);
+    if (ds->map) madvise((void *)ds->map, ds->file_size, MADV_DONTNEED);
 }
 
 typedef struct index_walk {
@@ -231,6 +221,8 @@ static stk_status load_index(stk_dataset *ds, stk_lmdb_file *f)
 stk_status stk_dataset_read_index(const stk_dataset *ds, stk_index_entry **entries)
 {
     *entries = NULL;
+    if (ds->nparts)
+        return stk_error(STK_ERR_UNSUPPORTED, "%s: shards: each file has its own index", ds->path);
     stk_lmdb_file f;
     STK_TRY(stk_lmdb_file_init(&f, ds->map, ds->file_size));
     uint64_t reads = 0;
@@ -294,7 +286,7 @@ out:
     return st;
 }
 
-static stk_status open_dataset(const char *path, bool walk, stk_dataset **out)
+stk_status stk_dataset_open_file(const char *path, bool walk, stk_dataset **out)
 {
     *out = NULL;
     stk_dataset *ds = calloc(1, sizeof *ds);
@@ -343,27 +335,67 @@ fail:
     return st;
 }
 
-stk_status stk_dataset_open(const char *path, stk_dataset **out)
+bool stk_dataset_indexed(const stk_dataset *ds)
 {
-    return open_dataset(path, false, out);
+    bool all = ds->nparts > 0;
+    for (int k = 0; k < ds->nparts; k++) all = all && ds->parts[k]->indexed;
+    return ds->nparts ? all : ds->indexed;
 }
-
-stk_status stk_dataset_open_walk(const char *path, stk_dataset **out)
-{
-    return open_dataset(path, true, out);
-}
-
-bool stk_dataset_indexed(const stk_dataset *ds) { return ds->indexed; }
 
 void stk_dataset_open_cost(const stk_dataset *ds, uint64_t *pages_walked, uint64_t *reads)
 {
     *pages_walked = ds->open_pages;
     *reads = ds->open_reads;
+    for (int k = 0; k < ds->nparts; k++) {
+        *pages_walked += ds->parts[k]->open_pages;
+        *reads += ds->parts[k]->open_reads;
+    }
+}
+
+int stk_dataset_file_count(const stk_dataset *ds) { return ds->nparts ? ds->nparts : 1; }
+
+const char *stk_dataset_file_path(const stk_dataset *ds, int k)
+{
+    return ds->nparts ? ds->parts[k]->path : ds->path;
+}
+
+uint64_t stk_dataset_file_base(const stk_dataset *ds, int k)
+{
+    return ds->nparts ? ds->part_base[k] : 0;
+}
+
+int stk_dataset_part_at(const stk_dataset *ds, uint64_t offset)
+{
+    int lo = 0, hi = ds->nparts; /* the last part starting at or before offset */
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        if (ds->part_base[mid] <= offset)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int stk_dataset_file_of(const stk_dataset *ds, uint64_t offset)
+{
+    return stk_dataset_part_at(ds, offset);
+}
+
+/* The map holding byte `offset` of ds's byte space, and that offset in it. */
+static const uint8_t *map_at(const stk_dataset *ds, uint64_t offset)
+{
+    if (!ds->nparts) return ds->map + offset;
+    int k = stk_dataset_part_at(ds, offset);
+    return ds->parts[k]->map + (offset - ds->part_base[k]);
 }
 
 void stk_dataset_close(stk_dataset *ds)
 {
     if (!ds) return;
+    for (int k = 0; k < ds->nparts; k++) stk_dataset_close(ds->parts[k]);
+    free(ds->parts);
+    free(ds->part_base);
     if (ds->map) munmap((void *)ds->map, ds->file_size);
     if (ds->fd >= 0) close(ds->fd);
     stk_meta_deinit(&ds->meta);
@@ -392,7 +424,7 @@ stk_status stk_dataset_get(stk_dataset *ds, uint64_t index, stk_record *out, boo
 {
     stk_status st = check_index(ds, index);
     if (st != STK_OK) return st;
-    const uint8_t *val = ds->map + ds->offsets[index];
+    const uint8_t *val = map_at(ds, ds->offsets[index]);
     size_t len = ds->lengths[index];
     st = stk_dataset_decode(ds, val, len, check_crc, out);
     if (st != STK_OK) {
@@ -446,12 +478,18 @@ stk_status stk_dataset_pread(const stk_dataset *ds, uint64_t index, void *buf, s
     if (st != STK_OK) return st;
     uint64_t off = ds->offsets[index];
     size_t want = ds->lengths[index];
+    int fd = ds->fd;
+    if (ds->nparts) {
+        int k = stk_dataset_part_at(ds, off);
+        fd = ds->parts[k]->fd;
+        off -= ds->part_base[k];
+    }
     if (cap < want)
         return stk_error(STK_ERR_INVALID_ARG, "record %" PRIu64 " is %zu bytes, buffer holds %zu",
                          index, want, cap);
     size_t got = 0;
     while (got < want) {
-        ssize_t n = pread(ds->fd, (uint8_t *)buf + got, want - got, (off_t)(off + got));
+        ssize_t n = pread(fd, (uint8_t *)buf + got, want - got, (off_t)(off + got));
         if (n < 0 && errno == EINTR) continue;
         if (n < 0)
             return stk_error(STK_ERR_IO, "%s: read error at offset %" PRIu64 ": %s", ds->path,
@@ -474,6 +512,6 @@ stk_status stk_dataset_map_view(const stk_dataset *ds, uint64_t index, const uin
     uint64_t off;
     stk_status st = stk_dataset_span(ds, index, &off, length);
     if (st != STK_OK) return st;
-    *data = ds->map + off;
+    *data = map_at(ds, off);
     return STK_OK;
 }

@@ -37,11 +37,13 @@ extern "C" {
 
 typedef struct stk_dataset stk_dataset;
 
-/* Open `path`. The record index comes from the file's persisted index
- * (storage/record_index.h: a few large reads); a file without one, or whose
- * index does not match it (a warning says why), is opened by walking every
- * record page instead. Errors: STK_ERR_IO (missing, unreadable),
- * STK_ERR_FORMAT (not a Stoke dataset, unknown version), STK_ERR_CORRUPT
+/* Open `path`: a .stoke file, or shards read as one dataset ("a.stoke,b.stoke",
+ * or a list file naming them one per line, as `stoke pack --shard-size`
+ * writes; their version, encoding, channels and classes must agree, records
+ * are numbered across them in the order given). The record index comes from the file's persisted
+ * index (storage/record_index.h: a few large reads); a file without one, or whose index does not
+ * match it (a warning says why), is opened by walking every record page instead. Errors: STK_ERR_IO
+ * (missing, unreadable), STK_ERR_FORMAT (not a Stoke dataset, unknown version), STK_ERR_CORRUPT
  * (truncated or damaged file, bad meta, record keys not 0..count-1),
  * STK_ERR_NOMEM. Messages start with path. */
 stk_status stk_dataset_open(const char *path, stk_dataset **out);
@@ -108,6 +110,16 @@ stk_status stk_dataset_fingerprint(const stk_dataset *ds, uint64_t *out);
  * cache; the next touch maps them again): a pass over every record keeps
  * its memory flat however large the file. Views stay valid. */
 void stk_dataset_trim_map(const stk_dataset *ds);
+
+/* The files a dataset reads: one, or its shards (opened as "a.stoke,b.stoke"
+ * or as a list file). Offsets (stk_dataset_span) are in one byte space in
+ * which file k starts at file_base(k) (4096-aligned): a reader that opens
+ * the files itself reads offset - file_base(file_of(offset)) of file
+ * file_of(offset). A record never spans two files. */
+int stk_dataset_file_count(const stk_dataset *ds);
+const char *stk_dataset_file_path(const stk_dataset *ds, int k);
+uint64_t stk_dataset_file_base(const stk_dataset *ds, int k);
+int stk_dataset_file_of(const stk_dataset *ds, uint64_t offset);
 
 /* Largest record length in bytes (to size read buffers). */
 uint32_t stk_dataset_max_record_bytes(const stk_dataset *ds);

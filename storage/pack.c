@@ -5,7 +5,7 @@
 #include "common/log.h"
 #include "common/progress.h"
 #include "common/thread_pool.h"
-#include "storage/writer.h"
+#include "storage/pack_output.h"
 
 #include <errno.h>
 #include <math.h>
@@ -102,26 +102,6 @@ static void release_slot(slot *s)
     memset(s, 0, sizeof *s);
 }
 
-static void note_size(stk_meta *m, uint32_t w, uint32_t h, bool first)
-{
-    if (first || w < m->min_width) m->min_width = w;
-    if (first || w > m->max_width) m->max_width = w;
-    if (first || h < m->min_height) m->min_height = h;
-    if (first || h > m->max_height) m->max_height = h;
-}
-
-/* Mean and std per channel in [0, 1] from exact integer sums. */
-static void finish_stats(stk_meta *m, const uint64_t sum[3], const long double sumsq[3],
-                         uint64_t pixels)
-{
-    for (int c = 0; c < 3; c++) {
-        long double mean = (long double)sum[c] / pixels;
-        long double var = sumsq[c] / pixels - mean * mean;
-        m->mean[c] = (double)(mean / 255.0L);
-        m->std[c] = (double)(sqrtl(var > 0 ? var : 0) / 255.0L);
-    }
-}
-
 stk_status stk_pack_run(stk_source *src, const char *out_path, const stk_pack_options *opts,
                         stk_pack_summary *summary)
 {
@@ -136,19 +116,17 @@ stk_status stk_pack_run(stk_source *src, const char *out_path, const stk_pack_op
     /* Raw items cost microseconds: bigger chunks keep the pool's wake-ups rare. */
     size_t chunk = src->encoding == STK_ENCODING_RAW_U8 ? 8192 : (size_t)workers * CHUNK_PER_WORKER;
     stk_pool *pool = NULL;
-    stk_writer *w = NULL;
+    stk_pack_output *w = NULL;
     slot *slots = calloc(chunk, sizeof *slots);
     FILE *skipped = NULL;
     char *skipped_tmp = NULL;
-    stk_meta meta = {0};
-    uint64_t sum[3] = {0}, pixels = 0;
-    long double sumsq[3] = {0}; /* u64 would overflow beyond ~1e12 pixels */
-    bool stats = true;
     stk_status st = STK_OK;
     if (!slots) return stk_error(STK_ERR_NOMEM, "out of memory");
     if ((st = stk_pool_create(workers, &pool))) goto out;
-    if ((st = stk_meta_set_classes(&meta, src->class_names, src->num_classes))) goto out;
-    if ((st = stk_writer_open(out_path, &w))) goto out;
+    if ((st = stk_pack_output_open(out_path, opts->shard_bytes, src,
+                                   opts->packed_with ? opts->packed_with : "stoke " STOKE_VERSION,
+                                   &w)))
+        goto out;
     if (opts->skip_bad && opts->skipped_path) {
         size_t n = strlen(opts->skipped_path) + 16;
         skipped_tmp = malloc(n);
@@ -200,20 +178,11 @@ stk_status stk_pack_run(stk_source *src, const char *out_path, const stk_pack_op
                                s->item.len);
                 goto out;
             }
-            if ((st = stk_writer_put(w, &r))) goto out;
-            note_size(&meta, r.width, r.height, stk_writer_count(w) == 1);
-            meta.class_counts[it->label]++;
+            if ((st = stk_pack_output_put(w, &r, s->item.has_stats, s->item.sum, s->item.sumsq,
+                                          s->item.pixels)))
+                goto out;
             if (s->item.action >= 0 && s->item.action < STK_PACK_ACTIONS)
                 summary->actions[s->item.action]++;
-            if (s->item.has_stats) {
-                for (int c = 0; c < 3; c++) {
-                    sum[c] += s->item.sum[c];
-                    sumsq[c] += (long double)s->item.sumsq[c];
-                }
-                pixels += s->item.pixels;
-            } else {
-                stats = false;
-            }
             release_slot(s);
         }
         stk_progress_update(&bar, first + n);
@@ -222,23 +191,14 @@ stk_status stk_pack_run(stk_source *src, const char *out_path, const stk_pack_op
         st = stk_error(STK_ERR_CANCELLED, "pack interrupted; %s was not written", out_path);
         goto out;
     }
-    if (stk_writer_count(w) == 0) {
+    if (stk_pack_output_count(w) == 0) {
         st = stk_error(STK_ERR_INVALID_ARG, "%s: every input was bad; nothing to pack",
                        src->description);
         goto out;
     }
-    meta.encoding = src->encoding;
-    meta.channels = src->encoding == STK_ENCODING_JPEG ? 3 : (int)src->channels;
-    meta.has_stats = stats && pixels > 0;
-    if (meta.has_stats) finish_stats(&meta, sum, sumsq, pixels);
-    meta.source = strdup(src->description);
-    meta.packed_with = strdup(opts->packed_with ? opts->packed_with : "stoke " STOKE_VERSION);
-    if (!meta.source || !meta.packed_with) {
-        st = stk_error(STK_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    if ((st = stk_writer_finish(w, &meta, &summary->bytes_out))) goto out;
-    summary->records = stk_writer_count(w);
+    if ((st = stk_pack_output_finish(w, &summary->bytes_out))) goto out;
+    summary->records = stk_pack_output_count(w);
+    summary->shards = stk_pack_output_shards(w);
     summary->classes = src->num_classes;
     stk_progress_finish(&bar);
     if (skipped) {
@@ -254,8 +214,7 @@ out:
     for (size_t i = 0; i < chunk; i++) release_slot(&slots[i]);
     free(slots);
     stk_pool_destroy(pool);
-    stk_writer_close(w);
-    stk_meta_deinit(&meta);
+    stk_pack_output_close(w);
     if (skipped) fclose(skipped);
     if (skipped_tmp) unlink(skipped_tmp);
     free(skipped_tmp);

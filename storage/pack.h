@@ -56,6 +56,7 @@ typedef struct stk_pack_options {
     const volatile sig_atomic_t *cancel;
     FILE *progress;          /* progress bar (NULL: none) */
     const char *packed_with; /* recorded in the meta */
+    uint64_t shard_bytes;    /* > 0: shards of about this many bytes (storage/pack_output.h) */
 } stk_pack_options;
 
 typedef struct stk_pack_summary {
@@ -63,7 +64,8 @@ typedef struct stk_pack_summary {
     uint32_t classes;
     uint64_t skipped;
     uint64_t bytes_in;                  /* source bytes read (raw sources: pixel bytes) */
-    uint64_t bytes_out;                 /* size of the dataset file */
+    uint64_t bytes_out;                 /* size of the dataset file (of every shard) */
+    int shards;                         /* files written with shard_bytes (0: one file) */
     uint64_t actions[STK_PACK_ACTIONS]; /* records per stk_pack_item.action */
     double seconds;
 } stk_pack_summary;

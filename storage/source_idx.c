@@ -72,7 +72,8 @@ static stk_status open_regular(const char *path, int *out)
 }
 
 /* The header through gz (gzipped or plain alike); f stays at the body. */
-static stk_status read_gz_header(gzFile f, const char *path, int ndims, uint32_t *dims, uint64_t *total)
+static stk_status read_gz_header(gzFile f, const char *path, int ndims, uint32_t *dims,
+                                 uint64_t *total)
 {
     uint8_t head[4], dimbuf[12] = {0};
     STK_TRY(gz_read_exact(f, path, head, 4));
@@ -158,8 +159,7 @@ static stk_status open_images(const char *path, uint32_t dims[3], int *fd_out, u
     uint8_t head[16] = {0};
     struct stat sb;
     ssize_t got = pread(fd, head, sizeof head, 0);
-    if (got < 0 || fstat(fd, &sb) != 0)
-        st = stk_error(STK_ERR_IO, "%s: %s", path, strerror(errno));
+    if (got < 0 || fstat(fd, &sb) != 0) st = stk_error(STK_ERR_IO, "%s: %s", path, strerror(errno));
     if (st == STK_OK && got >= 4) /* the magic first: another kind of file is not truncated */
         st = check_header(path, head, head + 4, 3, dims, &total);
     if (st == STK_OK && got < 16)

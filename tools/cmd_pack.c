@@ -5,13 +5,15 @@
 #include "tools/cli.h"
 #include "tools/flags.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 typedef struct pack_args {
     int from, split; /* indexes in from_names, split_names; -1: not given */
-    const char *classes;
+    const char *classes, *shard_size;
     int64_t workers, seed, max_pixels, max_side, quality, restart;
     bool shuffle, skip_bad, no_validate, json;
 } pack_args;
@@ -44,6 +46,11 @@ static const stk_flag flags[] = {
                  "write JPEGs with restart markers about every N MCUs, so that a\n"
                  "crop decodes only the segments it covers (lossless; default 4;\n"
                  "0: store baseline files byte for byte)"),
+    STK_FLAG_TEXT(T, shard_size, "shard-size", "SIZE",
+                  "write shards of about SIZE bytes each (K, M, G, T suffixes:\n"
+                  "powers of 1024; at least 1M): OUT-00000-of-000NN.stoke ... and\n"
+                  "OUT.shards, the list that opens them as one dataset (--data OUT.shards,\n"
+                  "or a comma-separated list of shard files)"),
     STK_FLAG_JSON(T, json, "print the summary as one JSON object on stdout"),
     STK_FLAG_END};
 #undef T
@@ -83,6 +90,28 @@ static const stk_cli cli = {
     .max_args = 3,
     .args_error = "expected SRC OUT.stoke (or IMAGES LABELS OUT.stoke for idx)"};
 
+/* OUT without its ".stoke": the shards' and the list's stem. */
+static size_t stem_len(const char *out)
+{
+    size_t n = strlen(out);
+    return n > 6 && !strcmp(out + n - 6, ".stoke") ? n - 6 : n;
+}
+
+/* "512M", "2G", "1048576": bytes; -1 if not a size in 1 MiB .. 1 TiB. */
+static int64_t parse_size(const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !(v > 0)) return -1;
+    static const char units[] = "KMGT";
+    const char *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+    if (*end && (!u || (end[1] && strcmp(end + 1, "B") && strcmp(end + 1, "iB")))) return -1;
+    for (const char *p = units; u && p <= u; p++) v *= 1024;
+    if (v < 1024.0 * 1024 || v > 1024.0 * 1024 * 1024 * 1024) return -1;
+    return (int64_t)v;
+}
+
 static int pack_main(int argc, char **argv)
 {
     pack_args a = {.from = -1,
@@ -111,6 +140,13 @@ static int pack_main(int argc, char **argv)
     r.max_side = (uint32_t)a.max_side;
     r.quality = (int)a.quality;
     r.restart_mcus = (int)a.restart;
+    if (a.shard_size) {
+        int64_t bytes = parse_size(a.shard_size);
+        if (bytes < 0)
+            return stk_cli_usage(
+                "pack", "--shard-size %s: expected a size of 1M..1T (e.g. 512M, 2G)", a.shard_size);
+        r.shard_bytes = (uint64_t)bytes;
+    }
     r.cancel = &stk_cli_interrupted;
     r.progress = stderr;
     /* Wrong combinations of paths and flags are usage errors (exit 2) here. */
@@ -131,9 +167,9 @@ static int pack_main(int argc, char **argv)
     if (a.json) {
         char j[2][STK_JSON_NUMBER];
         printf("{\"records\": %llu, \"classes\": %u, \"skipped\": %llu, \"bytes_in\": %llu, "
-               "\"bytes_out\": %llu, \"seconds\": %s, \"images_per_sec\": %s",
+               "\"bytes_out\": %llu, \"shards\": %d, \"seconds\": %s, \"images_per_sec\": %s",
                (unsigned long long)sum.records, sum.classes, (unsigned long long)sum.skipped,
-               (unsigned long long)sum.bytes_in, (unsigned long long)sum.bytes_out,
+               (unsigned long long)sum.bytes_in, (unsigned long long)sum.bytes_out, sum.shards,
                stk_json_number(sum.seconds, 3, j[0]), stk_json_number(rate, 1, j[1]));
         if (enc == STK_ENCODING_JPEG)
             for (int i = 0; i < STK_PACK_ACTIONS; i++)
@@ -143,8 +179,14 @@ static int pack_main(int argc, char **argv)
         return STK_EXIT_OK;
     }
     char in[32], outb[32];
-    printf("packed %llu records (%u classes) into %s\n", (unsigned long long)sum.records,
-           sum.classes, r.out);
+    if (sum.shards)
+        printf("packed %llu records (%u classes) into %d shards: %.*s-00000-of-%05d.stoke ..., "
+               "listed in %.*s.shards\n",
+               (unsigned long long)sum.records, sum.classes, sum.shards, (int)stem_len(r.out),
+               r.out, sum.shards, (int)stem_len(r.out), r.out);
+    else
+        printf("packed %llu records (%u classes) into %s\n", (unsigned long long)sum.records,
+               sum.classes, r.out);
     printf("  in %s, out %s, %.2f s, %.0f images/s\n", stk_cli_bytes(sum.bytes_in, in, sizeof in),
            stk_cli_bytes(sum.bytes_out, outb, sizeof outb), sum.seconds, rate);
     if (enc == STK_ENCODING_JPEG)
@@ -159,4 +201,5 @@ static int pack_main(int argc, char **argv)
     return STK_EXIT_OK;
 }
 
-const stk_command stk_cmd_pack = {"pack", "pack an image dataset into one .stoke file", &cli, pack_main};
+const stk_command stk_cmd_pack = {"pack", "pack an image dataset into one .stoke file", &cli,
+                                  pack_main};

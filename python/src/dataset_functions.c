@@ -99,10 +99,10 @@ static PyObject *summary_dict(const pack_thread *t)
     const stk_pack_summary *s = &t->sum;
     double rate = s->seconds > 0 ? (double)s->records / s->seconds : 0;
     PyObject *d = Py_BuildValue(
-        "{s:K,s:I,s:K,s:K,s:K,s:d,s:d}", "records", (unsigned long long)s->records, "classes",
+        "{s:K,s:I,s:K,s:K,s:K,s:i,s:d,s:d}", "records", (unsigned long long)s->records, "classes",
         s->classes, "skipped", (unsigned long long)s->skipped, "bytes_in",
-        (unsigned long long)s->bytes_in, "bytes_out", (unsigned long long)s->bytes_out, "seconds",
-        s->seconds, "images_per_sec", rate);
+        (unsigned long long)s->bytes_in, "bytes_out", (unsigned long long)s->bytes_out, "shards",
+        s->shards, "seconds", s->seconds, "images_per_sec", rate);
     if (!d || t->enc != STK_ENCODING_JPEG) return d;
     for (int i = 0; i < STK_PACK_ACTIONS; i++) {
         PyObject *v = PyLong_FromUnsignedLongLong(s->actions[i]);
@@ -148,30 +148,33 @@ static PyObject *run_pack(pack_thread *t)
 static PyObject *py_pack(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
-    static char *names[] = {"src",      "out",     "labels",   "kind",     "split",    "classes",
-                            "workers",  "shuffle", "seed",     "skip_bad", "validate", "max_pixels",
-                            "max_side", "quality", "progress", "restart",  NULL};
+    static char *names[] = {"src",      "out",        "labels",   "kind",    "split",
+                            "classes",  "workers",    "shuffle",  "seed",    "skip_bad",
+                            "validate", "max_pixels", "max_side", "quality", "progress",
+                            "restart",  "shard_size", NULL};
     PyObject *src = NULL, *out = NULL, *labels = NULL, *classes = NULL, *result = NULL;
     const char *kind = NULL, *split = NULL;
     int shuffle = 0, skip_bad = 0, validate = 1, progress = 0;
     PyObject *workers_o = NULL, *seed_o = NULL, *max_pixels_o = NULL, *max_side_o = NULL,
-             *quality_o = NULL, *restart_o = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|$O&zzO&OpOppOOOpO", names,
-                                     PyUnicode_FSConverter, &src, PyUnicode_FSConverter, &out,
-                                     stoke_path_or_none, &labels, &kind, &split, stoke_path_or_none,
-                                     &classes, &workers_o, &shuffle, &seed_o, &skip_bad, &validate,
-                                     &max_pixels_o, &max_side_o, &quality_o, &progress, &restart_o))
+             *quality_o = NULL, *restart_o = NULL, *shard_o = NULL;
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kw, "O&O&|$O&zzO&OpOppOOOpOO", names, PyUnicode_FSConverter, &src,
+            PyUnicode_FSConverter, &out, stoke_path_or_none, &labels, &kind, &split,
+            stoke_path_or_none, &classes, &workers_o, &shuffle, &seed_o, &skip_bad, &validate,
+            &max_pixels_o, &max_side_o, &quality_o, &progress, &restart_o, &shard_o))
         goto fail;
     /* the CLI's ranges; 0 workers: one per core, max_side 0 or None: no limit */
     long long workers = 0, seed = 0, max_pixels = 64000000, max_side = 0, quality = 90,
-              restart = STK_PACK_DEFAULT_RESTART;
+              restart = STK_PACK_DEFAULT_RESTART, shard_size = 0;
     if ((workers_o && !stoke_int_arg(workers_o, "workers", 0, 1024, &workers)) ||
         (seed_o && !stoke_int_arg(seed_o, "seed", 0, INT64_MAX, &seed)) ||
         (max_pixels_o && !stoke_int_arg(max_pixels_o, "max_pixels", 1, INT64_MAX, &max_pixels)) ||
         (max_side_o && max_side_o != Py_None &&
          !stoke_int_arg(max_side_o, "max_side", 0, 65500, &max_side)) ||
         (quality_o && !stoke_int_arg(quality_o, "quality", 1, 100, &quality)) ||
-        (restart_o && !stoke_int_arg(restart_o, "restart", 0, 64, &restart)))
+        (restart_o && !stoke_int_arg(restart_o, "restart", 0, 64, &restart)) ||
+        (shard_o && shard_o != Py_None &&
+         !stoke_int_arg(shard_o, "shard_size", 1 << 20, 1LL << 40, &shard_size)))
         goto fail;
     pack_thread *t = calloc(1, sizeof *t);
     if (!t) {
@@ -195,6 +198,7 @@ static PyObject *py_pack(PyObject *self, PyObject *args, PyObject *kw)
     t->req.max_side = (uint32_t)max_side;
     t->req.quality = (int)quality;
     t->req.restart_mcus = (int)restart;
+    t->req.shard_bytes = (uint64_t)shard_size;
     t->req.progress = progress ? stderr : NULL;
     t->req.cancel = &t->cancel;
     pthread_mutex_init(&t->mu, NULL);
@@ -298,8 +302,9 @@ PyMethodDef stoke_dataset_functions[] = {
     {"pack", (PyCFunction)(void (*)(void))py_pack, METH_VARARGS | METH_KEYWORDS,
      "pack(src, out, *, labels=None, kind=None, split=None, classes=None, workers=0,\n"
      "     shuffle=False, seed=0, skip_bad=False, validate=True, max_pixels=64000000,\n"
-     "     max_side=0, quality=90, progress=False, restart=4)\n--\n\n"
-     "Pack an image dataset into one .stoke file, as `stoke pack` (see `stoke pack --help`).\n"
+     "     max_side=0, quality=90, progress=False, restart=4, shard_size=None)\n--\n\n"
+     "Pack an image dataset into one .stoke file, as `stoke pack` (see `stoke pack --help`);\n"
+     "shard_size (bytes, 1 MiB..1 TiB): shards and their list, as --shard-size.\n"
      "kind is --from (imagefolder, list, idx, cifar10; None: guessed from src), workers 0\n"
      "means one per core. Returns the summary `stoke pack --json` prints. Errors raise\n"
      "StokeError with the CLI's message; Ctrl-C stops the pack and leaves nothing at out."},

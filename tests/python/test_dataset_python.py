@@ -9,6 +9,7 @@ import signal
 import subprocess
 import threading
 
+import numpy as np
 import pytest
 
 import stoke
@@ -47,6 +48,24 @@ def test_pack_writes_the_cli_bytes(tmp_path, src, kw, flags):
     assert ours.read_bytes() == (tmp_path / "cli.stoke").read_bytes()
     assert without_timing(summary) == without_timing(json.loads(r.stdout))
     assert summary["seconds"] > 0
+
+
+def test_pack_shards_read_as_one_dataset(tmp_path):
+    # shard_size as --shard-size: the shards and their list, byte for byte
+    # the CLI's; a Loader over the list delivers what one file does
+    summary = stoke.pack(f"{FIX}/good", tmp_path / "py.stoke", shard_size=1 << 20)
+    cli("pack", "--shard-size", "1M", f"{FIX}/good", str(tmp_path / "cli.stoke"))
+    assert summary["shards"] == 1
+    assert ((tmp_path / "py-00000-of-00001.stoke").read_bytes()
+            == (tmp_path / "cli-00000-of-00001.stoke").read_bytes())
+    stoke.pack(f"{FIX}/good", tmp_path / "one.stoke")
+
+    def images(path):
+        return [np.from_dlpack(x).tobytes() for x, _ in stoke.Loader(str(path), 4, transform="center:16",
+                                                                seed=1)]
+    assert images(tmp_path / "py.shards") == images(tmp_path / "one.stoke")
+    with pytest.raises(ValueError, match="shard_size"):
+        stoke.pack(f"{FIX}/good", tmp_path / "x.stoke", shard_size=1000)
 
 
 def test_info_is_stoke_info_json(tmp_path):
