@@ -1,6 +1,7 @@
 #include "loader/block_store.h"
 
 #include "common/log.h"
+#include "loader/dataset_files.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -147,29 +148,6 @@ static const uint8_t *locate(const stk_block_store *bs, const block *b, uint64_t
     return b->buf + e->at + (off - e->start);
 }
 
-/* A descriptor of each of the dataset's files, O_DIRECT with direct unless a
- * file refuses it (then none uses it). */
-static stk_status open_files(stk_block_store *bs)
-{
-    for (int k = 0; k < bs->nfds; k++) {
-        const char *path = stk_dataset_file_path(bs->ds, k);
-        bs->fds[k] = open(path, O_RDONLY | O_CLOEXEC | (bs->direct ? O_DIRECT : 0));
-        if (bs->fds[k] < 0 && bs->direct) {
-            stk_log_warn("%s: O_DIRECT not possible (%s); reading through the page cache", path,
-                         strerror(errno));
-            bs->direct = false;
-            for (int j = 0; j <= k; j++) {
-                if (bs->fds[j] >= 0) close(bs->fds[j]);
-                bs->fds[j] = -1;
-            }
-            return open_files(bs);
-        }
-        if (bs->fds[k] < 0)
-            return stk_error(STK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    }
-    return STK_OK;
-}
-
 stk_status stk_block_store_create(const stk_dataset *ds, const stk_block_store_options *o,
                                   stk_block_store **out)
 {
@@ -180,15 +158,13 @@ stk_status stk_block_store_create(const stk_dataset *ds, const stk_block_store_o
     bs->ds = ds;
     bs->o = *o;
     bs->nfds = stk_dataset_file_count(ds);
-    bs->fds = malloc((size_t)bs->nfds * sizeof *bs->fds);
-    for (int k = 0; bs->fds && k < bs->nfds; k++) bs->fds[k] = -1;
     pthread_mutex_init(&bs->lock, NULL);
     pthread_cond_init(&bs->loaded, NULL);
     uint64_t count = stk_dataset_count(ds);
     bs->nblocks = (count + o->block_records - 1) / o->block_records;
     bs->blocks = calloc(bs->nblocks ? bs->nblocks : 1, sizeof *bs->blocks);
     stk_status st = STK_OK;
-    if (!bs->blocks || !bs->fds) {
+    if (!bs->blocks) {
         st = stk_error(STK_ERR_NOMEM, "out of memory for %" PRIu64 " blocks", bs->nblocks);
         goto fail;
     }
@@ -221,7 +197,7 @@ stk_status stk_block_store_create(const stk_dataset *ds, const stk_block_store_o
         }
     }
     bs->direct = o->direct;
-    if ((st = open_files(bs)) != STK_OK) goto fail;
+    if ((st = stk_dataset_fds_open(ds, &bs->direct, false, &bs->fds)) != STK_OK) goto fail;
     *out = bs;
     return STK_OK;
 fail:
@@ -243,9 +219,7 @@ void stk_block_store_destroy(stk_block_store *bs)
     if (!bs) return;
     for (uint64_t k = 0; bs->blocks && k < bs->nblocks; k++) drop(bs, &bs->blocks[k]);
     if (bs->arena) munmap(bs->arena, bs->arena_bytes);
-    for (int k = 0; bs->fds && k < bs->nfds; k++)
-        if (bs->fds[k] >= 0) close(bs->fds[k]);
-    free(bs->fds);
+    stk_dataset_fds_close(bs->fds, bs->nfds);
     free(bs->blocks);
     free(bs->extents);
     pthread_cond_destroy(&bs->loaded);
@@ -299,19 +273,6 @@ void stk_block_store_reset(stk_block_store *bs)
     pthread_mutex_unlock(&bs->lock);
 }
 
-static int64_t pread_full(int fd, uint8_t *buf, size_t len, uint64_t off)
-{
-    size_t got = 0;
-    while (got < len) {
-        ssize_t n = pread(fd, buf + got, len - got, (off_t)(off + got));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return -errno;
-        if (n == 0) break;
-        got += (size_t)n;
-    }
-    return (int64_t)got;
-}
-
 /* Read block b (state LOADING, claimed by this thread; lock not held). */
 static stk_status load(stk_block_store *bs, block *b, uint64_t *got_bytes)
 {
@@ -328,7 +289,8 @@ static stk_status load(stk_block_store *bs, block *b, uint64_t *got_bytes)
         const extent *e = &bs->extents[i];
         uint64_t base = stk_dataset_file_base(bs->ds, e->file);
         const char *path = stk_dataset_file_path(bs->ds, e->file);
-        int64_t got = pread_full(bs->fds[e->file], buf + e->at, e->end - e->start, e->start - base);
+        int64_t got =
+            stk_pread_full(bs->fds[e->file], buf + e->at, e->end - e->start, e->start - base);
         if (got < 0)
             st = stk_error(STK_ERR_IO, "%s: read error at offset %" PRIu64 ": %s", path,
                            e->start - base, strerror((int)-got));

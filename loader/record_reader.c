@@ -3,6 +3,7 @@
 #include "loader/record_reader.h"
 
 #include "common/log.h"
+#include "loader/dataset_files.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -52,33 +53,6 @@ int stk_io_backend_parse(const char *name)
 
 static int notice_given;
 
-/* A descriptor of each of the dataset's files; O_DIRECT with direct, unless
- * a file refuses it (then none uses it: one way of reading for all). */
-static stk_status open_files(stk_record_reader *r)
-{
-    for (int k = 0; k < r->nfds; k++) {
-        const char *path = stk_dataset_file_path(r->ds, k);
-        r->fds[k] = open(path, O_RDONLY | O_CLOEXEC | (r->direct ? O_DIRECT : 0));
-        if (r->fds[k] < 0 && r->direct) {
-            stk_log_warn("%s: O_DIRECT not possible (%s); reading through the page cache", path,
-                         strerror(errno));
-            r->direct = false;
-            for (int j = 0; j <= k; j++) {
-                if (r->fds[j] >= 0) close(r->fds[j]);
-                r->fds[j] = -1;
-            }
-            return open_files(r);
-        }
-        if (r->fds[k] < 0)
-            return stk_error(STK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-        /* Records are read in a shuffled order: kernel readahead around each
-         * one would read pages nobody asked for (as LMDB's MDB_NORDAHEAD
-         * avoids for the map). */
-        posix_fadvise(r->fds[k], 0, 0, POSIX_FADV_RANDOM);
-    }
-    return STK_OK;
-}
-
 stk_status stk_record_reader_create(const stk_dataset *ds, stk_io_backend io, bool direct,
                                     int depth, stk_record_reader **out, stk_io_backend *used)
 {
@@ -99,22 +73,20 @@ stk_status stk_record_reader_create(const stk_dataset *ds, stk_io_backend io, bo
     r->off = calloc(nb, sizeof *r->off);
     r->file = calloc(nb, sizeof *r->file);
     r->nfds = stk_dataset_file_count(ds);
-    r->fds = malloc((size_t)r->nfds * sizeof *r->fds);
-    for (int k = 0; r->fds && k < r->nfds; k++) r->fds[k] = -1;
     r->span_off = calloc(nb, sizeof *r->span_off);
     r->len = calloc(nb, sizeof *r->len);
     r->span_len = calloc(nb, sizeof *r->span_len);
     r->res = calloc(nb, sizeof *r->res);
     r->skip = calloc(nb, sizeof *r->skip);
     if (posix_memalign((void **)&r->arena, ALIGN, r->buf_size * nb)) r->arena = NULL;
-    if (!r->bufs || !r->off || !r->file || !r->fds || !r->span_off || !r->len || !r->span_len ||
-        !r->res || !r->skip || !r->arena) {
+    if (!r->bufs || !r->off || !r->file || !r->span_off || !r->len || !r->span_len || !r->res ||
+        !r->skip || !r->arena) {
         st = stk_error(STK_ERR_NOMEM, "out of memory for %zu read buffers of %zu bytes", nb,
                        r->buf_size);
         goto fail;
     }
     for (size_t i = 0; i < nb; i++) r->bufs[i] = r->arena + i * r->buf_size;
-    if ((st = open_files(r)) != STK_OK) goto fail;
+    if ((st = stk_dataset_fds_open(ds, &r->direct, true, &r->fds)) != STK_OK) goto fail;
     if (io == STK_IO_MMAP) goto done; /* the descriptors serve fstat only */
     if (io == STK_IO_URING) {
         st = stk_uring_reader_create(r->fds, r->nfds, r->bufs, r->buf_size, 2 * depth, &r->uring);
@@ -138,9 +110,7 @@ void stk_record_reader_destroy(stk_record_reader *r)
 {
     if (!r) return;
     stk_uring_reader_destroy(r->uring);
-    for (int k = 0; r->fds && k < r->nfds; k++)
-        if (r->fds[k] >= 0) close(r->fds[k]);
-    free(r->fds);
+    stk_dataset_fds_close(r->fds, r->nfds);
     free(r->file);
     free(r->arena);
     free(r->bufs);
@@ -164,19 +134,6 @@ static void fail_req(stk_read_req *q, stk_status st, const char *fmt, ...)
     q->status = st;
     q->data = NULL;
     q->len = 0;
-}
-
-static int64_t pread_full(int fd, uint8_t *buf, size_t len, uint64_t off)
-{
-    size_t got = 0;
-    while (got < len) {
-        ssize_t n = pread(fd, buf + got, len - got, (off_t)(off + got));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return -errno;
-        if (n == 0) break;
-        got += (size_t)n;
-    }
-    return (int64_t)got;
 }
 
 void stk_record_reader_submit(stk_record_reader *r, int set, stk_read_req *reqs, int n)
@@ -247,8 +204,8 @@ void stk_record_reader_complete(stk_record_reader *r, int set, stk_read_req *req
     } else if (r->io == STK_IO_PREAD) {
         for (int i = 0; i < n; i++)
             if (!r->skip[base + i])
-                r->res[base + i] = pread_full(r->fds[r->file[base + i]], r->bufs[base + i],
-                                              r->len[base + i], r->off[base + i]);
+                r->res[base + i] = stk_pread_full(r->fds[r->file[base + i]], r->bufs[base + i],
+                                                  r->len[base + i], r->off[base + i]);
     } else {
         read_mapped(r, reqs, base, n);
     }
