@@ -7,6 +7,8 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 typedef struct index_args {
     bool json;
@@ -26,7 +28,8 @@ static const stk_cli cli = {
              "record page (stoke pack writes it; files packed before it existed, or whose\n"
              "index no longer matches them, open by reading every page, with a hint).\n"
              "The records are read and checked first; the index is added in one LMDB\n"
-             "commit: the file is complete with it or as it was. stoke verify checks it.\n",
+             "commit: the file is complete with it or as it was. stoke verify checks it.\n"
+             "Given shards (a list file or a,b,...), each file gets its own.\n",
     .flags = flags,
     .min_args = 1,
     .max_args = 1,
@@ -39,8 +42,19 @@ static int index_main(int argc, char **argv)
     int n_pos;
     int parsed = stk_cli_parse(&cli, &a, argc, argv, &pos, &n_pos);
     if (parsed >= 0) return parsed;
-    if (stk_record_index_add(pos[0]) != STK_OK) return stk_cli_fail();
-    stk_dataset *ds; /* opened again: through the new index */
+    stk_dataset *ds; /* its files: one, or each shard */
+    if (stk_dataset_open(pos[0], &ds) != STK_OK) return stk_cli_fail();
+    int files = stk_dataset_file_count(ds);
+    char **paths = calloc((size_t)files, sizeof *paths);
+    for (int k = 0; paths && k < files; k++) paths[k] = strdup(stk_dataset_file_path(ds, k));
+    stk_dataset_close(ds);
+    stk_status st = paths ? STK_OK : stk_error(STK_ERR_NOMEM, "out of memory");
+    for (int k = 0; st == STK_OK && k < files; k++)
+        st = paths[k] ? stk_record_index_add(paths[k]) : stk_error(STK_ERR_NOMEM, "out of memory");
+    for (int k = 0; paths && k < files; k++) free(paths[k]);
+    free(paths);
+    if (st != STK_OK) return stk_cli_fail();
+    /* opened again: through the new index */
     if (stk_dataset_open(pos[0], &ds) != STK_OK) return stk_cli_fail();
     uint64_t n = stk_dataset_count(ds);
     bool indexed = stk_dataset_indexed(ds);

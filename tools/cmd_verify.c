@@ -94,6 +94,20 @@ static void decode_one(void *p, size_t i, int worker)
  * none, 0 it agrees, -1 it does not (why says how). */
 static int check_index(stk_dataset *walked, char *why, size_t n)
 {
+    if (stk_dataset_file_count(walked) > 1) { /* shards: each file's own index */
+        int rc = 0;
+        for (int k = 0; k < stk_dataset_file_count(walked) && rc >= 0; k++) {
+            stk_dataset *part;
+            if (stk_dataset_open_walk(stk_dataset_file_path(walked, k), &part) != STK_OK) {
+                snprintf(why, n, "%s", stk_last_error());
+                return -1;
+            }
+            int r = check_index(part, why, n);
+            stk_dataset_close(part);
+            if (r != 0) rc = r; /* -1 wins; else 1: a shard without one */
+        }
+        return rc;
+    }
     stk_index_entry *e;
     stk_status st = stk_dataset_read_index(walked, &e);
     if (st == STK_END) return 1;

@@ -33,6 +33,12 @@ printf 'part-00000-of-00003.stoke\npart-00001-of-00003.stoke\npart-00002-of-0000
 cmp -s list.txt want.txt || fail "part.shards does not list the shards in order"
 # each shard is a complete dataset of its own
 run 0 "$STOKE" verify part-00001-of-00003.stoke
+# verify and index take the list too: every shard's records and index
+run 0 "$STOKE" verify part.shards
+expect out.txt "part.shards: all 3000 records are good"
+expect out.txt "part.shards: its record index agrees with the records"
+run 0 "$STOKE" index part.shards
+expect out.txt "part.shards: record index of 3000 records written"
 run 0 "$STOKE" info --json part.shards
 "$PYTHON3" -c 'import json; d=json.load(open("out.txt")); assert d["records"] == 3000, d' \
     || fail "info of the list: not 3000 records"
