@@ -100,8 +100,10 @@ static stk_status check_request(const stk_pack_request *r, const char *from)
     if (r->labels && strcmp(from, "idx") != 0)
         return stk_error(STK_ERR_INVALID_ARG,
                          "three paths are only for --from idx (IMAGES LABELS OUT)");
-    if (r->split && strcmp(r->split, "train") != 0 && strcmp(r->split, "test") != 0)
-        return stk_error(STK_ERR_INVALID_ARG, "split %s: expected train or test", r->split);
+    if (r->split && strcmp(r->split, "train") != 0 && strcmp(r->split, "test") != 0 &&
+        (strcmp(r->split, "val") != 0 || strcmp(from, "imagefolder") != 0))
+        return stk_error(STK_ERR_INVALID_ARG, "split %s: expected train or test%s", r->split,
+                         strcmp(from, "imagefolder") ? "" : " or val");
     if (is_dir(r->out))
         return stk_error(STK_ERR_INVALID_ARG, "%s: OUT is a folder; give a file name", r->out);
     return STK_OK;
@@ -115,7 +117,7 @@ static stk_status open_source(const stk_pack_request *r, const char *from, stk_s
             return stk_error(STK_ERR_INVALID_ARG,
                              "--classes does not apply to imagefolder (folder names are the "
                              "classes)");
-        st = stk_source_open_folder(r->src, src);
+        st = stk_source_open_folder_split(r->src, r->split, src);
     } else if (strcmp(from, "list") == 0) {
         st = stk_source_open_list(r->src, src);
     } else if (strcmp(from, "idx") == 0) {

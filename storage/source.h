@@ -62,6 +62,14 @@ typedef struct stk_source {
  * (a truncated IDX/CIFAR file), STK_ERR_INVALID_ARG (bad list line or class
  * file), STK_ERR_NOMEM. */
 stk_status stk_source_open_folder(const char *dir, stk_source **out);
+
+/* A folder whose subfolders are splits (train/, val/ or valid/ or
+ * validation/, test/) rather than classes: with split NULL, refused with a
+ * hint (STK_ERR_INVALID_ARG: "DIR: its folders train/, val/ are splits, not
+ * classes: pack one with --split train"); with split "train", "val" or
+ * "test", that subfolder opened as stk_source_open_folder does. A folder of
+ * class folders: as stk_source_open_folder, and a split is refused. */
+stk_status stk_source_open_folder_split(const char *dir, const char *split, stk_source **out);
 stk_status stk_source_open_list(const char *list_file, stk_source **out);
 
 /* images: a directory holding "<split>-images-idx3-ubyte[.gz]" (split "train"

@@ -275,3 +275,69 @@ stk_status stk_source_open_list(const char *list_file, stk_source **out)
     *out = src;
     return STK_OK;
 }
+
+/* The split names a folder of splits may hold, and what --split calls them. */
+static const struct {
+    const char *folder, *split;
+} split_folders[] = {
+    {"train", "train"}, {"val", "val"}, {"valid", "val"}, {"validation", "val"}, {"test", "test"}};
+#define N_SPLIT_FOLDERS (sizeof split_folders / sizeof split_folders[0])
+
+/* Which split folders dir holds (found[i] for split_folders[i]); whether its
+ * subfolders are splits: some are, and none is anything else. */
+static bool is_split_layout(const char *dir, bool *found)
+{
+    DIR *d = opendir(dir);
+    if (!d) return false;
+    size_t splits = 0, others = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char *full = join(dir, e->d_name);
+        struct stat sb;
+        bool sub = full && stat(full, &sb) == 0 && S_ISDIR(sb.st_mode);
+        free(full);
+        if (!sub) continue;
+        size_t i = 0;
+        while (i < N_SPLIT_FOLDERS && strcmp(e->d_name, split_folders[i].folder)) i++;
+        if (i < N_SPLIT_FOLDERS)
+            found[i] = true, splits++;
+        else
+            others++;
+    }
+    closedir(d);
+    return splits > 0 && others == 0;
+}
+
+stk_status stk_source_open_folder_split(const char *dir, const char *split, stk_source **out)
+{
+    *out = NULL;
+    bool found[N_SPLIT_FOLDERS] = {false};
+    if (!is_split_layout(dir, found)) {
+        if (split)
+            return stk_error(STK_ERR_INVALID_ARG,
+                             "--split %s: %s holds class folders, not train/val/test folders",
+                             split, dir);
+        return stk_source_open_folder(dir, out);
+    }
+    char names[128] = "";
+    for (size_t i = 0; i < N_SPLIT_FOLDERS; i++) {
+        if (!found[i]) continue;
+        if (split && !strcmp(split, split_folders[i].split)) {
+            char *sub = join(dir, split_folders[i].folder);
+            if (!sub) return stk_error(STK_ERR_NOMEM, "out of memory");
+            stk_status st = stk_source_open_folder(sub, out);
+            free(sub);
+            return st;
+        }
+        size_t n = strlen(names);
+        snprintf(names + n, sizeof names - n, "%s%s/", n ? ", " : "", split_folders[i].folder);
+    }
+    if (split)
+        return stk_error(STK_ERR_INVALID_ARG, "--split %s: %s has no such folder (it holds %s)",
+                         split, dir, names);
+    return stk_error(STK_ERR_INVALID_ARG,
+                     "%s: its folders %s are splits, not classes: pack one with --split train "
+                     "(or val, test)",
+                     dir, names);
+}

@@ -19,14 +19,16 @@ typedef struct pack_args {
 } pack_args;
 
 static const char *const from_names[] = {"imagefolder", "list", "idx", "cifar10", NULL};
-static const char *const split_names[] = {"train", "test", NULL};
+static const char *const split_names[] = {"train", "val", "test", NULL};
 
 #define T pack_args
 static const stk_flag flags[] = {
     STK_FLAG_SECTION("options"),
     STK_FLAG_CHOICE(T, from, "from", "KIND", from_names, "imagefolder | list | idx | cifar10"),
     STK_FLAG_CHOICE(T, split, "split", "S", split_names,
-                    "train | test: which IDX / CIFAR-10 files (default train)"),
+                    "train | test: which IDX / CIFAR-10 files (default train); for a\n"
+                    "folder of train/ val/ (or valid/, validation/) test/ folders:\n"
+                    "which one to pack (train | val | test; required there)"),
     STK_FLAG_TEXT(T, classes, "classes", "FILE", "class names, one per line (list, idx, cifar10)"),
     STK_FLAG_WORKERS(T, workers, "threads decoding and transcoding (default: number of cores)"),
     STK_FLAG_BOOL(T, shuffle, "shuffle", "store records in a shuffled order (labels stay right)"),

@@ -137,4 +137,18 @@ run 2 "$STOKE" pack --quality 101 "$FX/good" x.stoke
 run 2 "$STOKE" pack "$FX/good" .
 run 1 "$STOKE" pack /nonexistent/dir x.stoke
 expect err.txt "/nonexistent/dir"
+# A folder of train/ and val/ folders is splits, not classes: refused with a
+# hint; --split picks one (val also as valid/ or validation/).
+mkdir -p splits/train splits/valid
+cp -r "$FX/good/"* splits/train/
+cp -r "$FX/good/"* splits/valid/
+run 1 "$STOKE" pack splits splits.stoke
+expect err.txt "splits: its folders train/, valid/ are splits, not classes: pack one with --split train"
+[ -e splits.stoke ] && fail "a split layout was packed as classes"
+run 0 "$STOKE" pack --split val splits val.stoke
+expect out.txt "packed 11 records (3 classes) into val.stoke"
+run 1 "$STOKE" pack --split test splits t.stoke
+expect err.txt "--split test: splits has no such folder (it holds train/, valid/)"
+run 1 "$STOKE" pack --split train "$FX/good" t.stoke
+expect err.txt "holds class folders, not train/val/test folders"
 finish
