@@ -1,6 +1,8 @@
 /* stoke peek: look at what the model will see. */
 #include "augment/augment.h"
+#include "common/rng.h"
 #include "loader/loader.h"
+#include "runlog/image_text.h"
 #include "storage/dataset.h"
 #include "tools/cli.h"
 #include "tools/flags.h"
@@ -32,11 +34,14 @@ static const stk_flag flags[] = {
     STK_FLAG_INT(T, index, "index", "I", 0, INT64_MAX,
                  "only sample I, at its exact size, no border (compare pixel for\n"
                  "pixel with other tools)"),
-    STK_FLAG_INT(T, count, "count", "N", 1, 4096, "samples 0..N-1 in a grid (default 16)"),
-    STK_FLAG_SEED(T, seed, "augmentation seed (default 0)"),
+    STK_FLAG_INT(T, count, "count", "N", 1, 4096,
+                 "N samples in a grid, drawn across the classes (every class once\n"
+                 "before any twice), sorted by class, each labelled with its class\n"
+                 "(default 16; every record when the dataset has N or fewer)"),
+    STK_FLAG_SEED(T, seed, "which samples --count draws, and the augmentation (default 0)"),
     STK_FLAG_INT(T, epoch, "epoch", "E", 0, INT64_MAX,
                  "epoch (default 0): another epoch gives other random crops"),
-    STK_FLAG_TEXT(T, out, "out", "FILE", ".ppm/.pgm (lossless) or .jpg (default peek.ppm)"),
+    STK_FLAG_TEXT(T, out, "out", "FILE", ".png, .ppm/.pgm (lossless) or .jpg (default peek.ppm)"),
     STK_FLAG_END};
 #undef T
 
@@ -44,13 +49,65 @@ static const stk_cli cli = {
     .cmd = "peek",
     .usage = "stoke peek [OPTIONS] DATA.stoke",
     .about = "Write transformed samples as one grid image, to see what a model is fed; the\n"
-             "labels are printed on stdout (index, label, class, source name).\n",
+             "labels are printed on stdout (index, label, class, source name) and under\n"
+             "each cell of the grid.\n",
     .flags = flags,
     .min_args = 1,
     .max_args = 1,
     .args_error = "expected one DATA.stoke"};
 
 #define BORDER 2
+
+typedef struct pick {
+    uint64_t index;
+    int32_t label;
+} pick;
+
+static int by_label(const void *a, const void *b)
+{
+    const pick *x = a, *y = b;
+    if (x->label != y->label) return x->label < y->label ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* n records drawn at random (seeded) across the classes: a class is shown
+ * again only once every class has been (or after many draws, for classes
+ * too rare to find), sorted by class. Every record when n >= count. */
+static stk_status pick_samples(stk_dataset *ds, uint64_t n, uint64_t seed, pick *out)
+{
+    const stk_meta *m = stk_dataset_meta(ds);
+    uint64_t count = m->count;
+    stk_record r;
+    if (n >= count) {
+        for (uint64_t i = 0; i < count; i++) {
+            STK_TRY(stk_dataset_get(ds, i, &r, false));
+            out[i] = (pick){i, r.label};
+        }
+        return STK_OK;
+    }
+    uint8_t *taken = calloc(count / 8 + 1, 1), *shown = calloc(m->num_classes + 1, 1);
+    stk_status st = taken && shown ? STK_OK : stk_error(STK_ERR_NOMEM, "out of memory");
+    uint32_t classes = 0, left;
+    for (uint32_t c = 0; c < m->num_classes; c++) classes += m->class_counts[c] > 0;
+    left = classes;
+    stk_rng rng;
+    stk_rng_init(&rng, seed, 0x5045454B /* "PEEK" */, 0);
+    uint64_t got = 0, patience = 64 * n + 1024;
+    for (uint64_t tries = 0; st == STK_OK && got < n; tries++) {
+        uint64_t i = stk_rng_below64(&rng, count);
+        if (taken[i / 8] & (1u << (i % 8))) continue;
+        if ((st = stk_dataset_get(ds, i, &r, false)) != STK_OK) break;
+        if (shown[r.label] && tries < patience) continue;
+        taken[i / 8] |= (uint8_t)(1u << (i % 8));
+        out[got++] = (pick){i, r.label};
+        if (!shown[r.label]) shown[r.label] = 1, left--;
+        if (left == 0) memset(shown, 0, m->num_classes), left = classes; /* the next round */
+    }
+    free(taken);
+    free(shown);
+    if (st == STK_OK) qsort(out, n, sizeof *out, by_label);
+    return st;
+}
 
 static int peek_main(int argc, char **argv)
 {
@@ -65,7 +122,8 @@ static int peek_main(int argc, char **argv)
     if (index >= 0 && have_count)
         return stk_cli_usage("peek", "--index and --count do not go together");
     if (!stk_image_path_supported(out_path))
-        return stk_cli_usage("peek", "--out %s: write .ppm/.pgm (lossless) or .jpg", out_path);
+        return stk_cli_usage("peek", "--out %s: write .png, .ppm/.pgm (lossless) or .jpg",
+                             out_path);
     stk_dataset *ds;
     if (stk_dataset_open(pos[0], &ds) != STK_OK) return stk_cli_fail();
     const stk_meta *m = stk_dataset_meta(ds);
@@ -77,6 +135,7 @@ static int peek_main(int argc, char **argv)
     int rc = STK_EXIT_ERROR;
     uint8_t *grid = NULL, **cells = NULL;
     int *cw = NULL, *chh = NULL;
+    pick *picks = NULL;
     stk_augment *a = NULL;
     stk_augment_options o = {.spec = spec,
                              .format = STK_PIXELS_U8_HWC,
@@ -89,8 +148,7 @@ static int peek_main(int argc, char **argv)
         goto out;
     }
     int big_w, big_h; /* what the largest image becomes */
-    if (stk_augment_output_size(a, m->max_width, m->max_height, &big_w, &big_h) ==
-            STK_OK &&
+    if (stk_augment_output_size(a, m->max_width, m->max_height, &big_w, &big_h) == STK_OK &&
         stk_loader_check_upscale(pos[0], spec, m, big_w, big_h) != STK_OK) {
         rc = stk_cli_fail();
         goto out;
@@ -107,21 +165,29 @@ static int peek_main(int argc, char **argv)
     cells = calloc(n, sizeof *cells);
     cw = calloc(n, sizeof *cw);
     chh = calloc(n, sizeof *chh);
-    if (!cells || !cw || !chh) {
+    picks = calloc(n, sizeof *picks);
+    if (!cells || !cw || !chh || !picks) {
         stk_error(STK_ERR_NOMEM, "out of memory");
+        rc = stk_cli_fail();
+        goto out;
+    }
+    if (index >= 0)
+        picks[0].index = first;
+    else if (pick_samples(ds, n, (uint64_t)seed, picks) != STK_OK) {
         rc = stk_cli_fail();
         goto out;
     }
     int c = m->channels, max_w = 1, max_h = 1;
     for (uint64_t i = 0; i < n; i++) {
         stk_record r;
-        if (stk_dataset_get(ds, first + i, &r, true) != STK_OK) {
+        uint64_t at = picks[i].index;
+        if (stk_dataset_get(ds, at, &r, true) != STK_OK) {
             rc = stk_cli_fail();
             goto out;
         }
         int ow, oh;
         if (stk_augment_output_size(a, r.width, r.height, &ow, &oh) != STK_OK) {
-            stk_error_prefix(STK_ERR_INVALID_ARG, "record %" PRIu64, first + i);
+            stk_error_prefix(STK_ERR_INVALID_ARG, "record %" PRIu64, at);
             rc = stk_cli_fail();
             goto out;
         }
@@ -134,23 +200,28 @@ static int peek_main(int argc, char **argv)
         }
         stk_sample s = {r.encoding, r.payload, r.payload_len, r.width, r.height, r.channels};
         stk_augment_out dst = {cells[i], (size_t)ow * (size_t)c, cap, 0, 0, 0};
-        if (stk_augment_apply(a, &s, (uint64_t)epoch, first + i, &dst) != STK_OK) {
-            stk_error_prefix(STK_ERR_CORRUPT, "record %" PRIu64 " (%.*s)", first + i,
-                             (int)r.name_len, r.name);
+        if (stk_augment_apply(a, &s, (uint64_t)epoch, at, &dst) != STK_OK) {
+            stk_error_prefix(STK_ERR_CORRUPT, "record %" PRIu64 " (%.*s)", at, (int)r.name_len,
+                             r.name);
             rc = stk_cli_fail();
             goto out;
         }
         cw[i] = dst.width, chh[i] = dst.height;
         if (dst.width > max_w) max_w = dst.width;
         if (dst.height > max_h) max_h = dst.height;
-        printf("%" PRIu64 "\t%d\t%s\t%.*s\n", first + i, r.label,
+        picks[i].label = r.label;
+        printf("%" PRIu64 "\t%d\t%s\t%.*s\n", at, r.label,
                (uint32_t)r.label < m->num_classes ? m->class_names[r.label] : "?", (int)r.name_len,
                r.name);
     }
     int cols = index >= 0 ? 1 : (int)ceil(sqrt((double)n));
     int rows = (int)((n + (uint64_t)cols - 1) / (uint64_t)cols);
     int border = index >= 0 ? 0 : BORDER;
-    int gw = cols * max_w + (cols + 1) * border, gh = rows * max_h + (rows + 1) * border;
+    /* a strip under each cell for its label: "LABEL CLASS", cut to the cell */
+    int scale = max_w / 96 > 1 ? max_w / 96 : 1;
+    int strip = index >= 0 ? 0 : STK_TEXT_CELL_H * scale + 1;
+    int cell_h = max_h + strip;
+    int gw = cols * max_w + (cols + 1) * border, gh = rows * cell_h + (rows + 1) * border;
     if (index >= 0) gw = cw[0], gh = chh[0];
     grid = malloc((size_t)gw * (size_t)gh * (size_t)c);
     if (!grid) {
@@ -161,10 +232,18 @@ static int peek_main(int argc, char **argv)
     memset(grid, 64, (size_t)gw * (size_t)gh * (size_t)c); /* dark grey borders */
     for (uint64_t i = 0; i < n; i++) {
         int gx = border + (int)(i % (uint64_t)cols) * (max_w + border);
-        int gy = border + (int)(i / (uint64_t)cols) * (max_h + border);
+        int gy = border + (int)(i / (uint64_t)cols) * (cell_h + border);
         for (int y = 0; y < chh[i]; y++)
             memcpy(grid + ((size_t)(gy + y) * (size_t)gw + (size_t)gx) * (size_t)c,
                    cells[i] + (size_t)y * (size_t)cw[i] * (size_t)c, (size_t)cw[i] * (size_t)c);
+        if (!strip) continue;
+        char text[160];
+        int32_t lab = picks[i].label;
+        snprintf(text, sizeof text, "%d %s", lab,
+                 (uint32_t)lab < m->num_classes ? m->class_names[lab] : "?");
+        size_t fit = (size_t)(max_w / (STK_TEXT_CELL_W * scale));
+        if (strlen(text) > fit) text[fit] = '\0';
+        stk_image_draw_text(grid, gw, gh, c, gx + 1, gy + max_h + 1, scale, text, 255);
     }
     if (stk_image_write(out_path, grid, gw, gh, c, 95) != STK_OK) {
         rc = stk_cli_fail();
@@ -178,6 +257,7 @@ out:
     free(cells);
     free(cw);
     free(chh);
+    free(picks);
     free(grid);
     stk_augment_destroy(a);
     stk_dataset_close(ds);

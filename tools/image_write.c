@@ -2,6 +2,7 @@
 
 #include "augment/jpeg_error.h"
 #include "common/fs.h"
+#include "runlog/png.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -61,6 +62,17 @@ static stk_status write_jpeg(const char *path, const uint8_t *px, int w, int h, 
     return st;
 }
 
+static stk_status write_png(const char *path, const uint8_t *px, int w, int h, int c)
+{
+    uint8_t *png;
+    size_t n;
+    STK_TRY(stk_png_encode(px, w, h, c, &png, &n));
+    stk_file_part part = {png, n};
+    stk_status st = stk_file_write_atomic(path, &part, 1);
+    free(png);
+    return st;
+}
+
 static bool ext_is(const char *path, const char *const *exts)
 {
     const char *dot = strrchr(path, '.');
@@ -71,10 +83,11 @@ static bool ext_is(const char *path, const char *const *exts)
 
 static const char *const pnm_exts[] = {".ppm", ".pgm", ".pnm", NULL};
 static const char *const jpeg_exts[] = {".jpg", ".jpeg", NULL};
+static const char *const png_exts[] = {".png", NULL};
 
 bool stk_image_path_supported(const char *path)
 {
-    return ext_is(path, pnm_exts) || ext_is(path, jpeg_exts);
+    return ext_is(path, pnm_exts) || ext_is(path, jpeg_exts) || ext_is(path, png_exts);
 }
 
 stk_status stk_image_write(const char *path, const uint8_t *pixels, int width, int height,
@@ -83,5 +96,6 @@ stk_status stk_image_write(const char *path, const uint8_t *pixels, int width, i
     if (ext_is(path, pnm_exts)) return write_pnm(path, pixels, width, height, channels);
     if (ext_is(path, jpeg_exts))
         return write_jpeg(path, pixels, width, height, channels, jpeg_quality);
-    return stk_error(STK_ERR_INVALID_ARG, "%s: write .ppm (lossless) or .jpg", path);
+    if (ext_is(path, png_exts)) return write_png(path, pixels, width, height, channels);
+    return stk_error(STK_ERR_INVALID_ARG, "%s: write .png or .ppm (lossless) or .jpg", path);
 }

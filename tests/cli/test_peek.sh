@@ -20,8 +20,17 @@ run 0 "$STOKE" peek good.stoke
 expect err.txt "wrote peek.ppm"
 expect err.txt "transform rrc:224,flip"
 run 0 "$STOKE" peek --count 4 --transform resize:64,center:48 --out grid.jpg good.stoke
-"$PYTHON3" -c 'from PIL import Image; im = Image.open("grid.jpg"); assert im.size == (2 * 48 + 3 * 2,) * 2, im.size' \
-    || fail "grid.jpg is not a 2x2 grid of 48-pixel cells"
+# 2x2 cells of 48 pixels, each with a 7-pixel label strip under it, 2-pixel borders
+"$PYTHON3" -c 'from PIL import Image; im = Image.open("grid.jpg"); assert im.size == (2 * 48 + 3 * 2, 2 * (48 + 7) + 3 * 2), im.size' \
+    || fail "grid.jpg is not a 2x2 grid of 48-pixel cells with labels"
+# PNG too; the label strip holds the class drawn in white
+run 0 "$STOKE" peek --count 4 --transform resize:64,center:48 --out grid.png good.stoke
+"$PYTHON3" - <<'PY' || fail "grid.png: no label under the first cell"
+from PIL import Image
+im = Image.open("grid.png").convert("L")
+strip = [im.getpixel((x, y)) for x in range(2, 50) for y in range(51, 57)]
+assert im.size == (102, 116) and strip.count(255) >= 20, (im.size, strip.count(255))
+PY
 # One sample at its exact size; the same (seed, epoch, index) gives the same bytes.
 run 0 "$STOKE" peek --index 3 --seed 5 --transform rrc:32,flip --out a.ppm good.stoke
 run 0 "$STOKE" peek --index 3 --seed 5 --transform rrc:32,flip --out b.ppm good.stoke
@@ -34,6 +43,16 @@ run 0 "$STOKE" pack --from idx "$FX/idx" idx.stoke
 run 0 "$STOKE" peek --count 9 --out g.pgm idx.stoke
 expect err.txt "transform pad:4,crop:28,flip"
 head -c 2 g.pgm | grep -q P5 || fail "a 1-channel dataset should give a PGM"
+# --count draws across the classes (every class before any twice), seeded,
+# sorted by class: 10 of the 50 records show all ten classes
+run 0 "$STOKE" peek --count 10 --seed 3 --out g.png idx.stoke
+[ "$(cut -f2 out.txt | sort -u | wc -l)" = 10 ] || fail "--count 10 did not show the 10 classes"
+cut -f2 out.txt | sort -n -c || fail "--count: not sorted by class"
+cp out.txt s3.txt
+run 0 "$STOKE" peek --count 10 --seed 3 --out g.png idx.stoke
+cmp -s out.txt s3.txt || fail "--count with one seed drew other records"
+run 0 "$STOKE" peek --count 10 --seed 4 --out g.png idx.stoke
+cmp -s out.txt s3.txt && fail "--seed changed nothing in the draw"
 # Bad input.
 run 2 "$STOKE" peek --transform rrc:0 good.stoke
 expect err.txt 'transform "rrc:0": size must be'
@@ -41,8 +60,8 @@ run 2 "$STOKE" peek --transform rrc:224,blur good.stoke
 expect err.txt 'transform "blur": unknown transform'
 run 1 "$STOKE" peek --index 99 good.stoke
 expect err.txt "past its 11 records"
-run 2 "$STOKE" peek --out x.png good.stoke
-expect err.txt "--out x.png: write .ppm/.pgm (lossless) or .jpg"
+run 2 "$STOKE" peek --out x.gif good.stoke
+expect err.txt "--out x.gif: write .png, .ppm/.pgm (lossless) or .jpg"
 run 2 "$STOKE" peek --index 1 --count 2 good.stoke
 run 1 "$STOKE" peek missing.stoke
 # a size meant for another dataset (Fashion-MNIST at 16384 px: 8 GB of grid)
