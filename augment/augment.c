@@ -25,9 +25,6 @@ struct stk_augment {
     size_t ftile_cap;
 };
 
-static const float imagenet_mean[3] = {0.485f, 0.456f, 0.406f};
-static const float imagenet_std[3] = {0.229f, 0.224f, 0.225f};
-
 stk_status stk_augment_create(const stk_augment_options *o, stk_augment **out)
 {
     *out = NULL;
@@ -47,11 +44,10 @@ stk_status stk_augment_create(const stk_augment_options *o, stk_augment **out)
     a->format = o->format;
     a->channels = o->channels;
     a->seed = o->seed;
+    float means[3], stds[3];
+    stk_transform_norm_values(&t, o->mean, o->std, means, stds);
     for (int c = 0; c < 3; c++) {
-        float mean = 0, std = 1;
-        if (t.norm == STK_NORM_IMAGENET) mean = imagenet_mean[c], std = imagenet_std[c];
-        if (t.norm == STK_NORM_EXPLICIT) mean = t.mean[c], std = t.std[c];
-        if (t.norm == STK_NORM_DATASET) mean = o->mean[c], std = o->std[c];
+        float mean = means[c], std = stds[c];
         if (!(std > 0)) {
             free(a);
             return stk_error(STK_ERR_INVALID_ARG,

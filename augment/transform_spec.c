@@ -220,3 +220,16 @@ stk_status stk_transform_check_fits(const stk_transform *t, uint32_t min_width, 
                      t->crop, min_width, min_height, (unsigned long long)pw, (unsigned long long)ph,
                      t->pad, (unsigned long long)(pw < ph ? pw : ph), t->crop, t->crop, t->crop);
 }
+
+void stk_transform_norm_values(const stk_transform *t, const float dataset_mean[3],
+                               const float dataset_std[3], float mean[3], float std[3])
+{
+    static const float imagenet_mean[3] = {0.485f, 0.456f, 0.406f};
+    static const float imagenet_std[3] = {0.229f, 0.224f, 0.225f};
+    for (int c = 0; c < 3; c++) {
+        mean[c] = 0, std[c] = 1;
+        if (t->norm == STK_NORM_IMAGENET) mean[c] = imagenet_mean[c], std[c] = imagenet_std[c];
+        if (t->norm == STK_NORM_EXPLICIT) mean[c] = t->mean[c], std[c] = t->std[c];
+        if (t->norm == STK_NORM_DATASET) mean[c] = dataset_mean[c], std[c] = dataset_std[c];
+    }
+}

@@ -57,6 +57,12 @@ typedef struct stk_transform {
 /* Parse `spec`. Errors: STK_ERR_INVALID_ARG naming the bad token and why. */
 stk_status stk_transform_parse(const char *spec, stk_transform *t);
 
+/* The per-channel normalisation t asks for: ImageNet's (0.485 0.456 0.406 /
+ * 0.229 0.224 0.225), its explicit values, or dataset_mean/dataset_std
+ * (STK_NORM_DATASET); without a norm token, mean 0 and std 1. */
+void stk_transform_norm_values(const stk_transform *t, const float dataset_mean[3],
+                               const float dataset_std[3], float mean[3], float std[3]);
+
 /* The output size when it does not depend on the image (rrc, center, crop):
  * true and *size set; false for none / resize alone. */
 bool stk_transform_fixed_size(const stk_transform *t, int *size);

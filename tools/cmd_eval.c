@@ -148,7 +148,7 @@ static int eval_main(int argc, char **argv)
         st = stk_error(STK_ERR_INVALID_ARG,
                        "%s has %u classes and %d channels; the checkpoint's %s expects %d and %d",
                        data, m->num_classes, m->channels, cfg.name, cfg.classes, cfg.in_channels);
-    else if ((st = stk_train_check_transform(m, tf_from, tf, &size)) == STK_OK &&
+    else if ((st = stk_train_check_transform(m, tf_from, tf, false, &size)) == STK_OK &&
              size != cfg.image_size)
         st = stk_error(STK_ERR_INVALID_ARG,
                        "%s %s gives %d px images; the model was trained on %d px", tf_from, tf,

@@ -27,6 +27,12 @@ static const stk_flag flags[] = {
                   "training transform; default pad:4,crop:SIDE,flip for raw\n"
                   "images (Fashion-MNIST: pad:4,crop:28,flip), rrc:224,flip\n"
                   "for JPEG; 'center:28' or 'crop:28' for no augmentation"),
+    STK_FLAG_TEXT(T, norm, "norm", "NORM",
+                  "the input normalisation, for training and evaluation (checkpoints\n"
+                  "record it; eval and export use it): dataset (default: the training\n"
+                  "set's mean/std), imagenet (0.485,0.456,0.406 / 0.229,0.224,0.225:\n"
+                  "fine-tuning ImageNet weights), or MEAN,STD (one value, or one per\n"
+                  "channel separated by ':'); a norm token in --transform says the same"),
     STK_FLAG_TEXT(T, val_transform, "val-transform", "SPEC",
                   "evaluation transform; default center:SIDE for raw images,\n"
                   "resize:256,center:224 for JPEG (scaled to the training size)"),

@@ -65,7 +65,7 @@ stk_status train_on_epoch(void *ctx, const stk_fit_epoch *e, bool *stop)
     stk_run_memory_read(r->a.device.kind, &mem);
     if (mem.heap.peak_allocated > p->run_peak) p->run_peak = mem.heap.peak_allocated;
     STK_TRY(stk_run_record_epoch(r->record, e->epoch, stk_trainer_position(r->trainer)->step,
-                             stk_optim_lr(r->opt), es, e->val, &mem));
+                                 stk_optim_lr(r->opt), es, e->val, &mem));
     say(p->lines, "epoch %" PRId64 "/%" PRId64 ": loss %.4f, train acc %.2f%%", e->epoch + 1,
         r->a.epochs, es->loss, es->accuracy);
     if (e->val)
@@ -95,8 +95,8 @@ void train_print_summary(train_printer *p, const stk_fit_result *f, int64_t star
                stk_json_number(f->val.top5, 4, j[1]), stk_json_number(f->val.loss, 6, j[2]),
                stk_json_number(p->ips_sum / n, 1, j[3]), stk_json_number(p->stall_sum / n, 2, j[4]),
                stk_json_number(seconds, 2, j[5]),
-               stk_json_number(stk_run_memory_peak_rss_mb(), 1, j[6]), r->world,
-               f->stopped_epoch, f->best_epoch, a->monitor, stk_json_number(f->best_value, 6, j[7]),
+               stk_json_number(stk_run_memory_peak_rss_mb(), 1, j[6]), r->world, f->stopped_epoch,
+               f->best_epoch, a->monitor, stk_json_number(f->best_value, 6, j[7]),
                stk_fit_stop_name(f->reason));
     } else if (f->epochs_run) {
         say(p->lines,
@@ -116,9 +116,9 @@ void train_print_summary(train_printer *p, const stk_fit_result *f, int64_t star
     }
     if (a->memory_report && r->rank == 0) memory_report_print(stderr, a->device.kind, p->run_peak);
     if (a->amp && r->rank == 0)
-        fprintf(stderr, "amp: %" PRId64 " of %" PRId64 " steps skipped for inf/NaN gradients, loss "
-                        "scale now %g\n",
+        fprintf(stderr,
+                "amp: %" PRId64 " of %" PRId64 " steps skipped for inf/NaN gradients, loss "
+                "scale now %g\n",
                 stk_trainer_skipped_steps(r->trainer), stk_trainer_position(r->trainer)->step,
                 (double)stk_trainer_loss_scale(r->trainer));
 }
-

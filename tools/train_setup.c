@@ -218,8 +218,8 @@ static stk_status check_val(run_state *r, const stk_meta *m)
         st = stk_error(STK_ERR_INVALID_ARG,
                        "--val %s has %u classes and %d channels, --data %s has %u and %d", a->val,
                        vm->num_classes, vm->channels, a->data, m->num_classes, m->channels);
-    else if ((st = stk_train_check_transform(vm, "--val-transform", r->val_transform, &vsize)) ==
-                 STK_OK &&
+    else if ((st = stk_train_check_transform(vm, "--val-transform", r->val_transform, false,
+                                             &vsize)) == STK_OK &&
              vsize != r->size)
         st = stk_error(STK_ERR_INVALID_ARG,
                        "--val-transform %s gives %d px images, training uses %d px",
@@ -443,7 +443,7 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
     stk_loader_default_transform(m, deflt, sizeof deflt);
     if (!(r->transform = strdup(a->transform ? a->transform : deflt)))
         return stk_error(STK_ERR_NOMEM, "out of memory");
-    STK_TRY(stk_train_check_transform(m, "--transform", r->transform, &r->size));
+    STK_TRY(stk_train_check_transform(m, "--transform", r->transform, true, &r->size));
     stk_train_default_eval_transform(m, r->size, deflt, sizeof deflt);
     if (!(r->val_transform = strdup(a->val_transform ? a->val_transform : deflt)))
         return stk_error(STK_ERR_NOMEM, "out of memory");
@@ -452,7 +452,7 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
     r->tc.amp = a->amp;
     r->tc.label_smoothing = (float)a->smoothing;
     r->tc.seed = a->seed;
-    stk_input_norm_from_meta(m, a->data, r->tc.mean, r->tc.std);
+    STK_TRY(stk_train_normalisation(m, a->data, a->norm, r->transform, r->tc.mean, r->tc.std));
     if (a->val) STK_TRY(check_val(r, m));
     STK_TRY(make_model(r, m));
     stk_loader_options o = stk_loader_defaults();

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 typedef struct train_args {
-    const char *data, *val, *model, *transform, *val_transform, *init, *out, *monitor;
+    const char *data, *val, *model, *transform, *val_transform, *init, *out, *monitor, *norm;
     const char *trace, *trace_steps;
     bool trace_ops;
     stk_trace_options trace_opts;

@@ -2,9 +2,11 @@
 #include "train/inputs.h"
 
 #include "augment/transform_spec.h"
+#include "train/batch.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 void stk_train_default_eval_transform(const stk_meta *m, int size, char *buf, size_t n)
 {
@@ -15,7 +17,7 @@ void stk_train_default_eval_transform(const stk_meta *m, int size, char *buf, si
 }
 
 stk_status stk_train_check_transform(const stk_meta *m, const char *flag, const char *spec,
-                                     int *size)
+                                     bool norm_ok, int *size)
 {
     stk_transform t;
     stk_status st = stk_transform_parse(spec, &t);
@@ -24,10 +26,10 @@ stk_status stk_train_check_transform(const stk_meta *m, const char *flag, const 
         return stk_error(STK_ERR_INVALID_ARG,
                          "%s %s: batches need one image size: add center:N, crop:N or rrc:N", flag,
                          spec);
-    if (t.norm != STK_NORM_NONE)
+    if (t.norm != STK_NORM_NONE && !norm_ok)
         return stk_error(STK_ERR_INVALID_ARG,
-                         "%s %s: drop the norm token: training normalises on the device with the "
-                         "dataset's statistics",
+                         "%s %s: drop the norm token: evaluation normalises as training did "
+                         "(stoke train --norm, or the training transform's norm token)",
                          flag, spec);
     if (m->encoding == STK_ENCODING_RAW_U8) {
         uint32_t side = m->min_width < m->min_height ? m->min_width : m->min_height;
@@ -37,6 +39,56 @@ stk_status stk_train_check_transform(const stk_meta *m, const char *flag, const 
                              "transform?): use pad:4,crop:%u,flip for training, center:%u for "
                              "evaluation",
                              flag, spec, *size, *size, m->min_width, m->min_height, side, side);
+    }
+    return STK_OK;
+}
+
+/* --norm's value as a transform token: "dataset" -> norm, "M,S" -> norm:M/S. */
+static stk_status parse_norm_flag(const char *value, stk_transform *t)
+{
+    char spec[256];
+    if (!strcmp(value, "dataset"))
+        snprintf(spec, sizeof spec, "norm");
+    else if (snprintf(spec, sizeof spec, "norm:%s", value) >= (int)sizeof spec)
+        return stk_error(STK_ERR_INVALID_ARG, "--norm %.40s...: too long", value);
+    char *comma = strchr(spec, ',');
+    if (comma) *comma = '/';
+    if (strchr(spec, ',') || (strchr(value, '/') && comma) ||
+        stk_transform_parse(spec, t) != STK_OK || t->norm == STK_NORM_NONE)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--norm %s: expected dataset, imagenet or MEAN,STD (one value, or one per "
+                         "channel separated by ':')",
+                         value);
+    return STK_OK;
+}
+
+stk_status stk_train_normalisation(const stk_meta *m, const char *path, const char *norm,
+                                   const char *transform, float mean[3], float std[3])
+{
+    float dmean[3], dstd[3];
+    stk_transform tf = {0}, tt = {0};
+    if (norm) STK_TRY(parse_norm_flag(norm, &tf));
+    if (transform && stk_transform_parse(transform, &tt) != STK_OK) tt.norm = STK_NORM_NONE;
+    const stk_transform *chosen = norm ? &tf : tt.norm != STK_NORM_NONE ? &tt : NULL;
+    bool dataset = !chosen || chosen->norm == STK_NORM_DATASET;
+    if (dataset) stk_input_norm_from_meta(m, path, dmean, dstd); /* warns without statistics */
+    if (!chosen) {
+        memcpy(mean, dmean, sizeof dmean);
+        memcpy(std, dstd, sizeof dstd);
+        return STK_OK;
+    }
+    if (chosen->norm == STK_NORM_EXPLICIT && chosen->norm_values == 3 && m->channels == 1)
+        return stk_error(STK_ERR_INVALID_ARG, "%s %s: 3 means and stds for a 1-channel dataset",
+                         norm ? "--norm" : "--transform", norm ? norm : transform);
+    stk_transform_norm_values(chosen, dmean, dstd, mean, std);
+    if (norm && tt.norm != STK_NORM_NONE) { /* both given: they must agree */
+        float m2[3], s2[3];
+        if (tt.norm == STK_NORM_DATASET && !dataset) stk_input_norm_from_meta(m, path, dmean, dstd);
+        stk_transform_norm_values(&tt, dmean, dstd, m2, s2);
+        if (memcmp(m2, mean, sizeof m2) || memcmp(s2, std, sizeof s2))
+            return stk_error(STK_ERR_INVALID_ARG,
+                             "--norm %s and the norm token of --transform %s disagree: give one",
+                             norm, transform);
     }
     return STK_OK;
 }

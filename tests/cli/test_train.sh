@@ -354,4 +354,25 @@ a, b = json.load(open("es.json")), json.load(open("out.txt"))
 sys.exit(0 if (a["val_loss"], a["val_top1"], a["val_top5"]) == (b["val_loss"], b["val_top1"], b["val_top5"]) else 1)' \
         || fail "stoke eval differs from the best epoch: $(cat out.txt) against $(cat es.json)"
 fi
+# --norm (and a norm token in --transform): the checkpoint records it, and
+# eval with it reproduces training's evaluation; other values change the run
+run 0 "$STOKE" train $T --model mlp --epochs 1 --norm imagenet --out norm1 --json
+VAL=$("$PYTHON3" -c 'import json; print("%.4f" % json.load(open("out.txt"))["val_loss"])')
+run 0 "$STOKE" info norm1/last.safetensors
+expect out.txt "mean 0.485000014,0.456,0.405999988, std 0.229000002,0.224000007,0.224999994"
+run 0 "$STOKE" eval --data tiny.stoke --checkpoint norm1/last.safetensors
+expect out.txt "loss $VAL"
+run 0 "$STOKE" train $T --model mlp --epochs 1 --transform pad:4,crop:28,flip,norm:0.5/0.25 --out norm2
+run 0 "$STOKE" info norm2/last.safetensors
+expect out.txt "mean 0.5,0.5,0.5, std 0.25,0.25,0.25"
+run 0 "$STOKE" train $T --model mlp --epochs 1 --norm 0.5,0.25 --out norm3
+cmp -s norm2/steps.csv norm3/steps.csv || fail "--norm 0.5,0.25 and the token norm:0.5/0.25 trained differently"
+run 1 "$STOKE" train $T --model mlp --epochs 1 --norm 0.5,0.25 --transform pad:4,crop:28,flip,norm:imagenet --out x
+expect err.txt "--norm 0.5,0.25 and the norm token of --transform pad:4,crop:28,flip,norm:imagenet disagree"
+run 1 "$STOKE" train $T --model mlp --epochs 1 --norm 0.1:0.2:0.3,1:1:1 --out x
+expect err.txt "--norm 0.1:0.2:0.3,1:1:1: 3 means and stds for a 1-channel dataset"
+run 1 "$STOKE" train $T --model mlp --epochs 1 --norm grey --out x
+expect err.txt "--norm grey: expected dataset, imagenet or MEAN,STD"
+run 1 "$STOKE" train $T --model mlp --epochs 1 --val-transform center:28,norm --out x
+expect err.txt "drop the norm token: evaluation normalises as training did"
 finish
