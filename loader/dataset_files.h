@@ -17,6 +17,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Open each of ds's files: O_DIRECT when *direct, unless a file refuses it
  * (then a warning, *direct false, and none uses it: one way of reading for
  * all); random: no kernel readahead (records read in a shuffled order).
@@ -28,3 +32,7 @@ void stk_dataset_fds_close(int *fds, int n);
 /* pread until len bytes, the end of the file or an error: bytes read, or
  * -errno. */
 int64_t stk_pread_full(int fd, uint8_t *buf, size_t len, uint64_t off);
+
+#ifdef __cplusplus
+}
+#endif

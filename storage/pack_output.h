@@ -19,6 +19,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct stk_pack_output stk_pack_output;
 
 /* shard_bytes 0: one file at out_path. packed_with: recorded in each meta. */
@@ -35,3 +39,7 @@ int stk_pack_output_shards(const stk_pack_output *o);
 stk_status stk_pack_output_finish(stk_pack_output *o, uint64_t *bytes_out);
 /* Free; unless finish succeeded, remove every file this output wrote. */
 void stk_pack_output_close(stk_pack_output *o);
+
+#ifdef __cplusplus
+}
+#endif
