@@ -64,6 +64,14 @@ cmp -s a.txt b.txt || { fail "epoch lines differ"; cat a.txt b.txt >&2; }
 [ "$(grep -c '^epoch' two.txt)" = 2 ] || fail "rank 1 printed epoch lines too"
 close one two 1e-5   # summation order only: per-rank means, then their mean
 
+# shards (here a file twice: 100 records): 2 ranks draw from both, in the
+# one global order, as one process does
+S="--data tiny.stoke,tiny.stoke --val tiny.stoke --threads 1 --workers 1 --model mlp --epochs 1 --transform center:28"
+run 0 "$STOKE" train $S --batch 16 --out sh1
+run 0 $MPI "$STOKE" train $S --batch 8 --out sh2
+expect out.txt "global batch 16"
+close sh1 sh2 1e-5
+
 # stop after epoch 1, resume on 2 ranks: bit-identical to straight through
 run 0 $MPI "$STOKE" train $T --batch 8 --out split --stop-after 1
 run 0 $MPI "$STOKE" train $T --batch 8 --out split --resume
