@@ -107,6 +107,8 @@ static const stk_cli cli = {
     .flags = flags,
     .notes = "checksum: a 64-bit hash of every delivered pixel, label and index in order:\n"
              "the same for any --workers and --io.\n"
+             "DATA.stoke may be shards read as one: a.stoke,b.stoke or a list file (pack\n"
+             "--shard-size writes one).\n"
              "device MB: what the kernel read from the storage device for this process\n"
              "(/proc/self/io read_bytes): page-cache hits are not in it, readahead is.\n",
     .min_args = 1,

@@ -18,7 +18,9 @@ static const char *const modes[] = {"auto", "min", "max", NULL};
 #define T train_args
 static const stk_flag flags[] = {
     STK_FLAG_SECTION("model and data"),
-    STK_FLAG_TEXT(T, data, "data", "PATH", "training set (a .stoke file)"),
+    STK_FLAG_TEXT(T, data, "data", "PATH",
+                  "training set: a .stoke file, or shards read as one (a.stoke,b.stoke\n"
+                  "or a list file, as pack --shard-size writes)"),
     STK_FLAG_TEXT(T, val, "val", "PATH",
                   "validation set, evaluated after each epoch (top-1,\n"
                   "top-5, loss); same classes as --data"),
