@@ -665,28 +665,24 @@ stk_status stk_loader_open(const char *path, const stk_loader_options *opts, stk
     if ((st = fit_memory(l, path,
                          (uint64_t)o->prefetch * (uint64_t)o->batch_size * l->sample_bytes)))
         goto fail;
-    uint64_t count = stk_dataset_count(l->ds), per = mean_record_bytes(l->ds);
-    stk_sampler_options so = {
-        .count = count,
-        .batch_size = o->batch_size,
-        .shuffle = o->shuffle && o->order != STK_ORDER_SEQUENTIAL,
-        /* block order: blocks of about block_mib MiB of the file */
-        .block_records =
-            o->order == STK_ORDER_BLOCK ? ((uint64_t)o->block_mib << 20) / (per ? per : 1) + 1 : 0,
-        .window = o->block_window,
-        .seed = o->seed,
-        .drop_last = o->drop_last,
-        .rank = o->rank,
-        .world = o->world,
-        .drop_uneven = o->drop_uneven};
+    /* blocks of about block_mib MiB of records (block order, the cache) */
+    bool blocks = o->order == STK_ORDER_BLOCK || o->cache_mib > 0;
+    uint64_t block_records =
+        blocks ? ((uint64_t)o->block_mib << 20) / mean_record_bytes(l->ds) + 1 : 0;
+    stk_sampler_options so = {.count = stk_dataset_count(l->ds),
+                              .batch_size = o->batch_size,
+                              .shuffle = o->shuffle && o->order != STK_ORDER_SEQUENTIAL,
+                              .block_records = o->order == STK_ORDER_BLOCK ? block_records : 0,
+                              .window = o->block_window,
+                              .seed = o->seed,
+                              .drop_last = o->drop_last,
+                              .rank = o->rank,
+                              .world = o->world,
+                              .drop_uneven = o->drop_uneven};
     if ((st = stk_sampler_init(&l->samplers[0], &so)) ||
         (st = stk_sampler_init(&l->samplers[1], &so)))
         goto fail;
-    if ((st = setup_store(l,
-                          so.block_records ? so.block_records
-                                           : ((uint64_t)o->block_mib << 20) / (per ? per : 1) + 1,
-                          so.block_records > 0)))
-        goto fail;
+    if ((st = setup_store(l, block_records, so.block_records > 0))) goto fail;
     l->cur = &l->samplers[0];
     l->ahead = &l->samplers[1];
     /* The ring: prefetch batches of pinned memory. */

@@ -8,7 +8,6 @@
 #include "storage/pack_output.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

@@ -36,15 +36,22 @@ static stk_status gz_read_exact(gzFile f, const char *path, void *buf, uint64_t 
     return STK_OK;
 }
 
-/* Check an IDX header: magic (u8, ndims) and the dimensions into dims[];
- * *total gets the body's size. */
-static stk_status check_header(const char *path, const uint8_t head[4], const uint8_t *dimbuf,
-                               int ndims, uint32_t *dims, uint64_t *total)
+/* An IDX header's magic: u8 data with ndims dimensions. */
+static stk_status check_magic(const char *path, const uint8_t head[4], int ndims)
 {
     if (head[0] != 0 || head[1] != 0 || head[2] != 0x08 || head[3] != ndims)
         return stk_error(STK_ERR_FORMAT,
                          "%s: not an IDX u8 file with %d dimension%s (magic %02x %02x %02x %02x)",
                          path, ndims, ndims > 1 ? "s" : "", head[0], head[1], head[2], head[3]);
+    return STK_OK;
+}
+
+/* Check an IDX header: its magic and the dimensions into dims[]; *total gets
+ * the body's size. */
+static stk_status check_header(const char *path, const uint8_t head[4], const uint8_t *dimbuf,
+                               int ndims, uint32_t *dims, uint64_t *total)
+{
+    STK_TRY(check_magic(path, head, ndims));
     *total = 1;
     for (int i = 0; i < ndims; i++) {
         const uint8_t *b = dimbuf + 4 * i;
@@ -75,10 +82,9 @@ static stk_status open_regular(const char *path, int *out)
 static stk_status read_gz_header(gzFile f, const char *path, int ndims, uint32_t *dims,
                                  uint64_t *total)
 {
-    uint8_t head[4], dimbuf[12] = {0};
+    uint8_t head[4], dimbuf[12];
     STK_TRY(gz_read_exact(f, path, head, 4));
-    if (head[0] != 0 || head[1] != 0 || head[2] != 0x08 || head[3] != ndims)
-        return check_header(path, head, dimbuf, ndims, dims, total);
+    STK_TRY(check_magic(path, head, ndims)); /* another kind of file before a truncated one */
     STK_TRY(gz_read_exact(f, path, dimbuf, 4u * (unsigned)ndims));
     return check_header(path, head, dimbuf, ndims, dims, total);
 }
@@ -160,10 +166,11 @@ static stk_status open_images(const char *path, uint32_t dims[3], int *fd_out, u
     struct stat sb;
     ssize_t got = pread(fd, head, sizeof head, 0);
     if (got < 0 || fstat(fd, &sb) != 0) st = stk_error(STK_ERR_IO, "%s: %s", path, strerror(errno));
-    if (st == STK_OK && got >= 4) /* the magic first: another kind of file is not truncated */
-        st = check_header(path, head, head + 4, 3, dims, &total);
+    if (st == STK_OK && got >= 4) /* another kind of file before a truncated one */
+        st = check_magic(path, head, 3);
     if (st == STK_OK && got < 16)
         st = stk_error(STK_ERR_CORRUPT, "%s: truncated (%zd bytes)", path, got);
+    if (st == STK_OK) st = check_header(path, head, head + 4, 3, dims, &total);
     if (st == STK_OK && (uint64_t)sb.st_size < 16 + total)
         st = stk_error(STK_ERR_CORRUPT, "%s: truncated (%llu bytes missing)", path,
                        (unsigned long long)(16 + total - (uint64_t)sb.st_size));

@@ -392,10 +392,12 @@ static void report_text(const bench_result *r, const bench_args *a, const stk_lo
            "(stall %.1f%%%s)\n",
            tot->read_s, tot->decode_s, tot->augment_s, tot->wait_s, stall,
            a->compute_ms > 0 ? " with a simulated step" : "");
-    printf("  CPU %.0f%% (of %d cores), peak RSS %.0f MB (ring %.0f MB%s), bad records %" PRIu64
-           ", checksum %s\n",
+    /* what the loader holds: the ring, read buffers and, with the block
+     * store, the blocks in memory and the cache */
+    printf("  CPU %.0f%% (of %d cores), peak RSS %.0f MB (loader holds %.0f MB%s), bad records "
+           "%" PRIu64 ", checksum %s\n",
            100.0 * r->cpu_s / secs, stk_cpu_count(), peak_rss_mb(),
-           (double)r->info.bytes_held / 1e6, r->info.ring_locked ? ", locked" : "",
+           (double)r->info.bytes_held / 1e6, r->info.ring_locked ? ", ring locked" : "",
            tot->bad_records, sum);
 }
 

@@ -62,29 +62,33 @@ static stk_status parse_norm_flag(const char *value, stk_transform *t)
     return STK_OK;
 }
 
+/* The values a norm token asks for (the dataset's from m when it says so). */
+static void norm_values(const stk_transform *t, const stk_meta *m, const char *path, float mean[3],
+                        float std[3])
+{
+    float dmean[3] = {0}, dstd[3] = {0};
+    if (t->norm == STK_NORM_DATASET) stk_input_norm_from_meta(m, path, dmean, dstd);
+    stk_transform_norm_values(t, dmean, dstd, mean, std);
+}
+
 stk_status stk_train_normalisation(const stk_meta *m, const char *path, const char *norm,
                                    const char *transform, float mean[3], float std[3])
 {
-    float dmean[3], dstd[3];
     stk_transform tf = {0}, tt = {0};
     if (norm) STK_TRY(parse_norm_flag(norm, &tf));
     if (transform && stk_transform_parse(transform, &tt) != STK_OK) tt.norm = STK_NORM_NONE;
     const stk_transform *chosen = norm ? &tf : tt.norm != STK_NORM_NONE ? &tt : NULL;
-    bool dataset = !chosen || chosen->norm == STK_NORM_DATASET;
-    if (dataset) stk_input_norm_from_meta(m, path, dmean, dstd); /* warns without statistics */
-    if (!chosen) {
-        memcpy(mean, dmean, sizeof dmean);
-        memcpy(std, dstd, sizeof dstd);
+    if (!chosen) { /* the default: the dataset's statistics */
+        stk_input_norm_from_meta(m, path, mean, std);
         return STK_OK;
     }
     if (chosen->norm == STK_NORM_EXPLICIT && chosen->norm_values == 3 && m->channels == 1)
         return stk_error(STK_ERR_INVALID_ARG, "%s %s: 3 means and stds for a 1-channel dataset",
                          norm ? "--norm" : "--transform", norm ? norm : transform);
-    stk_transform_norm_values(chosen, dmean, dstd, mean, std);
+    norm_values(chosen, m, path, mean, std);
     if (norm && tt.norm != STK_NORM_NONE) { /* both given: they must agree */
         float m2[3], s2[3];
-        if (tt.norm == STK_NORM_DATASET && !dataset) stk_input_norm_from_meta(m, path, dmean, dstd);
-        stk_transform_norm_values(&tt, dmean, dstd, m2, s2);
+        norm_values(&tt, m, path, m2, s2);
         if (memcmp(m2, mean, sizeof m2) || memcmp(s2, std, sizeof s2))
             return stk_error(STK_ERR_INVALID_ARG,
                              "--norm %s and the norm token of --transform %s disagree: give one",
