@@ -2,6 +2,7 @@
 
 #include "augment/geometry.h"
 #include "augment/jpeg_decoder.h"
+#include "augment/pixel_ops.h"
 #include "common/trace.h"
 #include "augment/resize.h"
 #include "common/clock.h"
@@ -23,6 +24,8 @@ struct stk_augment {
     size_t tile_cap;
     float *ftile; /* f32 CHW result before conversion to f16 */
     size_t ftile_cap;
+    stk_pixel_scratch scratch; /* the pixel ops' */
+    stk_pixel_op drawn[STK_PIXEL_MAX_DRAWN];
 };
 
 stk_status stk_augment_create(const stk_augment_options *o, stk_augment **out)
@@ -75,6 +78,7 @@ void stk_augment_destroy(stk_augment *a)
     stk_resizer_destroy(a->rz);
     free(a->tile);
     free(a->ftile);
+    stk_pixel_scratch_deinit(&a->scratch);
     free(a);
 }
 
@@ -188,6 +192,21 @@ static void write_f16(const float *in, int w, int h, int c, stk_augment_out *out
         }
 }
 
+/* The spec's pixel ops on the u8 tile, drawn for this sample. */
+static stk_status pixel_ops(stk_augment *a, uint8_t *tile, size_t stride, int w, int h,
+                            uint64_t epoch, uint64_t index)
+{
+    stk_rng r;
+    stk_rng_for_sample_ops(&r, a->seed, epoch, index);
+    int n = stk_pixel_ops_draw(a->t.ops, a->t.n_ops, &r, w, h, a->drawn);
+    for (int i = 0; i < n; i++) {
+        stk_status st =
+            stk_pixel_op_apply(&a->drawn[i], tile, stride, w, h, a->channels, &a->scratch);
+        if (st != STK_OK) return st;
+    }
+    return STK_OK;
+}
+
 static stk_status apply(stk_augment *a, const stk_sample *s, uint64_t epoch, uint64_t index,
                         stk_augment_out *out)
 {
@@ -216,7 +235,7 @@ static stk_status apply(stk_augment *a, const stk_sample *s, uint64_t epoch, uin
     if (st != STK_OK) return st;
 
     bool float_out = a->format == STK_PIXELS_F32_CHW || a->format == STK_PIXELS_F16_CHW;
-    if (float_out && p.resize) { /* the float path: no rounding to u8 on the way */
+    if (float_out && p.resize && !a->t.n_ops) { /* the float path: no rounding to u8 */
         float *dst = out->data;
         size_t row = out->stride / 4;
         if (a->format == STK_PIXELS_F16_CHW) {
@@ -247,6 +266,8 @@ static stk_status apply(stk_augment *a, const stk_sample *s, uint64_t epoch, uin
         stk_copy_window_u8(&v, (int)lround(win.x0), (int)lround(win.y0), tile, tile_stride, w, h,
                            p.flip);
     }
+    if (a->t.n_ops && (st = pixel_ops(a, tile, tile_stride, w, h, epoch, index)) != STK_OK)
+        return st;
     if (a->format == STK_PIXELS_U8_CHW) write_u8_chw(tile, w, h, c, out);
     if (a->format == STK_PIXELS_F32_CHW)
         write_f32_from_u8(a, tile, w, h, c, out->data, out->stride / 4,

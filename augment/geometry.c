@@ -9,6 +9,11 @@ void stk_rng_for_sample(stk_rng *r, uint64_t seed, uint64_t epoch, uint64_t inde
     stk_rng_init(r, seed, epoch * 2 + 1, index << 16);
 }
 
+void stk_rng_for_sample_ops(stk_rng *r, uint64_t seed, uint64_t epoch, uint64_t index)
+{
+    stk_rng_init(r, seed, epoch * 2 + 1, (index << 16) + 0x8000);
+}
+
 static void whole_bounds(stk_sample_plan *p, uint32_t width, uint32_t height)
 {
     p->bx0 = 0, p->by0 = 0, p->bx1 = (int)width, p->by1 = (int)height;

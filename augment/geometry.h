@@ -47,6 +47,11 @@ typedef struct stk_sample_plan {
 /* The RNG a sample's random choices come from: (seed, epoch, index) only. */
 void stk_rng_for_sample(stk_rng *r, uint64_t seed, uint64_t epoch, uint64_t index);
 
+/* The RNG the sample's pixel ops draw from (augment/pixel_ops.h): the
+ * second half of the sample's counter blocks, so that adding pixel ops
+ * leaves the crops of a spec without them unchanged. */
+void stk_rng_for_sample_ops(stk_rng *r, uint64_t seed, uint64_t epoch, uint64_t index);
+
 /* Plan one sample of a width x height image. Errors: STK_ERR_INVALID_ARG
  * when the image cannot give the output (crop larger than the padded image). */
 stk_status stk_plan_sample(const stk_transform *t, uint32_t width, uint32_t height, uint64_t seed,

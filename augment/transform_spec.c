@@ -87,8 +87,8 @@ static stk_status parse_norm(char *arg, const char *token, stk_transform *t)
 
 static stk_status parse_token(char *token, const char *orig, stk_transform *t)
 {
-    char *args[5];
-    int n = split(token, ':', args, 4);
+    char *args[9];
+    int n = split(token, ':', args, 8);
     const char *name = args[0];
     int nargs = n - 1;
     if (strcmp(name, "none") == 0 && nargs == 0) {
@@ -122,8 +122,22 @@ static stk_status parse_token(char *token, const char *orig, stk_transform *t)
         snprintf(rest, sizeof rest, "%s", colon ? colon + 1 : "");
         return parse_norm(colon ? rest : NULL, orig, t);
     } else {
-        return bad(orig,
-                   "unknown transform (known: rrc, resize, center, pad, crop, flip, norm, none)");
+        const char *why = NULL;
+        stk_pixel_op op;
+        /* nargs may be 8 for "more than 7": every op takes fewer. */
+        int found = stk_pixel_op_parse(name, args + 1, nargs, &op, &why);
+        if (found < 0) return bad(orig, why);
+        if (found == 0)
+            return bad(orig, "unknown transform (known: rrc, resize, center, pad, crop, flip, "
+                             "norm, none, and the pixel ops: colorjitter, randomgrayscale, "
+                             "randomrotation, randomaffine, gaussianblur, randomautocontrast, "
+                             "randomequalize, randominvert, randomposterize, randomsolarize, "
+                             "randomsharpness, randaugment, trivialaugment; brightness, contrast, "
+                             "saturation, hue, grayscale, invert, autocontrast, equalize, "
+                             "posterize, solarize, sharpness, blur, rotate, affine, shearx, "
+                             "sheary, translatex, translatey)");
+        if (t->n_ops == STK_TRANSFORM_MAX_OPS) return bad(orig, "too many pixel ops (at most 16)");
+        t->ops[t->n_ops++] = op;
     }
     return STK_OK;
 }
@@ -158,7 +172,7 @@ stk_status stk_transform_parse(const char *spec, stk_transform *t)
     }
     /* Combinations that make sense, in torchvision's order. */
     int geometry = (t->rrc > 0) + (t->resize || t->center) + (t->crop > 0 || t->pad > 0);
-    if (t->none && (geometry || t->flip > 0 || t->norm))
+    if (t->none && (geometry || t->flip > 0 || t->norm || t->n_ops))
         return stk_error(STK_ERR_INVALID_ARG, "transform \"%s\": none takes no other transforms",
                          spec);
     if (geometry > 1)
@@ -166,6 +180,13 @@ stk_status stk_transform_parse(const char *spec, stk_transform *t)
                          "transform \"%s\": use one of rrc, resize/center, or pad/crop", spec);
     if (t->pad && !t->crop)
         return stk_error(STK_ERR_INVALID_ARG, "transform \"%s\": pad goes with crop:SIZE", spec);
+    int side;
+    for (int i = 0; i < t->n_ops && stk_transform_fixed_size(t, &side); i++)
+        if ((t->ops[i].kind == STK_OP_BLUR || t->ops[i].kind == STK_OP_GAUSSIAN_BLUR) &&
+            (int)t->ops[i].arg[0] / 2 >= side)
+            return stk_error(STK_ERR_INVALID_ARG,
+                             "transform \"%s\": a blur kernel of %d on %dx%d images (at most %d)",
+                             spec, (int)t->ops[i].arg[0], side, side, 2 * side - 1);
     if (t->resize && t->center > t->resize)
         return stk_error(STK_ERR_INVALID_ARG,
                          "transform \"%s\": center:%d is larger than resize:%d", spec, t->center,
@@ -195,6 +216,10 @@ void stk_transform_format(const stk_transform *t, char *buf, size_t size)
     if (t->pad) ADD("%spad:%d", n ? "," : "", t->pad);
     if (t->crop) ADD("%scrop:%d", n ? "," : "", t->crop);
     if (t->flip > 0) ADD(t->flip == 0.5 ? "%sflip" : "%sflip:%g", n ? "," : "", t->flip);
+    for (int i = 0; i < t->n_ops; i++) {
+        if (n < size) stk_pixel_op_format(&t->ops[i], buf, size);
+        n = strlen(buf);
+    }
     if (t->norm == STK_NORM_DATASET) ADD("%snorm", n ? "," : "");
     if (t->norm == STK_NORM_IMAGENET) ADD("%snorm:imagenet", n ? "," : "");
     if (t->norm == STK_NORM_EXPLICIT) {
@@ -203,6 +228,7 @@ void stk_transform_format(const stk_transform *t, char *buf, size_t size)
         ADD("/");
         for (int i = 0; i < t->norm_values; i++) ADD("%s%g", i ? ":" : "", t->std[i]);
     }
+    if (!buf[0]) ADD("none"); /* e.g. "flip:0": the image as it is */
 #undef ADD
 }
 
@@ -219,6 +245,13 @@ stk_status stk_transform_check_fits(const stk_transform *t, uint32_t min_width, 
                      "use crop:%llu or less, or rrc:%d / resize:%d,center:%d",
                      t->crop, min_width, min_height, (unsigned long long)pw, (unsigned long long)ph,
                      t->pad, (unsigned long long)(pw < ph ? pw : ph), t->crop, t->crop, t->crop);
+}
+
+bool stk_transform_is_random(const stk_transform *t)
+{
+    for (int i = 0; i < t->n_ops; i++)
+        if (t->ops[i].kind >= STK_OP_DETERMINISTIC_END) return true;
+    return false;
 }
 
 void stk_transform_norm_values(const stk_transform *t, const float dataset_mean[3],

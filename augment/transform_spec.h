@@ -9,10 +9,15 @@
  *     norm:0.5:0.5:0.5/0.25:0.25:0.25  explicit per-channel MEAN/STD (one value per channel,
  *                                      or one value for every channel)
  *     none                             the stored image as decoded
+ *     rrc:224,flip,colorjitter:0.4:0.4:0.4:0.1   ... + ColorJitter(0.4, 0.4, 0.4, 0.1)
+ *     rrc:224,flip,trivialaugment      ... + TrivialAugmentWide()
+ *     center:224,brightness:1.3,rotate:15   deterministic ops, exactly these arguments
  *
  * Tokens are separated by commas; a token is NAME[:ARG[:ARG...]]. Whatever
  * the order of the tokens, they run in torchvision's usual order: geometry
- * (rrc | resize + center | pad + crop), then flip, then normalisation.
+ * (rrc | resize + center | pad + crop), then flip, then the pixel ops
+ * (augment/pixel_ops.h: colour, filters, rotations, policies) in the order
+ * written, then normalisation.
  * Normalisation applies to float outputs (f32/f16); u8 outputs carry pixels
  * and the device normalises them.
  *
@@ -22,6 +27,7 @@
  */
 #pragma once
 
+#include "augment/pixel_ops.h"
 #include "common/status.h"
 
 #include <stdbool.h>
@@ -39,6 +45,8 @@ typedef enum stk_norm_kind {
     STK_NORM_EXPLICIT = 3, /* mean[]/std[] below */
 } stk_norm_kind;
 
+#define STK_TRANSFORM_MAX_OPS 16
+
 typedef struct stk_transform {
     bool none;       /* decode only */
     int rrc;         /* RandomResizedCrop output size (0: off) */
@@ -52,6 +60,8 @@ typedef struct stk_transform {
     stk_norm_kind norm;
     int norm_values; /* explicit: 1 or 3 values each */
     float mean[3], std[3];
+    int n_ops; /* pixel ops, in the order written */
+    stk_pixel_op ops[STK_TRANSFORM_MAX_OPS];
 } stk_transform;
 
 /* Parse `spec`. Errors: STK_ERR_INVALID_ARG naming the bad token and why. */
@@ -73,6 +83,9 @@ bool stk_transform_fixed_size(const stk_transform *t, int *size);
  * which token does not fit which size. */
 stk_status stk_transform_check_fits(const stk_transform *t, uint32_t min_width,
                                     uint32_t min_height);
+
+/* Whether t has pixel ops that draw random arguments. */
+bool stk_transform_is_random(const stk_transform *t);
 
 /* Write the canonical spec text of t into buf (for messages and metadata). */
 void stk_transform_format(const stk_transform *t, char *buf, size_t size);

@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """The peer: PyTorch's DataLoader over the same .stoke file, with the
-torchvision transforms equivalent to Stoke's `rrc:224,flip` (u8 output).
+torchvision transforms equivalent to Stoke's `rrc:224,flip` (u8 output), or
+to another spec of rrc, flip and the pixel ops colorjitter, trivialaugment
+and randaugment (--transform, Stoke's syntax).
 
     /usr/bin/python3 bench/pytorch_loader.py DATA.stoke [--workers N] [--batch B] [--images N]
+        [--transform rrc:224,flip,colorjitter:0.4:0.4:0.4:0.1]
 
 Reads records with python3-lmdb exactly as docs/FORMAT.md describes, decodes
 with PIL, applies RandomResizedCrop(224), RandomHorizontalFlip() and
@@ -55,16 +58,37 @@ class StokeDataset(Dataset):
         return self.transform(img), label
 
 
+def torchvision_transforms(spec):
+    """Stoke's spec tokens as torchvision transforms on PIL images."""
+    out = []
+    for token in spec.split(","):
+        name, *args = token.split(":")
+        nums = [float(a) for a in args]
+        if name == "rrc":
+            out.append(transforms.RandomResizedCrop(int(nums[0])))
+        elif name == "flip":
+            out.append(transforms.RandomHorizontalFlip(*nums))
+        elif name == "colorjitter":
+            out.append(transforms.ColorJitter(*nums))
+        elif name == "trivialaugment":
+            out.append(transforms.TrivialAugmentWide(*[int(n) for n in nums]))
+        elif name == "randaugment":
+            out.append(transforms.RandAugment(*[int(n) for n in nums]))
+        else:
+            raise SystemExit(f"pytorch_loader.py: no torchvision equivalent here for {token}")
+    return transforms.Compose(out + [transforms.PILToTensor()])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("data")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--images", type=int, default=0, help="default: one epoch")
+    ap.add_argument("--transform", default="rrc:224,flip")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    tf = transforms.Compose([transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(),
-                             transforms.PILToTensor()])
+    tf = torchvision_transforms(args.transform)
     ds = StokeDataset(args.data, tf)
     loader = DataLoader(ds, batch_size=args.batch, shuffle=True, num_workers=args.workers,
                         persistent_workers=args.workers > 0, prefetch_factor=2 if args.workers else None)
@@ -81,7 +105,7 @@ def main():
         n += x.shape[0]
     secs = time.perf_counter() - t0
     print(json.dumps({"images": n, "seconds": round(secs, 3), "images_per_sec": round(n / secs, 1),
-                      "workers": args.workers, "batch": args.batch}))
+                      "workers": args.workers, "batch": args.batch, "transform": args.transform}))
 
 
 if __name__ == "__main__":

@@ -61,7 +61,10 @@ PY
 i=0
 for s in "rrc:224,flip" "rrc:96:0.25:1:0.5:2,flip:0.3" "resize:256,center:224,norm:imagenet" \
          "pad:4,crop:28,flip,norm" "norm:0.5:0.4:0.3/0.2:0.2:0.1" "none" "center:32" \
-         "resize:64" "crop:8"; do
+         "resize:64" "crop:8" "center:8,colorjitter:0.4:0.4:0.4:0.1,randomgrayscale" \
+         "crop:6,trivialaugment,randaugment:3:20" "center:7,rotate:15,affine:10:2:-1:1.1:8:3" \
+         "resize:9,equalize,autocontrast,posterize:3,solarize:100,sharpness:2,blur:3:0.8" \
+         "crop:5,randomaffine:10:0.1:0.2:0.9:1.1:5,gaussianblur:3,randominvert,randomsharpness:2"; do
     printf '%s' "$s" > "$C/transform/t$i"; i=$((i + 1))
 done
 printf 'a/b.jpg 0\n# comment\n  spaced name.jpg   12\n/abs/path.jpg 3\n' > "$C/list/l0"

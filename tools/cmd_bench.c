@@ -51,7 +51,9 @@ static const stk_flag flags[] = {
                  "epoch on those records cost no device read; default 0)"),
     STK_FLAG_TEXT(T, transform, "transform", "SPEC",
                   "default: the training transform of the dataset\n"
-                  "(rrc:224,flip for JPEG, pad:4,crop:SIZE,flip for raw)"),
+                  "(rrc:224,flip for JPEG, pad:4,crop:SIZE,flip for raw); pixel ops\n"
+                  "such as colorjitter:0.4:0.4:0.4:0.1 or trivialaugment follow the\n"
+                  "crop ('stoke help peek' lists them all)"),
     STK_FLAG_CHOICE(T, output, "output", "FMT", output_names,
                     "u8 (HWC, default) or f32 (CHW, normalised if the spec says norm)"),
     STK_FLAG_BOOL(T, accurate, "accurate-decode",

@@ -30,7 +30,19 @@ static const stk_flag flags[] = {
                   "  center:N              CenterCrop\n"
                   "  pad:P,crop:N          RandomCrop with zero padding\n"
                   "  flip[:P]              RandomHorizontalFlip (p 0.5)\n"
-                  "  norm[:imagenet|:MEAN/STD]  (float outputs only; ignored here)"),
+                  "  norm[:imagenet|:MEAN/STD]  (float outputs only; ignored here)\n"
+                  "pixel ops, after the crop and flip, in the order written\n"
+                  "(torchvision's classes; arguments separated by ':'):\n"
+                  "  colorjitter:B[:C[:S[:H]]]  randomgrayscale[:P]  randomrotation:DEG\n"
+                  "  randomaffine:DEG[:TX:TY[:SMIN:SMAX[:SHEAR]]]  gaussianblur:K[:SMIN:SMAX]\n"
+                  "  randomautocontrast[:P]  randomequalize[:P]  randominvert[:P]\n"
+                  "  randomposterize:BITS[:P]  randomsolarize:T[:P]  randomsharpness:F[:P]\n"
+                  "  randaugment[:N[:M[:BINS]]]  trivialaugment[:BINS]\n"
+                  "and deterministic (torchvision.transforms.functional):\n"
+                  "  brightness:F contrast:F saturation:F hue:F grayscale invert\n"
+                  "  autocontrast equalize posterize:BITS solarize:T sharpness:F\n"
+                  "  blur:K[:SIGMA] rotate:DEG affine:ANGLE[:TX:TY[:SCALE[:SHX[:SHY]]]]\n"
+                  "  shearx:M sheary:M translatex:PX translatey:PX"),
     STK_FLAG_INT(T, index, "index", "I", 0, INT64_MAX,
                  "only sample I, at its exact size, no border (compare pixel for\n"
                  "pixel with other tools)"),

@@ -28,7 +28,9 @@ static const stk_flag flags[] = {
     STK_FLAG_TEXT(T, transform, "transform", "SPEC",
                   "training transform; default pad:4,crop:SIDE,flip for raw\n"
                   "images (Fashion-MNIST: pad:4,crop:28,flip), rrc:224,flip\n"
-                  "for JPEG; 'center:28' or 'crop:28' for no augmentation"),
+                  "for JPEG; 'center:28' or 'crop:28' for no augmentation; pixel\n"
+                  "ops after the crop, e.g. rrc:224,flip,colorjitter:0.4:0.4:0.4:0.1\n"
+                  "or rrc:224,flip,trivialaugment ('stoke help peek' lists them all)"),
     STK_FLAG_TEXT(T, norm, "norm", "NORM",
                   "the input normalisation, for training and evaluation (checkpoints\n"
                   "record it; eval and export use it): dataset (default: the training\n"

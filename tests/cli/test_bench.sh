@@ -105,8 +105,8 @@ expect err.txt "bench interrupted after"
 run 2 "$STOKE" bench --io floppy good.stoke
 expect err.txt "--io floppy: expected uring, pread or mmap"
 run 2 "$STOKE" bench --output f64 good.stoke
-run 2 "$STOKE" bench --transform rrc:224,blur good.stoke
-expect err.txt 'transform "blur"'
+run 2 "$STOKE" bench --transform rrc:224,smudge good.stoke
+expect err.txt 'transform "smudge": unknown transform'
 run 2 "$STOKE" bench --images 5 --epochs 1 good.stoke
 run 2 "$STOKE" bench --compute-ms nan good.stoke
 expect err.txt "--compute-ms nan: expected a number"

@@ -56,8 +56,8 @@ cmp -s out.txt s3.txt && fail "--seed changed nothing in the draw"
 # Bad input.
 run 2 "$STOKE" peek --transform rrc:0 good.stoke
 expect err.txt 'transform "rrc:0": size must be'
-run 2 "$STOKE" peek --transform rrc:224,blur good.stoke
-expect err.txt 'transform "blur": unknown transform'
+run 2 "$STOKE" peek --transform rrc:224,smudge good.stoke
+expect err.txt 'transform "smudge": unknown transform'
 run 1 "$STOKE" peek --index 99 good.stoke
 expect err.txt "past its 11 records"
 run 2 "$STOKE" peek --out x.gif good.stoke

@@ -1,0 +1,315 @@
+/* Colour and tone ops on u8 HWC pixels, as torchvision 0.14's functional
+ * ops compute them on uint8 tensors: float32 arithmetic, clamped to 0..255,
+ * then truncated (`.to(torch.uint8)`). Ops whose result depends on the pixel
+ * value alone (brightness, contrast, invert, posterize, solarize,
+ * autocontrast, equalize) become a 256-entry table per channel. */
+#include "augment/pixel_ops_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+/* clamp(0, 255) then .to(uint8), which truncates. */
+static inline uint8_t to_u8(float x)
+{
+    x = x < 0.0f ? 0.0f : x > 255.0f ? 255.0f : x;
+    return (uint8_t)x;
+}
+
+static void apply_luts(uint8_t luts[3][256], uint8_t *img, size_t stride, int w, int h, int c)
+{
+    for (int y = 0; y < h; y++) {
+        uint8_t *row = img + (size_t)y * stride;
+        if (c == 1) {
+            for (int x = 0; x < w; x++) row[x] = luts[0][row[x]];
+            continue;
+        }
+        for (int x = 0; x < w; x++) {
+            uint8_t *p = row + (size_t)x * 3;
+            p[0] = luts[0][p[0]], p[1] = luts[1][p[1]], p[2] = luts[2][p[2]];
+        }
+    }
+}
+
+/* The pointwise ops run on chunks of pixels held as floats (one array per
+ * channel, in L1), every op of a run over the chunk before the next chunk:
+ * the u8 <-> float conversions happen once per run, not once per op, and
+ * the loops vectorise. Each op truncates to an integer as its u8 result
+ * would, so a run equals the ops one after the other. Measured: bench/README.md
+ * "Pixel ops". */
+#define CHUNK 64
+
+/* Inlined into each ISA's clone of run(). */
+#define CHUNK_FN static inline __attribute__((always_inline))
+
+typedef struct chunk {
+    float v[3][CHUNK];
+} chunk;
+
+/* (float)(uint8_t)x for x in 0..255: truncation by conversion (SSE2 vectorises it). */
+static inline float trunc_pos(float x) { return (float)(int)x; }
+
+static inline float floor_any(float x)
+{
+    float t = (float)(int)x;
+    return t > x ? t - 1.0f : t;
+}
+
+static inline float clamp255(float x) { return x < 0.0f ? 0.0f : x > 255.0f ? 255.0f : x; }
+
+/* _blend(x, other, ratio): ratio * x + rest, rest = (1 - ratio) * other. */
+CHUNK_FN void blend(float *x, int n, float ratio, float rest)
+{
+    for (int i = 0; i < n; i++) x[i] = trunc_pos(clamp255(ratio * x[i] + rest));
+}
+
+CHUNK_FN void gray_chunk(chunk *k, int n, float *gray)
+{
+    for (int i = 0; i < n; i++) {
+        float l = 0.2989f * k->v[0][i];
+        l = l + 0.587f * k->v[1][i];
+        l = l + 0.114f * k->v[2][i];
+        gray[i] = trunc_pos(l);
+    }
+}
+
+CHUNK_FN void saturation_chunk(chunk *k, int n, double ratio)
+{
+    float gray[CHUNK], r = (float)ratio, rest = (float)(1.0 - ratio);
+    gray_chunk(k, n, gray);
+    for (int c = 0; c < 3; c++) {
+        float *x = k->v[c];
+        for (int i = 0; i < n; i++) x[i] = trunc_pos(clamp255(r * x[i] + rest * gray[i]));
+    }
+}
+
+/* adjust_hue, computed on the 0..255 values with one division per pixel
+ * instead of torchvision's seven: a hue rotation keeps each pixel's max M
+ * and min m. The hue, in sixths of the circle, is h6 / d (d = M - m; h6
+ * from the channel holding the max, as torchvision's _rgb2hsv); shifted, it
+ * gives x in 0..6, and each channel is M - d * clamp(min(k, 4 - k), 0, 1)
+ * with k = (n + x) mod 6, n = 5, 3, 1 for R, G, B: _hsv2rgb's v, q, p, t
+ * choice without a branch. torchvision's float32 path lands within 1 of
+ * these values (its x / 255 * 255 is not always x): tests/test_pixel_ops.c
+ * measures the PSNR. */
+CHUNK_FN float hue_channel(float n, float x, float M, float d)
+{
+    float k = n + x;
+    k = k >= 6.0f ? k - 6.0f : k;
+    float t = k < 4.0f - k ? k : 4.0f - k;
+    t = t < 0.0f ? 0.0f : t > 1.0f ? 1.0f : t;
+    return trunc_pos(M - d * t);
+}
+
+CHUNK_FN void hue_chunk(chunk *k, int n, float hue)
+{
+    float *R = k->v[0], *G = k->v[1], *B = k->v[2];
+    for (int i = 0; i < n; i++) {
+        float r = R[i], g = G[i], b = B[i];
+        float M = r > g ? r : g, m = r < g ? r : g;
+        M = M > b ? M : b, m = m < b ? m : b;
+        float d = M - m;
+        float h6 = M == r ? g - b : M == g ? 2.0f * d + b - r : 4.0f * d + r - g;
+        float hh = h6 / (6.0f * d + (d == 0.0f ? 1.0f : 0.0f)) + hue;
+        hh = hh - floor_any(hh);
+        float x = hh * 6.0f;
+        R[i] = hue_channel(5.0f, x, M, d);
+        G[i] = hue_channel(3.0f, x, M, d);
+        B[i] = hue_channel(1.0f, x, M, d);
+    }
+}
+
+static bool is_pointwise(stk_pixel_op_kind k)
+{
+    return k == STK_OP_BRIGHTNESS || k == STK_OP_CONTRAST || k == STK_OP_SATURATION ||
+           k == STK_OP_HUE || k == STK_OP_GRAYSCALE || k == STK_OP_INVERT ||
+           k == STK_OP_POSTERIZE || k == STK_OP_SOLARIZE;
+}
+
+/* One op on the chunk's n pixels; contrast blends towards `mean`. */
+CHUNK_FN void chunk_op(const stk_pixel_op *op, float mean, chunk *k, int n, int c)
+{
+    double a = op->arg[0];
+    float gray[CHUNK];
+    switch (op->kind) {
+    case STK_OP_BRIGHTNESS:
+    case STK_OP_CONTRAST: {
+        float rest = op->kind == STK_OP_CONTRAST ? (float)(1.0 - a) * mean : 0.0f;
+        for (int ch = 0; ch < c; ch++) blend(k->v[ch], n, (float)a, rest);
+        return;
+    }
+    case STK_OP_SATURATION:
+        if (c == 3) saturation_chunk(k, n, a);
+        return;
+    case STK_OP_HUE:
+        if (c == 3) hue_chunk(k, n, (float)a);
+        return;
+    case STK_OP_GRAYSCALE:
+        if (c != 3) return;
+        gray_chunk(k, n, gray);
+        for (int ch = 0; ch < 3; ch++) memcpy(k->v[ch], gray, (size_t)n * sizeof *gray);
+        return;
+    case STK_OP_INVERT:
+        for (int ch = 0; ch < c; ch++)
+            for (int i = 0; i < n; i++) k->v[ch][i] = 255.0f - k->v[ch][i];
+        return;
+    case STK_OP_POSTERIZE: { /* v & mask == floor(v / q) * q, q = 2^(8 - bits) */
+        float q = (float)(1 << (8 - (int)a)), keep = a > 0 ? 1.0f : 0.0f;
+        for (int ch = 0; ch < c; ch++)
+            for (int i = 0; i < n; i++) k->v[ch][i] = trunc_pos(k->v[ch][i] / q) * q * keep;
+        return;
+    }
+    case STK_OP_SOLARIZE: { /* thresholds are whole or float32 values: exact as floats */
+        float thr = (float)a;
+        for (int ch = 0; ch < c; ch++)
+            for (int i = 0; i < n; i++) {
+                float v = k->v[ch][i];
+                k->v[ch][i] = v >= thr ? 255.0f - v : v;
+            }
+        return;
+    }
+    default: return;
+    }
+}
+
+CHUNK_FN void load(chunk *k, const uint8_t *p, int n, int c)
+{
+    if (c == 1) {
+        for (int i = 0; i < n; i++) k->v[0][i] = (float)p[i];
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        k->v[0][i] = (float)p[3 * i];
+        k->v[1][i] = (float)p[3 * i + 1];
+        k->v[2][i] = (float)p[3 * i + 2];
+    }
+}
+
+CHUNK_FN void store(const chunk *k, uint8_t *p, int n, int c)
+{
+    if (c == 1) {
+        for (int i = 0; i < n; i++) p[i] = (uint8_t)(int)k->v[0][i];
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        p[3 * i] = (uint8_t)(int)k->v[0][i];
+        p[3 * i + 1] = (uint8_t)(int)k->v[1][i];
+        p[3 * i + 2] = (uint8_t)(int)k->v[2][i];
+    }
+}
+
+/* Run ops[0..n) over the image in place; with `sum`, also add up the
+ * result's grayscale (3 channels) or values (1): the mean a contrast after
+ * these ops blends towards. Vectorised for AVX2 and AVX-512 where the CPU
+ * has them (3x SSE2's speed, bench/README.md "Pixel ops"). */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+run(const stk_pixel_op *ops, const float *means, int n, uint8_t *img, size_t stride, int w, int h,
+    int c, uint64_t *sum)
+{
+    chunk k;
+    float gray[CHUNK];
+    for (int y = 0; y < h; y++) {
+        uint8_t *row = img + (size_t)y * stride;
+        for (int x0 = 0; x0 < w; x0 += CHUNK) {
+            int m = w - x0 < CHUNK ? w - x0 : CHUNK;
+            load(&k, row + (size_t)x0 * (size_t)c, m, c);
+            for (int i = 0; i < n; i++) chunk_op(&ops[i], means[i], &k, m, c);
+            store(&k, row + (size_t)x0 * (size_t)c, m, c);
+            if (!sum) continue;
+            const float *v = k.v[0];
+            if (c == 3) gray_chunk(&k, m, gray), v = gray;
+            uint32_t part = 0;
+            for (int i = 0; i < m; i++) part += (uint32_t)v[i];
+            *sum += part;
+        }
+    }
+}
+
+/* A run of pointwise ops: one pass per stretch up to the next contrast,
+ * which needs the mean of the image the stretch leaves. */
+static void pointwise_run(const stk_pixel_op *ops, int n, uint8_t *img, size_t stride, int w, int h,
+                          int c)
+{
+    float means[STK_PIXEL_MAX_DRAWN] = {0};
+    int start = 0;
+    if (ops[0].kind == STK_OP_CONTRAST) { /* the mean of the image as it is */
+        uint64_t sum = 0;
+        run(ops, means, 0, img, stride, w, h, c, &sum);
+        means[0] = (float)sum / ((float)w * (float)h); /* torch.mean in float32 */
+    }
+    while (start < n) {
+        int end = start + 1;
+        while (end < n && ops[end].kind != STK_OP_CONTRAST) end++;
+        uint64_t sum = 0;
+        run(ops + start, means + start, end - start, img, stride, w, h, c, end < n ? &sum : NULL);
+        if (end < n) means[end] = (float)sum / ((float)w * (float)h);
+        start = end;
+    }
+}
+
+/* autocontrast: each channel stretched from its min..max to 0..255. */
+static void autocontrast_luts(const uint8_t *img, size_t stride, int w, int h, int c,
+                              uint8_t luts[3][256])
+{
+    uint8_t lo[3] = {255, 255, 255}, hi[3] = {0, 0, 0};
+    for (int y = 0; y < h; y++) {
+        const uint8_t *row = img + (size_t)y * stride;
+        for (int x = 0; x < w * c; x++) {
+            int ch = x % c;
+            if (row[x] < lo[ch]) lo[ch] = row[x];
+            if (row[x] > hi[ch]) hi[ch] = row[x];
+        }
+    }
+    for (int ch = 0; ch < c; ch++) {
+        float minimum = lo[ch], scale = 255.0f / ((float)hi[ch] - (float)lo[ch]);
+        if (hi[ch] == lo[ch]) minimum = 0.0f, scale = 1.0f;
+        for (int v = 0; v < 256; v++) luts[ch][v] = to_u8(((float)v - minimum) * scale);
+    }
+}
+
+/* equalize (torchvision's _scale_channel): the histogram's cumulative
+ * counts spread over 0..255 in steps of (all but the last non-empty bin's
+ * count) / 255; a channel with step 0 is left alone. */
+static void equalize_luts(const uint8_t *img, size_t stride, int w, int h, int c,
+                          uint8_t luts[3][256])
+{
+    uint64_t hist[3][256];
+    memset(hist, 0, sizeof hist);
+    for (int y = 0; y < h; y++) {
+        const uint8_t *row = img + (size_t)y * stride;
+        for (int x = 0; x < w * c; x++) hist[x % c][row[x]]++;
+    }
+    for (int ch = 0; ch < c; ch++) {
+        uint64_t total = 0, last = 0;
+        for (int v = 0; v < 256; v++)
+            if (hist[ch][v]) total += hist[ch][v], last = hist[ch][v];
+        uint64_t step = (total - last) / 255;
+        uint64_t cum = 0;
+        for (int v = 0; v < 256; v++) {
+            if (step == 0) {
+                luts[ch][v] = (uint8_t)v;
+                continue;
+            }
+            uint64_t q = (cum + step / 2) / step; /* lut shifted by one: cumsum before v */
+            luts[ch][v] = (uint8_t)(q > 255 ? 255 : q);
+            cum += hist[ch][v];
+        }
+    }
+}
+
+int stk_pixel_color(const stk_pixel_op *ops, int n, uint8_t *img, size_t stride, int w, int h,
+                    int c)
+{
+    int run_end = 0;
+    while (run_end < n && is_pointwise(ops[run_end].kind)) run_end++;
+    if (run_end > 0) {
+        pointwise_run(ops, run_end, img, stride, w, h, c);
+        return run_end;
+    }
+    uint8_t luts[3][256];
+    if (ops[0].kind == STK_OP_AUTOCONTRAST)
+        autocontrast_luts(img, stride, w, h, c, luts);
+    else
+        equalize_luts(img, stride, w, h, c, luts);
+    apply_luts(luts, img, stride, w, h, c);
+    return 1;
+}

@@ -1,0 +1,23 @@
+/* The pixel ops' families, behind stk_pixel_op_apply (augment/pixel_ops.h). */
+#pragma once
+
+#include "augment/pixel_ops.h"
+
+/* Colour and tone: brightness, contrast, saturation, hue, grayscale, invert,
+ * autocontrast, equalize, posterize, solarize (augment/pixel_color.c). Runs
+ * the leading run of pointwise ops of ops[0..n) in one pass, or the one
+ * autocontrast / equalize at ops[0]; returns how many ops it ran. */
+int stk_pixel_color(const stk_pixel_op *ops, int n, uint8_t *img, size_t stride, int w, int h,
+                    int c);
+
+/* Filters: blur, sharpness (augment/pixel_filter.c). */
+stk_status stk_pixel_filter(const stk_pixel_op *op, uint8_t *img, size_t stride, int w, int h,
+                            int c, stk_pixel_scratch *s);
+
+/* Geometry: rotate, affine, shear, translate (augment/pixel_warp.c). */
+stk_status stk_pixel_warp(const stk_pixel_op *op, uint8_t *img, size_t stride, int w, int h, int c,
+                          stk_pixel_scratch *s);
+
+/* Grow s->copy / s->plane to hold bytes / floats. Errors: STK_ERR_NOMEM. */
+stk_status stk_pixel_scratch_copy(stk_pixel_scratch *s, size_t bytes);
+stk_status stk_pixel_scratch_plane(stk_pixel_scratch *s, size_t floats);
