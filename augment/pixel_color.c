@@ -253,10 +253,13 @@ static void autocontrast_luts(const uint8_t *img, size_t stride, int w, int h, i
     uint8_t lo[3] = {255, 255, 255}, hi[3] = {0, 0, 0};
     for (int y = 0; y < h; y++) {
         const uint8_t *row = img + (size_t)y * stride;
-        for (int x = 0; x < w * c; x++) {
-            int ch = x % c;
-            if (row[x] < lo[ch]) lo[ch] = row[x];
-            if (row[x] > hi[ch]) hi[ch] = row[x];
+        for (int ch = 0; ch < c; ch++) {
+            uint8_t l = lo[ch], u = hi[ch];
+            for (int x = 0; x < w; x++) {
+                uint8_t v = row[(size_t)x * (size_t)c + (size_t)ch];
+                l = v < l ? v : l, u = v > u ? v : u;
+            }
+            lo[ch] = l, hi[ch] = u;
         }
     }
     for (int ch = 0; ch < c; ch++) {
@@ -276,7 +279,13 @@ static void equalize_luts(const uint8_t *img, size_t stride, int w, int h, int c
     memset(hist, 0, sizeof hist);
     for (int y = 0; y < h; y++) {
         const uint8_t *row = img + (size_t)y * stride;
-        for (int x = 0; x < w * c; x++) hist[x % c][row[x]]++;
+        if (c == 1)
+            for (int x = 0; x < w; x++) hist[0][row[x]]++;
+        else
+            for (int x = 0; x < w; x++) {
+                const uint8_t *p = row + (size_t)x * 3;
+                hist[0][p[0]]++, hist[1][p[1]]++, hist[2][p[2]]++;
+            }
     }
     for (int ch = 0; ch < c; ch++) {
         uint64_t total = 0, last = 0;

@@ -14,6 +14,9 @@ static inline int reflect(int i, int n)
     return i;
 }
 
+/* Separable: along each row into floats (the row padded by reflection
+ * first, so the inner loop is a plain dot product that vectorises), then
+ * down each column, summing the taps in the same order. */
 static stk_status blur(int k, double sigma, uint8_t *img, size_t stride, int w, int h, int c,
                        stk_pixel_scratch *s)
 {
@@ -30,68 +33,77 @@ static stk_status blur(int k, double sigma, uint8_t *img, size_t stride, int w, 
         sum += kern[i];
     }
     for (int i = 0; i < k; i++) kern[i] = (float)(kern[i] / sum);
-    size_t row = (size_t)w * (size_t)c;
-    stk_status st = stk_pixel_scratch_plane(s, row * (size_t)h);
-    if (st != STK_OK) return st;
-    float *plane = s->plane;
     int r = k / 2;
-    for (int y = 0; y < h; y++) { /* horizontal, into floats */
+    size_t row = (size_t)w * (size_t)c, padded = (size_t)(w + 2 * r) * (size_t)c;
+    stk_status st = stk_pixel_scratch_plane(s, row * (size_t)h + padded);
+    if (st != STK_OK) return st;
+    float *plane = s->plane, *pad = s->plane + row * (size_t)h;
+    for (int y = 0; y < h; y++) {
         const uint8_t *in = img + (size_t)y * stride;
+        for (int x = -r; x < w + r; x++)
+            for (int ch = 0; ch < c; ch++)
+                pad[(size_t)(x + r) * (size_t)c + (size_t)ch] =
+                    in[(size_t)reflect(x, w) * (size_t)c + (size_t)ch];
         float *out = plane + (size_t)y * row;
-        for (int x = 0; x < w; x++)
-            for (int ch = 0; ch < c; ch++) {
-                float acc = 0;
-                for (int i = 0; i < k; i++)
-                    acc +=
-                        kern[i] * (float)in[(size_t)reflect(x + i - r, w) * (size_t)c + (size_t)ch];
-                out[(size_t)x * (size_t)c + (size_t)ch] = acc;
-            }
+        for (size_t i = 0; i < row; i++) out[i] = 0.0f;
+        for (int t = 0; t < k; t++) {
+            const float *p = pad + (size_t)t * (size_t)c;
+            float kt = kern[t];
+            for (size_t i = 0; i < row; i++) out[i] += kt * p[i];
+        }
     }
-    for (int y = 0; y < h; y++) { /* vertical, rounded back to u8 */
+    float *acc = pad; /* reused: one output row */
+    for (int y = 0; y < h; y++) {
+        for (size_t i = 0; i < row; i++) acc[i] = 0.0f;
+        for (int t = 0; t < k; t++) {
+            const float *p = plane + (size_t)reflect(y + t - r, h) * row;
+            float kt = kern[t];
+            for (size_t i = 0; i < row; i++) acc[i] += kt * p[i];
+        }
         uint8_t *out = img + (size_t)y * stride;
-        for (size_t x = 0; x < row; x++) {
-            float acc = 0;
-            for (int i = 0; i < k; i++)
-                acc += kern[i] * plane[(size_t)reflect(y + i - r, h) * row + x];
-            float v = nearbyintf(acc);
-            out[x] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+        for (size_t i = 0; i < row; i++) {
+            float v = stk_rint_even(acc[i]);
+            out[i] = (uint8_t)(int)(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v);
         }
     }
     return STK_OK;
 }
 
 /* _blend(img, degenerate, factor): the degenerate image is the 3x3 filter
- * [1 1 1; 1 5 1; 1 1 1] / 13, rounded, inside a border of the image itself. */
+ * [1 1 1; 1 5 1; 1 1 1] / 13, rounded, inside a border of the image itself.
+ * Row by row over contiguous bytes, so that the loops vectorise. */
 static stk_status sharpness(double factor, uint8_t *img, size_t stride, int w, int h, int c,
                             stk_pixel_scratch *s)
 {
     if (w <= 2 || h <= 2) return STK_OK;
     size_t row = (size_t)w * (size_t)c;
     stk_status st = stk_pixel_scratch_copy(s, row * (size_t)h);
+    if (st == STK_OK) st = stk_pixel_scratch_plane(s, row);
     if (st != STK_OK) return st;
     uint8_t *src = s->copy;
+    float *deg = s->plane;
     for (int y = 0; y < h; y++) memcpy(src + (size_t)y * row, img + (size_t)y * stride, row);
     float f = (float)factor, rest = (float)(1.0 - factor);
     for (int y = 0; y < h; y++) {
-        uint8_t *out = img + (size_t)y * stride;
         const uint8_t *in = src + (size_t)y * row;
-        for (int x = 0; x < w; x++)
-            for (int ch = 0; ch < c; ch++) {
-                size_t i = (size_t)x * (size_t)c + (size_t)ch;
-                int deg = in[i];
-                if (x > 0 && y > 0 && x < w - 1 && y < h - 1) {
-                    /* sum / 13 is never exactly k + 0.5 (13 is odd): rounding in
-                     * integers matches torch's float rounding. */
-                    int sum = 4 * in[i];
-                    for (int dy = -1; dy <= 1; dy++)
-                        for (int dx = -1; dx <= 1; dx++)
-                            sum += in[(ptrdiff_t)i + dy * (ptrdiff_t)row + dx * c];
-                    deg = (2 * sum + 13) / 26;
-                }
-                float v = f * (float)in[i] + rest * (float)deg;
-                v = v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v;
-                out[i] = (uint8_t)v;
+        for (size_t i = 0; i < row; i++) deg[i] = (float)in[i];
+        if (y > 0 && y < h - 1) {
+            const uint8_t *up = in - row, *down = in + row;
+            size_t lo = (size_t)c, hi = row - (size_t)c;
+            for (size_t i = lo; i < hi; i++) {
+                int sum = 5 * in[i] + in[i - (size_t)c] + in[i + (size_t)c] + up[i - (size_t)c] +
+                          up[i] + up[i + (size_t)c] + down[i - (size_t)c] + down[i] +
+                          down[i + (size_t)c];
+                /* round(sum / 13): never a tie (13 is odd), so the float
+                 * quotient rounds as torch's does */
+                deg[i] = stk_rint_even((float)sum / 13.0f);
             }
+        }
+        uint8_t *out = img + (size_t)y * stride;
+        for (size_t i = 0; i < row; i++) {
+            float v = f * (float)in[i] + rest * deg[i];
+            out[i] = (uint8_t)(int)(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v);
+        }
     }
     return STK_OK;
 }

@@ -89,6 +89,8 @@ typedef struct stk_pixel_scratch {
     size_t copy_cap;
     float *plane;
     size_t plane_cap;
+    int32_t *index;
+    size_t index_cap;
 } stk_pixel_scratch;
 
 void stk_pixel_scratch_deinit(stk_pixel_scratch *s);

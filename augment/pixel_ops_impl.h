@@ -3,6 +3,18 @@
 
 #include "augment/pixel_ops.h"
 
+/* nearbyintf (round half to even, as grid_sample's nearest) for |x| < 2^22,
+ * in a form that vectorises: adding and subtracting 1.5 * 2^23 rounds to an
+ * integer in the default rounding mode (this file is not built with
+ * -fassociative-math, which would fold it away). Far-off coordinates are
+ * clamped first: they stay outside the image. */
+static inline float stk_rint_even(float x)
+{
+    const float magic = 12582912.0f;
+    float big = x < -4194304.0f ? -4194304.0f : x > 4194304.0f ? 4194304.0f : x;
+    return (big + magic) - magic;
+}
+
 /* Colour and tone: brightness, contrast, saturation, hue, grayscale, invert,
  * autocontrast, equalize, posterize, solarize (augment/pixel_color.c). Runs
  * the leading run of pointwise ops of ops[0..n) in one pass, or the one
@@ -18,6 +30,8 @@ stk_status stk_pixel_filter(const stk_pixel_op *op, uint8_t *img, size_t stride,
 stk_status stk_pixel_warp(const stk_pixel_op *op, uint8_t *img, size_t stride, int w, int h, int c,
                           stk_pixel_scratch *s);
 
-/* Grow s->copy / s->plane to hold bytes / floats. Errors: STK_ERR_NOMEM. */
+/* Grow s->copy / s->plane / s->index to hold bytes / floats / offsets.
+ * Errors: STK_ERR_NOMEM. */
 stk_status stk_pixel_scratch_copy(stk_pixel_scratch *s, size_t bytes);
 stk_status stk_pixel_scratch_plane(stk_pixel_scratch *s, size_t floats);
+stk_status stk_pixel_scratch_index(stk_pixel_scratch *s, size_t offsets);

@@ -56,8 +56,12 @@ stk_status stk_pixel_warp(const stk_pixel_op *op, uint8_t *img, size_t stride, i
     double m[6];
     matrix_of(op, w, h, m);
     size_t row = (size_t)w * (size_t)c;
+    if (row * (size_t)h > INT32_MAX)
+        return stk_error(STK_ERR_INVALID_ARG, "rotate/affine: a %dx%d image is too large", w, h);
     stk_status st = stk_pixel_scratch_copy(s, row * (size_t)h);
+    if (st == STK_OK) st = stk_pixel_scratch_index(s, (size_t)w);
     if (st != STK_OK) return st;
+    static const uint8_t zero[3] = {0, 0, 0};
     uint8_t *src = s->copy;
     for (int y = 0; y < h; y++) memcpy(src + (size_t)y * row, img + (size_t)y * stride, row);
     /* _gen_affine_grid: grid = [x, y, 1] . theta^T / (w/2, h/2), x and y the
@@ -67,22 +71,26 @@ stk_status stk_pixel_warp(const stk_pixel_op *op, uint8_t *img, size_t stride, i
     float t20 = (float)m[2] / (0.5f * (float)w);
     float t01 = (float)m[3] / (0.5f * (float)h), t11 = (float)m[4] / (0.5f * (float)h);
     float t21 = (float)m[5] / (0.5f * (float)h);
+    int32_t *at = s->index; /* a row's source offsets, -1 outside */
     for (int y = 0; y < h; y++) {
         float by = (float)y - (float)h * 0.5f + 0.5f;
-        uint8_t *out = img + (size_t)y * stride;
-        for (int x = 0; x < w; x++) {
+        float gx0 = by * t10 + t20, gy0 = by * t11 + t21;
+        for (int x = 0; x < w; x++) { /* vectorises: no memory access but at[] */
             float bx = (float)x - (float)w * 0.5f + 0.5f;
-            float gx = bx * t00 + by * t10 + t20, gy = bx * t01 + by * t11 + t21;
-            float ix = nearbyintf(((gx + 1.0f) * (float)w - 1.0f) / 2.0f);
-            float iy = nearbyintf(((gy + 1.0f) * (float)h - 1.0f) / 2.0f);
-            uint8_t *o = out + (size_t)x * (size_t)c;
-            if (ix >= 0 && iy >= 0 && ix < (float)w && iy < (float)h) {
-                const uint8_t *p = src + (size_t)iy * row + (size_t)ix * (size_t)c;
-                for (int ch = 0; ch < c; ch++) o[ch] = p[ch];
-            } else {
-                for (int ch = 0; ch < c; ch++) o[ch] = 0;
-            }
+            float gx = bx * t00 + gx0, gy = bx * t01 + gy0;
+            float ix = stk_rint_even(((gx + 1.0f) * (float)w - 1.0f) / 2.0f);
+            float iy = stk_rint_even(((gy + 1.0f) * (float)h - 1.0f) / 2.0f);
+            bool inside = ix >= 0.0f && iy >= 0.0f && ix < (float)w && iy < (float)h;
+            at[x] = inside ? (int32_t)iy * (int32_t)row + (int32_t)ix * c : -1;
         }
+        uint8_t *out = img + (size_t)y * stride;
+        if (c == 3)
+            for (int x = 0; x < w; x++) {
+                const uint8_t *p = at[x] >= 0 ? src + at[x] : zero;
+                out[3 * x] = p[0], out[3 * x + 1] = p[1], out[3 * x + 2] = p[2];
+            }
+        else
+            for (int x = 0; x < w; x++) out[x] = at[x] >= 0 ? src[at[x]] : 0;
     }
     return STK_OK;
 }
