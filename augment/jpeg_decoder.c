@@ -438,8 +438,8 @@ stk_status stk_jpeg_decoder_region(stk_jpeg_decoder *dec, const uint8_t *data, s
     }
     size_t n = stk_jpeg_segments_assemble(s, data, mx0, mx1, my0, my1, dec->sub, need);
     int ox = mx0 * s->mcu_w, oy = my0 * s->mcu_h; /* multiples of 8: exact at every scale */
-    STK_TRY(region_decode(dec, dec->sub, n, bx0 - ox, by0 - oy, bx1 - ox, by1 - oy, win_w, win_h, out_w,
-                      out_h, channels, 0, 0, out));
+    STK_TRY(region_decode(dec, dec->sub, n, bx0 - ox, by0 - oy, bx1 - ox, by1 - oy, win_w, win_h,
+                          out_w, out_h, channels, 0, 0, out));
     out->origin_x += ox * out->scale / 8;
     out->origin_y += oy * out->scale / 8;
     return STK_OK;

@@ -2,6 +2,7 @@
 
 #include "augment/jpeg_error.h"
 #include "augment/jpeg_huffman.h"
+#include "augment/image_decode.h"
 #include "augment/jpeg_segments.h"
 #include "augment/resize.h"
 
@@ -150,6 +151,38 @@ static stk_status encode(stk_jpeg_preparer *p, const uint8_t *pixels, uint32_t w
     return STK_OK;
 }
 
+/* Shrink pixels to max_side if asked (the longer side), then encode. */
+static stk_status shrink_encode(stk_jpeg_preparer *p, const uint8_t *pixels, uint32_t w, uint32_t h,
+                                int channels, bool shrink, stk_jpeg_prepared *out)
+{
+    if (shrink) {
+        uint32_t target = p->opts.max_side, dw, dh;
+        if (w >= h) {
+            dw = target;
+            dh = (uint32_t)(((uint64_t)h * target * 2 + w) / (2 * (uint64_t)w));
+        } else {
+            dh = target;
+            dw = (uint32_t)(((uint64_t)w * target * 2 + h) / (2 * (uint64_t)h));
+        }
+        if (dw < 1) dw = 1;
+        if (dh < 1) dh = 1;
+        size_t need = (size_t)dw * dh * (size_t)channels;
+        if (need > p->resized_cap) {
+            uint8_t *r = realloc(p->resized, need);
+            if (!r) return stk_error(STK_ERR_NOMEM, "out of memory resizing");
+            p->resized = r;
+            p->resized_cap = need;
+        }
+        stk_status st =
+            stk_resize_u8(pixels, (int)w, (int)h, channels, p->resized, (int)dw, (int)dh);
+        if (st != STK_OK) return st;
+        pixels = p->resized;
+        w = dw;
+        h = dh;
+    }
+    return encode(p, pixels, w, h, channels, out);
+}
+
 /* Decode (CMYK converted to RGB), shrink to max_side if asked, re-encode. */
 static stk_status reencode(stk_jpeg_preparer *p, const uint8_t *in, size_t len,
                            const stk_jpeg_info *info, bool shrink, stk_jpeg_prepared *out)
@@ -168,32 +201,28 @@ static stk_status reencode(stk_jpeg_preparer *p, const uint8_t *in, size_t len,
     int channels;
     stk_status st = stk_jpeg_decoder_pixels(p->dec, in, len, scale, &pixels, &w, &h, &channels);
     if (st != STK_OK) return st;
-    if (shrink) {
-        uint32_t dw, dh;
-        if (w >= h) {
-            dw = target;
-            dh = (uint32_t)(((uint64_t)h * target * 2 + w) / (2 * (uint64_t)w));
-        } else {
-            dh = target;
-            dw = (uint32_t)(((uint64_t)w * target * 2 + h) / (2 * (uint64_t)h));
-        }
-        if (dw < 1) dw = 1;
-        if (dh < 1) dh = 1;
-        size_t need = (size_t)dw * dh * (size_t)channels;
-        if (need > p->resized_cap) {
-            uint8_t *r = realloc(p->resized, need);
-            if (!r) return stk_error(STK_ERR_NOMEM, "out of memory resizing");
-            p->resized = r;
-            p->resized_cap = need;
-        }
-        if ((st = stk_resize_u8(pixels, (int)w, (int)h, channels, p->resized, (int)dw, (int)dh)))
-            return st;
-        pixels = p->resized;
-        w = dw;
-        h = dh;
-    }
-    if ((st = encode(p, pixels, w, h, channels, out))) return st;
+    if ((st = shrink_encode(p, pixels, w, h, channels, shrink, out))) return st;
     out->action = shrink ? STK_JPEG_RESIZED : STK_JPEG_CONVERTED;
+    return STK_OK;
+}
+
+/* A PNG, WebP, BMP or PPM/PGM file: decoded (PIL's RGB or L pixels), shrunk
+ * if asked, stored as JPEG at the preparer's quality (README "Formats": the
+ * measurements behind storing JPEG rather than the original). */
+static stk_status encode_other(stk_jpeg_preparer *p, const uint8_t *in, size_t len,
+                               stk_jpeg_prepared *out)
+{
+    uint8_t *pixels;
+    uint32_t w, h;
+    int channels;
+    stk_status st = stk_image_decode(in, len, 0, p->opts.max_pixels, &pixels, &w, &h, &channels);
+    if (st != STK_OK) return st;
+    uint32_t longer = w > h ? w : h;
+    st = shrink_encode(p, pixels, w, h, channels, p->opts.max_side && longer > p->opts.max_side,
+                       out);
+    free(pixels);
+    if (st != STK_OK) return st;
+    out->action = STK_JPEG_ENCODED;
     return STK_OK;
 }
 
@@ -204,26 +233,39 @@ static bool has_grid(stk_jpeg_preparer *p, const uint8_t *in, size_t len)
            p->seg.interval <= p->opts.restart_mcus;
 }
 
+/* What is stored for a JPEG file (see the header). */
+static stk_status prepare_jpeg(stk_jpeg_preparer *p, const uint8_t *in, size_t len,
+                               const stk_jpeg_info *info, stk_jpeg_prepared *out)
+{
+    uint32_t longer = info->width > info->height ? info->width : info->height;
+    bool shrink = p->opts.max_side && longer > p->opts.max_side;
+    if (shrink || info->kind == STK_JPEG_CMYK) return reencode(p, in, len, info, shrink, out);
+    if (info->progressive || info->arithmetic)
+        return transcode(p, in, len, STK_JPEG_TRANSCODED, out);
+    if (p->opts.restart_mcus > 0 && p->opts.validate && !has_grid(p, in, len))
+        return transcode(p, in, len, STK_JPEG_SEGMENTED, out);
+    out->data = (uint8_t *)in;
+    out->len = len;
+    out->action = STK_JPEG_STORED;
+    return STK_OK;
+}
+
 stk_status stk_jpeg_prepare(stk_jpeg_preparer *p, const uint8_t *in, size_t len,
                             stk_jpeg_prepared *out)
 {
     memset(out, 0, sizeof *out);
     stk_jpeg_info info;
-    stk_status st = stk_jpeg_decoder_header(p->dec, in, len, &info);
-    if (st != STK_OK) return st;
-    uint32_t longer = info.width > info.height ? info.width : info.height;
-    bool shrink = p->opts.max_side && longer > p->opts.max_side;
-    if (shrink || info.kind == STK_JPEG_CMYK)
-        st = reencode(p, in, len, &info, shrink, out);
-    else if (info.progressive || info.arithmetic)
-        st = transcode(p, in, len, STK_JPEG_TRANSCODED, out);
-    else if (p->opts.restart_mcus > 0 && p->opts.validate && !has_grid(p, in, len))
-        st = transcode(p, in, len, STK_JPEG_SEGMENTED, out);
-    else {
-        out->data = (uint8_t *)in;
-        out->len = len;
-        out->action = STK_JPEG_STORED;
-    }
+    stk_status st;
+    stk_image_kind kind = stk_image_sniff(in, len);
+    if (stk_image_decodable(kind)) /* PNG, WebP, BMP, PPM/PGM */
+        st = encode_other(p, in, len, out);
+    else if (kind != STK_IMAGE_JPEG && kind != STK_IMAGE_UNKNOWN) /* GIF, TIFF */
+        return stk_error(STK_ERR_UNSUPPORTED,
+                         "a %s image: not one of JPEG, PNG, WebP, BMP, PPM/PGM (convert it to "
+                         "one of those)",
+                         stk_image_kind_name(kind));
+    else if ((st = stk_jpeg_decoder_header(p->dec, in, len, &info)) == STK_OK)
+        st = prepare_jpeg(p, in, len, &info, out);
     if (st != STK_OK) return st;
     /* Validate what will be stored, and take its size from it. */
     if (p->opts.validate) {

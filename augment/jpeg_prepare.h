@@ -7,6 +7,9 @@
  *   CMYK / YCCK                        converted to RGB, re-encoded at `quality`
  *   longer side > max_side (if set)    decoded (with DCT scaling), resized to
  *                                      fit, re-encoded at `quality`
+ *   PNG, WebP, BMP, PPM/PGM             decoded (augment/image_decode.h), resized
+ *                                      to max_side if set, encoded at `quality`
+ *   GIF, TIFF, anything else           refused, the formats read named
  * With restart_mcus > 0 every stored file gets an aligned grid of restart
  * markers (jpeg_segments.h): baseline files without one are transcoded
  * losslessly (the same DCT coefficients, optimal Huffman tables, markers
@@ -55,6 +58,7 @@ typedef enum stk_jpeg_action {
     STK_JPEG_CONVERTED = 2,  /* CMYK -> RGB, re-encoded */
     STK_JPEG_RESIZED = 3,    /* shrunk to max_side, re-encoded */
     STK_JPEG_SEGMENTED = 4,  /* baseline rewritten with restart markers, lossless */
+    STK_JPEG_ENCODED = 5,    /* PNG, WebP, BMP or PPM/PGM, stored as JPEG at `quality` */
 } stk_jpeg_action;
 
 typedef struct stk_jpeg_prepared {

@@ -13,7 +13,7 @@ trap 'rm -rf "$FX"' EXIT
 C=$HERE/corpus
 rm -rf "$C"
 mkdir -p "$C/record" "$C/meta" "$C/dataset" "$C/safetensors" "$C/transform" "$C/list" "$C/jpeg" \
-    "$C/run_log" "$C/jpeg_segments"
+    "$C/run_log" "$C/jpeg_segments" "$C/image"
 
 # dataset: small packed files (raw and JPEG), 20-72 KiB each.
 "$STOKE" pack --from idx "$FX/fix/idx" "$FX/idx.stoke" >/dev/null
@@ -104,4 +104,9 @@ for n, path in enumerate(sys.argv[2:]):
             jpeg = v[v.index(b"\xff\xd8\xff", 32):]  # after the 32-byte header and the name
             open(os.path.join(out, f"r{n}_{i}.jpg"), "wb").write(jpeg)
 PY
+# image: the other formats' fixtures (PNG, WebP, BMP, PPM/PGM)
+for f in "$FX"/fix/formats/*; do
+    case "$f" in *.rgb|*.l) ;; *) cp "$f" "$C/image/" ;; esac
+done
+cp "$FX"/fix/png/*.png "$C/image/"
 du -sh "$C"

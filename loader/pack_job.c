@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 
 const char *const stk_pack_action_names[STK_PACK_ACTIONS] = {"stored", "transcoded", "converted",
-                                                             "resized", "segmented"};
+                                                             "resized", "segmented", "encoded"};
 
 stk_pack_request stk_pack_request_defaults(void)
 {

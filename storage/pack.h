@@ -27,7 +27,7 @@
 extern "C" {
 #endif
 
-#define STK_PACK_ACTIONS 5
+#define STK_PACK_ACTIONS 6
 
 /* What the prepare hook returns for one encoded file. */
 typedef struct stk_pack_item {

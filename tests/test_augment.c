@@ -1,6 +1,7 @@
 /* augment/: JPEG error handling, decoder, pack-time preparation, resize. */
 #include "augment/augment.h"
 #include "augment/png_decoder.h"
+#include "augment/image_decode.h"
 #include "augment/geometry.h"
 #include "augment/jpeg_decoder.h"
 #include "augment/jpeg_huffman.h"
@@ -82,7 +83,7 @@ START_TEST(bad_inputs_are_errors_with_reasons)
     } cases[] = {
         {"bad/zero.jpg", STK_ERR_UNSUPPORTED, "empty file"},
         {"bad/text.jpg", STK_ERR_UNSUPPORTED, "not a JPEG"},
-        {"bad/png_named.jpg", STK_ERR_UNSUPPORTED, "a PNG image"},
+        {"formats/png_named.jpg", STK_ERR_UNSUPPORTED, "a PNG image"},
         {"bad/anim.gif", STK_ERR_UNSUPPORTED, "a GIF image"},
         {"bad/fake.webp", STK_ERR_UNSUPPORTED, "a WebP image"},
         {"bad/truncated.jpg", STK_ERR_CORRUPT, "Premature end"},
@@ -1357,7 +1358,7 @@ START_TEST(png_decodes_like_pil)
         const char *file, *why;
         stk_status st;
     } bad[] = {{"png/truncated.png", "PNG: ", STK_ERR_CORRUPT},
-               {"png/bad_crc.png", "CRC does not match", STK_ERR_CORRUPT},
+               {"png/bad_crc.png", "PNG: ", STK_ERR_CORRUPT}, /* libpng: a bad filter or CRC */
                {"single/baseline.jpg", "not a PNG file", STK_ERR_CORRUPT}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         size_t len;
@@ -1375,6 +1376,58 @@ START_TEST(png_decodes_like_pil)
     ck_assert_int_eq(stk_png_decode(data, len, 3, 100, &px, &w, &h), STK_ERR_LIMIT);
     ck_assert_int_eq(stk_png_decode(data, len, 2, 0, &px, &w, &h), STK_ERR_INVALID_ARG);
     free(data);
+}
+END_TEST
+
+/* Every other format pack reads decodes to PIL's pixels, byte for byte:
+ * WebP (lossy and lossless with alpha), BMP (24-bit, 8-bit palette, 1-bit,
+ * 32-bit top-down, 16-bit 5-6-5 bit fields in v3 and v5 headers), PPM and
+ * PGM, an interlaced PNG; GIF and TIFF are refused naming what is read. */
+START_TEST(other_formats_decode_like_pil)
+{
+    static const char *files[] = {
+        "lossy.webp", "rgba_lossless.webp", "rgb24.bmp",     "p8.bmp",
+        "bw1.bmp",    "bgrx32_topdown.bmp", "rgb565.bmp",    "rgb565_v5.bmp",
+        "rgb_p6.ppm", "gray.pgm",           "interlaced.png"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "formats/%s", files[i]);
+        size_t len, n;
+        uint8_t *data = load(rel, &len), *px;
+        ck_assert(stk_image_decodable(stk_image_sniff(data, len)));
+        uint32_t w, h;
+        int c;
+        ck_assert_msg(stk_image_decode(data, len, 0, 0, &px, &w, &h, &c) == STK_OK, "%s: %s",
+                      files[i], stk_last_error());
+        ck_assert_uint_eq(w, 37);
+        ck_assert_uint_eq(h, 23);
+        *strrchr(rel, '.') = '\0';
+        strcat(rel, c == 1 ? ".l" : ".rgb");
+        uint8_t *want = load(rel, &n);
+        ck_assert_uint_eq(n, (size_t)w * h * (size_t)c);
+        ck_assert_msg(!memcmp(px, want, n), "%s: not PIL's pixels", files[i]);
+        free(px);
+        /* the other channel count: PIL's convert("L") / repetition */
+        ck_assert_int_eq(stk_image_decode(data, len, c == 1 ? 3 : 1, 0, &px, &w, &h, &c), STK_OK);
+        ck_assert_int_eq(c, c == 1 ? 1 : 3);
+        free(px);
+        free(want);
+        /* truncated: refused with a reason, never a crash */
+        px = (uint8_t *)1;
+        ck_assert_int_ne(stk_image_decode(data, len / 2, 0, 0, &px, &w, &h, &c), STK_OK);
+        ck_assert_ptr_null(px);
+        ck_assert_int_eq(stk_image_decode(data, len, 0, 100, &px, &w, &h, &c), STK_ERR_LIMIT);
+        free(data);
+    }
+    static const uint8_t gif[] = "GIF89a....", text[] = "P3\n2 2\n255\n";
+    uint8_t *px;
+    uint32_t w, h;
+    int c;
+    ck_assert_int_eq(stk_image_decode(gif, sizeof gif, 0, 0, &px, &w, &h, &c), STK_ERR_UNSUPPORTED);
+    ck_assert(strstr(stk_last_error(), "a GIF image: not one of JPEG, PNG, WebP, BMP, PPM/PGM"));
+    ck_assert_int_eq(stk_image_decode(text, sizeof text, 0, 0, &px, &w, &h, &c),
+                     STK_ERR_UNSUPPORTED);
+    ck_assert(strstr(stk_last_error(), "ASCII"));
 }
 END_TEST
 
@@ -1414,6 +1467,7 @@ int main(void)
     tcase_add_test(tc, resize_quality_against_float_and_pil);
     tcase_add_test(tc, half_conversion);
     tcase_add_test(tc, png_decodes_like_pil);
+    tcase_add_test(tc, other_formats_decode_like_pil);
     suite_add_tcase(s, tc);
     return stk_check_run(s);
 }

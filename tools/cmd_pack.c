@@ -43,7 +43,8 @@ static const stk_flag flags[] = {
     STK_FLAG_INT(T, max_side, "max-side", "N", 1, 65500,
                  "re-encode images whose longer side exceeds N to fit N"),
     STK_FLAG_INT(T, quality, "quality", "Q", 1, 100,
-                 "JPEG quality for re-encoded images, 1..100 (default 90)"),
+                 "JPEG quality for re-encoded images (CMYK, --max-side, and PNG/\n"
+                 "WebP/BMP/PPM files), 1..100 (default 90)"),
     STK_FLAG_INT(T, restart, "restart", "N", 0, 64,
                  "write JPEGs with restart markers about every N MCUs, so that a\n"
                  "crop decodes only the segments it covers (lossless; default 4;\n"
@@ -80,7 +81,11 @@ static const stk_cli cli = {
         "JPEG handling: baseline files are stored byte for byte; progressive ones are\n"
         "transcoded losslessly to baseline; CMYK/YCCK are converted to RGB and\n"
         "re-encoded. Every JPEG is decoded once completely so damaged files are found now,\n"
-        "not in the middle of training.\n",
+        "not in the middle of training. PNG (any colour type, 16-bit, interlaced), WebP,\n"
+        "BMP and binary PPM/PGM files (told by their bytes) are decoded as PIL's\n"
+        "convert(\"RGB\") does and stored as JPEG at --quality: 4-5x smaller than PNG and\n"
+        "5x faster to load, at 38 dB (q90) to 41 dB (q95) on photos (README, Formats).\n"
+        "GIF and TIFF are refused, naming the formats read.\n",
     .flags = flags,
     .notes = "The output is byte-identical for the same inputs and flags, whatever --workers is.\n"
              "\n"
@@ -193,10 +198,11 @@ static int pack_main(int argc, char **argv)
            stk_cli_bytes(sum.bytes_out, outb, sizeof outb), sum.seconds, rate);
     if (enc == STK_ENCODING_JPEG)
         printf("  JPEG: %llu stored as is, %llu given restart markers, %llu transcoded to "
-               "baseline, %llu converted from CMYK, %llu resized\n",
+               "baseline, %llu converted from CMYK, %llu resized, %llu encoded from PNG/WebP/"
+               "BMP/PPM\n",
                (unsigned long long)sum.actions[0], (unsigned long long)sum.actions[4],
                (unsigned long long)sum.actions[1], (unsigned long long)sum.actions[2],
-               (unsigned long long)sum.actions[3]);
+               (unsigned long long)sum.actions[3], (unsigned long long)sum.actions[5]);
     if (sum.skipped)
         printf("  skipped %llu bad inputs, listed in %s.skipped.txt\n",
                (unsigned long long)sum.skipped, r.out);

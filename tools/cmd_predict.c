@@ -2,7 +2,7 @@
  * records. */
 #include "augment/augment.h"
 #include "augment/jpeg_decoder.h"
-#include "augment/png_decoder.h"
+#include "augment/image_decode.h"
 #include "common/clock.h"
 #include "common/fs.h"
 #include "common/json.h"
@@ -45,9 +45,10 @@ static const stk_flag flags[] = {
 static const stk_cli cli = {
     .cmd = "predict",
     .usage = "stoke predict CHECKPOINT INPUT... [--top-k K] [--json]",
-    .about = "Classify images with a checkpoint written by stoke train. An INPUT is a JPEG\n"
-             "or PNG file (told by its bytes), a folder (its .jpg/.jpeg/.jpe/.jfif/.png\n"
-             "files, recursively, in name order) or a .stoke dataset (each record, shown\n"
+    .about = "Classify images with a checkpoint written by stoke train. An INPUT is a JPEG,\n"
+             "PNG, WebP, BMP or PPM/PGM file (told by its bytes), a folder (its .jpg/.jpeg/\n"
+             ".jpe/.jfif/.png/.webp/.bmp/.ppm/.pgm files, recursively, in name order) or a .stoke "
+             "dataset (each record, shown\n"
              "as FILE.stoke#INDEX). Every image goes through the checkpoint's evaluation\n"
              "transform and its normalisation, in batches decoded on --workers threads;\n"
              "the classes are named as the training set named them (stoke pack). An image\n"
@@ -128,10 +129,11 @@ static stk_status one_image(job *j, size_t k, int worker)
     size_t len;
     STK_TRY(stk_file_read_all(it->path, 1ull << 30, &data, &len));
     stk_status st;
-    if (stk_png_sniff(data, len)) {
+    if (stk_image_decodable(stk_image_sniff(data, len))) { /* PNG, WebP, BMP, PPM/PGM */
         uint8_t *px;
         uint32_t w, h;
-        st = stk_png_decode(data, len, j->channels, 0, &px, &w, &h);
+        int c;
+        st = stk_image_decode(data, len, j->channels, 0, &px, &w, &h, &c);
         if (st == STK_OK) {
             stk_sample s = {.encoding = 2,
                             .data = px,
@@ -146,7 +148,8 @@ static stk_status one_image(job *j, size_t k, int worker)
         stk_jpeg_info info;
         st = stk_jpeg_decoder_header(j->dec[worker], data, len, &info);
         if (st == STK_ERR_UNSUPPORTED && !(len >= 2 && data[0] == 0xff && data[1] == 0xd8))
-            st = stk_error(STK_ERR_UNSUPPORTED, "not a JPEG or PNG image");
+            st = stk_error(STK_ERR_UNSUPPORTED,
+                           "not an image Stoke reads (JPEG, PNG, WebP, BMP, PPM/PGM)");
         if (st == STK_OK && info.kind != STK_JPEG_CMYK && info.components == j->channels) {
             stk_sample s = {.encoding = 1,
                             .data = data,

@@ -13,7 +13,8 @@
 
 static bool image_name(const char *name)
 {
-    static const char *exts[] = {".jpg", ".jpeg", ".jpe", ".jfif", ".png"};
+    static const char *exts[] = {".jpg",  ".jpeg", ".jpe", ".jfif", ".png",
+                                 ".webp", ".bmp",  ".ppm", ".pgm"};
     const char *dot = strrchr(name, '.');
     for (size_t i = 0; dot && i < sizeof exts / sizeof *exts; i++)
         if (!strcasecmp(dot, exts[i])) return true;
