@@ -115,6 +115,16 @@ static stk_status parse_token(char *token, const char *orig, stk_transform *t)
         if (nargs > 1) return bad(orig, "expected flip or flip:P");
         if (nargs == 1 && (!parse_double(args[1], &t->flip) || t->flip < 0 || t->flip > 1))
             return bad(orig, "probability must be in 0..1");
+    } else if (strcmp(name, "erase") == 0) {
+        t->erase = 0.5; /* torchvision's RandomErasing default */
+        if (nargs > 1) return bad(orig, "expected erase or erase:P");
+        if (nargs == 1 && (!parse_double(args[1], &t->erase) || !(t->erase > 0 && t->erase <= 1)))
+            return bad(orig, "probability must be in (0, 1]");
+    } else if (strcmp(name, "mixup") == 0 || strcmp(name, "cutmix") == 0) {
+        double *alpha = name[0] == 'm' ? &t->mixup : &t->cutmix;
+        if (nargs != 1 || !parse_double(args[1], alpha) || !(*alpha > 0 && *alpha <= 100))
+            return bad(orig, name[0] == 'm' ? "expected mixup:ALPHA (0 < alpha <= 100)"
+                                            : "expected cutmix:ALPHA (0 < alpha <= 100)");
     } else if (strcmp(name, "norm") == 0) {
         /* MEAN/STD values are separated by ':' too: hand norm the whole rest. */
         const char *colon = strchr(orig, ':');
@@ -129,7 +139,8 @@ static stk_status parse_token(char *token, const char *orig, stk_transform *t)
         if (found < 0) return bad(orig, why);
         if (found == 0)
             return bad(orig, "unknown transform (known: rrc, resize, center, pad, crop, flip, "
-                             "norm, none, and the pixel ops: colorjitter, randomgrayscale, "
+                             "norm, none; the batch transforms erase, mixup, cutmix; the pixel "
+                             "ops: colorjitter, randomgrayscale, "
                              "randomrotation, randomaffine, gaussianblur, randomautocontrast, "
                              "randomequalize, randominvert, randomposterize, randomsolarize, "
                              "randomsharpness, randaugment, trivialaugment; brightness, contrast, "
@@ -172,7 +183,8 @@ stk_status stk_transform_parse(const char *spec, stk_transform *t)
     }
     /* Combinations that make sense, in torchvision's order. */
     int geometry = (t->rrc > 0) + (t->resize || t->center) + (t->crop > 0 || t->pad > 0);
-    if (t->none && (geometry || t->flip > 0 || t->norm || t->n_ops))
+    if (t->none &&
+        (geometry || t->flip > 0 || t->norm || t->n_ops || stk_transform_has_batch_ops(t)))
         return stk_error(STK_ERR_INVALID_ARG, "transform \"%s\": none takes no other transforms",
                          spec);
     if (geometry > 1)
@@ -220,6 +232,9 @@ void stk_transform_format(const stk_transform *t, char *buf, size_t size)
         if (n < size) stk_pixel_op_format(&t->ops[i], buf, size);
         n = strlen(buf);
     }
+    if (t->erase > 0) ADD(t->erase == 0.5 ? "%serase" : "%serase:%.9g", n ? "," : "", t->erase);
+    if (t->mixup > 0) ADD("%smixup:%.9g", n ? "," : "", t->mixup);
+    if (t->cutmix > 0) ADD("%scutmix:%.9g", n ? "," : "", t->cutmix);
     if (t->norm == STK_NORM_DATASET) ADD("%snorm", n ? "," : "");
     if (t->norm == STK_NORM_IMAGENET) ADD("%snorm:imagenet", n ? "," : "");
     if (t->norm == STK_NORM_EXPLICIT) {
@@ -245,6 +260,11 @@ stk_status stk_transform_check_fits(const stk_transform *t, uint32_t min_width, 
                      "use crop:%llu or less, or rrc:%d / resize:%d,center:%d",
                      t->crop, min_width, min_height, (unsigned long long)pw, (unsigned long long)ph,
                      t->pad, (unsigned long long)(pw < ph ? pw : ph), t->crop, t->crop, t->crop);
+}
+
+bool stk_transform_has_batch_ops(const stk_transform *t)
+{
+    return t->erase > 0 || t->mixup > 0 || t->cutmix > 0;
 }
 
 bool stk_transform_is_random(const stk_transform *t)

@@ -12,6 +12,7 @@
  *     rrc:224,flip,colorjitter:0.4:0.4:0.4:0.1   ... + ColorJitter(0.4, 0.4, 0.4, 0.1)
  *     rrc:224,flip,trivialaugment      ... + TrivialAugmentWide()
  *     center:224,brightness:1.3,rotate:15   deterministic ops, exactly these arguments
+ *     rrc:224,flip,erase:0.25,mixup:0.2,cutmix:1   + batch transforms (training only)
  *
  * Tokens are separated by commas; a token is NAME[:ARG[:ARG...]]. Whatever
  * the order of the tokens, they run in torchvision's usual order: geometry
@@ -60,7 +61,12 @@ typedef struct stk_transform {
     stk_norm_kind norm;
     int norm_values; /* explicit: 1 or 3 values each */
     float mean[3], std[3];
-    int n_ops; /* pixel ops, in the order written */
+    /* Batch transforms, applied by the trainer to the normalised device
+     * batch (train/batch_mix.h), not by the loader: */
+    double erase;  /* erase[:P]: RandomErasing probability (0: off) */
+    double mixup;  /* mixup:ALPHA (0: off) */
+    double cutmix; /* cutmix:ALPHA (0: off) */
+    int n_ops;     /* pixel ops, in the order written */
     stk_pixel_op ops[STK_TRANSFORM_MAX_OPS];
 } stk_transform;
 
@@ -83,6 +89,9 @@ bool stk_transform_fixed_size(const stk_transform *t, int *size);
  * which token does not fit which size. */
 stk_status stk_transform_check_fits(const stk_transform *t, uint32_t min_width,
                                     uint32_t min_height);
+
+/* Whether t has batch transforms (erase, mixup, cutmix). */
+bool stk_transform_has_batch_ops(const stk_transform *t);
 
 /* Whether t has pixel ops that draw random arguments. */
 bool stk_transform_is_random(const stk_transform *t);

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "engine/tensor.h"
+#include "kernels/batch_mix_math.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -107,6 +108,13 @@ stk_status stk_cat(int n, stk_tensor *const *xs, int dim, stk_tensor **out);
 /* The input op: u8 NHWC [N, H, W, C] pixels -> f32 NCHW, (x/255 - mean[c]) / std[c].
  * Not differentiable (pixels are data). C <= 16. */
 stk_status stk_input_u8_nhwc(stk_tensor *x, const float *mean, const float *std, stk_tensor **out);
+
+/* The batch transforms' op (train/batch_mix.h): f32 [N, C, H, W] -> the
+ * same with each sample's rectangle replaced by a * x[n] + b * x[partner]
+ * (kernels/batch_mix_math.h; regions: N entries in host memory). Not
+ * differentiable (pixels are data). Errors: INVALID_ARG (a region outside
+ * the batch, a partner outside 0..N-1). */
+stk_status stk_batch_regions(stk_tensor *x, const stk_batch_region *regions, stk_tensor **out);
 
 /* In place and untracked: multiply each of the n tensors (f32, contiguous,
  * all on one device; NULL entries skipped) by `factor`, and tell whether

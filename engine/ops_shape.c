@@ -98,3 +98,34 @@ stk_status stk_input_u8_nhwc(stk_tensor *x, const float *mean, const float *std,
     stk_tensor_release(xc);
     return st;
 }
+
+stk_status stk_batch_regions(stk_tensor *x, const stk_batch_region *regions, stk_tensor **out)
+{
+    stk_status st;
+    if ((st = eng_check_f32("batch_regions", x, "the batch")) != STK_OK) return st;
+    if (x->ndim != 4)
+        return stk_error(STK_ERR_INVALID_ARG, "batch_regions: the batch %s must be [N, C, H, W]",
+                         stk_tensor_shape_str(x));
+    int64_t n = x->shape[0], h = x->shape[2], w = x->shape[3];
+    for (int64_t i = 0; i < n; i++) {
+        const stk_batch_region *r = &regions[i];
+        if (r->partner < 0 || r->partner >= n || r->y0 < 0 || r->x0 < 0 || r->y1 > h || r->x1 > w)
+            return stk_error(STK_ERR_INVALID_ARG,
+                             "batch_regions: sample %lld's region [%d, %d) x [%d, %d) (partner "
+                             "%d) leaves the %lldx%lld batch of %lld",
+                             (long long)i, r->y0, r->y1, r->x0, r->x1, r->partner, (long long)h,
+                             (long long)w, (long long)n);
+    }
+    const stk_backend *be;
+    if ((st = eng_backend_of(x, &be)) != STK_OK) return st;
+    stk_tensor *xc = NULL, *y = NULL;
+    if ((st = eng_tensor_contiguous_raw(x, &xc)) != STK_OK) return st;
+    if ((st = eng_tensor_new_like(x, false, &y)) == STK_OK &&
+        (st = be->batch_regions(n, x->shape[1], h, w, tensor_f32(xc), regions, tensor_f32(y))) ==
+            STK_OK)
+        *out = eng_tensor_track(y);
+    else
+        stk_tensor_release(y);
+    stk_tensor_release(xc);
+    return st;
+}

@@ -20,6 +20,7 @@
 #pragma once
 
 #include "common/status.h"
+#include "kernels/batch_mix_math.h"
 #include "kernels/device_alloc.h"
 #include "kernels/dtype.h"
 #include "kernels/pool_math.h"
@@ -139,6 +140,12 @@ typedef struct stk_backend {
     /* u8 NHWC pixels -> f32 NCHW, (x/255 - mean[c]) / std[c]. */
     void (*input_u8_nhwc)(int64_t n, int64_t h, int64_t w, int64_t c, const uint8_t *x,
                           const float *mean, const float *std, float *y);
+
+    /* The batch transforms (kernels/batch_mix_math.h): y = x with each
+     * sample's rectangle replaced, from `regions` (n entries, host memory;
+     * x and y distinct). */
+    stk_status (*batch_regions)(int64_t n, int64_t c, int64_t h, int64_t w, const float *x,
+                                const stk_batch_region *regions, float *y);
 
     /* Mixed precision (--amp): NULL on the CPU, whose kernels are f32 only.
      * The f16 GEMM reads A and B as IEEE half (uint16_t), writes f32 C and

@@ -47,6 +47,7 @@ static const stk_backend cpu_backend = {
     .dropout_forward = cpu_dropout_forward,
     .dropout_backward = cpu_dropout_backward,
     .input_u8_nhwc = cpu_input_u8_nhwc,
+    .batch_regions = cpu_batch_regions,
     .amp_unscale = cpu_amp_unscale, /* the f16 entries stay NULL: --amp is refused on the CPU */
     .sgd_step = cpu_sgd_step,
     .adam_step = cpu_adam_step,

@@ -81,6 +81,8 @@ void cpu_cross_entropy_backward(int64_t rows, int64_t cols, const float *logp,
 void cpu_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t stream, const float *x,
                          float *y, uint8_t *mask);
 void cpu_dropout_backward(int64_t n, float p, const uint8_t *mask, const float *gy, float *gx);
+stk_status cpu_batch_regions(int64_t n, int64_t c, int64_t h, int64_t w, const float *x,
+                             const stk_batch_region *regions, float *y);
 void cpu_input_u8_nhwc(int64_t n, int64_t h, int64_t w, int64_t c, const uint8_t *x,
                        const float *mean, const float *std, float *y);
 void cpu_amp_unscale(int64_t n, float *g, float inv_scale, int32_t *found_inf);

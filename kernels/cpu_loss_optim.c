@@ -1,6 +1,7 @@
 /* Softmax, cross-entropy, dropout, the input op and optimizer updates on the CPU. */
 #include "kernels/cpu_kernels.h"
 
+#include "kernels/batch_mix_math.h"
 #include "kernels/loss_math.h"
 
 #include <math.h>
@@ -81,6 +82,15 @@ void cpu_input_u8_nhwc(int64_t n, int64_t h, int64_t w, int64_t c, const uint8_t
             for (int64_t j = 0; j < hw; j++)
                 out[ch * hw + j] = (float)in[j * c + ch] * scale[ch] + shift[ch];
     }
+}
+
+stk_status cpu_batch_regions(int64_t n, int64_t c, int64_t h, int64_t w, const float *x,
+                             const stk_batch_region *regions, float *y)
+{
+    int64_t chw = c * h * w, total = n * chw;
+#pragma omp parallel for schedule(static) if (total > STK_OMP_MIN_WORK)
+    for (int64_t i = 0; i < total; i++) y[i] = stk_batch_region_value(regions, x, chw, h * w, w, i);
+    return STK_OK;
 }
 
 void cpu_sgd_step(int64_t n, float *p, const float *g, float *buf, float lr, float momentum,

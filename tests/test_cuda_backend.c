@@ -428,6 +428,19 @@ START_TEST(test_input_and_optimizers)
     expect_close("input op", &y, 1e-6);
     buf_free(&px), buf_free(&y);
 
+    /* the batch transforms' op: erasing, mixup (whole image), cutmix (a box
+     * from the partner), an untouched sample */
+    const int64_t bn = 4, bc = 3, bh = 9, bw = 11;
+    buf bx = buf_rand(bn * bc * bh * bw, 99, -2, 2), by = buf_new(bn * bc * bh * bw * 4);
+    stk_batch_region rg[4] = {{2, 7, 1, 5, 0, 0.f, 0.f},
+                              {0, 9, 0, 11, 2, 0.3f, 0.7f},
+                              {3, 9, 4, 11, 1, 0.f, 1.f},
+                              {0, 0, 0, 0, 3, 1.f, 0.f}};
+    ck_assert_int_eq(cpu->batch_regions(bn, bc, bh, bw, H(bx), rg, H(by)), STK_OK);
+    ck_assert_int_eq(gpu->batch_regions(bn, bc, bh, bw, D(bx), rg, D(by)), STK_OK);
+    expect_close("batch regions", &by, 0);
+    buf_free(&bx), buf_free(&by);
+
     const int64_t m = 777;
     buf prm = buf_rand(m, 100, -1, 1), g = buf_rand(m, 101, -1, 1), b1 = buf_new(m * 4),
         b2 = buf_new(m * 4);

@@ -1,11 +1,13 @@
 /* The trainer (train/): its step against the same step written out by
  * hand, the hooks and their order, errors from hooks and divergence, the
- * position through save and resume, the loss scaler, device names. */
+ * position through save and resume, the loss scaler, device names, the
+ * batch transforms (draws, pixels, mixed labels and loss). */
 #include "check_main.h"
 #include "engine/checkpoint.h"
 #include "engine_testlib.h"
 #include "test_tmpdir.h"
 #include "train/batch.h"
+#include "train/batch_mix.h"
 #include "train/device.h"
 #include "train/loss_scaler.h"
 #include "train/trainer.h"
@@ -456,6 +458,170 @@ START_TEST(test_device_names)
 }
 END_TEST
 
+/* ---- batch transforms (train/batch_mix.h) ---------------------------- */
+
+START_TEST(test_batch_mix_draws_like_timm_and_torchvision)
+{
+    enum { N = 4000 };
+    stk_batch_region er[8], mx[8];
+    stk_batch_mix_draw d;
+    /* mixup alone: lam ~ Beta(0.2, 0.2): mean 1/2, variance 1/(4 (2a + 1)) */
+    stk_batch_mix_config c = {.mixup_alpha = 0.2f, .mix_prob = 1.f, .switch_prob = 0.5f};
+    double sum = 0, sq = 0;
+    for (int i = 0; i < N; i++) {
+        stk_batch_mix_plan(&c, 5, (uint64_t)i, 8, 28, 28, er, mx, &d);
+        ck_assert(!d.cutmix && d.lam > 0 && d.lam <= 1);
+        sum += d.lam, sq += (double)d.lam * d.lam;
+        if (d.lam < 1)
+            for (int k = 0; k < 8; k++) {
+                ck_assert_int_eq(mx[k].partner, 7 - k);
+                ck_assert(mx[k].y0 == 0 && mx[k].y1 == 28 && mx[k].x0 == 0 && mx[k].x1 == 28);
+                ck_assert_float_eq(mx[k].a, d.lam);
+            }
+    }
+    double avg = sum / N, var = sq / N - avg * avg;
+    ck_assert_msg(fabs(avg - 0.5) < 4 * sqrt(0.1786 / N), "Beta(0.2) mean %g", avg);
+    ck_assert_msg(fabs(var - 1 / (4 * 1.4)) < 0.02, "Beta(0.2) variance %g", var);
+    /* both, mix_prob 0.6: 60% of batches mixed, half of them cutmix; a
+     * cutmix lam is 1 - box area / image area, the box inside the image */
+    c = (stk_batch_mix_config){
+        .mixup_alpha = 0.2f, .cutmix_alpha = 1.f, .mix_prob = 0.6f, .switch_prob = 0.5f};
+    int mixed = 0, cut = 0;
+    for (int i = 0; i < N; i++) {
+        stk_batch_mix_plan(&c, 6, (uint64_t)i, 8, 24, 32, er, mx, &d);
+        if (d.lam < 1) mixed++;
+        if (d.lam < 1 && d.cutmix) {
+            cut++;
+            const stk_batch_region *b = &mx[0];
+            ck_assert(b->y0 >= 0 && b->y1 <= 24 && b->x0 >= 0 && b->x1 <= 32);
+            ck_assert(b->a == 0.f && b->b == 1.f && b->partner == 7);
+            double area = (double)(b->y1 - b->y0) * (b->x1 - b->x0);
+            ck_assert_float_eq_tol(d.lam, 1 - area / (24.0 * 32), 1e-6);
+        }
+    }
+    ck_assert_msg(fabs((double)mixed / N - 0.6) < 4 * sqrt(0.24 / N), "mixed %d of %d", mixed, N);
+    ck_assert_msg(fabs((double)cut / mixed - 0.5) < 4 * sqrt(0.25 / mixed), "cutmix %d of %d", cut,
+                  mixed);
+    /* erase 0.4: 40% of samples, each box 2-33% of the area, aspect 0.3-3.3 */
+    c = (stk_batch_mix_config){.erase = 0.4f, .mix_prob = 1.f};
+    int erased = 0;
+    for (int i = 0; i < N / 8; i++) {
+        stk_batch_mix_plan(&c, 7, (uint64_t)i, 8, 64, 64, er, mx, &d);
+        ck_assert(d.lam == 1.f);
+        int here = 0;
+        for (int k = 0; k < 8; k++) {
+            const stk_batch_region *b = &er[k];
+            if (b->y1 <= b->y0) continue;
+            here++;
+            double h = b->y1 - b->y0, w = b->x1 - b->x0, frac = h * w / (64.0 * 64);
+            ck_assert_msg(frac > 0.015 && frac < 0.36, "erased %g of the image", frac);
+            ck_assert(h / w > 0.25 && h / w < 4.0 && b->a == 0.f && b->b == 0.f);
+        }
+        ck_assert_int_eq(here, d.erased);
+        erased += here;
+    }
+    ck_assert_msg(fabs((double)erased / N - 0.4) < 4 * sqrt(0.24 / N), "erased %d of %d", erased,
+                  N);
+}
+END_TEST
+
+START_TEST(test_batch_mix_pixels_labels_and_loss)
+{
+    const int n = 4, ch = 2, h = 6, w = 5, classes = 3;
+    float x[4 * 2 * 6 * 5];
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++) x[i] = (float)i * 0.01f - 1.f;
+    int64_t shape[4] = {n, ch, h, w}, lshape[1] = {n};
+    int32_t labels[4] = {0, 2, 1, 2};
+    stk_scope *sc;
+    ck_assert_int_eq(stk_scope_begin(&sc), STK_OK);
+    stk_tensor *xt, *yt;
+    ck_assert_int_eq(stk_tensor_from_host(STK_F32, 4, shape, x, &xt), STK_OK);
+    ck_assert_int_eq(stk_tensor_from_host(STK_I32, 1, lshape, labels, &yt), STK_OK);
+    /* find steps with a mixup, a cutmix and erasing among the draws */
+    stk_batch_mix_config c = {.erase = 0.5f,
+                              .mixup_alpha = 1.f,
+                              .cutmix_alpha = 1.f,
+                              .mix_prob = 1.f,
+                              .switch_prob = 0.5f};
+    bool seen[2] = {false, false};
+    for (uint64_t step = 0; step < 64 && !(seen[0] && seen[1]); step++) {
+        stk_batch_region er[4], mx[4];
+        stk_batch_mix_draw d;
+        stk_batch_mix_plan(&c, 11, step, n, h, w, er, mx, &d);
+        stk_tensor *out, *labels2;
+        float lam;
+        ck_assert_int_eq(stk_batch_mix_apply(&c, 11, step, xt, labels, &out, &labels2, &lam),
+                         STK_OK);
+        ck_assert_float_eq(lam, d.lam);
+        float got[4 * 2 * 6 * 5];
+        ck_assert_int_eq(stk_tensor_to_host(out, got, sizeof got), STK_OK);
+        /* the rule, by hand: erase first, then mix with the erased partner */
+        float erased[4 * 2 * 6 * 5];
+        for (int s = 0; s < n; s++)
+            for (int k = 0; k < ch * h * w; k++) {
+                int y = k % (h * w) / w, xx = k % w;
+                bool in = y >= er[s].y0 && y < er[s].y1 && xx >= er[s].x0 && xx < er[s].x1;
+                erased[s * ch * h * w + k] = in ? 0.f : x[s * ch * h * w + k];
+            }
+        for (int s = 0; s < n; s++)
+            for (int k = 0; k < ch * h * w; k++) {
+                int y = k % (h * w) / w, xx = k % w, i = s * ch * h * w + k;
+                float want = erased[i];
+                if (d.lam < 1) {
+                    bool in = y >= mx[s].y0 && y < mx[s].y1 && xx >= mx[s].x0 && xx < mx[s].x1;
+                    float other = erased[(n - 1 - s) * ch * h * w + k];
+                    if (in) want = d.cutmix ? other : d.lam * erased[i] + (1 - d.lam) * other;
+                }
+                ck_assert_msg(got[i] == want, "step %llu sample %d element %d: %g, not %g",
+                              (unsigned long long)step, s, k, got[i], want);
+            }
+        if (d.lam < 1) {
+            seen[d.cutmix] = true;
+            int32_t l2[4];
+            ck_assert_int_eq(stk_tensor_to_host(labels2, l2, sizeof l2), STK_OK);
+            for (int s = 0; s < n; s++) ck_assert_int_eq(l2[s], labels[n - 1 - s]);
+            /* the loss: timm's SoftTargetCrossEntropy of mixup_target(), smoothing 0.1 */
+            float lg[4 * 3];
+            for (int i = 0; i < n * classes; i++) lg[i] = (float)((i * 7) % 5) * 0.3f - 0.5f;
+            int64_t lgs[2] = {n, classes};
+            stk_tensor *logits, *loss;
+            ck_assert_int_eq(stk_tensor_from_host(STK_F32, 2, lgs, lg, &logits), STK_OK);
+            stk_tensor_set_requires_grad(logits, true);
+            ck_assert_int_eq(stk_batch_mix_loss(logits, yt, labels2, lam, 0.1f, &loss), STK_OK);
+            double want_loss = 0, grad_want[4][3];
+            for (int s = 0; s < n; s++) {
+                double mx_ = -1e9, se = 0;
+                for (int j = 0; j < classes; j++) mx_ = fmax(mx_, lg[s * classes + j]);
+                for (int j = 0; j < classes; j++) se += exp(lg[s * classes + j] - mx_);
+                for (int j = 0; j < classes; j++) {
+                    double logp = lg[s * classes + j] - mx_ - log(se);
+                    double off = 0.1 / classes, on = 1 - 0.1 + off;
+                    double t = lam * (labels[s] == j ? on : off) +
+                               (1 - lam) * (labels[n - 1 - s] == j ? on : off);
+                    want_loss -= t * logp / n;
+                    grad_want[s][j] = (exp(logp) - t) / n;
+                }
+            }
+            ck_assert_float_eq_tol(stk_tensor_item(loss), want_loss, 1e-5);
+            ck_assert_int_eq(stk_backward(loss, NULL, false), STK_OK);
+            float g[12];
+            ck_assert_int_eq(stk_tensor_to_host(stk_tensor_grad(logits), g, sizeof g), STK_OK);
+            for (int s = 0; s < n; s++)
+                for (int j = 0; j < classes; j++)
+                    ck_assert_float_eq_tol(g[s * classes + j], grad_want[s][j], 1e-6);
+        }
+    }
+    ck_assert_msg(seen[0] && seen[1], "no mixup or no cutmix in 64 draws");
+    stk_scope_end(sc);
+    /* out-of-range values are refused, naming them */
+    stk_batch_mix_config bad = {.erase = 1.5f, .mix_prob = 1.f};
+    ck_assert_int_eq(stk_batch_mix_check(&bad), STK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), "erase probability 1.5"));
+    bad = (stk_batch_mix_config){.mixup_alpha = -1.f};
+    ck_assert_int_eq(stk_batch_mix_check(&bad), STK_ERR_INVALID_ARG);
+}
+END_TEST
+
 static Suite *trainer_suite(void)
 {
     Suite *s = suite_create("trainer");
@@ -468,6 +634,8 @@ static Suite *trainer_suite(void)
     tcase_add_test(t, test_save_and_resume_continue_bit_identically);
     tcase_add_test(t, test_loss_scaler_unscales_and_skips_overflow);
     tcase_add_test(t, test_device_names);
+    tcase_add_test(t, test_batch_mix_draws_like_timm_and_torchvision);
+    tcase_add_test(t, test_batch_mix_pixels_labels_and_loss);
     suite_add_tcase(s, t);
     return s;
 }

@@ -30,7 +30,9 @@ static const stk_flag flags[] = {
                   "images (Fashion-MNIST: pad:4,crop:28,flip), rrc:224,flip\n"
                   "for JPEG; 'center:28' or 'crop:28' for no augmentation; pixel\n"
                   "ops after the crop, e.g. rrc:224,flip,colorjitter:0.4:0.4:0.4:0.1\n"
-                  "or rrc:224,flip,trivialaugment ('stoke help peek' lists them all)"),
+                  "or rrc:224,flip,trivialaugment ('stoke help peek' lists them all);\n"
+                  "batch transforms on the normalised batch: erase[:P] (RandomErasing,\n"
+                  "p 0.5), mixup:ALPHA, cutmix:ALPHA (timm's; see --mix-prob)"),
     STK_FLAG_TEXT(T, norm, "norm", "NORM",
                   "the input normalisation, for training and evaluation (checkpoints\n"
                   "record it; eval and export use it): dataset (default: the training\n"
@@ -66,7 +68,13 @@ static const stk_flag flags[] = {
     STK_FLAG_NUMBER(T, warmup_epochs, "warmup-epochs", "W", 0, 100000,
                     "linear warm-up at the start (cosine; onecycle: its rise),\n"
                     "default 0 (onecycle: 30% of the run)"),
-    STK_FLAG_NUMBER(T, smoothing, "label-smoothing", "S", 0, 0.999, "default 0"),
+    STK_FLAG_NUMBER(T, smoothing, "label-smoothing", "S", 0, 0.999,
+                    "default 0; composes with mixup/cutmix (the mixed targets are\n"
+                    "smoothed, as timm's)"),
+    STK_FLAG_NUMBER(T, mix_prob, "mix-prob", "P", 0, 1,
+                    "the probability that a batch is mixed when the transform has\n"
+                    "mixup:ALPHA and/or cutmix:ALPHA (timm's Mixup prob; one of the\n"
+                    "two per batch, cutmix half the time when both are given), default 1"),
     STK_FLAG_SEED(T, seed, "shuffling, augmentation and initialisation, default 0"),
     STK_FLAG_CHOICE(T, order, "order", "ORDER", stk_read_order_names,
                     "the training set's read order: random (default), block (FFCV's\n"
@@ -212,6 +220,7 @@ int train_parse_flags(int argc, char **argv, train_args *a)
                       .wd = 5e-4,
                       .step_epochs = 30,
                       .dist_timeout = 300,
+                      .mix_prob = 1.0,
                       .early_stop = -1,
                       .block_mib = 8,
                       .block_window = 8,

@@ -30,7 +30,7 @@ typedef struct train_args {
     int64_t epochs, batch, workers, threads, step_epochs, seed, stop_after, dist_timeout;
     int64_t early_stop, start_from_epoch; /* early_stop -1: off */
     int64_t cache_mb, block_mib, block_window;
-    double lr, momentum, wd, warmup_epochs, smoothing, min_delta;
+    double lr, momentum, wd, warmup_epochs, smoothing, min_delta, mix_prob;
     bool nesterov, resume, overwrite, restore_best, json, amp, sync_bn, tensorboard, no_tensorboard,
         memory_report;
     int optimizer; /* index in train_optimizers (= stk_optim_kind) */
@@ -64,8 +64,8 @@ typedef struct run_state {
     char *class_names;                         /* --data's, a JSON array (owned; NULL: none) */
     const char *meta_keys[8], *meta_values[8]; /* the run's checkpoint metadata */
     int n_meta;
-    stk_comm *comm;                            /* the data-parallel job (a world of one alone) */
-    stk_ddp *ddp;                              /* with more than one rank */
+    stk_comm *comm; /* the data-parallel job (a world of one alone) */
+    stk_ddp *ddp;   /* with more than one rank */
     int rank, world;
     uint64_t val_count;        /* images in --val */
     bool ranks_agree_on_error; /* every rank failed alike: no need to stop the others */

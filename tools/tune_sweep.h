@@ -39,7 +39,7 @@ typedef struct tune_trial {
     int64_t id;
     int64_t saved_epoch; /* PBT: the epoch of its kept state (0: none) */
     uint64_t saved_hash;
-    bool cloned;    /* PBT: its values changed mid-run (no single command) */
+    bool cloned; /* PBT: its values changed mid-run (no single command) */
     /* PBT, resumed: its part of the round at redo_epoch (0: none) is done
      * again once it runs: it stopped before that round's save or load. */
     int64_t redo_epoch, redo_src;
@@ -118,8 +118,8 @@ void tune_trials_free(tune_trial *trials, int64_t n);
  * t's explored values (lr, momentum, wd, label-smoothing). Each writes a
  * line of DIR/trials/ID/pbt.csv with a hash of the state saved or loaded
  * (once: a resumed sweep that does a round's part again writes none). */
-void tune_pbt_plan(const tune_config *c, tune_trial *trials, const stk_pbt_step *steps,
-                   int64_t n, int64_t epoch);
+void tune_pbt_plan(const tune_config *c, tune_trial *trials, const stk_pbt_step *steps, int64_t n,
+                   int64_t epoch);
 stk_status tune_pbt_save(const tune_config *c, tune_trial *t, stk_trainer *tr, int64_t epoch);
 stk_status tune_pbt_load(const tune_config *c, tune_trial *t, stk_trainer *tr,
                          const tune_trial *src, int64_t epoch);

@@ -53,8 +53,8 @@ static stk_status count(stk_tensor *logits, const int32_t *labels, int n, int *t
         for (int64_t j = 0; j < c; j++)
             if (!isfinite(row[j])) { /* a NaN never ranks above the label: it would count */
                 free(copy);
-                return stk_error(STK_ERR_DIVERGED, "the logits of sample %d are not finite (%s)",
-                                 i, isnan(row[j]) ? "NaN" : "infinite");
+                return stk_error(STK_ERR_DIVERGED, "the logits of sample %d are not finite (%s)", i,
+                                 isnan(row[j]) ? "NaN" : "infinite");
             }
         float mine = row[labels[i]];
         int better = 0; /* classes ranked above the true one (ties count for it) */

@@ -125,7 +125,8 @@ static bool has_val(const stk_fit_options *o) { return o->val || o->val_elsewher
 
 static stk_status check_options(const stk_fit_options *o)
 {
-    if (o->epochs < 1) return stk_error(STK_ERR_INVALID_ARG, "fit: epochs %lld", (long long)o->epochs);
+    if (o->epochs < 1)
+        return stk_error(STK_ERR_INVALID_ARG, "fit: epochs %lld", (long long)o->epochs);
     const stk_early_stop *e = &o->early;
     if (!stk_monitor_name(e->monitor))
         return stk_error(STK_ERR_INVALID_ARG, "fit: no monitor %d", (int)e->monitor);
@@ -304,8 +305,10 @@ stk_status stk_trainer_fit(stk_trainer *t, const stk_fit_options *o, stk_fit_res
         if (o->val && (st = stk_trainer_evaluate(t, o->val, o->eval_label, &val)) != STK_OK) break;
         st = stk_fit_epoch_done(f, &es, &val, &stop);
     }
-    if (st == STK_OK) st = stk_fit_finish(f, out);
-    else *out = f->out;
+    if (st == STK_OK)
+        st = stk_fit_finish(f, out);
+    else
+        *out = f->out;
     if (st != STK_OK) out->reason = failure_reason(st);
     stk_fit_close(f);
     return st;

@@ -60,12 +60,12 @@ double stk_fit_metric(stk_monitor m, const stk_epoch_stats *es, const stk_eval_r
 typedef enum stk_mode { STK_MODE_AUTO, STK_MODE_MIN, STK_MODE_MAX } stk_mode;
 
 typedef struct stk_early_stop {
-    int patience;            /* epochs without improvement before stopping; < 0: never stop */
-    stk_monitor monitor;     /* what improves; also what "best" means for best.safetensors */
-    double min_delta;        /* an improvement must be larger than this (>= 0) */
-    stk_mode mode;           /* AUTO: min for losses, max for accuracies */
+    int patience;             /* epochs without improvement before stopping; < 0: never stop */
+    stk_monitor monitor;      /* what improves; also what "best" means for best.safetensors */
+    double min_delta;         /* an improvement must be larger than this (>= 0) */
+    stk_mode mode;            /* AUTO: min for losses, max for accuracies */
     int64_t start_from_epoch; /* epochs (completed) before improvements are counted */
-    bool restore_best;       /* end with the best epoch's weights in the model */
+    bool restore_best;        /* end with the best epoch's weights in the model */
 } stk_early_stop;
 
 /* What one epoch did, for the callbacks (valid during the call). */
@@ -91,8 +91,8 @@ typedef stk_status (*stk_fit_callback)(void *ctx, const stk_fit_epoch *e, bool *
 typedef struct stk_fit_options {
     stk_loader *train; /* the training loader and its H2D stage (both required) */
     stk_h2d *h2d;
-    stk_loader *val; /* opened with stk_trainer_eval_options; NULL: no evaluation */
-    bool val_elsewhere; /* val NULL here, but another rank evaluates: reduce gives its figures */
+    stk_loader *val;     /* opened with stk_trainer_eval_options; NULL: no evaluation */
+    bool val_elsewhere;  /* val NULL here, but another rank evaluates: reduce gives its figures */
     int64_t epochs;      /* the run ends after epoch `epochs` (counted from 1) */
     int64_t stop_after;  /* > 0: this call ends after that many epochs (resume later) */
     const char *run_dir; /* last.safetensors and best.safetensors; NULL: none */

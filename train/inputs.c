@@ -26,6 +26,11 @@ stk_status stk_train_check_transform(const stk_meta *m, const char *flag, const 
         return stk_error(STK_ERR_INVALID_ARG,
                          "%s %s: batches need one image size: add center:N, crop:N or rrc:N", flag,
                          spec);
+    if (stk_transform_has_batch_ops(&t) && !norm_ok)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "%s %s: erase, mixup and cutmix are for training batches; evaluation "
+                         "never applies them",
+                         flag, spec);
     if (t.norm != STK_NORM_NONE && !norm_ok)
         return stk_error(STK_ERR_INVALID_ARG,
                          "%s %s: drop the norm token: evaluation normalises as training did "
@@ -41,6 +46,21 @@ stk_status stk_train_check_transform(const stk_meta *m, const char *flag, const 
                              flag, spec, *size, *size, m->min_width, m->min_height, side, side);
     }
     return STK_OK;
+}
+
+stk_status stk_train_batch_mix(const char *transform, double mix_prob, int rank,
+                               stk_batch_mix_config *c)
+{
+    stk_transform t;
+    stk_status st = stk_transform_parse(transform, &t);
+    if (st != STK_OK) return stk_error_prefix(st, "--transform");
+    *c = (stk_batch_mix_config){.erase = (float)t.erase,
+                                .mixup_alpha = (float)t.mixup,
+                                .cutmix_alpha = (float)t.cutmix,
+                                .mix_prob = (float)mix_prob,
+                                .switch_prob = 0.5f,
+                                .rank = rank};
+    return stk_batch_mix_check(c);
 }
 
 /* --norm's value as a transform token: "dataset" -> norm, "M,S" -> norm:M/S. */

@@ -10,6 +10,7 @@
 
 #include "common/status.h"
 #include "storage/meta.h"
+#include "train/batch_mix.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -30,6 +31,12 @@ void stk_train_default_eval_transform(const stk_meta *m, int size, char *buf, si
  * its images, as a JPEG transform would. */
 stk_status stk_train_check_transform(const stk_meta *m, const char *what, const char *spec,
                                      bool norm_ok, int *size);
+
+/* The batch transforms a training transform asks for (its erase, mixup and
+ * cutmix tokens), with --mix-prob's value and the rank. Errors:
+ * STK_ERR_INVALID_ARG (a bad spec or probability). */
+stk_status stk_train_batch_mix(const char *transform, double mix_prob, int rank,
+                               stk_batch_mix_config *c);
 
 /* The input normalisation of a training run (the device normalises the u8
  * batches): `norm` (--norm: dataset, imagenet, or MEAN,STD with one value

@@ -8,8 +8,8 @@
 #include <string.h>
 
 static const char *const keys_[STK_TRAIN_POSITION_KEYS] = {
-    "epoch", "step", "seed", "loader_position", "monitor", "best_value", "best_epoch",
-    "early_stop_wait"};
+    "epoch",   "step",       "seed",       "loader_position",
+    "monitor", "best_value", "best_epoch", "early_stop_wait"};
 
 stk_train_position stk_train_position_start(int64_t seed)
 {
@@ -61,7 +61,8 @@ static stk_status parse_loader(const stk_safetensors *f, const char *v, stk_load
  * or the older "best_val_top1". */
 static stk_status best_state(const stk_safetensors *f, stk_train_position *p)
 {
-    const char *mon = stk_safetensors_meta(f, "monitor"), *b = stk_safetensors_meta(f, "best_value");
+    const char *mon = stk_safetensors_meta(f, "monitor"),
+               *b = stk_safetensors_meta(f, "best_value");
     const char *key = b ? "best_value" : "best_val_top1";
     if (!b) b = stk_safetensors_meta(f, "best_val_top1");
     if (mon && strlen(mon) >= sizeof p->monitor) return damaged(f, "monitor", mon);

@@ -32,8 +32,8 @@ typedef struct stk_train_position {
     int64_t seed;               /* the run's seed: shuffling, augmentation, initialisation */
     stk_loader_position loader; /* where the training loader continues */
     /* the best epoch so far by the run's monitored value (train/fit.h) */
-    char monitor[16];  /* what best_value measures ("val_loss"); "" before any */
-    double best_value; /* NaN before any */
+    char monitor[16];   /* what best_value measures ("val_loss"); "" before any */
+    double best_value;  /* NaN before any */
     int64_t best_epoch; /* counted from 1; 0 before any */
     int64_t wait;       /* epochs since the best one (early stopping's patience counter) */
 } stk_train_position;

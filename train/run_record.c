@@ -89,7 +89,7 @@ stk_status stk_run_record_step_hook(void *ctx, const stk_step_info *info)
     }
     if (info->event != STK_STEP_AFTER_OPTIMIZER) return STK_OK;
     STK_TRY(stk_run_log_write_step(r->log, info->step + 1, r->epoch + 1, (double)info->loss_value,
-                               (double)info->lr));
+                                   (double)info->lr));
     if (r->tb) {
         STK_TRY(stk_tfevents_scalar(r->tb, "train/loss", info->step + 1, info->loss_value));
         STK_TRY(stk_tfevents_scalar(r->tb, "train/lr", info->step + 1, info->lr));
@@ -126,8 +126,8 @@ static stk_status epoch_scalars(stk_run_record *r, int64_t e, const stk_epoch_st
 }
 
 stk_status stk_run_record_epoch(stk_run_record *r, int64_t epoch, int64_t step, double lr,
-                            const stk_epoch_stats *es, const stk_eval_result *val,
-                            const stk_run_memory *m)
+                                const stk_epoch_stats *es, const stk_eval_result *val,
+                                const stk_run_memory *m)
 {
     stk_run_log_row row = {.epoch = epoch + 1,
                            .step = step,

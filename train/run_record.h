@@ -38,7 +38,7 @@ typedef struct stk_run_memory {
  * Errors: IO (naming the file), CORRUPT (a metrics.csv that cannot be
  * continued), NOMEM. */
 stk_status stk_run_record_open(const char *dir, bool tensorboard, int64_t resume_epoch,
-                           stk_run_record **out);
+                               stk_run_record **out);
 /* The run's configuration as Markdown, for TensorBoard's text tab. */
 stk_status stk_run_record_config(stk_run_record *r, const char *markdown);
 /* A step hook (STK_STEP_BEFORE_FORWARD and STK_STEP_AFTER_OPTIMIZER, ctx the
@@ -48,8 +48,8 @@ void stk_run_record_set_normalisation(stk_run_record *r, const float mean[3], co
 stk_status stk_run_record_step_hook(void *ctx, const stk_step_info *info);
 /* One epoch's row; val NULL when there is no validation set. */
 stk_status stk_run_record_epoch(stk_run_record *r, int64_t epoch, int64_t step, double lr,
-                            const stk_epoch_stats *es, const stk_eval_result *val,
-                            const stk_run_memory *mem);
+                                const stk_epoch_stats *es, const stk_eval_result *val,
+                                const stk_run_memory *mem);
 /* Where the event file is (NULL without TensorBoard). */
 const char *stk_run_record_tensorboard_path(const stk_run_record *r);
 void stk_run_record_close(stk_run_record *r);

@@ -43,13 +43,18 @@ struct stk_trainer {
     stk_step_info *info;   /* the step in progress (for the gradient hooks) */
 };
 
-stk_trainer_config stk_trainer_defaults(void) { return (stk_trainer_config){.std = {1, 1, 1}}; }
+stk_trainer_config stk_trainer_defaults(void)
+{
+    /* batch transforms off; timm's Mixup defaults for when they are turned on */
+    return (stk_trainer_config){.std = {1, 1, 1}, .mix = {.mix_prob = 1.f, .switch_prob = 0.5f}};
+}
 
 stk_status stk_trainer_create(const stk_trainer_config *c, stk_model *model, stk_optim *opt,
                               stk_trainer **out)
 {
     *out = NULL;
     const stk_copy_engine *dev = c->copy_engine ? c->copy_engine : stk_copy_engine_cpu();
+    STK_TRY(stk_batch_mix_check(&c->mix));
     if (c->amp && dev->device != STK_DEVICE_CUDA)
         return stk_error(STK_ERR_INVALID_ARG, "mixed precision (amp) runs on a GPU; the CPU "
                                               "backend computes in f32");
@@ -144,7 +149,8 @@ static stk_status step_body(stk_trainer *t, stk_step_info *info, const int32_t *
     stk_trace_begin("forward", "step");
     stk_status fst = stk_model_forward(t->model, info->input, &info->logits);
     if (fst == STK_OK)
-        fst = stk_cross_entropy(info->logits, info->labels, t->cfg.label_smoothing, &info->loss);
+        fst = stk_batch_mix_loss(info->logits, info->labels, info->labels2, info->lam,
+                                 t->cfg.label_smoothing, &info->loss);
     if (fst == STK_OK) r->loss = stk_tensor_item(info->loss);
     stk_trace_end();
     STK_TRY(fst);
@@ -195,6 +201,29 @@ static stk_status step_body(stk_trainer *t, stk_step_info *info, const int32_t *
     return run_hooks(t, info, STK_STEP_AFTER_OPTIMIZER);
 }
 
+/* The batch transforms on the step's input (labels read back when the
+ * caller has none on the host). */
+static stk_status mix_batch(stk_trainer *t, stk_step_info *info, const int32_t *host_labels)
+{
+    int32_t *copy = NULL;
+    if (!host_labels) {
+        size_t bytes = (size_t)info->count * sizeof *copy;
+        if (!(copy = malloc(bytes ? bytes : 1)))
+            return stk_error(STK_ERR_NOMEM, "no memory for %d labels", info->count);
+        stk_status st = stk_tensor_to_host(info->labels, copy, bytes);
+        if (st != STK_OK) {
+            free(copy);
+            return st;
+        }
+        host_labels = copy;
+    }
+    stk_status st =
+        stk_batch_mix_apply(&t->cfg.mix, (uint64_t)t->pos.seed, (uint64_t)info->step, info->input,
+                            host_labels, &info->input, &info->labels2, &info->lam);
+    free(copy);
+    return st;
+}
+
 /* One step on tensors made inside `scope`'s lifetime; epoch < 0 when unknown;
  * flow: the batch's trace flow id (0: none). */
 static stk_status step(stk_trainer *t, stk_tensor *x, stk_tensor *y, const int32_t *host_labels,
@@ -208,9 +237,11 @@ static stk_status step(stk_trainer *t, stk_tensor *x, stk_tensor *y, const int32
                           .model = t->model,
                           .input = x,
                           .labels = y,
+                          .lam = 1.f,
                           .count = count,
                           .loss_scale = 1.f,
                           .param = -1};
+    if (stk_batch_mix_enabled(&t->cfg.mix)) STK_TRY(mix_batch(t, &info, host_labels));
     stk_trace_step();
     char what[32] = "";
     if (stk_trace_enabled()) snprintf(what, sizeof what, "step %" PRId64, info.step + 1);

@@ -43,6 +43,7 @@
 #include "kernels/copy_engine.h"
 #include "loader/h2d.h"
 #include "loader/loader.h"
+#include "train/batch_mix.h"
 #include "train/position.h"
 
 #include <stdbool.h>
@@ -61,11 +62,13 @@ typedef struct stk_trainer_config {
     float label_smoothing; /* in [0, 1) */
     /* Learning rate per step; base_lr 0 leaves the optimizer's own lr alone. */
     stk_schedule schedule;
-    float mean[3], std[3]; /* input normalisation (stk_input_norm_from_meta) */
-    int64_t seed;          /* the position's seed */
+    float mean[3], std[3];    /* input normalisation (stk_input_norm_from_meta) */
+    int64_t seed;             /* the position's seed */
+    stk_batch_mix_config mix; /* erasing, mixup, cutmix on each training batch (all 0: off) */
 } stk_trainer_config;
 
-/* No amp, no smoothing, no schedule, mean 0 and std 1, the CPU. */
+/* No amp, no smoothing, no schedule, mean 0 and std 1, the CPU, no batch
+ * transforms (mix_prob 1 and switch_prob 0.5 for when they are set). */
 stk_trainer_config stk_trainer_defaults(void);
 
 /* A trainer for `model` (already on the config's device) and `opt` (NULL:
@@ -90,8 +93,10 @@ typedef struct stk_step_info {
     stk_step_event event;
     int64_t step; /* this step's number in the run (position.step before it) */
     stk_model *model;
-    stk_tensor *input;         /* normalised f32 NCHW */
+    stk_tensor *input;         /* normalised f32 NCHW (after the batch transforms) */
     stk_tensor *labels;        /* i32 [N] on the device */
+    stk_tensor *labels2;       /* mixup/cutmix: the labels mixed in (NULL: not mixed) */
+    float lam;                 /* the weight of `labels` in the loss (1: not mixed) */
     int count;                 /* samples in the batch */
     stk_tensor *logits, *loss; /* from AFTER_FORWARD on */
     int param;                 /* GRAD_READY: stk_model_param(model, param) */

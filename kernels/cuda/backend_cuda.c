@@ -190,6 +190,24 @@ static void cu_input_u8_nhwc(int64_t n, int64_t h, int64_t w, int64_t c, const u
     launched();
 }
 
+/* The regions to the device (a small synchronous copy per batch), then the
+ * kernel; the scratch is freed after it (the allocator orders frees after
+ * the stream's work). */
+static stk_status cu_batch_regions(int64_t n, int64_t c, int64_t h, int64_t w, const float *x,
+                                   const stk_batch_region *regions, float *y)
+{
+    size_t bytes = (size_t)n * sizeof *regions;
+    stk_batch_region *dev;
+    stk_status st = stk_device_alloc(STK_DEVICE_CUDA, bytes ? bytes : 1, (void **)&dev);
+    if (st != STK_OK) return st;
+    if ((st = stk_cuda_from_host(dev, regions, bytes)) == STK_OK) {
+        stk_cuda_batch_regions(n, c, h, w, x, dev, y, S());
+        launched();
+    }
+    stk_device_free(STK_DEVICE_CUDA, dev, bytes ? bytes : 1);
+    return st;
+}
+
 static void cu_sgd_step(int64_t n, float *p, const float *g, float *buf, float lr, float momentum,
                         float dampening, float wd, bool nesterov, bool first)
 {
@@ -253,6 +271,7 @@ static const stk_backend cuda_backend = {
     .dropout_forward = cu_dropout_forward,
     .dropout_backward = cu_dropout_backward,
     .input_u8_nhwc = cu_input_u8_nhwc,
+    .batch_regions = cu_batch_regions,
     .gemm_batched_f16 = stk_cublas_gemm_batched_f16,
     .conv2d_forward_f16 = stk_cudnn_conv2d_forward_f16,
     .conv2d_backward_data_f16 = stk_cudnn_conv2d_backward_data_f16,

@@ -51,7 +51,7 @@ stk_status stk_nccl_make_id(uint8_t id[STK_DEVICE_COMM_ID_BYTES])
 }
 
 stk_status stk_nccl_open(const uint8_t id[STK_DEVICE_COMM_ID_BYTES], int rank, int world,
-                                stk_device_comm **out)
+                         stk_device_comm **out)
 {
     *out = NULL;
     stk_device_comm *c = calloc(1, sizeof *c);
@@ -109,7 +109,7 @@ stk_status stk_nccl_allreduce_avg(stk_device_comm *c, float *buf, size_t n)
     STK_TRY(stk_cuda_check(cudaStreamWaitEvent(c->stream, c->ready, 0), "ordering the streams"));
     STK_TRY(stk_cuda_check(cudaEventRecord(e->start, c->stream), "recording an event"));
     STK_TRY(nccl_check(ncclAllReduce(buf, buf, n, ncclFloat32, ncclAvg, c->nccl, c->stream),
-                   "ncclAllReduce"));
+                       "ncclAllReduce"));
     STK_TRY(stk_cuda_check(cudaEventRecord(e->done, c->stream), "recording an event"));
     c->queued++;
     return STK_OK;

@@ -103,6 +103,21 @@ void stk_cuda_axpby(int64_t n, float a, const float *x, float b, float *y, stk_s
     STK_LAUNCH(axpby_kernel, stk_blocks(n), STK_BLOCK, s, n, a, x, b, y);
 }
 
+STK_GLOBAL void batch_regions_kernel(int64_t total, int64_t chw, int64_t hw, int64_t w,
+                                     const float *x, const stk_batch_region *regions, float *y)
+{
+    STK_GRID_STRIDE(i, total) y[i] = stk_batch_region_value(regions, x, chw, hw, w, i);
+}
+
+void stk_cuda_batch_regions(int64_t n, int64_t c, int64_t h, int64_t w, const float *x,
+                            const stk_batch_region *regions, float *y, stk_stream_t s)
+{
+    int64_t total = n * c * h * w;
+    if (total > 0)
+        STK_LAUNCH(batch_regions_kernel, stk_blocks(total), STK_BLOCK, s, total, c * h * w, h * w,
+                   w, x, regions, y);
+}
+
 void stk_cuda_input_u8_nhwc(int64_t n, int64_t h, int64_t w, int64_t c, const uint8_t *x,
                             const float *mean, const float *std, float *y, stk_stream_t s)
 {

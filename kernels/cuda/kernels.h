@@ -9,6 +9,7 @@
  * (kernels/backend.h). */
 #pragma once
 
+#include "kernels/batch_mix_math.h"
 #include "kernels/dtype.h"
 #include "kernels/pool_math.h"
 #include "kernels/scalar_math.h"
@@ -38,6 +39,9 @@ void stk_cuda_binary_same(stk_binary_op op, int64_t n, const float *a, const flo
 void stk_cuda_binary_rowvec(stk_binary_op op, int64_t rows, int64_t cols, const float *a,
                             const float *b, float *out, stk_stream_t s);
 void stk_cuda_axpby(int64_t n, float a, const float *x, float b, float *y, stk_stream_t s);
+/* regions: device memory (n entries). */
+void stk_cuda_batch_regions(int64_t n, int64_t c, int64_t h, int64_t w, const float *x,
+                            const stk_batch_region *regions, float *y, stk_stream_t s);
 void stk_cuda_input_u8_nhwc(int64_t n, int64_t h, int64_t w, int64_t c, const uint8_t *x,
                             const float *mean, const float *std, float *y, stk_stream_t s);
 void stk_cuda_sgd_step(int64_t n, float *p, const float *g, float *buf, float lr, float momentum,

@@ -35,6 +35,28 @@ expect err.txt "  <= 4 KiB "
 run 2 "$STOKE" train $T --model mlp --epochs 1 --out r0 --no-tensorboard --tensorboard
 expect err.txt "--tensorboard and --no-tensorboard: choose one"
 
+# Batch transforms: erasing, mixup and cutmix on training batches only; the
+# same run twice is the same (Philox by seed and step); bad values refused.
+run 0 "$STOKE" train $T --model cnn --epochs 1 --out mix1 --label-smoothing 0.1 \
+    --transform pad:4,crop:28,flip,erase:0.5,mixup:0.2,cutmix:1 --mix-prob 0.8
+expect out.txt "transform pad:4,crop:28,flip,erase:0.5,mixup:0.2,cutmix:1"
+run 0 "$STOKE" train $T --model cnn --epochs 1 --out mix2 --label-smoothing 0.1 \
+    --transform pad:4,crop:28,flip,erase:0.5,mixup:0.2,cutmix:1 --mix-prob 0.8
+cmp -s mix1/last.safetensors mix2/last.safetensors || fail "two runs with batch transforms differ"
+run 0 "$STOKE" train $T --model cnn --epochs 1 --out mix3 --label-smoothing 0.1 \
+    --transform pad:4,crop:28,flip
+cmp -s mix1/last.safetensors mix3/last.safetensors && fail "the batch transforms changed nothing"
+run 1 "$STOKE" train $T --model cnn --out bad --transform center:28,mixup:0
+expect err.txt 'transform "mixup:0": expected mixup:ALPHA (0 < alpha <= 100)'
+run 1 "$STOKE" train $T --model cnn --out bad --transform center:28,erase:1.5
+expect err.txt 'transform "erase:1.5": probability must be in (0, 1]'
+run 2 "$STOKE" train $T --model cnn --out bad --mix-prob 1.5
+expect err.txt "--mix-prob"
+run 1 "$STOKE" train $T --model cnn --out bad --val-transform center:28,cutmix:1
+expect err.txt "erase, mixup and cutmix are for training batches; evaluation never applies them"
+run 1 "$STOKE" eval --data tiny.stoke --checkpoint mix1/last.safetensors --transform center:28,erase
+expect err.txt "evaluation never applies them"
+
 # eval reads the checkpoint and agrees with the run's last validation.
 run 0 "$STOKE" eval --data tiny.stoke --checkpoint r1/last.safetensors --batch 8 --json
 "$PYTHON3" - <<'PY' || fail "eval --json"
