@@ -1,5 +1,7 @@
 /* stoke bench: how fast the loader delivers batches of a dataset. */
+#include "augment/transform_spec.h"
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/crc32c.h"
 #include "common/progress.h"
 #include "common/trace.h"
@@ -171,6 +173,12 @@ static int parse(int argc, char **argv, bench_args *a, stk_loader_options *o, co
     if (a->direct && a->no_direct)
         return stk_cli_usage("bench", "--direct and --no-direct do not go together");
     o->transform = a->transform;
+    stk_transform spec;
+    if (a->transform && stk_transform_parse(a->transform, &spec) == STK_OK &&
+        stk_transform_has_batch_ops(&spec))
+        stk_log_warn("--transform %s: erase, mixup and cutmix run on the training device, not in "
+                     "the loader: bench measures without them",
+                     a->transform);
     o->format = a->output == 1 ? STK_PIXELS_F32_CHW : STK_PIXELS_U8_HWC;
     o->fast_decode = !a->accurate;
     o->read_only = a->no_decode;

@@ -25,6 +25,7 @@
 
 #include "common/status.h"
 #include "kernels/copy_engine.h"
+#include "augment/transform_spec.h"
 #include "loader/loader.h"
 
 #include <stdbool.h>
@@ -500,6 +501,16 @@ static int loader_init(PyObject *self_, PyObject *args, PyObject *kw)
             PyErr_Format(stoke_error, "device=%s: %s", device, stk_last_error());
             goto fail;
         }
+    }
+    stk_transform parsed;
+    if (transform && stk_transform_parse(transform, &parsed) == STK_OK &&
+        stk_transform_has_batch_ops(&parsed)) {
+        PyErr_Format(PyExc_ValueError,
+                     "transform=%s: erase, mixup and cutmix are batch transforms that stoke "
+                     "train applies on the device; with PyTorch, apply torchvision's "
+                     "RandomErasing or timm's Mixup to the batches",
+                     transform);
+        goto fail;
     }
     stk_loader_options o = stk_loader_defaults();
     if (ce) o.host_memory = ce->host_memory;

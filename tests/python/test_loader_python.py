@@ -189,6 +189,13 @@ def test_errors_carry_the_cli_messages(tiny, tmp_path):
     assert str(e.value) == cli_message("--transform", "rrc:0", tiny)
     with pytest.raises(ValueError, match="layout"):
         stoke.Loader(tiny, 8, layout="HWNC")
+    # batch transforms are stoke train's, not the loader's: refused, not ignored
+    with pytest.raises(ValueError, match="erase, mixup and cutmix are batch transforms"):
+        stoke.Loader(tiny, 8, transform="pad:4,crop:28,mixup:0.2")
+    # pixel ops run in the loader
+    loader = stoke.Loader(tiny, 8, transform="pad:4,crop:28,randomrotation:10,autocontrast")
+    assert next(iter(loader))[0].shape[0] == 8
+    loader.close()
     loader = plain(tiny)
     loader.close()
     with pytest.raises(ValueError, match="closed"):
