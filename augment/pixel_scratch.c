@@ -11,29 +11,27 @@ void stk_pixel_scratch_deinit(stk_pixel_scratch *s)
     *s = (stk_pixel_scratch){0};
 }
 
+/* Grow *buf to n elements of elem bytes (kept when large enough). */
+static stk_status grow(void **buf, size_t *cap, size_t n, size_t elem, const char *what)
+{
+    if (n <= *cap) return STK_OK;
+    void *p = realloc(*buf, n * elem);
+    if (!p) return stk_error(STK_ERR_NOMEM, "out of memory (%zu %s for a pixel op)", n, what);
+    *buf = p, *cap = n;
+    return STK_OK;
+}
+
 stk_status stk_pixel_scratch_copy(stk_pixel_scratch *s, size_t bytes)
 {
-    if (bytes <= s->copy_cap) return STK_OK;
-    uint8_t *p = realloc(s->copy, bytes);
-    if (!p) return stk_error(STK_ERR_NOMEM, "out of memory (%zu bytes for a pixel op)", bytes);
-    s->copy = p, s->copy_cap = bytes;
-    return STK_OK;
+    return grow((void **)&s->copy, &s->copy_cap, bytes, 1, "bytes");
 }
 
 stk_status stk_pixel_scratch_plane(stk_pixel_scratch *s, size_t floats)
 {
-    if (floats <= s->plane_cap) return STK_OK;
-    float *p = realloc(s->plane, floats * sizeof *p);
-    if (!p) return stk_error(STK_ERR_NOMEM, "out of memory (%zu floats for a pixel op)", floats);
-    s->plane = p, s->plane_cap = floats;
-    return STK_OK;
+    return grow((void **)&s->plane, &s->plane_cap, floats, sizeof(float), "floats");
 }
 
 stk_status stk_pixel_scratch_index(stk_pixel_scratch *s, size_t offsets)
 {
-    if (offsets <= s->index_cap) return STK_OK;
-    int32_t *p = realloc(s->index, offsets * sizeof *p);
-    if (!p) return stk_error(STK_ERR_NOMEM, "out of memory (%zu offsets for a pixel op)", offsets);
-    s->index = p, s->index_cap = offsets;
-    return STK_OK;
+    return grow((void **)&s->index, &s->index_cap, offsets, sizeof(int32_t), "offsets");
 }
