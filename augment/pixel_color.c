@@ -171,8 +171,25 @@ CHUNK_FN void chunk_op(const stk_pixel_op *op, float mean, chunk *k, int n, int 
     }
 }
 
-CHUNK_FN void load(chunk *k, const uint8_t *p, int n, int c)
+/* Where a pass reads or writes: the HWC image (rows `stride` bytes apart),
+ * or planes (c planes of w * h bytes) between the passes of one run, which
+ * load and store without the de-interleaving that costs most of a pass. */
+typedef struct view {
+    uint8_t *base;
+    size_t stride; /* HWC: bytes between rows */
+    size_t plane;  /* planar: bytes between planes (0: HWC) */
+} view;
+
+CHUNK_FN void load(chunk *k, const view *v, int w, int y, int x0, int n, int c)
 {
+    if (v->plane) {
+        for (int ch = 0; ch < c; ch++) {
+            const uint8_t *p = v->base + (size_t)ch * v->plane + (size_t)y * (size_t)w + (size_t)x0;
+            for (int i = 0; i < n; i++) k->v[ch][i] = (float)p[i];
+        }
+        return;
+    }
+    const uint8_t *p = v->base + (size_t)y * v->stride + (size_t)x0 * (size_t)c;
     if (c == 1) {
         for (int i = 0; i < n; i++) k->v[0][i] = (float)p[i];
         return;
@@ -184,8 +201,16 @@ CHUNK_FN void load(chunk *k, const uint8_t *p, int n, int c)
     }
 }
 
-CHUNK_FN void store(const chunk *k, uint8_t *p, int n, int c)
+CHUNK_FN void store(const chunk *k, const view *v, int w, int y, int x0, int n, int c)
 {
+    if (v->plane) {
+        for (int ch = 0; ch < c; ch++) {
+            uint8_t *p = v->base + (size_t)ch * v->plane + (size_t)y * (size_t)w + (size_t)x0;
+            for (int i = 0; i < n; i++) p[i] = (uint8_t)(int)k->v[ch][i];
+        }
+        return;
+    }
+    uint8_t *p = v->base + (size_t)y * v->stride + (size_t)x0 * (size_t)c;
     if (c == 1) {
         for (int i = 0; i < n; i++) p[i] = (uint8_t)(int)k->v[0][i];
         return;
@@ -197,23 +222,22 @@ CHUNK_FN void store(const chunk *k, uint8_t *p, int n, int c)
     }
 }
 
-/* Run ops[0..n) over the image in place; with `sum`, also add up the
- * result's grayscale (3 channels) or values (1): the mean a contrast after
- * these ops blends towards. Vectorised for AVX2 and AVX-512 where the CPU
- * has them (3x SSE2's speed, bench/README.md "Pixel ops"). */
+/* Run ops[0..n) from src into dst (NULL: store nothing); with `sum`, also
+ * add up the result's grayscale (3 channels) or values (1): the mean a
+ * contrast after these ops blends towards. Vectorised for AVX2 and AVX-512
+ * where the CPU has them (bench/README.md "Pixel ops"). */
 __attribute__((target_clones("avx512f", "avx2", "default"))) static void
-run(const stk_pixel_op *ops, const float *means, int n, uint8_t *img, size_t stride, int w, int h,
-    int c, uint64_t *sum)
+run(const stk_pixel_op *ops, const float *means, int n, const view *src, const view *dst, int w,
+    int h, int c, uint64_t *sum)
 {
     chunk k;
     float gray[CHUNK];
-    for (int y = 0; y < h; y++) {
-        uint8_t *row = img + (size_t)y * stride;
+    for (int y = 0; y < h; y++)
         for (int x0 = 0; x0 < w; x0 += CHUNK) {
             int m = w - x0 < CHUNK ? w - x0 : CHUNK;
-            load(&k, row + (size_t)x0 * (size_t)c, m, c);
+            load(&k, src, w, y, x0, m, c);
             for (int i = 0; i < n; i++) chunk_op(&ops[i], means[i], &k, m, c);
-            store(&k, row + (size_t)x0 * (size_t)c, m, c);
+            if (dst) store(&k, dst, w, y, x0, m, c);
             if (!sum) continue;
             const float *v = k.v[0];
             if (c == 3) gray_chunk(&k, m, gray), v = gray;
@@ -221,29 +245,38 @@ run(const stk_pixel_op *ops, const float *means, int n, uint8_t *img, size_t str
             for (int i = 0; i < m; i++) part += (uint32_t)v[i];
             *sum += part;
         }
-    }
 }
 
 /* A run of pointwise ops: one pass per stretch up to the next contrast,
- * which needs the mean of the image the stretch leaves. */
-static void pointwise_run(const stk_pixel_op *ops, int n, uint8_t *img, size_t stride, int w, int h,
-                          int c)
+ * which needs the mean of the image the stretch leaves; between passes the
+ * pixels wait as planes in the scratch. */
+static stk_status pointwise_run(const stk_pixel_op *ops, int n, uint8_t *img, size_t stride, int w,
+                                int h, int c, stk_pixel_scratch *s)
 {
     float means[STK_PIXEL_MAX_DRAWN] = {0};
-    int start = 0;
+    float pixels = (float)w * (float)h;
+    view image = {img, stride, 0}, planes = {NULL, 0, (size_t)w * (size_t)h};
+    bool split = false;
+    for (int i = 1; i < n; i++) split |= ops[i].kind == STK_OP_CONTRAST;
+    if (split) {
+        STK_TRY(stk_pixel_scratch_copy(s, planes.plane * (size_t)c));
+        planes.base = s->copy;
+    }
     if (ops[0].kind == STK_OP_CONTRAST) { /* the mean of the image as it is */
         uint64_t sum = 0;
-        run(ops, means, 0, img, stride, w, h, c, &sum);
-        means[0] = (float)sum / ((float)w * (float)h); /* torch.mean in float32 */
+        run(ops, means, 0, &image, NULL, w, h, c, &sum);
+        means[0] = (float)sum / pixels; /* torch.mean in float32 */
     }
-    while (start < n) {
+    for (int start = 0; start < n;) {
         int end = start + 1;
         while (end < n && ops[end].kind != STK_OP_CONTRAST) end++;
         uint64_t sum = 0;
-        run(ops + start, means + start, end - start, img, stride, w, h, c, end < n ? &sum : NULL);
-        if (end < n) means[end] = (float)sum / ((float)w * (float)h);
+        run(ops + start, means + start, end - start, start == 0 ? &image : &planes,
+            end == n ? &image : &planes, w, h, c, end < n ? &sum : NULL);
+        if (end < n) means[end] = (float)sum / pixels;
         start = end;
     }
+    return STK_OK;
 }
 
 /* autocontrast: each channel stretched from its min..max to 0..255. */
@@ -305,14 +338,14 @@ static void equalize_luts(const uint8_t *img, size_t stride, int w, int h, int c
     }
 }
 
-int stk_pixel_color(const stk_pixel_op *ops, int n, uint8_t *img, size_t stride, int w, int h,
-                    int c)
+stk_status stk_pixel_color(const stk_pixel_op *ops, int n, uint8_t *img, size_t stride, int w,
+                           int h, int c, stk_pixel_scratch *s, int *ran)
 {
     int run_end = 0;
     while (run_end < n && is_pointwise(ops[run_end].kind)) run_end++;
     if (run_end > 0) {
-        pointwise_run(ops, run_end, img, stride, w, h, c);
-        return run_end;
+        *ran = run_end;
+        return pointwise_run(ops, run_end, img, stride, w, h, c, s);
     }
     uint8_t luts[3][256];
     if (ops[0].kind == STK_OP_AUTOCONTRAST)
@@ -320,5 +353,6 @@ int stk_pixel_color(const stk_pixel_op *ops, int n, uint8_t *img, size_t stride,
     else
         equalize_luts(img, stride, w, h, c, luts);
     apply_luts(luts, img, stride, w, h, c);
-    return 1;
+    *ran = 1;
+    return STK_OK;
 }

@@ -30,7 +30,9 @@ stk_status stk_pixel_ops_apply(const stk_pixel_op *ops, int n, uint8_t *img, siz
                                  stk_pixel_op_name(op->kind));
             int end = i; /* the colour ops from here (the kinds before sharpness) */
             while (end < n && ops[end].kind < STK_OP_SHARPNESS) end++;
-            i += stk_pixel_color(op, end - i, img, stride, w, h, c);
+            int ran = 0;
+            st = stk_pixel_color(op, end - i, img, stride, w, h, c, s, &ran);
+            i += ran;
             break;
         }
         if (st != STK_OK) return st;

@@ -18,9 +18,10 @@ static inline float stk_rint_even(float x)
 /* Colour and tone: brightness, contrast, saturation, hue, grayscale, invert,
  * autocontrast, equalize, posterize, solarize (augment/pixel_color.c). Runs
  * the leading run of pointwise ops of ops[0..n) in one pass, or the one
- * autocontrast / equalize at ops[0]; returns how many ops it ran. */
-int stk_pixel_color(const stk_pixel_op *ops, int n, uint8_t *img, size_t stride, int w, int h,
-                    int c);
+ * autocontrast / equalize at ops[0]; *ran: how many ops it ran. Errors:
+ * STK_ERR_NOMEM. */
+stk_status stk_pixel_color(const stk_pixel_op *ops, int n, uint8_t *img, size_t stride, int w,
+                           int h, int c, stk_pixel_scratch *s, int *ran);
 
 /* Filters: blur, sharpness (augment/pixel_filter.c). */
 stk_status stk_pixel_filter(const stk_pixel_op *op, uint8_t *img, size_t stride, int w, int h,
