@@ -41,6 +41,15 @@ static void apply_luts(uint8_t luts[3][256], uint8_t *img, size_t stride, int w,
 /* Inlined into each ISA's clone of run(). */
 #define CHUNK_FN static inline __attribute__((always_inline))
 
+/* One clone of run() per ISA, picked by an ifunc resolver at load time;
+ * not under ThreadSanitizer, whose runtime is not up when resolvers run
+ * (every program crashed at start). */
+#if defined(__SANITIZE_THREAD__)
+#define ISA_CLONES
+#else
+#define ISA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+
 typedef struct chunk {
     float v[3][CHUNK];
 } chunk;
@@ -226,9 +235,8 @@ CHUNK_FN void store(const chunk *k, const view *v, int w, int y, int x0, int n, 
  * add up the result's grayscale (3 channels) or values (1): the mean a
  * contrast after these ops blends towards. Vectorised for AVX2 and AVX-512
  * where the CPU has them (bench/README.md "Pixel ops"). */
-__attribute__((target_clones("avx512f", "avx2", "default"))) static void
-run(const stk_pixel_op *ops, const float *means, int n, const view *src, const view *dst, int w,
-    int h, int c, uint64_t *sum)
+ISA_CLONES static void run(const stk_pixel_op *ops, const float *means, int n, const view *src,
+                           const view *dst, int w, int h, int c, uint64_t *sum)
 {
     chunk k;
     float gray[CHUNK];
