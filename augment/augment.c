@@ -199,12 +199,8 @@ static stk_status pixel_ops(stk_augment *a, uint8_t *tile, size_t stride, int w,
     stk_rng r;
     stk_rng_for_sample_ops(&r, a->seed, epoch, index);
     int n = stk_pixel_ops_draw(a->t.ops, a->t.n_ops, &r, w, h, a->drawn);
-    for (int i = 0; i < n; i++) {
-        stk_status st =
-            stk_pixel_op_apply(&a->drawn[i], tile, stride, w, h, a->channels, &a->scratch);
-        if (st != STK_OK) return st;
-    }
-    return STK_OK;
+    /* all at once: runs of colour ops share their passes over the tile */
+    return stk_pixel_ops_apply(a->drawn, n, tile, stride, w, h, a->channels, &a->scratch);
 }
 
 static stk_status apply(stk_augment *a, const stk_sample *s, uint64_t epoch, uint64_t index,
