@@ -57,12 +57,6 @@ typedef struct chunk {
 /* (float)(uint8_t)x for x in 0..255: truncation by conversion (SSE2 vectorises it). */
 static inline float trunc_pos(float x) { return (float)(int)x; }
 
-static inline float floor_any(float x)
-{
-    float t = (float)(int)x;
-    return t > x ? t - 1.0f : t;
-}
-
 static inline float clamp255(float x) { return x < 0.0f ? 0.0f : x > 255.0f ? 255.0f : x; }
 
 /* _blend(x, other, ratio): ratio * x + rest, rest = (1 - ratio) * other. */
@@ -93,37 +87,34 @@ CHUNK_FN void saturation_chunk(chunk *k, int n, double ratio)
 
 /* adjust_hue, computed on the 0..255 values with one division per pixel
  * instead of torchvision's seven: a hue rotation keeps each pixel's max M
- * and min m. The hue, in sixths of the circle, is h6 / d (d = M - m; h6
- * from the channel holding the max, as torchvision's _rgb2hsv); shifted, it
- * gives x in 0..6, and each channel is M - d * clamp(min(k, 4 - k), 0, 1)
- * with k = (n + x) mod 6, n = 5, 3, 1 for R, G, B: _hsv2rgb's v, q, p, t
- * choice without a branch. torchvision's float32 path lands within 1 of
- * these values (its x / 255 * 255 is not always x): tests/test_pixel_ops.c
- * measures the PSNR. */
-CHUNK_FN float hue_channel(float n, float x, float M, float d)
-{
-    float k = n + x;
-    k = k >= 6.0f ? k - 6.0f : k;
-    float t = k < 4.0f - k ? k : 4.0f - k;
-    t = t < 0.0f ? 0.0f : t > 1.0f ? 1.0f : t;
-    return trunc_pos(M - d * t);
-}
+ * and min m. The hue in sixths of the circle is h6 / d (d = M - m; h6 from
+ * the channel holding the max, as torchvision's _rgb2hsv); shifted by 6 *
+ * hue and wrapped into [0, 6) it is x, and each channel is M - d * t with
+ * t = clamp(min(x - 1, 5 - x)) for R, clamp(max(1 - x, x - 3)) for G,
+ * clamp(max(3 - x, x - 5)) for B (clamp to [0, 1]): _hsv2rgb's choice of
+ * v, p, q, t by sextant, without a branch or a modulo. torchvision's float32
+ * path lands within 1 of these values (its x / 255 * 255 is not always x):
+ * tests/test_pixel_ops.c measures the PSNR. */
+CHUNK_FN float clamp01(float t) { return t < 0.0f ? 0.0f : t > 1.0f ? 1.0f : t; }
 
 CHUNK_FN void hue_chunk(chunk *k, int n, float hue)
 {
-    float *R = k->v[0], *G = k->v[1], *B = k->v[2];
+    float *R = k->v[0], *G = k->v[1], *B = k->v[2], shift = 6.0f * hue;
     for (int i = 0; i < n; i++) {
         float r = R[i], g = G[i], b = B[i];
         float M = r > g ? r : g, m = r < g ? r : g;
         M = M > b ? M : b, m = m < b ? m : b;
         float d = M - m;
         float h6 = M == r ? g - b : M == g ? 2.0f * d + b - r : 4.0f * d + r - g;
-        float hh = h6 / (6.0f * d + (d == 0.0f ? 1.0f : 0.0f)) + hue;
-        hh = hh - floor_any(hh);
-        float x = hh * 6.0f;
-        R[i] = hue_channel(5.0f, x, M, d);
-        G[i] = hue_channel(3.0f, x, M, d);
-        B[i] = hue_channel(1.0f, x, M, d);
+        float x = h6 / (d == 0.0f ? 1.0f : d) + shift; /* in [-4, 8) */
+        x = x < 0.0f ? x + 6.0f : x;
+        x = x >= 6.0f ? x - 6.0f : x;
+        float a = x - 1.0f, c = 5.0f - x, tr = clamp01(a < c ? a : c);
+        float e = 1.0f - x, f = x - 3.0f, tg = clamp01(e > f ? e : f);
+        float u = 3.0f - x, v = x - 5.0f, tb = clamp01(u > v ? u : v);
+        R[i] = trunc_pos(M - d * tr);
+        G[i] = trunc_pos(M - d * tg);
+        B[i] = trunc_pos(M - d * tb);
     }
 }
 
@@ -189,7 +180,7 @@ typedef struct view {
     size_t plane;  /* planar: bytes between planes (0: HWC) */
 } view;
 
-CHUNK_FN void load(chunk *k, const view *v, int w, int y, int x0, int n, int c)
+CHUNK_FN void load(chunk *k, const view *v, int w, int y, int x0, int n, int c, bool simd)
 {
     if (v->plane) {
         for (int ch = 0; ch < c; ch++) {
@@ -203,6 +194,10 @@ CHUNK_FN void load(chunk *k, const view *v, int w, int y, int x0, int n, int c)
         for (int i = 0; i < n; i++) k->v[0][i] = (float)p[i];
         return;
     }
+    if (simd) {
+        stk_pixel_rgb_load(p, n, k->v[0], k->v[1], k->v[2]);
+        return;
+    }
     for (int i = 0; i < n; i++) {
         k->v[0][i] = (float)p[3 * i];
         k->v[1][i] = (float)p[3 * i + 1];
@@ -210,7 +205,7 @@ CHUNK_FN void load(chunk *k, const view *v, int w, int y, int x0, int n, int c)
     }
 }
 
-CHUNK_FN void store(const chunk *k, const view *v, int w, int y, int x0, int n, int c)
+CHUNK_FN void store(const chunk *k, const view *v, int w, int y, int x0, int n, int c, bool simd)
 {
     if (v->plane) {
         for (int ch = 0; ch < c; ch++) {
@@ -222,6 +217,10 @@ CHUNK_FN void store(const chunk *k, const view *v, int w, int y, int x0, int n, 
     uint8_t *p = v->base + (size_t)y * v->stride + (size_t)x0 * (size_t)c;
     if (c == 1) {
         for (int i = 0; i < n; i++) p[i] = (uint8_t)(int)k->v[0][i];
+        return;
+    }
+    if (simd) {
+        stk_pixel_rgb_store(k->v[0], k->v[1], k->v[2], n, p);
         return;
     }
     for (int i = 0; i < n; i++) {
@@ -240,12 +239,13 @@ ISA_CLONES static void run(const stk_pixel_op *ops, const float *means, int n, c
 {
     chunk k;
     float gray[CHUNK];
+    bool simd = stk_pixel_rgb_simd();
     for (int y = 0; y < h; y++)
         for (int x0 = 0; x0 < w; x0 += CHUNK) {
             int m = w - x0 < CHUNK ? w - x0 : CHUNK;
-            load(&k, src, w, y, x0, m, c);
+            load(&k, src, w, y, x0, m, c, simd);
             for (int i = 0; i < n; i++) chunk_op(&ops[i], means[i], &k, m, c);
-            if (dst) store(&k, dst, w, y, x0, m, c);
+            if (dst) store(&k, dst, w, y, x0, m, c, simd);
             if (!sum) continue;
             const float *v = k.v[0];
             if (c == 3) gray_chunk(&k, m, gray), v = gray;

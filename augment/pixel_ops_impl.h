@@ -31,6 +31,12 @@ stk_status stk_pixel_filter(const stk_pixel_op *op, uint8_t *img, size_t stride,
 stk_status stk_pixel_warp(const stk_pixel_op *op, uint8_t *img, size_t stride, int w, int h, int c,
                           stk_pixel_scratch *s);
 
+/* Interleaved RGB bytes <-> float arrays (augment/pixel_rgb_simd.c), with
+ * byte shuffles when stk_pixel_rgb_simd() (the CPU has AVX2). */
+bool stk_pixel_rgb_simd(void);
+void stk_pixel_rgb_load(const uint8_t *p, int n, float *r, float *g, float *b);
+void stk_pixel_rgb_store(const float *r, const float *g, const float *b, int n, uint8_t *p);
+
 /* Grow s->copy / s->plane / s->index to hold bytes / floats / offsets.
  * Errors: STK_ERR_NOMEM. */
 stk_status stk_pixel_scratch_copy(stk_pixel_scratch *s, size_t bytes);
