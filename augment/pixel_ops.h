@@ -15,9 +15,9 @@
  *     STK_TRY(stk_pixel_ops_apply(drawn, n, tile, stride, w, h, c, &scratch));
  *     stk_pixel_scratch_deinit(&scratch);
  *
- * Semantics are torchvision 0.14's tensor ops on uint8 (the PSNR of each
- * against them: tests/test_augment.c, fixtures from
- * tests/fixtures/make_pixel_op_reference.py): blends truncate to u8 as
+ * Semantics are torchvision 0.14's tensor ops on uint8, byte for byte except
+ * hue (within 1: the PSNR of each against them in tests/test_pixel_ops.c,
+ * fixtures from tests/fixtures/make_pixel_op_reference.py): blends truncate to u8 as
  * `.to(uint8)` does; geometry samples the nearest pixel (torchvision's default
  * for RandomRotation, RandomAffine and the policies) and fills with 0; blurs
  * reflect at the borders and round. On 1-channel images saturation, hue and
