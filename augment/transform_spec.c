@@ -1,5 +1,7 @@
 #include "augment/transform_spec.h"
 
+#include "common/text.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -85,6 +87,31 @@ static stk_status parse_norm(char *arg, const char *token, stk_transform *t)
     return STK_OK;
 }
 
+/* An unknown token: the known ones, and the nearest to what was typed. */
+static stk_status unknown(const char *name, const char *orig)
+{
+    static const char *const own[] = {"rrc",  "resize", "center", "pad",   "crop",  "flip",
+                                      "norm", "none",   "erase",  "mixup", "cutmix"};
+    const char *names[64];
+    int n = 0;
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) names[n++] = own[i];
+    for (int k = 0; k < STK_OP_KIND_COUNT && n < 64; k++)
+        names[n++] = stk_pixel_op_name((stk_pixel_op_kind)k);
+    const char *hint = stk_text_closest(name, strlen(name), names, n);
+    char mean[64] = "";
+    if (hint) snprintf(mean, sizeof mean, "did you mean %s? ", hint);
+    return stk_error(STK_ERR_INVALID_ARG,
+                     "transform \"%s\": unknown transform (%sknown: rrc, resize, center, pad, "
+                     "crop, flip, norm, none; the batch transforms erase, mixup, cutmix; the pixel "
+                     "ops: colorjitter, randomgrayscale, randomrotation, randomaffine, "
+                     "gaussianblur, randomautocontrast, randomequalize, randominvert, "
+                     "randomposterize, randomsolarize, randomsharpness, randaugment, "
+                     "trivialaugment; brightness, contrast, saturation, hue, grayscale, invert, "
+                     "autocontrast, equalize, posterize, solarize, sharpness, blur, rotate, "
+                     "affine, shearx, sheary, translatex, translatey)",
+                     orig, mean);
+}
+
 static stk_status parse_token(char *token, const char *orig, stk_transform *t)
 {
     char *args[9];
@@ -137,16 +164,7 @@ static stk_status parse_token(char *token, const char *orig, stk_transform *t)
         /* nargs may be 8 for "more than 7": every op takes fewer. */
         int found = stk_pixel_op_parse(name, args + 1, nargs, &op, &why);
         if (found < 0) return bad(orig, why);
-        if (found == 0)
-            return bad(orig, "unknown transform (known: rrc, resize, center, pad, crop, flip, "
-                             "norm, none; the batch transforms erase, mixup, cutmix; the pixel "
-                             "ops: colorjitter, randomgrayscale, "
-                             "randomrotation, randomaffine, gaussianblur, randomautocontrast, "
-                             "randomequalize, randominvert, randomposterize, randomsolarize, "
-                             "randomsharpness, randaugment, trivialaugment; brightness, contrast, "
-                             "saturation, hue, grayscale, invert, autocontrast, equalize, "
-                             "posterize, solarize, sharpness, blur, rotate, affine, shearx, "
-                             "sheary, translatex, translatey)");
+        if (found == 0) return unknown(name, orig);
         if (t->n_ops == STK_TRANSFORM_MAX_OPS) return bad(orig, "too many pixel ops (at most 16)");
         t->ops[t->n_ops++] = op;
     }

@@ -2,6 +2,7 @@
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/fs.h"
+#include "common/text.h"
 #include "common/json.h"
 #include "common/pb_wire.h"
 #include "common/sha256.h"
@@ -104,6 +105,27 @@ START_TEST(crc32c_hw_matches_table_and_chains)
 END_TEST
 
 /* ---- Philox4x32-10: Random123's known-answer vectors ---- */
+
+START_TEST(text_distance_and_closest)
+{
+    ck_assert_uint_eq(stk_text_distance("kitten", 6, "sitting"), 3);
+    ck_assert_uint_eq(stk_text_distance("epoch", 5, "epochs"), 1);
+    ck_assert_uint_eq(stk_text_distance("wrokers", 7, "workers"), 1); /* a swap */
+    ck_assert_uint_eq(stk_text_distance("LR", 2, "lr"), 0);
+    ck_assert_uint_eq(stk_text_distance("abc", 0, "abc"), 3);
+    const char *flags[] = {"batch", "epochs", "lr", "workers", "label-smoothing"};
+    ck_assert_str_eq(stk_text_closest("batch-size", 10, flags, 5), "batch");
+    ck_assert_str_eq(stk_text_closest("epoch", 5, flags, 5), "epochs");
+    ck_assert_str_eq(stk_text_closest("label-smothing", 14, flags, 5), "label-smoothing");
+    ck_assert_ptr_null(stk_text_closest("frobnicate", 10, flags, 5));
+    ck_assert_ptr_null(stk_text_closest("x", 1, flags, 5)); /* 2 edits from "lr": too far for 1 */
+    ck_assert_ptr_null(stk_text_closest("", 0, flags, 5));
+    char longer[200];
+    memset(longer, 'a', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    ck_assert_ptr_null(stk_text_closest(longer, strlen(longer), flags, 5));
+}
+END_TEST
 
 START_TEST(philox_known_answers)
 {
@@ -399,8 +421,8 @@ START_TEST(trace_records_threads_flows_and_the_schedule)
     ck_assert_int_eq(count(t, "\"ph\":\"b\""), 1);
     ck_assert_int_eq(count(t, "\"ph\":\"e\""), 1);
     ck_assert_ptr_nonnull(strstr(t, "\"thread_name\",\"args\":{\"name\":\"helper\"}"));
-    ck_assert_ptr_nonnull(
-        strstr(t, "\"info\":\"a \\\"quoted\\\" argument that is longer than forty-s\"")); /* 47 bytes */
+    ck_assert_ptr_nonnull(strstr(
+        t, "\"info\":\"a \\\"quoted\\\" argument that is longer than forty-s\"")); /* 47 bytes */
     ck_assert_ptr_null(strstr(t, "before"));
     ck_assert_uint_eq(sum.dropped, 0);
     ck_assert_uint_ge(sum.threads, 2);
@@ -510,8 +532,17 @@ START_TEST(json_string_arrays)
     ck_assert_str_eq(back[0], "\xc3\xa9\xf0\x9f\x98\x80/");
     stk_json_strings_free(back, n);
     ck_assert(stk_json_parse_string_array("[]", 10, &back, &n) && n == 0);
-    const char *bad[] = {"", "[", "[\"a\"", "[\"a\",]", "[1]", "[\"a\"] x", "{\"a\": 1}",
-                         "[\"\\u0000\"]", "[\"\\ud800\"]", "[\"\\q\"]", "[\"a\", \"b\", \"c\"]"};
+    const char *bad[] = {"",
+                         "[",
+                         "[\"a\"",
+                         "[\"a\",]",
+                         "[1]",
+                         "[\"a\"] x",
+                         "{\"a\": 1}",
+                         "[\"\\u0000\"]",
+                         "[\"\\ud800\"]",
+                         "[\"\\q\"]",
+                         "[\"a\", \"b\", \"c\"]"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ck_assert_msg(!stk_json_parse_string_array(bad[i], 2, &back, &n), "%s", bad[i]);
         ck_assert(back == NULL && n == 0);
@@ -594,6 +625,7 @@ int main(void)
     tcase_add_test(tc, pb_wire_long_nested_message);
     tcase_add_test(tc, crc32c_hw_matches_table_and_chains);
     tcase_add_test(tc, philox_known_answers);
+    tcase_add_test(tc, text_distance_and_closest);
     tcase_add_test(tc, rng_is_a_function_of_seed_stream_counter);
     tcase_add_test(tc, rng_ranges);
     tcase_add_test(tc, pool_visits_every_index_once);

@@ -315,7 +315,7 @@ START_TEST(pixel_op_tokens_parse_and_format)
         {"randaugment:2:31", "magnitude below bins"},
         {"rotate:15:3", "rotate:DEGREES"},
         {"affine:1:2:3:4:5:6:7:8:9", "affine:ANGLE"},
-        {"colourjitter:0.4", "unknown transform"},
+        {"colourjitter:0.4", "unknown transform (did you mean colorjitter?"},
         {"none,invert", "none takes no other"},
         {"center:8,blur:17", "a blur kernel of 17"},
     };

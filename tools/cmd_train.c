@@ -3,6 +3,7 @@
 #include "common/clock.h"
 #include "common/thread_pool.h"
 #include "kernels/backend.h"
+#include "common/text.h"
 #include "tools/cli.h"
 #include "tools/flags.h"
 #include "tools/train_print.h"
@@ -235,9 +236,19 @@ int train_parse_flags(int argc, char **argv, train_args *a)
         return stk_cli_usage("train", "--model is required (mlp, cnn, resnet8, resnet18)");
     bool known = false;
     for (const char *const *n = stk_model_names(); *n; n++) known |= !strcmp(*n, a->model);
-    if (!known)
+    if (!known) {
+        const char *const *names = stk_model_names();
+        int n = 0;
+        while (names[n]) n++;
+        const char *hint = stk_text_closest(a->model, strlen(a->model), names, n);
+        if (hint)
+            return stk_cli_usage("train",
+                                 "--model %s: unknown (did you mean %s? known: mlp, cnn, resnet8, "
+                                 "resnet18)",
+                                 a->model, hint);
         return stk_cli_usage("train", "--model %s: unknown (known: mlp, cnn, resnet8, resnet18)",
                              a->model);
+    }
     if (a->nesterov && (a->optimizer != STK_OPTIM_SGD || a->momentum <= 0))
         return stk_cli_usage("train", "--nesterov needs --optimizer sgd with a --momentum above 0");
     if (a->amp && a->device.kind != STK_DEVICE_CUDA)

@@ -1,6 +1,7 @@
 /* Table-driven flag parsing and help text (flags.h). */
 #include "tools/flags.h"
 
+#include "common/text.h"
 #include "tools/cli.h"
 #include "train/device.h"
 
@@ -16,6 +17,21 @@ static const stk_flag *find(const stk_cli *c, const char *name, size_t len)
             !strncmp(f->name, name, len))
             return f;
     return NULL;
+}
+
+/* "unknown option '--batch-size' (did you mean --batch?)" */
+static int unknown_option(const stk_cli *c, const char *a, size_t len)
+{
+    const char *names[256];
+    int n = 0;
+    for (const stk_flag *f = c->flags; f->kind != STK_FLAG_KIND_END && n < 256; f++)
+        if (f->kind != STK_FLAG_KIND_SECTION) names[n++] = f->name;
+    const char *word = a + (a[1] == '-' ? 2 : 1);
+    const char *hint = stk_text_closest(word, len - (size_t)(word - a), names, n);
+    if (hint)
+        return stk_cli_usage(c->cmd, "unknown option '%.*s' (did you mean --%s?)", (int)len, a,
+                             hint);
+    return stk_cli_usage(c->cmd, "unknown option '%.*s'", (int)len, a);
 }
 
 /* "a, b or c" */
@@ -100,11 +116,11 @@ int stk_cli_parse(const stk_cli *c, void *args, int argc, char **argv, char ***p
             flags_done = true;
             continue;
         }
-        if (a[1] != '-') return stk_cli_usage(c->cmd, "unknown option '%s'", a);
+        if (a[1] != '-') return unknown_option(c, a, strlen(a));
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         const stk_flag *f = find(c, name, len);
-        if (!f) return stk_cli_usage(c->cmd, "unknown option '%.*s'", (int)(len + 2), a);
+        if (!f) return unknown_option(c, a, len + 2);
         const char *value = NULL;
         if (f->kind == STK_FLAG_KIND_BOOL) {
             if (eq) return stk_cli_usage(c->cmd, "--%s takes no value", f->name);

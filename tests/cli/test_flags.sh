@@ -15,6 +15,20 @@ for c in pack info verify peek bench train eval devices; do
     expect err.txt "Try 'stoke help $c'."
 done
 
+# did you mean: the nearest flag or name, never a far one
+run 2 "$STOKE" train --data a --model mlp --batch-size 64
+expect err.txt "unknown option '--batch-size' (did you mean --batch?)"
+run 2 "$STOKE" bench --epoch 3 x.stoke
+expect err.txt "unknown option '--epoch' (did you mean --epochs?)"
+run 2 "$STOKE" pack --wrokers 2 a b
+expect err.txt "unknown option '--wrokers' (did you mean --workers?)"
+run 2 "$STOKE" train --data a --model resnet19
+expect err.txt "--model resnet19: unknown (did you mean resnet18?"
+run 2 "$STOKE" train --data a --model vgg
+expect err.txt "--model vgg: unknown (known: mlp, cnn, resnet8, resnet18)"
+run 2 "$STOKE" info --frobnicate x.stoke
+grep -q "did you mean" err.txt && fail "a suggestion for --frobnicate"
+
 # shared flags: one range and one message everywhere
 for c in pack verify bench train eval; do
     run 2 "$STOKE" "$c" --workers 0 a b

@@ -57,7 +57,9 @@ cmp -s out.txt s3.txt && fail "--seed changed nothing in the draw"
 run 2 "$STOKE" peek --transform rrc:0 good.stoke
 expect err.txt 'transform "rrc:0": size must be'
 run 2 "$STOKE" peek --transform rrc:224,smudge good.stoke
-expect err.txt 'transform "smudge": unknown transform'
+expect err.txt 'transform "smudge": unknown transform (known: rrc'
+run 2 "$STOKE" peek --transform rrc:224,colourjitter:0.4 good.stoke
+expect err.txt 'transform "colourjitter:0.4": unknown transform (did you mean colorjitter?'
 run 1 "$STOKE" peek --index 99 good.stoke
 expect err.txt "past its 11 records"
 run 2 "$STOKE" peek --out x.gif good.stoke
