@@ -24,8 +24,8 @@ typedef struct plot_args {
 static const stk_flag flags[] = {
     STK_FLAG_SECTION("output"),
     STK_FLAG_TEXT(T, out, "out", "FILE",
-                  "FILE.svg (default plot.svg) or FILE.png (drawn as SVG,\n"
-                  "rasterised by rsvg-convert: Debian's librsvg2-bin)"),
+                  "FILE.svg (default: plot.svg in the first RUNDIR) or FILE.png\n"
+                  "(drawn as SVG, rasterised by rsvg-convert: Debian's librsvg2-bin)"),
     STK_FLAG_TEXT(T, title, "title", "TEXT", "a heading (default: the run directories)"),
     STK_FLAG_END};
 #undef T
@@ -186,13 +186,29 @@ static int plot_sweep_main(const char *dir, const plot_args *a)
     return STK_EXIT_OK;
 }
 
+static int plot_run(plot_args *ap, char **pos, int n_pos);
+
 static int plot_main(int argc, char **argv)
 {
-    plot_args a = {.out = "plot.svg"};
+    plot_args a = {0};
     char **pos;
     int n_pos;
     int parsed = stk_cli_parse(&cli, &a, argc, argv, &pos, &n_pos);
     if (parsed >= 0) return parsed;
+    char *default_out = NULL; /* next to the (first) run, not in the current folder */
+    if (!a.out) {
+        if (!(default_out = stk_text_printf("%s/plot.svg", n_pos ? pos[0] : ".")))
+            return stk_cli_usage("plot", "out of memory");
+        a.out = default_out;
+    }
+    int rc = plot_run(&a, pos, n_pos);
+    free(default_out);
+    return rc;
+}
+
+static int plot_run(plot_args *ap, char **pos, int n_pos)
+{
+    plot_args a = *ap;
     bool png = ends_with(a.out, ".png");
     if (!png && !ends_with(a.out, ".svg"))
         return stk_cli_usage("plot", "--out %s: write a .svg or a .png", a.out);

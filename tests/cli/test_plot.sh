@@ -10,6 +10,9 @@ run 0 "$STOKE" train $T --model cnn --epochs 2 --lr 0.01 --out b
 
 run 0 "$STOKE" plot a --out one.svg
 expect out.txt "plot: 1 run -> one.svg"
+run 0 "$STOKE" plot a   # the default: next to the run, not in the current folder
+expect out.txt "plot: 1 run -> a/plot.svg"
+[ -s a/plot.svg ] && [ ! -e plot.svg ] || fail "plot without --out: not a/plot.svg"
 run 0 "$STOKE" plot a b --out two.svg --title "mlp against cnn"
 expect two.svg "mlp against cnn"
 for t in loss "accuracy (%)" "learning rate" "images/s" "stall (%)" "memory (MB)"; do
