@@ -5,30 +5,9 @@
  * autocontrast, equalize) become a 256-entry table per channel. */
 #include "augment/pixel_ops_impl.h"
 
+#include <limits.h>
 #include <math.h>
 #include <string.h>
-
-/* clamp(0, 255) then .to(uint8), which truncates. */
-static inline uint8_t to_u8(float x)
-{
-    x = x < 0.0f ? 0.0f : x > 255.0f ? 255.0f : x;
-    return (uint8_t)x;
-}
-
-static void apply_luts(uint8_t luts[3][256], uint8_t *img, size_t stride, int w, int h, int c)
-{
-    for (int y = 0; y < h; y++) {
-        uint8_t *row = img + (size_t)y * stride;
-        if (c == 1) {
-            for (int x = 0; x < w; x++) row[x] = luts[0][row[x]];
-            continue;
-        }
-        for (int x = 0; x < w; x++) {
-            uint8_t *p = row + (size_t)x * 3;
-            p[0] = luts[0][p[0]], p[1] = luts[1][p[1]], p[2] = luts[2][p[2]];
-        }
-    }
-}
 
 /* The pointwise ops run on chunks of pixels held as floats (one array per
  * channel, in L1), every op of a run over the chunk before the next chunk:
@@ -36,7 +15,7 @@ static void apply_luts(uint8_t luts[3][256], uint8_t *img, size_t stride, int w,
  * the loops vectorise. Each op truncates to an integer as its u8 result
  * would, so a run equals the ops one after the other. Measured: bench/README.md
  * "Pixel ops". */
-#define CHUNK 64
+#define CHUNK 512
 
 /* Inlined into each ISA's clone of run(). */
 #define CHUNK_FN static inline __attribute__((always_inline))
@@ -85,17 +64,19 @@ CHUNK_FN void saturation_chunk(chunk *k, int n, double ratio)
     }
 }
 
-/* adjust_hue, computed on the 0..255 values with one division per pixel
- * instead of torchvision's seven: a hue rotation keeps each pixel's max M
- * and min m. The hue in sixths of the circle is h6 / d (d = M - m; h6 from
- * the channel holding the max, as torchvision's _rgb2hsv); shifted by 6 *
- * hue and wrapped into [0, 6) it is x, and each channel is M - d * t with
- * t = clamp(min(x - 1, 5 - x)) for R, clamp(max(1 - x, x - 3)) for G,
- * clamp(max(3 - x, x - 5)) for B (clamp to [0, 1]): _hsv2rgb's choice of
- * v, p, q, t by sextant, without a branch or a modulo. torchvision's float32
- * path lands within 1 of these values (its x / 255 * 255 is not always x):
- * tests/test_pixel_ops.c measures the PSNR. */
-CHUNK_FN float clamp01(float t) { return t < 0.0f ? 0.0f : t > 1.0f ? 1.0f : t; }
+/* adjust_hue, computed on the 0..255 values without a division: a hue
+ * rotation keeps each pixel's max M and min m. With d = M - m, the hue in
+ * sixths of the circle is h6 / d (h6 from the channel holding the max, as
+ * torchvision's _rgb2hsv); shifted by 6 * hue and wrapped into [0, 6) it
+ * is x, and each channel is M - d * t with t = clamp(min(x - 1, 5 - x)) for
+ * R, clamp(max(1 - x, x - 3)) for G, clamp(max(3 - x, x - 5)) for B
+ * (clamp to [0, 1]): _hsv2rgb's choice of v, p, q, t by sextant, without a
+ * branch or a modulo. All of it times d: X = x * d = h6 + d * 6 * hue,
+ * wrapped into [0, 6d), and d * t = clamp(min(X - d, 5d - X)) to [0, d]...
+ * (the division per pixel cost a third of the op: bench/README.md).
+ * torchvision's float32 path lands within 1 of these values (its x / 255 *
+ * 255 is not always x): tests/test_pixel_ops.c measures the PSNR. */
+CHUNK_FN float clamp0d(float t, float d) { return t < 0.0f ? 0.0f : t > d ? d : t; }
 
 CHUNK_FN void hue_chunk(chunk *k, int n, float hue)
 {
@@ -104,17 +85,17 @@ CHUNK_FN void hue_chunk(chunk *k, int n, float hue)
         float r = R[i], g = G[i], b = B[i];
         float M = r > g ? r : g, m = r < g ? r : g;
         M = M > b ? M : b, m = m < b ? m : b;
-        float d = M - m;
+        float d = M - m, d3 = 3.0f * d, d5 = 5.0f * d, d6 = 6.0f * d;
         float h6 = M == r ? g - b : M == g ? 2.0f * d + b - r : 4.0f * d + r - g;
-        float x = h6 / (d == 0.0f ? 1.0f : d) + shift; /* in [-4, 8) */
-        x = x < 0.0f ? x + 6.0f : x;
-        x = x >= 6.0f ? x - 6.0f : x;
-        float a = x - 1.0f, c = 5.0f - x, tr = clamp01(a < c ? a : c);
-        float e = 1.0f - x, f = x - 3.0f, tg = clamp01(e > f ? e : f);
-        float u = 3.0f - x, v = x - 5.0f, tb = clamp01(u > v ? u : v);
-        R[i] = trunc_pos(M - d * tr);
-        G[i] = trunc_pos(M - d * tg);
-        B[i] = trunc_pos(M - d * tb);
+        float x = h6 + d * shift; /* in [-4d, 8d) */
+        x = x < 0.0f ? x + d6 : x;
+        x = x >= d6 ? x - d6 : x;
+        float a = x - d, c = d5 - x, tr = clamp0d(a < c ? a : c, d);
+        float e = d - x, f = x - d3, tg = clamp0d(e > f ? e : f, d);
+        float u = d3 - x, v = x - d5, tb = clamp0d(u > v ? u : v, d);
+        R[i] = trunc_pos(M - tr);
+        G[i] = trunc_pos(M - tg);
+        B[i] = trunc_pos(M - tb);
     }
 }
 
@@ -173,61 +154,51 @@ CHUNK_FN void chunk_op(const stk_pixel_op *op, float mean, chunk *k, int n, int 
 
 /* Where a pass reads or writes: the HWC image (rows `stride` bytes apart),
  * or planes (c planes of w * h bytes) between the passes of one run, which
- * load and store without the de-interleaving that costs most of a pass. */
+ * load and store without the de-interleaving that costs most of a pass;
+ * and a byte table (or none) each byte goes through on the way. */
 typedef struct view {
     uint8_t *base;
-    size_t stride; /* HWC: bytes between rows */
-    size_t plane;  /* planar: bytes between planes (0: HWC) */
+    size_t stride;        /* HWC: bytes between rows */
+    size_t plane;         /* planar: bytes between planes (0: HWC) */
+    const uint8_t *table; /* 256 entries, or NULL */
 } view;
 
-CHUNK_FN void load(chunk *k, const view *v, int w, int y, int x0, int n, int c, bool simd)
+CHUNK_FN void load(chunk *k, const view *v, int w, int y, int x0, int n, int c)
 {
-    if (v->plane) {
+    const uint8_t *t = v->table;
+    if (v->plane || c == 1) {
         for (int ch = 0; ch < c; ch++) {
-            const uint8_t *p = v->base + (size_t)ch * v->plane + (size_t)y * (size_t)w + (size_t)x0;
-            for (int i = 0; i < n; i++) k->v[ch][i] = (float)p[i];
+            const uint8_t *p =
+                v->plane ? v->base + (size_t)ch * v->plane + (size_t)y * (size_t)w + (size_t)x0
+                         : v->base + (size_t)y * v->stride + (size_t)x0;
+            if (t)
+                for (int i = 0; i < n; i++) k->v[ch][i] = (float)t[p[i]];
+            else
+                for (int i = 0; i < n; i++) k->v[ch][i] = (float)p[i];
         }
         return;
     }
-    const uint8_t *p = v->base + (size_t)y * v->stride + (size_t)x0 * (size_t)c;
-    if (c == 1) {
-        for (int i = 0; i < n; i++) k->v[0][i] = (float)p[i];
-        return;
-    }
-    if (simd) {
-        stk_pixel_rgb_load(p, n, k->v[0], k->v[1], k->v[2]);
-        return;
-    }
-    for (int i = 0; i < n; i++) {
-        k->v[0][i] = (float)p[3 * i];
-        k->v[1][i] = (float)p[3 * i + 1];
-        k->v[2][i] = (float)p[3 * i + 2];
-    }
+    stk_pixel_rgb_load(v->base + (size_t)y * v->stride + (size_t)x0 * 3, n, t, k->v[0], k->v[1],
+                       k->v[2]);
 }
 
-CHUNK_FN void store(const chunk *k, const view *v, int w, int y, int x0, int n, int c, bool simd)
+CHUNK_FN void store(const chunk *k, const view *v, int w, int y, int x0, int n, int c)
 {
-    if (v->plane) {
+    const uint8_t *t = v->table;
+    if (v->plane || c == 1) {
         for (int ch = 0; ch < c; ch++) {
-            uint8_t *p = v->base + (size_t)ch * v->plane + (size_t)y * (size_t)w + (size_t)x0;
-            for (int i = 0; i < n; i++) p[i] = (uint8_t)(int)k->v[ch][i];
+            uint8_t *p = v->plane
+                             ? v->base + (size_t)ch * v->plane + (size_t)y * (size_t)w + (size_t)x0
+                             : v->base + (size_t)y * v->stride + (size_t)x0;
+            if (t)
+                for (int i = 0; i < n; i++) p[i] = t[(int)k->v[ch][i]];
+            else
+                for (int i = 0; i < n; i++) p[i] = (uint8_t)(int)k->v[ch][i];
         }
         return;
     }
-    uint8_t *p = v->base + (size_t)y * v->stride + (size_t)x0 * (size_t)c;
-    if (c == 1) {
-        for (int i = 0; i < n; i++) p[i] = (uint8_t)(int)k->v[0][i];
-        return;
-    }
-    if (simd) {
-        stk_pixel_rgb_store(k->v[0], k->v[1], k->v[2], n, p);
-        return;
-    }
-    for (int i = 0; i < n; i++) {
-        p[3 * i] = (uint8_t)(int)k->v[0][i];
-        p[3 * i + 1] = (uint8_t)(int)k->v[1][i];
-        p[3 * i + 2] = (uint8_t)(int)k->v[2][i];
-    }
+    stk_pixel_rgb_store(k->v[0], k->v[1], k->v[2], n, t,
+                        v->base + (size_t)y * v->stride + (size_t)x0 * 3);
 }
 
 /* Run ops[0..n) from src into dst (NULL: store nothing); with `sum`, also
@@ -239,13 +210,12 @@ ISA_CLONES static void run(const stk_pixel_op *ops, const float *means, int n, c
 {
     chunk k;
     float gray[CHUNK];
-    bool simd = stk_pixel_rgb_simd();
     for (int y = 0; y < h; y++)
         for (int x0 = 0; x0 < w; x0 += CHUNK) {
             int m = w - x0 < CHUNK ? w - x0 : CHUNK;
-            load(&k, src, w, y, x0, m, c, simd);
+            load(&k, src, w, y, x0, m, c);
             for (int i = 0; i < n; i++) chunk_op(&ops[i], means[i], &k, m, c);
-            if (dst) store(&k, dst, w, y, x0, m, c, simd);
+            if (dst) store(&k, dst, w, y, x0, m, c);
             if (!sum) continue;
             const float *v = k.v[0];
             if (c == 3) gray_chunk(&k, m, gray), v = gray;
@@ -263,7 +233,7 @@ static stk_status pointwise_run(const stk_pixel_op *ops, int n, uint8_t *img, si
 {
     float means[STK_PIXEL_MAX_DRAWN] = {0};
     float pixels = (float)w * (float)h;
-    view image = {img, stride, 0}, planes = {NULL, 0, (size_t)w * (size_t)h};
+    view image = {img, stride, 0, NULL}, planes = {NULL, 0, (size_t)w * (size_t)h, NULL};
     bool split = false;
     for (int i = 1; i < n; i++) split |= ops[i].kind == STK_OP_CONTRAST;
     if (split) {
@@ -287,62 +257,68 @@ static stk_status pointwise_run(const stk_pixel_op *ops, int n, uint8_t *img, si
     return STK_OK;
 }
 
-/* autocontrast: each channel stretched from its min..max to 0..255. */
-static void autocontrast_luts(const uint8_t *img, size_t stride, int w, int h, int c,
-                              uint8_t luts[3][256])
+/* The ops that send every byte through the same function: brightness,
+ * contrast (once the mean it blends towards is known), invert, posterize,
+ * solarize. With VBMI such an op is a byte table applied as a pass loads
+ * or stores its pixels, not float arithmetic on three channels. */
+static bool maps_bytes(stk_pixel_op_kind k)
 {
-    uint8_t lo[3] = {255, 255, 255}, hi[3] = {0, 0, 0};
-    for (int y = 0; y < h; y++) {
-        const uint8_t *row = img + (size_t)y * stride;
-        for (int ch = 0; ch < c; ch++) {
-            uint8_t l = lo[ch], u = hi[ch];
-            for (int x = 0; x < w; x++) {
-                uint8_t v = row[(size_t)x * (size_t)c + (size_t)ch];
-                l = v < l ? v : l, u = v > u ? v : u;
-            }
-            lo[ch] = l, hi[ch] = u;
-        }
-    }
-    for (int ch = 0; ch < c; ch++) {
-        float minimum = lo[ch], scale = 255.0f / ((float)hi[ch] - (float)lo[ch]);
-        if (hi[ch] == lo[ch]) minimum = 0.0f, scale = 1.0f;
-        for (int v = 0; v < 256; v++) luts[ch][v] = to_u8(((float)v - minimum) * scale);
-    }
+    return k == STK_OP_BRIGHTNESS || k == STK_OP_CONTRAST || k == STK_OP_INVERT ||
+           k == STK_OP_POSTERIZE || k == STK_OP_SOLARIZE;
 }
 
-/* equalize (torchvision's _scale_channel): the histogram's cumulative
- * counts spread over 0..255 in steps of (all but the last non-empty bin's
- * count) / 255; a channel with step 0 is left alone. */
-static void equalize_luts(const uint8_t *img, size_t stride, int w, int h, int c,
-                          uint8_t luts[3][256])
+/* t = op after t: the op's table computed by the passes' own float code on
+ * the values 0..255, so a table gives the bytes the float pass would. */
+static void compose(uint8_t t[256], const stk_pixel_op *op, float mean)
 {
-    uint64_t hist[3][256];
-    memset(hist, 0, sizeof hist);
-    for (int y = 0; y < h; y++) {
-        const uint8_t *row = img + (size_t)y * stride;
-        if (c == 1)
-            for (int x = 0; x < w; x++) hist[0][row[x]]++;
-        else
-            for (int x = 0; x < w; x++) {
-                const uint8_t *p = row + (size_t)x * 3;
-                hist[0][p[0]]++, hist[1][p[1]]++, hist[2][p[2]]++;
+    _Static_assert(CHUNK >= 256, "a chunk holds the 256 byte values");
+    chunk k;
+    for (int v = 0; v < 256; v++) k.v[0][v] = (float)v;
+    chunk_op(op, mean, &k, 256, 1);
+    for (int v = 0; v < 256; v++) t[v] = (uint8_t)(int)k.v[0][(int)t[v]];
+}
+
+/* A run of pointwise ops on `pixels` RGB pixels back to back, with VBMI:
+ * byte-mapping ops fold into the table of the next pass's loads (or, after
+ * the last op that needs floats, of its stores); a contrast's mean comes
+ * from the pass before it, or from a pass that only sums when byte-mapping
+ * ops alone precede it; a run of byte-mapping ops alone is one table over
+ * the bytes. One float pass per stretch between contrasts, in place. */
+static void tabled_run(const stk_pixel_op *ops, int n, uint8_t *img, int pixels)
+{
+    static const float no_means[STK_PIXEL_MAX_DRAWN];
+    uint8_t in[256], out[256];
+    float mean = 0.0f;
+    bool mean_known = false; /* mean: of the image as it stands (after the last pass) */
+    for (int i = 0; i < n;) {
+        bool tabled = false;
+        for (int v = 0; v < 256; v++) in[v] = (uint8_t)v;
+        for (; i < n && maps_bytes(ops[i].kind); i++, tabled = true) {
+            if (ops[i].kind == STK_OP_CONTRAST && !(mean_known && !tabled)) {
+                uint64_t sum = 0;
+                view src = {img, (size_t)pixels * 3, 0, tabled ? in : NULL};
+                run(ops, no_means, 0, &src, NULL, pixels, 1, 3, &sum);
+                mean = (float)sum / (float)pixels; /* torch.mean in float32 */
             }
-    }
-    for (int ch = 0; ch < c; ch++) {
-        uint64_t total = 0, last = 0;
-        for (int v = 0; v < 256; v++)
-            if (hist[ch][v]) total += hist[ch][v], last = hist[ch][v];
-        uint64_t step = (total - last) / 255;
-        uint64_t cum = 0;
-        for (int v = 0; v < 256; v++) {
-            if (step == 0) {
-                luts[ch][v] = (uint8_t)v;
-                continue;
-            }
-            uint64_t q = (cum + step / 2) / step; /* lut shifted by one: cumsum before v */
-            luts[ch][v] = (uint8_t)(q > 255 ? 255 : q);
-            cum += hist[ch][v];
+            compose(in, &ops[i], mean);
         }
+        if (i == n) {
+            if (tabled) stk_pixel_vbmi_table_bytes(img, (size_t)pixels * 3, in);
+            return;
+        }
+        int end = i; /* this pass: up to the next contrast */
+        while (end < n && ops[end].kind != STK_OP_CONTRAST) end++;
+        int floats = end; /* the last pass stores through the table of its trailing byte ops */
+        if (end == n)
+            while (floats > i && maps_bytes(ops[floats - 1].kind)) floats--;
+        for (int v = 0; v < 256; v++) out[v] = (uint8_t)v;
+        for (int j = floats; j < end; j++) compose(out, &ops[j], 0.0f);
+        view src = {img, (size_t)pixels * 3, 0, tabled ? in : NULL};
+        view dst = {img, (size_t)pixels * 3, 0, floats < end ? out : NULL};
+        uint64_t sum = 0;
+        run(ops + i, no_means, floats - i, &src, &dst, pixels, 1, 3, end < n ? &sum : NULL);
+        mean = (float)sum / (float)pixels, mean_known = end < n;
+        i = end;
     }
 }
 
@@ -351,16 +327,18 @@ stk_status stk_pixel_color(const stk_pixel_op *ops, int n, uint8_t *img, size_t 
 {
     int run_end = 0;
     while (run_end < n && is_pointwise(ops[run_end].kind)) run_end++;
-    if (run_end > 0) {
-        *ran = run_end;
-        return pointwise_run(ops, run_end, img, stride, w, h, c, s);
+    if (run_end == 0) {
+        stk_pixel_histogram_op(ops, img, stride, w, h, c);
+        *ran = 1;
+        return STK_OK;
     }
-    uint8_t luts[3][256];
-    if (ops[0].kind == STK_OP_AUTOCONTRAST)
-        autocontrast_luts(img, stride, w, h, c, luts);
-    else
-        equalize_luts(img, stride, w, h, c, luts);
-    apply_luts(luts, img, stride, w, h, c);
-    *ran = 1;
-    return STK_OK;
+    *ran = run_end;
+    if (stride == (size_t)w * (size_t)c && (size_t)w * (size_t)h <= INT_MAX) {
+        w *= h, h = 1; /* rows back to back: one long row, so chunks are whole */
+        if (c == 3 && stk_pixel_vbmi()) {
+            tabled_run(ops, run_end, img, w);
+            return STK_OK;
+        }
+    }
+    return pointwise_run(ops, run_end, img, stride, w, h, c, s);
 }

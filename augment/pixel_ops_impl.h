@@ -23,6 +23,10 @@ static inline float stk_rint_even(float x)
 stk_status stk_pixel_color(const stk_pixel_op *ops, int n, uint8_t *img, size_t stride, int w,
                            int h, int c, stk_pixel_scratch *s, int *ran);
 
+/* autocontrast or equalize (augment/pixel_histogram.c). */
+void stk_pixel_histogram_op(const stk_pixel_op *op, uint8_t *img, size_t stride, int w, int h,
+                            int c);
+
 /* Filters: blur, sharpness (augment/pixel_filter.c). */
 stk_status stk_pixel_filter(const stk_pixel_op *op, uint8_t *img, size_t stride, int w, int h,
                             int c, stk_pixel_scratch *s);
@@ -31,11 +35,25 @@ stk_status stk_pixel_filter(const stk_pixel_op *op, uint8_t *img, size_t stride,
 stk_status stk_pixel_warp(const stk_pixel_op *op, uint8_t *img, size_t stride, int w, int h, int c,
                           stk_pixel_scratch *s);
 
-/* Interleaved RGB bytes <-> float arrays (augment/pixel_rgb_simd.c), with
- * byte shuffles when stk_pixel_rgb_simd() (the CPU has AVX2). */
-bool stk_pixel_rgb_simd(void);
-void stk_pixel_rgb_load(const uint8_t *p, int n, float *r, float *g, float *b);
-void stk_pixel_rgb_store(const float *r, const float *g, const float *b, int n, uint8_t *p);
+/* Interleaved RGB bytes <-> float arrays (augment/pixel_rgb_simd.c): byte
+ * permutes or shuffles where the CPU has them. `table` (256 bytes, or NULL)
+ * maps each byte on the way in or out. */
+void stk_pixel_rgb_load(const uint8_t *p, int n, const uint8_t *table, float *r, float *g,
+                        float *b);
+void stk_pixel_rgb_store(const float *r, const float *g, const float *b, int n,
+                         const uint8_t *table, uint8_t *p);
+
+/* AVX-512 VBMI byte permutes (augment/pixel_vbmi.c): whether the CPU has
+ * them (and they are allowed); 64 pixels of RGB in or out through an
+ * optional byte table; n bytes through a table in place. */
+bool stk_pixel_vbmi(void);
+void stk_pixel_vbmi_load64(const uint8_t *p, const uint8_t *table, float *r, float *g, float *b);
+void stk_pixel_vbmi_store64(const float *r, const float *g, const float *b, const uint8_t *table,
+                            uint8_t *p);
+void stk_pixel_vbmi_table_bytes(uint8_t *p, size_t n, const uint8_t table[256]);
+/* Tests: false makes every CPU take the paths of CPUs without VBMI, so one
+ * machine checks both (call it with no pixel op running). */
+void stk_pixel_vbmi_allow(bool on);
 
 /* Grow s->copy / s->plane / s->index to hold bytes / floats / offsets.
  * Errors: STK_ERR_NOMEM. */

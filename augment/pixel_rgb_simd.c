@@ -1,8 +1,36 @@
-/* Interleaved RGB bytes <-> three float arrays, 16 pixels at a time with
- * byte shuffles (AVX2 + SSSE3): the colour ops' way in and out of the HWC
- * tile, which the compiler's own stride-3 loops did at ~40 us per 224x224
- * image (bench/README.md, "Pixel ops"). */
+/* Interleaved RGB bytes <-> three float arrays: the colour ops' way in and
+ * out of the HWC tile. 64 pixels at a time with byte permutes where the CPU
+ * has AVX-512 VBMI (augment/pixel_vbmi.c), else 16 at a time with byte
+ * shuffles (AVX2 + SSSE3); the compiler's own stride-3 loops did it at ~40
+ * us per 224x224 image (bench/README.md, "Pixel ops"). A byte table, when
+ * given, maps each byte on the way in or out (VBMI only: the others take
+ * the scalar loop). */
 #include "augment/pixel_ops_impl.h"
+
+/* The pixels from i on, one by one (the SIMD loops' remainder, or all of
+ * them on other CPUs). */
+static void load_tail(const uint8_t *p, int i, int n, const uint8_t *table, float *r, float *g,
+                      float *b)
+{
+    if (table)
+        for (; i < n; i++)
+            r[i] = table[p[3 * i]], g[i] = table[p[3 * i + 1]], b[i] = table[p[3 * i + 2]];
+    else
+        for (; i < n; i++) r[i] = p[3 * i], g[i] = p[3 * i + 1], b[i] = p[3 * i + 2];
+}
+
+static void store_tail(const float *r, const float *g, const float *b, int i, int n,
+                       const uint8_t *table, uint8_t *p)
+{
+    if (table)
+        for (; i < n; i++)
+            p[3 * i] = table[(int)r[i]], p[3 * i + 1] = table[(int)g[i]],
+                  p[3 * i + 2] = table[(int)b[i]];
+    else
+        for (; i < n; i++)
+            p[3 * i] = (uint8_t)(int)r[i], p[3 * i + 1] = (uint8_t)(int)g[i],
+                  p[3 * i + 2] = (uint8_t)(int)b[i];
+}
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -33,18 +61,16 @@ static const int8_t STORE_MASK[9][16] = {
     {10, -1, -1, 11, -1, -1, 12, -1, -1, 13, -1, -1, 14, -1, -1, 15},
 };
 
-bool stk_pixel_rgb_simd(void) { return __builtin_cpu_supports("avx2"); }
-
 __attribute__((target("avx2"))) static inline __m128i mask(const int8_t m[16])
 {
     return _mm_loadu_si128((const __m128i *)m);
 }
 
-__attribute__((target("avx2"))) void stk_pixel_rgb_load(const uint8_t *p, int n, float *r, float *g,
-                                                        float *b)
+/* From pixel i, 16 at a time; returns where it stopped. */
+__attribute__((target("avx2"))) static int load_avx2(const uint8_t *p, int i, int n, float *r,
+                                                     float *g, float *b)
 {
     float *out[3] = {r, g, b};
-    int i = 0;
     for (; i + 16 <= n; i += 16) {
         const uint8_t *q = p + 3 * (size_t)i;
         __m128i part[3] = {_mm_loadu_si128((const __m128i *)q),
@@ -60,7 +86,7 @@ __attribute__((target("avx2"))) void stk_pixel_rgb_load(const uint8_t *p, int n,
                              _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8))));
         }
     }
-    for (; i < n; i++) r[i] = p[3 * i], g[i] = p[3 * i + 1], b[i] = p[3 * i + 2];
+    return i;
 }
 
 /* 16 floats holding 0..255 -> 16 bytes. */
@@ -72,10 +98,9 @@ __attribute__((target("avx2"))) static inline __m128i to_bytes(const float *f)
     return _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
 }
 
-__attribute__((target("avx2"))) void stk_pixel_rgb_store(const float *r, const float *g,
-                                                         const float *b, int n, uint8_t *p)
+__attribute__((target("avx2"))) static int store_avx2(const float *r, const float *g,
+                                                      const float *b, int i, int n, uint8_t *p)
 {
-    int i = 0;
     for (; i + 16 <= n; i += 16) {
         __m128i ch[3] = {to_bytes(r + i), to_bytes(g + i), to_bytes(b + i)};
         uint8_t *q = p + 3 * (size_t)i;
@@ -87,23 +112,31 @@ __attribute__((target("avx2"))) void stk_pixel_rgb_store(const float *r, const f
             _mm_storeu_si128((__m128i *)(q + 16 * part), v);
         }
     }
-    for (; i < n; i++)
-        p[3 * i] = (uint8_t)(int)r[i], p[3 * i + 1] = (uint8_t)(int)g[i],
-              p[3 * i + 2] = (uint8_t)(int)b[i];
+    return i;
 }
-
-#else /* other CPUs: the compiler's loops in pixel_color.c */
-
-bool stk_pixel_rgb_simd(void) { return false; }
-void stk_pixel_rgb_load(const uint8_t *p, int n, float *r, float *g, float *b)
-{
-    for (int i = 0; i < n; i++) r[i] = p[3 * i], g[i] = p[3 * i + 1], b[i] = p[3 * i + 2];
-}
-void stk_pixel_rgb_store(const float *r, const float *g, const float *b, int n, uint8_t *p)
-{
-    for (int i = 0; i < n; i++)
-        p[3 * i] = (uint8_t)(int)r[i], p[3 * i + 1] = (uint8_t)(int)g[i],
-              p[3 * i + 2] = (uint8_t)(int)b[i];
-}
-
 #endif
+
+void stk_pixel_rgb_load(const uint8_t *p, int n, const uint8_t *table, float *r, float *g, float *b)
+{
+    int i = 0;
+#if defined(__x86_64__)
+    if (stk_pixel_vbmi())
+        for (; i + 64 <= n; i += 64)
+            stk_pixel_vbmi_load64(p + 3 * (size_t)i, table, r + i, g + i, b + i);
+    if (!table && __builtin_cpu_supports("avx2")) i = load_avx2(p, i, n, r, g, b);
+#endif
+    load_tail(p, i, n, table, r, g, b);
+}
+
+void stk_pixel_rgb_store(const float *r, const float *g, const float *b, int n,
+                         const uint8_t *table, uint8_t *p)
+{
+    int i = 0;
+#if defined(__x86_64__)
+    if (stk_pixel_vbmi())
+        for (; i + 64 <= n; i += 64)
+            stk_pixel_vbmi_store64(r + i, g + i, b + i, table, p + 3 * (size_t)i);
+    if (!table && __builtin_cpu_supports("avx2")) i = store_avx2(r, g, b, i, n, p);
+#endif
+    store_tail(r, g, b, i, n, table, p);
+}

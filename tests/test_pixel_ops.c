@@ -5,6 +5,7 @@
 #include "augment/augment.h"
 #include "augment/geometry.h"
 #include "augment/pixel_ops.h"
+#include "augment/pixel_ops_impl.h"
 #include "augment/transform_spec.h"
 #include "common/rng.h"
 
@@ -100,6 +101,72 @@ START_TEST(deterministic_ops_match_torchvision)
                       q);
         free(px);
     }
+    for (int i = 0; i < n; i++) free(refs[i].px);
+}
+END_TEST
+
+/* With AVX-512 VBMI the byte-mapping colour ops become byte tables folded
+ * into the float passes (augment/pixel_color.c): the same bytes as the
+ * float path every CPU can take, for every order of colorjitter's four ops
+ * (contrast first, between, last; twice) and the other pointwise ops, on
+ * the whole photo and on rows with a gap after them (which take the row
+ * by row path). On a CPU without VBMI both runs take the float path. */
+START_TEST(byte_tables_equal_the_float_path)
+{
+    image refs[64];
+    int n = read_references(refs, 64);
+    const image *in = &refs[0];
+    const char *op[4] = {"brightness:1.3", "contrast:0.6", "saturation:1.4", "hue:-0.07"};
+    char specs[40][160];
+    int count = 0;
+    for (int a = 0; a < 4; a++) /* the 24 orders of colorjitter's ops */
+        for (int b = 0; b < 4; b++)
+            for (int c = 0; c < 4; c++) {
+                int d = 6 - a - b - c;
+                if (a == b || a == c || b == c || d < 0 || d > 3 || d == a || d == b || d == c)
+                    continue;
+                snprintf(specs[count++], sizeof specs[0], "%s,%s,%s,%s", op[a], op[b], op[c],
+                         op[d]);
+            }
+    const char *more[] = {"contrast:1.7",
+                          "brightness:0.5,contrast:1.4,contrast:0.7",
+                          "invert,saturation:0.3,posterize:3,solarize:100",
+                          "contrast:1.2,grayscale,brightness:1.5,contrast:0.8,invert",
+                          "hue:0.2,contrast:0.9,saturation:1.6,brightness:0.7,posterize:5",
+                          "saturation:0.5"};
+    for (size_t i = 0; i < sizeof more / sizeof *more; i++)
+        snprintf(specs[count++], 160, "%s", more[i]);
+    int w = in->w, h = in->h, gap = 5;
+    size_t stride = (size_t)w * 3 + (size_t)gap, bytes = stride * (size_t)h;
+    uint8_t *px[2], *rows[2];
+    stk_pixel_scratch s = {0};
+    for (int i = 0; i < count; i++) {
+        stk_transform t;
+        ck_assert_msg(stk_transform_parse(specs[i], &t) == STK_OK, "%s", stk_last_error());
+        for (int path = 0; path < 2; path++) {
+            stk_pixel_vbmi_allow(path == 0);
+            px[path] = malloc((size_t)w * h * 3), rows[path] = calloc(1, bytes);
+            memcpy(px[path], in->px, (size_t)w * h * 3);
+            for (int y = 0; y < h; y++)
+                memcpy(rows[path] + (size_t)y * stride, in->px + (size_t)y * w * 3, (size_t)w * 3);
+            ck_assert(stk_pixel_ops_apply(t.ops, t.n_ops, px[path], (size_t)w * 3, w, h, 3, &s) ==
+                      STK_OK);
+            ck_assert(stk_pixel_ops_apply(t.ops, t.n_ops, rows[path], stride, w, h, 3, &s) ==
+                      STK_OK);
+        }
+        stk_pixel_vbmi_allow(true);
+        ck_assert_msg(memcmp(px[0], px[1], (size_t)w * h * 3) == 0, "%s: tables and floats differ",
+                      specs[i]);
+        for (int y = 0; y < h; y++)
+            ck_assert_msg(
+                memcmp(rows[0] + (size_t)y * stride, px[0] + (size_t)y * w * 3, (size_t)w * 3) == 0,
+                "%s: row %d with a gap after it differs", specs[i], y);
+        for (size_t k = 0; k < bytes; k++)
+            ck_assert_msg(k % stride < (size_t)w * 3 || rows[0][k] == 0, "%s: a gap was written",
+                          specs[i]);
+        for (int path = 0; path < 2; path++) free(px[path]), free(rows[path]);
+    }
+    stk_pixel_scratch_deinit(&s);
     for (int i = 0; i < n; i++) free(refs[i].px);
 }
 END_TEST
@@ -392,6 +459,7 @@ int main(void)
     TCase *tc = tcase_create("all");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, deterministic_ops_match_torchvision);
+    tcase_add_test(tc, byte_tables_equal_the_float_path);
     tcase_add_test(tc, policies_match_torchvision);
     tcase_add_test(tc, colorjitter_draws_like_torchvision);
     tcase_add_test(tc, random_classes_draw_like_torchvision);
