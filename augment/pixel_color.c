@@ -39,9 +39,13 @@ static inline float trunc_pos(float x) { return (float)(int)x; }
 static inline float clamp255(float x) { return x < 0.0f ? 0.0f : x > 255.0f ? 255.0f : x; }
 
 /* _blend(x, other, ratio): ratio * x + rest, rest = (1 - ratio) * other. */
-CHUNK_FN void blend(float *x, int n, float ratio, float rest)
+/* Each op's result truncated to a whole value as its u8 result would be;
+ * not the last op of a pass that only stores (the store truncates). */
+CHUNK_FN float whole_if(float x, bool whole) { return whole ? trunc_pos(x) : x; }
+
+CHUNK_FN void blend(float *x, int n, float ratio, float rest, bool whole)
 {
-    for (int i = 0; i < n; i++) x[i] = trunc_pos(clamp255(ratio * x[i] + rest));
+    for (int i = 0; i < n; i++) x[i] = whole_if(clamp255(ratio * x[i] + rest), whole);
 }
 
 CHUNK_FN void gray_chunk(chunk *k, int n, float *gray)
@@ -54,13 +58,35 @@ CHUNK_FN void gray_chunk(chunk *k, int n, float *gray)
     }
 }
 
-CHUNK_FN void saturation_chunk(chunk *k, int n, double ratio)
+/* The sum of the chunk's grayscale as gray_chunk truncates it, in one
+ * loop (not stored first), or of its values (one channel). */
+CHUNK_FN uint32_t gray_sum_chunk(const chunk *k, int n)
+{
+    uint32_t sum = 0;
+    for (int i = 0; i < n; i++) {
+        float l = 0.2989f * k->v[0][i];
+        l = l + 0.587f * k->v[1][i];
+        l = l + 0.114f * k->v[2][i];
+        sum += (uint32_t)(int)l;
+    }
+    return sum;
+}
+
+CHUNK_FN uint32_t value_sum_chunk(const chunk *k, int n)
+{
+    uint32_t sum = 0;
+    for (int i = 0; i < n; i++) sum += (uint32_t)(int)k->v[0][i];
+    return sum;
+}
+
+CHUNK_FN void saturation_chunk(chunk *k, int n, double ratio, bool whole)
 {
     float gray[CHUNK], r = (float)ratio, rest = (float)(1.0 - ratio);
     gray_chunk(k, n, gray);
+    for (int i = 0; i < n; i++) gray[i] *= rest; /* once, not per channel */
     for (int c = 0; c < 3; c++) {
         float *x = k->v[c];
-        for (int i = 0; i < n; i++) x[i] = trunc_pos(clamp255(r * x[i] + rest * gray[i]));
+        for (int i = 0; i < n; i++) x[i] = whole_if(clamp255(r * x[i] + gray[i]), whole);
     }
 }
 
@@ -78,7 +104,7 @@ CHUNK_FN void saturation_chunk(chunk *k, int n, double ratio)
  * 255 is not always x): tests/test_pixel_ops.c measures the PSNR. */
 CHUNK_FN float clamp0d(float t, float d) { return t < 0.0f ? 0.0f : t > d ? d : t; }
 
-CHUNK_FN void hue_chunk(chunk *k, int n, float hue)
+CHUNK_FN void hue_chunk(chunk *k, int n, float hue, bool whole)
 {
     float *R = k->v[0], *G = k->v[1], *B = k->v[2], shift = 6.0f * hue;
     for (int i = 0; i < n; i++) {
@@ -93,9 +119,9 @@ CHUNK_FN void hue_chunk(chunk *k, int n, float hue)
         float a = x - d, c = d5 - x, tr = clamp0d(a < c ? a : c, d);
         float e = d - x, f = x - d3, tg = clamp0d(e > f ? e : f, d);
         float u = d3 - x, v = x - d5, tb = clamp0d(u > v ? u : v, d);
-        R[i] = trunc_pos(M - tr);
-        G[i] = trunc_pos(M - tg);
-        B[i] = trunc_pos(M - tb);
+        R[i] = whole_if(M - tr, whole);
+        G[i] = whole_if(M - tg, whole);
+        B[i] = whole_if(M - tb, whole);
     }
 }
 
@@ -106,8 +132,9 @@ static bool is_pointwise(stk_pixel_op_kind k)
            k == STK_OP_POSTERIZE || k == STK_OP_SOLARIZE;
 }
 
-/* One op on the chunk's n pixels; contrast blends towards `mean`. */
-CHUNK_FN void chunk_op(const stk_pixel_op *op, float mean, chunk *k, int n, int c)
+/* One op on the chunk's n pixels; contrast blends towards `mean`; whole:
+ * see whole_if. */
+CHUNK_FN void chunk_op(const stk_pixel_op *op, float mean, chunk *k, int n, int c, bool whole)
 {
     double a = op->arg[0];
     float gray[CHUNK];
@@ -115,14 +142,14 @@ CHUNK_FN void chunk_op(const stk_pixel_op *op, float mean, chunk *k, int n, int 
     case STK_OP_BRIGHTNESS:
     case STK_OP_CONTRAST: {
         float rest = op->kind == STK_OP_CONTRAST ? (float)(1.0 - a) * mean : 0.0f;
-        for (int ch = 0; ch < c; ch++) blend(k->v[ch], n, (float)a, rest);
+        for (int ch = 0; ch < c; ch++) blend(k->v[ch], n, (float)a, rest, whole);
         return;
     }
     case STK_OP_SATURATION:
-        if (c == 3) saturation_chunk(k, n, a);
+        if (c == 3) saturation_chunk(k, n, a, whole);
         return;
     case STK_OP_HUE:
-        if (c == 3) hue_chunk(k, n, (float)a);
+        if (c == 3) hue_chunk(k, n, (float)a, whole);
         return;
     case STK_OP_GRAYSCALE:
         if (c != 3) return;
@@ -209,19 +236,17 @@ ISA_CLONES static void run(const stk_pixel_op *ops, const float *means, int n, c
                            const view *dst, int w, int h, int c, uint64_t *sum)
 {
     chunk k;
-    float gray[CHUNK];
     for (int y = 0; y < h; y++)
         for (int x0 = 0; x0 < w; x0 += CHUNK) {
             int m = w - x0 < CHUNK ? w - x0 : CHUNK;
             load(&k, src, w, y, x0, m, c);
-            for (int i = 0; i < n; i++) chunk_op(&ops[i], means[i], &k, m, c);
+            for (int i = 0; i < n; i++) /* `whole` a constant in each call: one loop each */
+                if (i + 1 < n || sum)
+                    chunk_op(&ops[i], means[i], &k, m, c, true);
+                else
+                    chunk_op(&ops[i], means[i], &k, m, c, false);
             if (dst) store(&k, dst, w, y, x0, m, c);
-            if (!sum) continue;
-            const float *v = k.v[0];
-            if (c == 3) gray_chunk(&k, m, gray), v = gray;
-            uint32_t part = 0;
-            for (int i = 0; i < m; i++) part += (uint32_t)v[i];
-            *sum += part;
+            if (sum) *sum += c == 3 ? gray_sum_chunk(&k, m) : value_sum_chunk(&k, m);
         }
 }
 
@@ -274,8 +299,18 @@ static void compose(uint8_t t[256], const stk_pixel_op *op, float mean)
     _Static_assert(CHUNK >= 256, "a chunk holds the 256 byte values");
     chunk k;
     for (int v = 0; v < 256; v++) k.v[0][v] = (float)v;
-    chunk_op(op, mean, &k, 256, 1);
+    chunk_op(op, mean, &k, 256, 1, true);
     for (int v = 0; v < 256; v++) t[v] = (uint8_t)(int)k.v[0][(int)t[v]];
+}
+
+/* The mean of the image's grayscale (after the table if any): a pass that
+ * only sums. */
+static float gray_mean(uint8_t *img, int pixels, const uint8_t *table)
+{
+    uint64_t sum = 0;
+    view src = {img, (size_t)pixels * 3, 0, table};
+    run(NULL, NULL, 0, &src, NULL, pixels, 1, 3, &sum);
+    return (float)sum / (float)pixels; /* torch.mean in float32 */
 }
 
 /* A run of pointwise ops on `pixels` RGB pixels back to back, with VBMI:
@@ -295,10 +330,7 @@ static void tabled_run(const stk_pixel_op *ops, int n, uint8_t *img, int pixels)
         for (int v = 0; v < 256; v++) in[v] = (uint8_t)v;
         for (; i < n && maps_bytes(ops[i].kind); i++, tabled = true) {
             if (ops[i].kind == STK_OP_CONTRAST && !(mean_known && !tabled)) {
-                uint64_t sum = 0;
-                view src = {img, (size_t)pixels * 3, 0, tabled ? in : NULL};
-                run(ops, no_means, 0, &src, NULL, pixels, 1, 3, &sum);
-                mean = (float)sum / (float)pixels; /* torch.mean in float32 */
+                mean = gray_mean(img, pixels, tabled ? in : NULL);
             }
             compose(in, &ops[i], mean);
         }
