@@ -2,13 +2,14 @@
  * (deterministic ops, or random ones drawn afresh per image), on a 224x224
  * RGB photo-like image (or --size N).
  *
- *     bench_pixel_ops [--size N] [--images N] [--rounds N] SPEC...
+ *     bench_pixel_ops [--size N] [--images N] [--rounds N] [--no-vbmi] SPEC...
  * (each spec timed --rounds times over the same draws; the fastest round
  * printed: this machine is shared, and a slow round measures the neighbours)
  *     bench_pixel_ops hue:0.05 colorjitter:0.4:0.4:0.4:0.1 trivialaugment
  */
 #include "augment/geometry.h"
 #include "augment/pixel_ops.h"
+#include "augment/pixel_ops_impl.h"
 #include "augment/transform_spec.h"
 #include "common/clock.h"
 
@@ -28,9 +29,13 @@ int main(int argc, char **argv)
             images = atoi(argv[first + 1]);
         else if (!strcmp(argv[first], "--rounds"))
             rounds = atoi(argv[first + 1]);
+        else if (!strcmp(argv[first], "--no-vbmi")) /* the path of CPUs without AVX-512 VBMI */
+            stk_pixel_vbmi_allow(false), first--;
     }
     if (first >= argc || size < 8 || size > 4096 || images < 1 || rounds < 1) {
-        fprintf(stderr, "usage: bench_pixel_ops [--size N] [--images N] [--rounds N] SPEC...\n");
+        fprintf(
+            stderr,
+            "usage: bench_pixel_ops [--size N] [--images N] [--rounds N] [--no-vbmi] SPEC...\n");
         return 2;
     }
     size_t bytes = (size_t)size * size * 3;
