@@ -1,6 +1,7 @@
 /* stk_image_decode: the kind by content, then its decoder; WebP here
  * through libwebp; grey <-> RGB as PIL converts. */
 #include "augment/image_decode_impl.h"
+#include "augment/luma.h"
 #include "augment/png_decoder.h"
 
 #include <stdlib.h>
@@ -59,17 +60,14 @@ static stk_status webp_decode(const uint8_t *d, size_t len, uint64_t max_pixels,
     return STK_OK;
 }
 
-/* In place: RGB -> L by ITU-R 601 luma with PIL's rounding, or L -> RGB
+/* In place: RGB -> L as PIL makes it, or L -> RGB
  * into a new buffer. */
 static stk_status convert(uint8_t **px, size_t n, int from, int to)
 {
     if (from == to) return STK_OK;
     uint8_t *p = *px;
     if (to == 1) {
-        for (size_t i = 0; i < n; i++) {
-            const uint8_t *q = p + 3 * i;
-            p[i] = (uint8_t)((q[0] * 19595 + q[1] * 38470 + q[2] * 7471 + 0x8000) >> 16);
-        }
+        for (size_t i = 0; i < n; i++) p[i] = stk_image_luma(p + 3 * i);
         return STK_OK;
     }
     uint8_t *rgb = malloc(n * 3);

@@ -3,6 +3,8 @@
  * and convert("L") do. */
 #include "augment/png_decoder.h"
 
+#include "augment/luma.h"
+
 #include <png.h>
 #include <setjmp.h>
 #include <stdio.h>
@@ -49,13 +51,10 @@ static void on_error(png_structp png, png_const_charp msg)
 
 static void on_warning(png_structp png, png_const_charp msg) { (void)png, (void)msg; }
 
-/* RGB rows -> L by ITU-R 601 luma with PIL's rounding ("L", bit for bit). */
+/* RGB rows -> L in place, as PIL's convert("L"). */
 static void rgb_to_l(uint8_t *px, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        const uint8_t *p = px + 3 * i;
-        px[i] = (uint8_t)((p[0] * 19595 + p[1] * 38470 + p[2] * 7471 + 0x8000) >> 16);
-    }
+    for (size_t i = 0; i < n; i++) px[i] = stk_image_luma(px + 3 * i);
 }
 
 stk_status stk_png_decode(const uint8_t *data, size_t len, int channels, uint64_t max_pixels,

@@ -3,6 +3,7 @@
 #include "augment/augment.h"
 #include "augment/jpeg_decoder.h"
 #include "augment/image_decode.h"
+#include "augment/luma.h"
 #include "common/clock.h"
 #include "common/fs.h"
 #include "common/json.h"
@@ -81,7 +82,7 @@ static uint8_t *convert_channels(const uint8_t *px, uint32_t w, uint32_t h, int 
         if (to == 3)
             out[3 * i] = out[3 * i + 1] = out[3 * i + 2] = p[0];
         else
-            out[i] = (uint8_t)((p[0] * 19595 + p[1] * 38470 + p[2] * 7471 + 0x8000) >> 16);
+            out[i] = stk_image_luma(p);
     }
     return out;
 }
