@@ -124,6 +124,24 @@ stk_status stk_batch_regions(stk_tensor *x, const stk_batch_region *regions, stk
  * gradients with it. Errors: INVALID_ARG (dtype, layout, devices differ). */
 stk_status stk_scale_check_finite(int n, stk_tensor *const *ts, float factor, bool *finite);
 
+/* Gradient clipping's ops (engine/ops_clip.c), in place and untracked, over
+ * n tensors as stk_scale_check_finite takes them. stk_global_norm: the L2
+ * norm of all their elements together (torch.nn.utils.clip_grad_norm_'s
+ * total norm; inf or NaN when an element is), the same on every run and
+ * every thread count (kernels/scalar_math.h: STK_NORM_LANES); reads one
+ * float back. stk_clamp_inplace: each element into [lo, hi] (NaN stays).
+ * Errors: INVALID_ARG (dtype, layout, devices differ; lo > hi), NOMEM. */
+stk_status stk_global_norm(int n, stk_tensor *const *ts, float *norm);
+stk_status stk_clamp_inplace(int n, stk_tensor *const *ts, float lo, float hi);
+
+/* torch.nn.utils.clip_grad_norm_ and clip_grad_value_ on n gradients (NULL
+ * entries skipped): scale all of them by max_norm / (norm + 1e-6) when that
+ * is below 1 (*total_norm: the norm before, may be NULL); or clamp each
+ * element to [-clip_value, clip_value]. Errors: INVALID_ARG (a bound that
+ * is not a positive number), as stk_global_norm. */
+stk_status stk_clip_grad_norm(int n, stk_tensor *const *grads, float max_norm, float *total_norm);
+stk_status stk_clip_grad_value(int n, stk_tensor *const *grads, float clip_value);
+
 #ifdef __cplusplus
 }
 #endif

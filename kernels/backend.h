@@ -165,6 +165,12 @@ typedef struct stk_backend {
      * device memory) becomes 1 when any result is not finite. */
     void (*amp_unscale)(int64_t n, float *g, float inv_scale, int32_t *found_inf);
 
+    /* Gradient clipping (scalar_math.h): lanes[i % STK_NORM_LANES] += x[i]^2
+     * in order of i (lanes: STK_NORM_LANES floats in device memory); x
+     * clamped to [lo, hi] in place. */
+    void (*sum_squares)(int64_t n, const float *x, float *lanes);
+    void (*clamp)(int64_t n, float *x, float lo, float hi);
+
     /* Optimizer updates over n elements (scalar_math.h has the formulas). */
     void (*sgd_step)(int64_t n, float *p, const float *g, float *buf, float lr, float momentum,
                      float dampening, float wd, bool nesterov, bool first);

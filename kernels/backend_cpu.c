@@ -49,6 +49,8 @@ static const stk_backend cpu_backend = {
     .input_u8_nhwc = cpu_input_u8_nhwc,
     .batch_regions = cpu_batch_regions,
     .amp_unscale = cpu_amp_unscale, /* the f16 entries stay NULL: --amp is refused on the CPU */
+    .sum_squares = cpu_sum_squares,
+    .clamp = cpu_clamp,
     .sgd_step = cpu_sgd_step,
     .adam_step = cpu_adam_step,
 };

@@ -86,6 +86,8 @@ stk_status cpu_batch_regions(int64_t n, int64_t c, int64_t h, int64_t w, const f
 void cpu_input_u8_nhwc(int64_t n, int64_t h, int64_t w, int64_t c, const uint8_t *x,
                        const float *mean, const float *std, float *y);
 void cpu_amp_unscale(int64_t n, float *g, float inv_scale, int32_t *found_inf);
+void cpu_sum_squares(int64_t n, const float *x, float *lanes);
+void cpu_clamp(int64_t n, float *x, float lo, float hi);
 void cpu_sgd_step(int64_t n, float *p, const float *g, float *buf, float lr, float momentum,
                   float dampening, float wd, bool nesterov, bool first);
 void cpu_adam_step(int64_t n, float *p, const float *g, float *m, float *v, float lr, float beta1,

@@ -110,6 +110,23 @@ void cpu_adam_step(int64_t n, float *p, const float *g, float *m, float *v, floa
         stk_adam_update(&p[i], g[i], &m[i], &v[i], lr, beta1, beta2, eps, wd, decoupled, bc1, bc2);
 }
 
+/* One thread, i in order (a block of lanes at a time, which vectorises):
+ * the lanes' sums must not depend on the thread count. */
+void cpu_sum_squares(int64_t n, const float *x, float *lanes)
+{
+    for (int64_t base = 0; base < n; base += STK_NORM_LANES) {
+        int64_t m = n - base < STK_NORM_LANES ? n - base : STK_NORM_LANES;
+        const float *v = x + base;
+        for (int64_t j = 0; j < m; j++) lanes[j] += v[j] * v[j];
+    }
+}
+
+void cpu_clamp(int64_t n, float *x, float lo, float hi)
+{
+#pragma omp parallel for schedule(static) if (n > STK_OMP_MIN_WORK)
+    for (int64_t i = 0; i < n; i++) x[i] = stk_clamp(x[i], lo, hi);
+}
+
 void cpu_amp_unscale(int64_t n, float *g, float inv_scale, int32_t *found_inf)
 {
     int bad = 0;

@@ -135,6 +135,18 @@ static inline STK_HD int stk_amp_unscale(float *g, float inv_scale)
     return !isfinite(*g);
 }
 
+/* Gradient clipping. A global norm's sum of squares in STK_NORM_LANES
+ * lanes: element i adds its square to lane i % STK_NORM_LANES, lanes in
+ * order of i, so the sum depends neither on threads nor on the device (the
+ * CPU walks i in order; a GPU thread per lane walks its lane's elements in
+ * order). Then the lanes are summed. */
+#define STK_NORM_LANES 16384
+
+static inline STK_HD float stk_clamp(float x, float lo, float hi)
+{
+    return x < lo ? lo : x > hi ? hi : x; /* NaN stays NaN, as torch.clamp */
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,6 +15,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu_kernels.h"
 #include "kernels/device_query.h"
+#include "kernels/scalar_math.h"
 
 #ifdef STOKE_CUDA_BACKEND
 #include "kernels/cuda/backend_cuda_impl.h"
@@ -547,6 +548,28 @@ START_TEST(test_amp_kernels)
         ck_assert_int_eq(cpu_flag, bad);
         ck_assert_int_eq(gpu_flag, bad);
         buf_free(&g), buf_free(&flag);
+    }
+    /* gradient clipping: squares into lanes that already hold sums (a tensor
+     * longer than the lanes, then a shorter one), and the clamp */
+    {
+        int64_t len = 2 * STK_NORM_LANES + 777;
+        buf x = buf_rand(len, 171, -3, 3), lanes = buf_rand(STK_NORM_LANES, 172, 0, 1);
+        cpu->sum_squares(len, H(x), H(lanes));
+        gpu->sum_squares(len, D(x), D(lanes));
+        cpu->sum_squares(1000, H(x), H(lanes));
+        gpu->sum_squares(1000, D(x), D(lanes));
+        expect_close("sum_squares", &lanes, 1e-6);
+        H(x)[5] = NAN;
+        ck_assert_int_eq(gpu->from_host(D(x), H(x), x.bytes), STK_OK);
+        cpu->clamp(len, H(x), -0.5f, 2.f);
+        gpu->clamp(len, D(x), -0.5f, 2.f);
+        float *got = malloc(x.bytes);
+        ck_assert_int_eq(gpu->to_host(got, D(x), x.bytes), STK_OK);
+        ck_assert(isnan(got[5]) && isnan(H(x)[5]));
+        for (int64_t i = 0; i < len; i++)
+            ck_assert(i == 5 || (got[i] == H(x)[i] && got[i] >= -0.5f && got[i] <= 2.f));
+        free(got);
+        buf_free(&x), buf_free(&lanes);
     }
 }
 END_TEST

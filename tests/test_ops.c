@@ -786,6 +786,63 @@ START_TEST(test_matches_pytorch)
         stk_tensor_release(bn_rv);
         bn_rm = bn_rv = NULL;
     }
+    /* gradient clipping: by the global norm (clipped, and a bound above the
+     * norm: unchanged), by value */
+    const char *clips[] = {"clip_norm", "clip_norm_big", "clip_value"};
+    for (int c = 0; c < 3; c++) {
+        stk_tensor *g[3];
+        char name[64];
+        for (int i = 0; i < 3; i++) {
+            snprintf(name, sizeof name, "%s.in%d", clips[c], i);
+            g[i] = ref_tensor(name, false);
+        }
+        if (c < 2) {
+            snprintf(name, sizeof name, "%s.max", clips[c]);
+            stk_tensor *max = ref_tensor(name, false), *norm;
+            float total = 0;
+            ck_assert_int_eq(stk_clip_grad_norm(3, g, *(float *)stk_tensor_data(max), &total),
+                             STK_OK);
+            int64_t one = 1;
+            ck_assert_int_eq(eng_tensor_new(STK_DEVICE_CPU, STK_F32, 1, &one, false, &norm),
+                             STK_OK);
+            *(float *)stk_tensor_data(norm) = total;
+            snprintf(name, sizeof name, "%s.norm", clips[c]);
+            expect_close(clips[c], norm, name);
+            stk_tensor_release(max), stk_tensor_release(norm);
+        } else {
+            ck_assert_int_eq(stk_clip_grad_value(3, g, 0.3f), STK_OK);
+        }
+        for (int i = 0; i < 3; i++) {
+            snprintf(name, sizeof name, "%s.out%d", clips[c], i);
+            expect_close(name, g[i], name);
+            stk_tensor_release(g[i]);
+        }
+    }
+    { /* tensors longer than the lanes: against a double-precision sum */
+        int64_t len[2] = {100003, 40000};
+        stk_tensor *big[2];
+        double want = 0;
+        for (int t = 0; t < 2; t++) {
+            ck_assert_int_eq(eng_tensor_new(STK_DEVICE_CPU, STK_F32, 1, &len[t], false, &big[t]),
+                             STK_OK);
+            float *v = stk_tensor_data(big[t]);
+            for (int64_t i = 0; i < len[t]; i++) {
+                v[i] = (float)((i * 7919 + t * 13) % 2001 - 1000) / 1000.f;
+                want += (double)v[i] * v[i];
+            }
+        }
+        float got;
+        ck_assert_int_eq(stk_global_norm(2, big, &got), STK_OK);
+        ck_assert_msg(fabs(got - sqrt(want)) <= 1e-5 * sqrt(want), "norm %.8g, want %.8g",
+                      (double)got, sqrt(want));
+        stk_tensor_release(big[0]), stk_tensor_release(big[1]);
+    }
+    stk_tensor *none[2] = {NULL, NULL};
+    float zero = -1;
+    ck_assert_int_eq(stk_global_norm(2, none, &zero), STK_OK);
+    ck_assert(zero == 0.f);
+    ck_assert_int_eq(stk_clip_grad_norm(2, none, 0.f, NULL), STK_ERR_INVALID_ARG);
+    ck_assert_int_eq(stk_clip_grad_value(2, none, NAN), STK_ERR_INVALID_ARG);
     /* the input op */
     stk_tensor *px = ref_tensor("input.pixels", false), *mean = ref_tensor("input.mean", false),
                *std = ref_tensor("input.std", false), *y;

@@ -233,6 +233,13 @@ static void cu_batch_norm_eval_backward(int64_t n, int64_t c, int64_t hw, const 
     launched();
 }
 
+static void cu_sum_squares(int64_t n, const float *x, float *lanes)
+{
+    stk_cuda_sum_squares(n, x, lanes, S());
+}
+
+static void cu_clamp(int64_t n, float *x, float lo, float hi) { stk_cuda_clamp(n, x, lo, hi, S()); }
+
 static void cu_amp_unscale(int64_t n, float *g, float inv_scale, int32_t *found_inf)
 {
     stk_cuda_amp_unscale(n, g, inv_scale, found_inf, S());
@@ -277,6 +284,8 @@ static const stk_backend cuda_backend = {
     .conv2d_backward_data_f16 = stk_cudnn_conv2d_backward_data_f16,
     .conv2d_backward_weight_f16 = stk_cudnn_conv2d_backward_weight_f16,
     .amp_unscale = cu_amp_unscale,
+    .sum_squares = cu_sum_squares,
+    .clamp = cu_clamp,
     .sgd_step = cu_sgd_step,
     .adam_step = cu_adam_step,
 };

@@ -73,6 +73,33 @@ STK_GLOBAL void amp_unscale_kernel(int64_t n, float *g, float inv_scale, int32_t
     STK_GRID_STRIDE(i, n) if (stk_amp_unscale(&g[i], inv_scale)) *found_inf = 1;
 }
 
+/* One thread per lane, its elements in order (coalesced across threads). */
+STK_GLOBAL void sum_squares_kernel(int64_t n, const float *x, float *lanes)
+{
+    STK_GRID_STRIDE(j, (n < STK_NORM_LANES ? n : STK_NORM_LANES))
+    {
+        float acc = lanes[j];
+        for (int64_t i = j; i < n; i += STK_NORM_LANES) acc += x[i] * x[i];
+        lanes[j] = acc;
+    }
+}
+
+STK_GLOBAL void clamp_kernel(int64_t n, float *x, float lo, float hi)
+{
+    STK_GRID_STRIDE(i, n) x[i] = stk_clamp(x[i], lo, hi);
+}
+
+void stk_cuda_sum_squares(int64_t n, const float *x, float *lanes, stk_stream_t s)
+{
+    int64_t lanes_used = n < STK_NORM_LANES ? n : STK_NORM_LANES;
+    if (n > 0) STK_LAUNCH(sum_squares_kernel, stk_blocks(lanes_used), STK_BLOCK, s, n, x, lanes);
+}
+
+void stk_cuda_clamp(int64_t n, float *x, float lo, float hi, stk_stream_t s)
+{
+    if (n > 0) STK_LAUNCH(clamp_kernel, stk_blocks(n), STK_BLOCK, s, n, x, lo, hi);
+}
+
 void stk_cuda_unary(stk_unary_op op, int64_t n, const float *x, float *y, float alpha,
                     stk_stream_t s)
 {

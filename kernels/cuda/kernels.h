@@ -51,6 +51,8 @@ void stk_cuda_adam_step(int64_t n, float *p, const float *g, float *m, float *v,
                         float bc2, stk_stream_t s);
 
 void stk_cuda_amp_unscale(int64_t n, float *g, float inv_scale, int32_t *found_inf, stk_stream_t s);
+void stk_cuda_sum_squares(int64_t n, const float *x, float *lanes, stk_stream_t s);
+void stk_cuda_clamp(int64_t n, float *x, float lo, float hi, stk_stream_t s);
 
 /* memory.cu. Shapes and strides have at most STK_CUDA_MAX_DIMS dimensions. */
 #define STK_CUDA_MAX_DIMS 8
