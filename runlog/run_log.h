@@ -1,7 +1,7 @@
 /* A run directory's figures: metrics.csv (one row per epoch) and steps.csv
  * (one row per step), written as a run goes (stk_run_log_writer, below:
- * train/run_record.h drives it) and read back for `stoke plot`. Columns are found by their header names, so
- * files of older runs (fewer columns) load too; an empty cell is NaN.
+ * train/run_record.h drives it) and read back for `stoke plot`. Columns are found by their header
+ * names, so files of older runs (fewer columns) load too; an empty cell is NaN.
  *
  *     stk_run_log *log;
  *     STK_TRY(stk_run_log_read("run-cnn", &log));
@@ -71,8 +71,9 @@ typedef struct stk_run_log_row {
  * Errors: IO (naming the file), CORRUPT (a metrics.csv row that is not
  * epoch,step,...), NOMEM. */
 stk_status stk_run_log_writer_open(const char *dir, int64_t resume_epoch, stk_run_log_writer **out);
+/* One step's row; grad_norm NaN: an empty cell (not clipped by norm). */
 stk_status stk_run_log_write_step(stk_run_log_writer *w, int64_t step, int64_t epoch, double loss,
-                                  double lr);
+                                  double lr, double grad_norm);
 stk_status stk_run_log_write_epoch(stk_run_log_writer *w, const stk_run_log_row *row);
 void stk_run_log_writer_close(stk_run_log_writer *w);
 

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,7 @@
 #define METRICS_HEADER                                                                             \
     "epoch,step,lr,train_loss,train_acc,val_loss,val_top1,val_top5,images_per_sec,stall_pct,"      \
     "seconds,mem_allocated_mb,mem_reserved_mb,mem_peak_mb,peak_rss_mb\n"
-#define STEPS_HEADER "step,epoch,loss,lr\n"
+#define STEPS_HEADER "step,epoch,loss,lr,grad_norm\n"
 
 struct stk_run_log_writer {
     char *path_metrics, *path_steps;
@@ -110,10 +111,11 @@ static stk_status continue_steps(stk_run_log_writer *r, int64_t resume_epoch)
     } else if (st != STK_OK) {
         return stk_error_prefix(st, "%s", r->path_steps);
     }
-    size_t keep = 0;
+    size_t keep = 0, rows = 0;
     const char *s = (const char *)text;
     const char *nl = len ? memchr(s, '\n', len) : NULL;
-    for (size_t at = nl ? (size_t)(nl - s) + 1 : 0; nl && at < len;) {
+    if (nl) rows = keep = (size_t)(nl - s) + 1; /* the rows start after the header */
+    for (size_t at = rows; nl && at < len;) {
         const char *eol = memchr(s + at, '\n', len - at);
         int64_t step, epoch;
         const char *rest;
@@ -123,10 +125,11 @@ static stk_status continue_steps(stk_run_log_writer *r, int64_t resume_epoch)
         at = (size_t)(eol - s) + 1;
         keep = at;
     }
-    stk_file_part parts[2] = {{STEPS_HEADER, strlen(STEPS_HEADER)}, {NULL, 0}};
-    int n = 1;
-    if (keep) parts[0] = (stk_file_part){text, keep};
-    st = stk_file_write_atomic(r->path_steps, parts, n);
+    /* today's header over the old rows (a run from before a column: its
+     * rows lack that cell, which reads as empty) */
+    stk_file_part parts[2] = {{STEPS_HEADER, strlen(STEPS_HEADER)},
+                              {text + rows, keep > rows ? keep - rows : 0}};
+    st = stk_file_write_atomic(r->path_steps, parts, 2);
     free(text);
     return st;
 }
@@ -165,10 +168,13 @@ fail:
 }
 
 stk_status stk_run_log_write_step(stk_run_log_writer *r, int64_t step, int64_t epoch, double loss,
-                                  double lr)
+                                  double lr, double grad_norm)
 {
-    if (fprintf(r->steps, "%" PRId64 ",%" PRId64 ",%.9g,%.9g\n", step, epoch, loss, lr) < 0)
-        return stk_error(STK_ERR_IO, "%s: %s", r->path_steps, strerror(errno));
+    int k = isnan(grad_norm) /* an empty cell */
+                ? fprintf(r->steps, "%" PRId64 ",%" PRId64 ",%.9g,%.9g\n", step, epoch, loss, lr)
+                : fprintf(r->steps, "%" PRId64 ",%" PRId64 ",%.9g,%.9g,%.9g\n", step, epoch, loss,
+                          lr, grad_norm);
+    if (k < 0) return stk_error(STK_ERR_IO, "%s: %s", r->path_steps, strerror(errno));
     return STK_OK;
 }
 

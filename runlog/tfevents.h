@@ -1,9 +1,9 @@
 /* TensorBoard event files: what `tensorboard --logdir RUNDIR` reads.
  *
  *     stk_tfevents *w;
- *     STK_TRY(stk_tfevents_open("run-cnn", &w));       // run-cnn/events.out.tfevents.T.HOST.PID.stoke
- *     STK_TRY(stk_tfevents_scalar(w, "train/loss", step, loss));
- *     STK_TRY(stk_tfevents_image(w, "train/batch", 0, pixels, width, height, 3));
+ *     STK_TRY(stk_tfevents_open("run-cnn", &w));       //
+ * run-cnn/events.out.tfevents.T.HOST.PID.stoke STK_TRY(stk_tfevents_scalar(w, "train/loss", step,
+ * loss)); STK_TRY(stk_tfevents_image(w, "train/batch", 0, pixels, width, height, 3));
  *     STK_TRY(stk_tfevents_text(w, "config", 0, "| flag | value |\n| --- | --- |\n..."));
  *     STK_TRY(stk_tfevents_flush(w));                   // at the end of each epoch
  *     stk_tfevents_close(w);
@@ -48,8 +48,8 @@ stk_status stk_tfevents_text(stk_tfevents *w, const char *tag, int64_t step, con
 /* A summary for a TensorBoard plugin: its name and serialized content in the
  * value's metadata (SummaryMetadata.plugin_data{plugin_name=1, content=2}),
  * with an empty float tensor (runlog/tb_hparams.h's summaries). */
-stk_status stk_tfevents_plugin(stk_tfevents *w, const char *tag, int64_t step,
-                               const char *plugin, const void *content, size_t len);
+stk_status stk_tfevents_plugin(stk_tfevents *w, const char *tag, int64_t step, const char *plugin,
+                               const void *content, size_t len);
 stk_status stk_tfevents_flush(stk_tfevents *w);
 /* Flushes and closes; NULL is a no-op. */
 void stk_tfevents_close(stk_tfevents *w);

@@ -12,6 +12,7 @@
 #include "train/loss_scaler.h"
 #include "train/trainer.h"
 
+#include <math.h>
 #include <stdio.h>
 
 static char path_buf[700];
@@ -94,6 +95,9 @@ static bool same_weights(const stk_model *a, const stk_model *b)
     return true;
 }
 
+/* Gradient clipping in manual_step (0: none), and the norm it found. */
+static float clip_norm, clip_value, clipped_norm;
+
 /* The step as stoke train wrote it before the trainer existed. */
 static float manual_step(stk_model *m, stk_optim *o, const stk_device_batch *b, int64_t step,
                          int *top1)
@@ -109,6 +113,16 @@ static float manual_step(stk_model *m, stk_optim *o, const stk_device_batch *b, 
     ck_assert_int_eq(stk_batch_count_correct(logits, b->host_labels, b->count, top1, &t5), STK_OK);
     stk_optim_set_lr(o, stk_schedule_lr(&schedule, step));
     ck_assert_int_eq(stk_backward(loss, NULL, false), STK_OK);
+    if (clip_norm > 0 || clip_value > 0) {
+        stk_tensor *g[64];
+        int np = stk_model_param_count(m);
+        ck_assert_int_le(np, 64);
+        for (int i = 0; i < np; i++) g[i] = stk_tensor_grad(stk_model_param(m, i)->value);
+        if (clip_norm > 0)
+            ck_assert_int_eq(stk_clip_grad_norm(np, g, clip_norm, &clipped_norm), STK_OK);
+        else
+            ck_assert_int_eq(stk_clip_grad_value(np, g, clip_value), STK_OK);
+    }
     ck_assert_int_eq(stk_optim_step(o), STK_OK);
     stk_scope_end(s);
     return l;
@@ -142,6 +156,63 @@ START_TEST(test_step_matches_the_written_out_step)
     stk_optim_destroy(ob);
     stk_model_destroy(a);
     stk_model_destroy(b);
+}
+END_TEST
+
+/* --clip-grad-norm and --clip-grad-value: the trainer's step equals the
+ * written-out step with torch.nn.utils' clipping (tests/test_ops.c checks
+ * that against PyTorch) between backward and the optimizer, bit for bit,
+ * and reports the norm it clipped from. */
+START_TEST(test_clipping_matches_the_written_out_step)
+{
+    for (int mode = 0; mode < 2; mode++) {
+        stk_model *a = make("cnn", 2), *b = make("cnn", 2);
+        stk_optim *oa = sgd(a), *ob = sgd(b);
+        stk_model_train(a, true);
+        stk_model_train(b, true);
+        stk_trainer_config c = stk_trainer_defaults();
+        c.label_smoothing = 0.1f;
+        c.schedule = schedule;
+        memcpy(c.mean, mean, sizeof mean);
+        memcpy(c.std, stdev, sizeof stdev);
+        clip_norm = c.clip_grad_norm = mode == 0 ? 0.05f : 0.f;
+        clip_value = c.clip_grad_value = mode == 1 ? 0.002f : 0.f;
+        stk_trainer *t;
+        ck_assert_int_eq(stk_trainer_create(&c, b, ob, &t), STK_OK);
+        for (int s = 0; s < 3; s++) {
+            batch_buf bb;
+            make_batch(&bb, s);
+            int top1;
+            clipped_norm = NAN;
+            float want = manual_step(a, oa, &bb.b, s, &top1);
+            stk_step_result r;
+            ck_assert_msg(stk_trainer_step(t, &bb.b, &r) == STK_OK, "%s", stk_last_error());
+            ck_assert_float_eq(r.loss, want);
+            ck_assert_msg(same_weights(a, b), "mode %d: weights differ after step %d", mode, s);
+            if (mode == 0) {
+                ck_assert_float_eq(r.grad_norm, clipped_norm);
+                ck_assert(r.grad_norm > 0.05f); /* it did clip */
+            } else {
+                ck_assert(isnan(r.grad_norm));
+            }
+        }
+        stk_trainer_destroy(t);
+        stk_optim_destroy(oa), stk_optim_destroy(ob);
+        stk_model_destroy(a), stk_model_destroy(b);
+    }
+    clip_norm = clip_value = 0;
+    /* bounds the trainer refuses */
+    stk_model *m = make("mlp", 1);
+    float bad[][2] = {{-1, 0}, {0, -0.5f}, {NAN, 0}, {0, INFINITY}, {1, 1}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        stk_trainer_config c = stk_trainer_defaults();
+        c.clip_grad_norm = bad[i][0], c.clip_grad_value = bad[i][1];
+        stk_trainer *t = NULL;
+        ck_assert_int_eq(stk_trainer_create(&c, m, NULL, &t), STK_ERR_INVALID_ARG);
+        ck_assert_ptr_null(t);
+        ck_assert_ptr_nonnull(strstr(stk_last_error(), "clipping"));
+    }
+    stk_model_destroy(m);
 }
 END_TEST
 
@@ -628,6 +699,7 @@ static Suite *trainer_suite(void)
     TCase *t = tcase_create("trainer");
     tcase_set_timeout(t, 300);
     tcase_add_test(t, test_step_matches_the_written_out_step);
+    tcase_add_test(t, test_clipping_matches_the_written_out_step);
     tcase_add_test(t, test_hooks_run_in_order_and_gradients_are_final);
     tcase_add_test(t, test_hook_error_stops_the_step);
     tcase_add_test(t, test_divergence_is_reported);

@@ -76,6 +76,14 @@ static const stk_flag flags[] = {
                     "the probability that a batch is mixed when the transform has\n"
                     "mixup:ALPHA and/or cutmix:ALPHA (timm's Mixup prob; one of the\n"
                     "two per batch, cutmix half the time when both are given), default 1"),
+    STK_FLAG_NUMBER(T, clip_grad_norm, "clip-grad-norm", "MAX", 0, 1e9,
+                    "scale the gradients down to a global L2 norm of at most MAX\n"
+                    "before each optimizer step (torch.nn.utils.clip_grad_norm_;\n"
+                    "data-parallel: after the all-reduce; --amp: after unscaling);\n"
+                    "the norm before clipping goes to steps.csv and TensorBoard"),
+    STK_FLAG_NUMBER(T, clip_grad_value, "clip-grad-value", "V", 0, 1e9,
+                    "clamp each gradient element to [-V, V] before each optimizer\n"
+                    "step (torch.nn.utils.clip_grad_value_); not with --clip-grad-norm"),
     STK_FLAG_SEED(T, seed, "shuffling, augmentation and initialisation, default 0"),
     STK_FLAG_CHOICE(T, order, "order", "ORDER", stk_read_order_names,
                     "the training set's read order: random (default), block (FFCV's\n"
@@ -249,6 +257,8 @@ int train_parse_flags(int argc, char **argv, train_args *a)
         return stk_cli_usage("train", "--model %s: unknown (known: mlp, cnn, resnet8, resnet18)",
                              a->model);
     }
+    if (a->clip_grad_norm > 0 && a->clip_grad_value > 0)
+        return stk_cli_usage("train", "--clip-grad-norm and --clip-grad-value: choose one");
     if (a->nesterov && (a->optimizer != STK_OPTIM_SGD || a->momentum <= 0))
         return stk_cli_usage("train", "--nesterov needs --optimizer sgd with a --momentum above 0");
     if (a->amp && a->device.kind != STK_DEVICE_CUDA)

@@ -370,7 +370,7 @@ static stk_status attach_ranks(run_state *r, stk_dataset *ds, int64_t per_epoch)
     const train_args *a = &r->a;
     uint64_t fp;
     STK_TRY(stk_dataset_fingerprint(ds, &fp));
-    char freeze[512] = "", v[18][48];
+    char freeze[512] = "", v[20][48];
     for (int i = 0; i < a->n_freeze; i++)
         snprintf(freeze + strlen(freeze), sizeof freeze - strlen(freeze), "%s%s", i ? "," : "",
                  a->freeze[i]);
@@ -392,6 +392,8 @@ static stk_status attach_ranks(run_state *r, stk_dataset *ds, int64_t per_epoch)
     snprintf(v[15], sizeof v[15], "%d", a->mode);
     snprintf(v[16], sizeof v[16], "%" PRId64, a->start_from_epoch);
     exact(v[17], a->mix_prob);
+    exact(v[18], a->clip_grad_norm);
+    exact(v[19], a->clip_grad_value);
     const char *no_yes[] = {"no", "yes"};
     stk_ddp_check_item items[] = {
         {"--model", a->model},
@@ -411,6 +413,8 @@ static stk_status attach_ranks(run_state *r, stk_dataset *ds, int64_t per_epoch)
         {"--warmup-epochs", v[7]},
         {"--label-smoothing", v[8]},
         {"--mix-prob", v[17]},
+        {"--clip-grad-norm", v[18]},
+        {"--clip-grad-value", v[19]},
         {"--transform", r->transform},
         {"--val", a->val ? "given" : "none"},
         {"--val-transform", r->val_transform},
@@ -453,6 +457,8 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
     r->tc.copy_engine = r->ce;
     r->tc.amp = a->amp;
     r->tc.label_smoothing = (float)a->smoothing;
+    r->tc.clip_grad_norm = (float)a->clip_grad_norm;
+    r->tc.clip_grad_value = (float)a->clip_grad_value;
     r->tc.seed = a->seed;
     STK_TRY(stk_train_batch_mix(r->transform, a->mix_prob, r->rank, &r->tc.mix));
     STK_TRY(stk_train_normalisation(m, a->data, a->norm, r->transform, r->tc.mean, r->tc.std));

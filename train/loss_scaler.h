@@ -40,8 +40,13 @@ stk_status stk_loss_scaler_scale(const stk_loss_scaler *s, stk_tensor *loss, stk
 
 /* Unscale m's gradients; step `opt` unless one is not finite (then the
  * gradients are dropped); update the scale. Reads one flag back from the
- * device (waits for the backward). */
+ * device (waits for the backward). The same in two halves, for work on the
+ * unscaled gradients in between (clipping: PyTorch's scaler.unscale_,
+ * clip_grad_norm_, scaler.step): unscale, then update. */
 stk_status stk_loss_scaler_step(stk_loss_scaler *s, stk_model *m, stk_optim *opt, bool *stepped);
+stk_status stk_loss_scaler_unscale(stk_loss_scaler *s, stk_model *m, bool *finite);
+stk_status stk_loss_scaler_update(stk_loss_scaler *s, stk_model *m, stk_optim *opt, bool finite,
+                                  bool *stepped);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -89,10 +90,12 @@ stk_status stk_run_record_step_hook(void *ctx, const stk_step_info *info)
     }
     if (info->event != STK_STEP_AFTER_OPTIMIZER) return STK_OK;
     STK_TRY(stk_run_log_write_step(r->log, info->step + 1, r->epoch + 1, (double)info->loss_value,
-                                   (double)info->lr));
+                                   (double)info->lr, (double)info->grad_norm));
     if (r->tb) {
         STK_TRY(stk_tfevents_scalar(r->tb, "train/loss", info->step + 1, info->loss_value));
         STK_TRY(stk_tfevents_scalar(r->tb, "train/lr", info->step + 1, info->lr));
+        if (!isnan(info->grad_norm))
+            STK_TRY(stk_tfevents_scalar(r->tb, "train/grad_norm", info->step + 1, info->grad_norm));
     }
     return STK_OK;
 }

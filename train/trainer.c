@@ -61,6 +61,14 @@ stk_status stk_trainer_create(const stk_trainer_config *c, stk_model *model, stk
     if (!(c->label_smoothing >= 0 && c->label_smoothing < 1))
         return stk_error(STK_ERR_INVALID_ARG, "label smoothing %g is not in [0, 1)",
                          (double)c->label_smoothing);
+    if (!(c->clip_grad_norm >= 0 && isfinite(c->clip_grad_norm)) ||
+        !(c->clip_grad_value >= 0 && isfinite(c->clip_grad_value)))
+        return stk_error(
+            STK_ERR_INVALID_ARG, "gradient clipping: bound %g is not a finite number >= 0 (0: off)",
+            (double)(c->clip_grad_norm >= 0 && isfinite(c->clip_grad_norm) ? c->clip_grad_value
+                                                                           : c->clip_grad_norm));
+    if (c->clip_grad_norm > 0 && c->clip_grad_value > 0)
+        return stk_error(STK_ERR_INVALID_ARG, "gradient clipping: by norm or by value, not both");
     stk_trainer *t = calloc(1, sizeof *t);
     if (!t) return stk_error(STK_ERR_NOMEM, "no memory for a trainer");
     t->cfg = *c;
@@ -136,6 +144,23 @@ stk_status stk_trainer_add_hook(stk_trainer *t, stk_step_event event, stk_step_h
     return STK_OK;
 }
 
+/* --clip-grad-norm / --clip-grad-value on the final, unscaled gradients. */
+static stk_status clip_gradients(stk_trainer *t, stk_step_info *info)
+{
+    if (!(t->cfg.clip_grad_norm > 0) && !(t->cfg.clip_grad_value > 0)) return STK_OK;
+    int np = stk_model_param_count(t->model);
+    /* once per step: no heap allocation for models up to 256 tensors (resnet18: 122) */
+    stk_tensor *small[256] = {0}, **grads = small;
+    if (np > 256 && !(grads = calloc((size_t)np, sizeof *grads)))
+        return stk_error(STK_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < np; i++) grads[i] = stk_tensor_grad(stk_model_param(t->model, i)->value);
+    stk_status st = t->cfg.clip_grad_norm > 0
+                        ? stk_clip_grad_norm(np, grads, t->cfg.clip_grad_norm, &info->grad_norm)
+                        : stk_clip_grad_value(np, grads, t->cfg.clip_grad_value);
+    if (grads != small) free(grads);
+    return st;
+}
+
 /* forward .. optimizer, inside the caller's scope and autocast region. */
 static stk_status step_body(stk_trainer *t, stk_step_info *info, const int32_t *host_labels,
                             int64_t epoch, stk_step_result *r)
@@ -182,12 +207,16 @@ static stk_status step_body(stk_trainer *t, stk_step_info *info, const int32_t *
     STK_TRY(run_hooks(t, info, STK_STEP_AFTER_BACKWARD));
     if (t->cfg.amp) stk_autocast_end(); /* the optimizer step is f32 */
     stk_trace_begin("optimizer", "step");
-    if (t->cfg.amp) {
-        st = stk_loss_scaler_step(&t->scaler, t->model, t->opt, &r->stepped);
-    } else {
+    bool finite = true;
+    if (t->cfg.amp) st = stk_loss_scaler_unscale(&t->scaler, t->model, &finite);
+    if (st == STK_OK && finite) st = clip_gradients(t, info);
+    if (st == STK_OK && t->cfg.amp) {
+        st = stk_loss_scaler_update(&t->scaler, t->model, t->opt, finite, &r->stepped);
+    } else if (st == STK_OK) {
         st = stk_optim_step(t->opt);
         r->stepped = true;
     }
+    r->grad_norm = info->grad_norm;
     stk_trace_end();
     if (t->cfg.amp) stk_autocast_begin(); /* balanced by the caller's end */
     STK_TRY(st);
@@ -240,6 +269,7 @@ static stk_status step(stk_trainer *t, stk_tensor *x, stk_tensor *y, const int32
                           .lam = 1.f,
                           .count = count,
                           .loss_scale = 1.f,
+                          .grad_norm = NAN,
                           .param = -1};
     if (stk_batch_mix_enabled(&t->cfg.mix)) STK_TRY(mix_batch(t, &info, host_labels));
     stk_trace_step();

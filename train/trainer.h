@@ -27,8 +27,10 @@
  *                              as its gradient is final (the last layer first):
  *                              where a gradient all-reduce starts
  *   STK_STEP_AFTER_BACKWARD    every gradient is final
- *   optimizer step (learning rate from the schedule at position.step; under
- *   --amp the loss scaler unscales and may skip it), parameters checked finite
+ *   under --amp the loss scaler unscales (and skips the rest of the update
+ *   when a gradient is not finite); gradient clipping (info.grad_norm);
+ *   optimizer step (learning rate from the schedule at position.step),
+ *   parameters checked finite
  *   STK_STEP_AFTER_OPTIMIZER   the step is done; info.stepped tells
  * Under --amp the gradients a hook sees are still multiplied by
  * info.loss_scale (all-reducing them is still right: the scale is linear).
@@ -65,6 +67,10 @@ typedef struct stk_trainer_config {
     float mean[3], std[3];    /* input normalisation (stk_input_norm_from_meta) */
     int64_t seed;             /* the position's seed */
     stk_batch_mix_config mix; /* erasing, mixup, cutmix on each training batch (all 0: off) */
+    /* Gradient clipping before each optimizer step (after the data-parallel
+     * all-reduce; under amp, after unscaling), one of the two or neither (0):
+     * torch.nn.utils.clip_grad_norm_(max_norm) or clip_grad_value_(value). */
+    float clip_grad_norm, clip_grad_value;
 } stk_trainer_config;
 
 /* No amp, no smoothing, no schedule, mean 0 and std 1, the CPU, no batch
@@ -74,7 +80,8 @@ stk_trainer_config stk_trainer_defaults(void);
 /* A trainer for `model` (already on the config's device) and `opt` (NULL:
  * evaluation only; step then fails). Both are borrowed: they must outlive
  * the trainer. Errors: INVALID_ARG (amp without f16 kernels on the device:
- * the CPU), NOMEM. */
+ * the CPU; a clipping bound that is negative or not finite, or both set),
+ * NOMEM. */
 stk_status stk_trainer_create(const stk_trainer_config *c, stk_model *model, stk_optim *opt,
                               stk_trainer **out);
 void stk_trainer_destroy(stk_trainer *t);
@@ -104,6 +111,8 @@ typedef struct stk_step_info {
     float loss_value;          /* from AFTER_FORWARD on: the loss, read back (unscaled) */
     float lr;                  /* from AFTER_FORWARD on: this step's learning rate */
     float loss_scale;          /* 1, or the loss scaler's scale under amp */
+    float grad_norm;           /* AFTER_OPTIMIZER: the gradients' global norm before clipping
+                                  by norm (NaN: not clipped by norm, or a skipped amp step) */
     bool stepped;              /* AFTER_OPTIMIZER: the optimizer updated the parameters */
 } stk_step_info;
 
@@ -114,10 +123,11 @@ typedef stk_status (*stk_step_hook)(void *ctx, const stk_step_info *info);
 stk_status stk_trainer_add_hook(stk_trainer *t, stk_step_event event, stk_step_hook fn, void *ctx);
 
 typedef struct stk_step_result {
-    float loss;     /* mean over the batch (unscaled) */
-    int count;      /* samples */
-    int top1, top5; /* correct predictions */
-    bool stepped;   /* false when the loss scaler skipped the update */
+    float loss;      /* mean over the batch (unscaled) */
+    int count;       /* samples */
+    int top1, top5;  /* correct predictions */
+    bool stepped;    /* false when the loss scaler skipped the update */
+    float grad_norm; /* as stk_step_info's */
 } stk_step_result;
 
 /* One training step on a device batch (u8 NHWC, stk_h2d_next); the model

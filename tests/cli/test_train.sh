@@ -35,6 +35,25 @@ expect err.txt "  <= 4 KiB "
 run 2 "$STOKE" train $T --model mlp --epochs 1 --out r0 --no-tensorboard --tensorboard
 expect err.txt "--tensorboard and --no-tensorboard: choose one"
 
+# Gradient clipping: the norm before clipping in steps.csv (empty cells
+# without --clip-grad-norm), a run that clips differs from one that does
+# not; bounds refused.
+run 0 "$STOKE" train $T --model cnn --epochs 1 --out clip1 --no-tensorboard --clip-grad-norm 0.01
+expect clip1/steps.csv "step,epoch,loss,lr,grad_norm"
+"$PYTHON3" - <<'PY' || fail "steps.csv grad_norm"
+import csv
+rows = list(csv.DictReader(open("clip1/steps.csv")))
+assert len(rows) == 6 and all(float(r["grad_norm"]) > 0.01 for r in rows), rows
+rows = list(csv.DictReader(open("r0/steps.csv")))
+assert rows and all(r["grad_norm"] in (None, "") for r in rows), rows
+PY
+run 0 "$STOKE" train $T --model cnn --epochs 1 --out clip2 --no-tensorboard --clip-grad-value 1e-4
+cmp -s clip1/last.safetensors clip2/last.safetensors && fail "clipping by norm and by value agree"
+run 2 "$STOKE" train $T --model cnn --out bad --clip-grad-norm 1 --clip-grad-value 1
+expect err.txt "--clip-grad-norm and --clip-grad-value: choose one"
+run 2 "$STOKE" train $T --model cnn --out bad --clip-grad-norm -1
+expect err.txt "--clip-grad-norm"
+
 # Batch transforms: erasing, mixup and cutmix on training batches only; the
 # same run twice is the same (Philox by seed and step); bad values refused.
 run 0 "$STOKE" train $T --model cnn --epochs 1 --out mix1 --label-smoothing 0.1 \
