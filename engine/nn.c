@@ -235,19 +235,34 @@ int64_t stk_model_trainable_numel(const stk_model *m)
     return n;
 }
 
+/* A parameter (not a buffer) under prefix: "layer1" matches
+ * "layer1.0.conv1.weight", not "layer10...". */
+static bool under(const stk_param *p, const char *prefix, size_t len)
+{
+    if (p->is_buffer || strncmp(p->name, prefix, len)) return false;
+    return !len || p->name[len] == '\0' || p->name[len] == '.' || prefix[len - 1] == '.';
+}
+
 int stk_model_set_requires_grad(stk_model *m, const char *prefix, bool on)
 {
     int hits = 0;
     size_t len = strlen(prefix);
-    for (int i = 0; i < m->n_params; i++) {
-        const stk_param *p = &m->params[i];
-        if (p->is_buffer || strncmp(p->name, prefix, len)) continue;
-        /* "layer1" matches "layer1.0.conv1.weight", not "layer10..." */
-        if (len && p->name[len] != '\0' && p->name[len] != '.' && prefix[len - 1] != '.') continue;
-        stk_tensor_set_requires_grad(p->value, on);
-        hits++;
-    }
+    for (int i = 0; i < m->n_params; i++)
+        if (under(&m->params[i], prefix, len)) {
+            stk_tensor_set_requires_grad(m->params[i].value, on);
+            hits++;
+        }
     return hits;
+}
+
+void stk_model_count(const stk_model *m, const char *prefix, int64_t *trainable, int64_t *frozen)
+{
+    *trainable = *frozen = 0;
+    size_t len = strlen(prefix);
+    for (int i = 0; i < m->n_params; i++)
+        if (under(&m->params[i], prefix, len))
+            *(stk_tensor_requires_grad(m->params[i].value) ? trainable : frozen) +=
+                stk_tensor_numel(m->params[i].value);
 }
 
 /* ---- forward -------------------------------------------------------------- */

@@ -100,8 +100,12 @@ stk_status stk_model_check_finite(const stk_model *m, const char **bad);
 /* Total number of trainable scalars. */
 int64_t stk_model_trainable_numel(const stk_model *m);
 /* Freeze (requires_grad off) or unfreeze every parameter whose name starts
- * with `prefix` ("" = all); returns how many matched. */
+ * with `prefix` ("" = all; "layer1" matches "layer1.0.conv1.weight", not
+ * "layer10..."); returns how many matched. */
 int stk_model_set_requires_grad(stk_model *m, const char *prefix, bool on);
+/* The scalars of the parameters (buffers apart) under `prefix`, matched as
+ * above: those that train and those frozen. */
+void stk_model_count(const stk_model *m, const char *prefix, int64_t *trainable, int64_t *frozen);
 const char *stk_model_name(const stk_model *m);
 const stk_model_config *stk_model_get_config(const stk_model *m);
 

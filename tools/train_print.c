@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 void say(FILE *f, const char *fmt, ...)
 {
@@ -79,6 +80,59 @@ stk_status train_on_epoch(void *ctx, const stk_fit_epoch *e, bool *stop)
     return STK_OK;
 }
 
+/* 11181642 -> "11,181,642" */
+static const char *grouped(int64_t v, char buf[32])
+{
+    char digits[24];
+    int n = snprintf(digits, sizeof digits, "%" PRId64, v < 0 ? -v : v), k = 0;
+    if (v < 0) buf[k++] = '-';
+    for (int i = 0; i < n; i++) {
+        if (i && (n - i) % 3 == 0) buf[k++] = ',';
+        buf[k++] = digits[i];
+    }
+    buf[k] = '\0';
+    return buf;
+}
+
+/* "N (T trainable, F frozen)", or "N trainable" / "N frozen" when all are one. */
+static void say_split(FILE *f, int64_t trainable, int64_t frozen)
+{
+    char a[32], b[32], c[32];
+    if (!frozen || !trainable)
+        say(f, "%s %s", grouped(trainable + frozen, a), frozen ? "frozen" : "trainable");
+    else
+        say(f, "%s (%s trainable, %s frozen)", grouped(trainable + frozen, a),
+            grouped(trainable, b), grouped(frozen, c));
+}
+
+void train_print_params(FILE *f, const stk_model *m, bool per_module)
+{
+    int64_t trainable, frozen;
+    stk_model_count(m, "", &trainable, &frozen);
+    say(f, "parameters: ");
+    say_split(f, trainable, frozen);
+    say(f, "\n");
+    if (!per_module) return;
+    /* the top-level modules in order of their first parameter */
+    for (int i = 0; i < stk_model_param_count(m); i++) {
+        const stk_param *p = stk_model_param(m, i);
+        if (p->is_buffer) continue;
+        size_t len = strcspn(p->name, ".");
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++) {
+            const stk_param *q = stk_model_param(m, j);
+            seen = !q->is_buffer && strcspn(q->name, ".") == len && !strncmp(q->name, p->name, len);
+        }
+        if (seen) continue;
+        char top[64];
+        snprintf(top, sizeof top, "%.*s", (int)(len < 63 ? len : 63), p->name);
+        stk_model_count(m, top, &trainable, &frozen);
+        say(f, "  %-10s ", top);
+        say_split(f, trainable, frozen);
+        say(f, "\n");
+    }
+}
+
 void train_print_summary(train_printer *p, const stk_fit_result *f, int64_t start, double seconds)
 {
     run_state *r = p->r;
@@ -86,7 +140,11 @@ void train_print_summary(train_printer *p, const stk_fit_result *f, int64_t star
     double n = f->epochs_run ? (double)f->epochs_run : 1;
     if (a->json && r->rank == 0) {
         char j[8][STK_JSON_NUMBER];
-        printf("{\"epochs\": %" PRId64 ", \"val_top1\": %s, \"val_top5\": %s, \"val_loss\": %s, "
+        int64_t trainable, frozen;
+        stk_model_count(r->model, "", &trainable, &frozen);
+        printf("{\"params\": %" PRId64 ", \"params_trainable\": %" PRId64 ", ", trainable + frozen,
+               trainable);
+        printf("\"epochs\": %" PRId64 ", \"val_top1\": %s, \"val_top5\": %s, \"val_loss\": %s, "
                "\"train_images_per_sec\": %s, \"stall_pct\": %s, \"seconds\": %s, "
                "\"peak_rss_mb\": %s, \"ranks\": %d, \"stopped_epoch\": %" PRId64
                ", \"best_epoch\": %" PRId64 ", \"monitor\": \"%s\", \"best_value\": %s, "

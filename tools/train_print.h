@@ -28,5 +28,9 @@ stk_status train_progress(void *ctx, const stk_epoch_stats *es);
 stk_status train_reduce(void *ctx, stk_fit_epoch *e);
 stk_status train_on_epoch(void *ctx, const stk_fit_epoch *e, bool *stop);
 
+/* The model's parameter count: total, trainable, frozen; with per_module
+ * (under --freeze) a line per top-level module (conv1, layer1, fc, ...). */
+void train_print_params(FILE *f, const stk_model *m, bool per_module);
+
 /* The last lines (or --json's object), the data-parallel, memory and amp notes. */
 void train_print_summary(train_printer *p, const stk_fit_result *f, int64_t start, double seconds);

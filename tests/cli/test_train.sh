@@ -14,11 +14,13 @@ run 0 "$STOKE" train $T --model cnn --epochs 2 --out r1 --json
 import json
 d = json.load(open("out.txt"))
 for k in ("epochs", "val_top1", "val_top5", "val_loss", "train_images_per_sec", "stall_pct",
-          "seconds", "peak_rss_mb"):
+          "seconds", "peak_rss_mb", "params", "params_trainable"):
     assert k in d, k
+assert d["params"] == d["params_trainable"] > 0, d
 assert d["epochs"] == 2 and 0 <= d["val_top1"] <= 100 and d["val_top5"] >= d["val_top1"], d
 PY
 expect err.txt "epoch 2/2: loss"
+expect err.txt "parameters: 94,186 trainable"
 expect err.txt "top-5"
 [ "$(wc -l < r1/metrics.csv)" = 3 ] || fail "metrics.csv should have a header and 2 rows"
 expect r1/metrics.csv "epoch,step,lr,train_loss,train_acc,val_loss,val_top1,val_top5,images_per_sec,stall_pct,seconds,mem_allocated_mb,mem_reserved_mb,mem_peak_mb,peak_rss_mb"
@@ -140,6 +142,9 @@ PY
 
 # --init (transfer) and --freeze.
 run 0 "$STOKE" train $T --model cnn --epochs 1 --init r1/last.safetensors --freeze conv1 --out r2
+expect out.txt "parameters: 94,186 (93,898 trainable, 288 frozen)"
+expect out.txt "  conv1      288 frozen"
+expect out.txt "  fc         1,290 trainable"
 run 1 "$STOKE" train $T --model mlp --epochs 1 --init r1/last.safetensors --out r3
 expect err.txt "holds a cnn model, not mlp"
 run 1 "$STOKE" train $T --model cnn --epochs 1 --freeze nothing --out r3
