@@ -2,6 +2,8 @@
  * record framing. (TensorBoard's own reader checks whole files in
  * tests/cli/test_runlog.sh.) */
 #include "common/crc32c.h"
+#include "runlog/class_report.h"
+#include "runlog/confusion_image.h"
 #include "runlog/image_grid.h"
 #include "runlog/run_log.h"
 #include "runlog/svg_chart.h"
@@ -24,6 +26,80 @@ static uint32_t be32(const uint8_t *p)
 }
 
 /* The PNG's chunks are well formed and its pixels inflate back exactly. */
+/* Per-class figures against a confusion matrix worked out by hand:
+ *            predicted   a   b   c
+ *   true a               5   1   0     a: 6 images, 5 right; predicted 5+2+0 = 7
+ *   true b               2   3   0     b: 5 images, 3 right; predicted 1+3+1 = 5
+ *   true c               0   1   0     c: 1 image,  0 right; never predicted
+ * recall a 5/6, b 3/5, c 0/1; precision a 5/7, b 3/5, c 0/0 (undefined);
+ * F1 a 2(5/7)(5/6)/((5/7)+(5/6)) = 10/13, b 3/5, c NaN (precision NaN). */
+START_TEST(class_report_from_a_hand_computed_matrix)
+{
+    const uint64_t cm[9] = {5, 1, 0, 2, 3, 0, 0, 1, 0};
+    stk_class_figures f[3];
+    stk_class_report(cm, 3, f);
+    ck_assert(f[0].images == 6 && f[0].predicted == 7 && f[0].correct == 5);
+    ck_assert(f[1].images == 5 && f[1].predicted == 5 && f[1].correct == 3);
+    ck_assert(f[2].images == 1 && f[2].predicted == 0 && f[2].correct == 0);
+    ck_assert_double_eq_tol(f[0].recall, 5.0 / 6, 1e-12);
+    ck_assert_double_eq_tol(f[0].precision, 5.0 / 7, 1e-12);
+    ck_assert_double_eq_tol(f[0].f1, 10.0 / 13, 1e-12);
+    ck_assert_double_eq_tol(f[1].recall, 0.6, 1e-12);
+    ck_assert_double_eq_tol(f[1].precision, 0.6, 1e-12);
+    ck_assert_double_eq_tol(f[1].f1, 0.6, 1e-12);
+    ck_assert_double_eq_tol(f[2].recall, 0, 1e-12);
+    ck_assert(isnan(f[2].precision) && isnan(f[2].f1));
+    const uint64_t zeros[4] = {0, 0, 0, 0}; /* no images at all: every ratio undefined */
+    stk_class_report(zeros, 2, f);
+    ck_assert(isnan(f[0].recall) && isnan(f[0].precision) && isnan(f[0].f1));
+    const uint64_t wrong[4] = {0, 3, 2, 0}; /* both defined and 0: F1 0, not NaN */
+    stk_class_report(wrong, 2, f);
+    ck_assert(f[0].recall == 0 && f[0].precision == 0 && f[0].f1 == 0);
+
+    const char *names[3] = {"a", "b,with comma", "c \"quoted\""};
+    char *csv = stk_class_confusion_csv(cm, 3, names);
+    ck_assert_str_eq(csv, "true\\predicted,a,\"b,with comma\",\"c \"\"quoted\"\"\"\n"
+                          "a,5,1,0\n\"b,with comma\",2,3,0\n\"c \"\"quoted\"\"\",0,1,0\n");
+    free(csv);
+    csv = stk_class_confusion_csv(cm, 3, NULL); /* no names: the indices */
+    ck_assert_str_eq(csv, "true\\predicted,0,1,2\n0,5,1,0\n1,2,3,0\n2,0,1,0\n");
+    free(csv);
+    char *json = stk_class_report_json(cm, 3, names);
+    ck_assert_ptr_nonnull(
+        strstr(json, "\"classes\": [\"a\", \"b,with comma\", \"c \\\"quoted\\\"\"]"));
+    ck_assert_ptr_nonnull(strstr(json, "\"matrix\": [[5, 1, 0], [2, 3, 0], [0, 1, 0]]"));
+    ck_assert_ptr_nonnull(strstr(json, "\"images\": 1, \"predicted\": 0, \"correct\": 0, "
+                                       "\"precision\": null, \"recall\": 0.000000, \"f1\": null"));
+    free(json);
+    char *md = stk_class_report_markdown(cm, 3, names);
+    ck_assert_ptr_nonnull(strstr(md, "| a | 6 | 83.33% | 71.43% | 76.92% |"));
+    ck_assert_ptr_nonnull(strstr(md, "| c \"quoted\" | 1 | 0.00% | - | - |"));
+    free(md);
+}
+END_TEST
+
+/* The heatmap: a dark diagonal cell, a white empty one, sizes refused. */
+START_TEST(confusion_image_shades_each_row)
+{
+    const uint64_t cm[4] = {9, 1, 0, 4};
+    uint8_t *px;
+    int w, h;
+    ck_assert_int_eq(stk_confusion_image(cm, 2, NULL, &px, &w, &h), STK_OK);
+    ck_assert(w > 2 * 48 && h > 2 * 48);
+    /* the cells are 48 px at 2 classes, the grid's right and bottom edges pad
+     * 6 px: the centre of row 1, column 0 (empty) and of row 1, column 1 (all) */
+    int left = w - 6 - 2 * 48, top = h - 6 - 2 * 48;
+    const uint8_t *empty = px + ((size_t)(top + 48 + 3) * w + (size_t)(left + 3)) * 3;
+    const uint8_t *full = px + ((size_t)(top + 48 + 3) * w + (size_t)(left + 48 + 3)) * 3;
+    ck_assert(empty[0] == 255 && empty[1] == 255 && empty[2] == 255);
+    ck_assert(full[0] == 8 && full[1] == 48 && full[2] == 107);
+    free(px);
+    ck_assert_int_eq(stk_confusion_image(cm, 0, NULL, &px, &w, &h), STK_ERR_INVALID_ARG);
+    ck_assert_ptr_null(px);
+    ck_assert_int_eq(stk_confusion_image(cm, 1001, NULL, &px, &w, &h), STK_ERR_INVALID_ARG);
+}
+END_TEST
+
 START_TEST(png_round_trips_through_zlib)
 {
     enum { W = 7, H = 5, C = 3 };
@@ -235,7 +311,7 @@ START_TEST(run_log_hostile_rows_and_sizes)
     const stk_series *s = stk_run_log_step(log, "loss");
     ck_assert_uint_le(s->n, 8192);
     ck_assert_uint_ge(s->n, 4096);
-    ck_assert_double_eq_tol(s->y[0], 6.0 / 13, 1e-12); /* 0,1,0,...,0: six ones in 13 */
+    ck_assert_double_eq_tol(s->y[0], 6.0 / 13, 1e-12);      /* 0,1,0,...,0: six ones in 13 */
     ck_assert_double_eq_tol(s->x[0], (1 + 13) / 2.0, 1e-9); /* steps 1..13: 13 rows per point */
     stk_run_log_free(log);
     free(big);
@@ -247,6 +323,8 @@ static Suite *suite(void)
     Suite *s = suite_create("watch");
     TCase *tc = tcase_create("watch");
     tcase_add_test(tc, png_round_trips_through_zlib);
+    tcase_add_test(tc, class_report_from_a_hand_computed_matrix);
+    tcase_add_test(tc, confusion_image_shades_each_row);
     tcase_add_test(tc, image_grid_undoes_normalisation);
     tcase_add_test(tc, tfevents_records_are_framed);
     tcase_add_test(tc, chart_ticks_are_nice);

@@ -216,6 +216,31 @@ START_TEST(test_clipping_matches_the_written_out_step)
 }
 END_TEST
 
+/* The confusion matrix counts the top-1 prediction, the lower index on a
+ * tie, so its diagonal is exactly the top-1 hits. */
+START_TEST(test_confusion_counts_the_top1_prediction)
+{
+    const float v[4 * 3] = {
+        0.1f, 2.0f, 0.5f, /* label 1, predicted 1 */
+        1.0f, 1.0f, 0.0f, /* label 1, tie with class 0: predicted 0 (wrong, as top-1) */
+        0.0f, 3.0f, 3.0f, /* label 1, tie with class 2: predicted 1 (right) */
+        5.0f, 0.0f, 0.0f, /* label 2, predicted 0 */
+    };
+    const int32_t labels[4] = {1, 1, 1, 2};
+    int64_t shape[2] = {4, 3};
+    stk_tensor *logits;
+    ck_assert_int_eq(stk_tensor_wrap(STK_DEVICE_CPU, STK_F32, 2, shape, (void *)v, &logits),
+                     STK_OK);
+    uint64_t cm[9] = {0};
+    int top1, top5;
+    ck_assert_int_eq(stk_batch_count_confusion(logits, labels, 4, &top1, &top5, cm), STK_OK);
+    const uint64_t want[9] = {0, 0, 0, 1, 2, 0, 1, 0, 0};
+    for (int i = 0; i < 9; i++) ck_assert_msg(cm[i] == want[i], "cell %d: %d", i, (int)cm[i]);
+    ck_assert_int_eq(top1, (int)(cm[0] + cm[4] + cm[8]));
+    stk_tensor_release(logits);
+}
+END_TEST
+
 /* ---- hooks ----------------------------------------------------------------- */
 
 typedef struct hook_log {
@@ -700,6 +725,7 @@ static Suite *trainer_suite(void)
     tcase_set_timeout(t, 300);
     tcase_add_test(t, test_step_matches_the_written_out_step);
     tcase_add_test(t, test_clipping_matches_the_written_out_step);
+    tcase_add_test(t, test_confusion_counts_the_top1_prediction);
     tcase_add_test(t, test_hooks_run_in_order_and_gradients_are_final);
     tcase_add_test(t, test_hook_error_stops_the_step);
     tcase_add_test(t, test_divergence_is_reported);

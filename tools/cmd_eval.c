@@ -9,6 +9,7 @@
 #include "kernels/backend.h"
 #include "tools/ckpt_read.h"
 #include "tools/cli.h"
+#include "tools/eval_per_class.h"
 #include "tools/flags.h"
 #include "train/batch.h"
 #include "train/device.h"
@@ -24,6 +25,8 @@ typedef struct eval_args {
     const char *data, *ckpt, *transform;
     int64_t batch, workers, threads;
     bool json, per_class;
+    const char *confusion[3];
+    int n_confusion;
     stk_device_spec device;
 } eval_args;
 
@@ -41,8 +44,14 @@ static const stk_flag flags[] = {
     STK_FLAG_THREADS(T, threads),
     STK_FLAG_DEVICE(T, device),
     STK_FLAG_BOOL(T, per_class, "per-class",
-                  "also each class's images and top-1, named as the checkpoint names\n"
-                  "them (its training set's class names)"),
+                  "also each class's images, top-1 (recall), precision and F1, named\n"
+                  "as the checkpoint names them (its training set's class names);\n"
+                  "with --json also \"confusion\": rows true, columns predicted"),
+    STK_FLAG_LIST(T, confusion, n_confusion, "confusion", "FILE",
+                  "write the confusion matrix to FILE: .csv (rows true, columns\n"
+                  "predicted, class names), .json (with the per-class figures) or\n"
+                  ".png (a heatmap of each row's shares, counts, class names);\n"
+                  "repeatable"),
     STK_FLAG_JSON(T, json,
                   "one JSON object on stdout (keys: val_loss, val_top1, val_top5,\n"
                   "images, seconds)"),
@@ -59,34 +68,6 @@ static const stk_cli cli = {
     .flags = flags,
     .max_args = 0};
 
-/* Each class's images and top-1, by name. */
-static void print_per_class(const ckpt_desc *d, const uint64_t *images, const uint64_t *correct,
-                            bool json)
-{
-    char num[16], shown[256], j[STK_JSON_NUMBER];
-    if (json)
-        printf(", \"per_class\": [");
-    else
-        printf("  %-24s %8s %8s\n", "class", "images", "top-1");
-    for (int k = 0; k < d->cfg.classes; k++) {
-        snprintf(num, sizeof num, "%d", k);
-        const char *name = d->class_names ? d->class_names[k] : num;
-        double top1 = images[k] ? 100.0 * (double)correct[k] / (double)images[k] : NAN;
-        if (json) {
-            printf("%s{\"class\": ", k ? ", " : "");
-            stk_json_write_string(stdout, name);
-            printf(", \"images\": %" PRIu64 ", \"top1\": %s}", images[k],
-                   stk_json_number(top1, 4, j));
-        } else if (images[k]) {
-            printf("  %-24s %8" PRIu64 " %7.2f%%\n", stk_printable(name, shown, sizeof shown),
-                   images[k], top1);
-        } else {
-            printf("  %-24s %8d %8s\n", stk_printable(name, shown, sizeof shown), 0, "-");
-        }
-    }
-    if (json) printf("]");
-}
-
 static int eval_main(int argc, char **argv)
 {
     eval_args a = {.batch = 128, .workers = stk_cpu_count(), .threads = stk_cpu_count()};
@@ -99,6 +80,12 @@ static int eval_main(int argc, char **argv)
     bool json = a.json;
     stk_device_spec device = a.device;
     if (!data || !ckpt) return stk_cli_usage("eval", "--data and --checkpoint are required");
+    for (int i = 0; i < a.n_confusion; i++)
+        if (!eval_confusion_path_ok(a.confusion[i]))
+            return stk_cli_usage("eval",
+                                 "--confusion %s: the file name must end in .csv, .json "
+                                 "or .png",
+                                 a.confusion[i]);
     stk_cpu_set_threads((int)threads);
     const stk_copy_engine *ce; /* the device before any loader (pinned batch memory) */
     if (stk_device_spec_open(&device, &ce) != STK_OK) return stk_cli_fail();
@@ -121,7 +108,7 @@ static int eval_main(int argc, char **argv)
     }
 
     int rc = STK_EXIT_ERROR;
-    uint64_t *images = NULL, *correct = NULL; /* --per-class */
+    uint64_t *confusion = NULL; /* --per-class, --confusion */
     stk_model *model = NULL;
     stk_trainer *trainer = NULL;
     stk_dataset *ds;
@@ -157,9 +144,10 @@ static int eval_main(int argc, char **argv)
     if (st != STK_OK) goto fail;
 
     stk_eval_result r;
-    if (a.per_class && (!(images = calloc((size_t)cfg.classes, sizeof *images)) ||
-                        !(correct = calloc((size_t)cfg.classes, sizeof *correct)))) {
-        st = stk_error(STK_ERR_NOMEM, "out of memory");
+    if ((a.per_class || a.n_confusion) &&
+        !(confusion = calloc((size_t)cfg.classes * (size_t)cfg.classes, sizeof *confusion))) {
+        st = stk_error(STK_ERR_NOMEM, "out of memory for a %dx%d confusion matrix", cfg.classes,
+                       cfg.classes);
         goto fail;
     }
     if ((st = ckpt_load_model(&d, &model)) == STK_OK &&
@@ -168,8 +156,7 @@ static int eval_main(int argc, char **argv)
         stk_loader_options o = stk_trainer_eval_options(trainer, tf, (int)batch, (int)workers);
         stk_loader *l;
         if ((st = stk_loader_open(data, &o, &l)) == STK_OK) {
-            st = stk_trainer_evaluate_per_class(trainer, l, json ? NULL : "eval", &r, images,
-                                                correct);
+            st = stk_trainer_evaluate_per_class(trainer, l, json ? NULL : "eval", &r, confusion);
             stk_loader_close(l);
         }
     }
@@ -189,8 +176,12 @@ static int eval_main(int argc, char **argv)
         printf("%s on %s (%" PRIu64 " images, transform %s): loss %.4f, top-1 %.2f%%, top-5 "
                "%.2f%% (%.1f s)\n",
                ckpt, data, r.images, tf, r.loss, r.top1, r.top5, r.seconds);
-    if (images) print_per_class(&d, images, correct, json);
+    const char *const *names = (const char *const *)d.class_names;
+    if (a.per_class) eval_print_per_class(confusion, cfg.classes, names, json);
     if (json) printf("}\n");
+    for (int i = 0; i < a.n_confusion; i++)
+        if ((st = eval_write_confusion(a.confusion[i], confusion, cfg.classes, names)) != STK_OK)
+            goto fail;
     rc = STK_EXIT_OK;
     goto out;
 fail:
@@ -198,8 +189,7 @@ fail:
 out:
     stk_trainer_destroy(trainer);
     stk_model_destroy(model);
-    free(images);
-    free(correct);
+    free(confusion);
     ckpt_desc_free(&d);
     free(tf);
     free(tf_from);

@@ -29,9 +29,9 @@ stk_status stk_batch_tensors(const stk_device_batch *b, const float *mean, const
     return stk_tensor_wrap(b->device, STK_I32, 1, ls, b->labels, labels);
 }
 
-/* Top-1 and top-5 counts, and per class (when images is not NULL). */
+/* Top-1 and top-5 counts, and the confusion matrix (when not NULL). */
 static stk_status count(stk_tensor *logits, const int32_t *labels, int n, int *top1, int *top5,
-                        uint64_t *images, uint64_t *correct)
+                        uint64_t *confusion)
 {
     int64_t c = stk_tensor_dim(logits, 1);
     *top1 = *top5 = 0;
@@ -62,9 +62,11 @@ static stk_status count(stk_tensor *logits, const int32_t *labels, int n, int *t
             if (row[j] > mine || (row[j] == mine && j < labels[i])) better++;
         if (better == 0) (*top1)++;
         if (better < 5) (*top5)++;
-        if (images) {
-            images[labels[i]]++;
-            correct[labels[i]] += better == 0;
+        if (confusion) { /* the prediction: the first of the highest logits */
+            int64_t pred = 0;
+            for (int64_t j = 1; j < c; j++)
+                if (row[j] > row[pred]) pred = j;
+            confusion[(int64_t)labels[i] * c + pred]++;
         }
     }
     free(copy);
@@ -74,11 +76,11 @@ static stk_status count(stk_tensor *logits, const int32_t *labels, int n, int *t
 stk_status stk_batch_count_correct(stk_tensor *logits, const int32_t *labels, int n, int *top1,
                                    int *top5)
 {
-    return count(logits, labels, n, top1, top5, NULL, NULL);
+    return count(logits, labels, n, top1, top5, NULL);
 }
 
-stk_status stk_batch_count_per_class(stk_tensor *logits, const int32_t *labels, int n, int *top1,
-                                     int *top5, uint64_t *images, uint64_t *correct)
+stk_status stk_batch_count_confusion(stk_tensor *logits, const int32_t *labels, int n, int *top1,
+                                     int *top5, uint64_t *confusion)
 {
-    return count(logits, labels, n, top1, top5, images, correct);
+    return count(logits, labels, n, top1, top5, confusion);
 }

@@ -35,10 +35,11 @@ stk_status stk_batch_tensors(const stk_device_batch *b, const float *mean, const
 stk_status stk_batch_count_correct(stk_tensor *logits, const int32_t *labels, int n, int *top1,
                                    int *top5);
 
-/* The same, also adding each image to images[label] and, when its top-1 is
- * right, to correct[label] (arrays of the logits' classes). */
-stk_status stk_batch_count_per_class(stk_tensor *logits, const int32_t *labels, int n, int *top1,
-                                     int *top5, uint64_t *images, uint64_t *correct);
+/* The same, also counting each image into confusion[label * C + pred] (C
+ * the logits' classes; pred the top-1 prediction, the lower index on a tie,
+ * so the diagonal holds exactly the top-1 hits). */
+stk_status stk_batch_count_confusion(stk_tensor *logits, const int32_t *labels, int n, int *top1,
+                                     int *top5, uint64_t *confusion);
 
 #ifdef __cplusplus
 }

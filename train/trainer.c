@@ -410,8 +410,8 @@ stk_status stk_trainer_eval_batch(stk_trainer *t, stk_eval_run *run, const stk_d
     if ((st = stk_batch_tensors(b, t->cfg.mean, t->cfg.std, &x, &y)) == STK_OK &&
         (st = stk_model_forward(t->model, x, &logits)) == STK_OK &&
         (st = stk_cross_entropy(logits, y, 0.f, &loss)) == STK_OK &&
-        (st = stk_batch_count_per_class(logits, b->host_labels, b->count, &t1, &t5,
-                                        run->class_images, run->class_correct)) == STK_OK) {
+        (st = stk_batch_count_confusion(logits, b->host_labels, b->count, &t1, &t5,
+                                        run->confusion)) == STK_OK) {
         run->c1 += (uint64_t)t1;
         run->c5 += (uint64_t)t5;
         run->loss_sum += (double)stk_tensor_item(loss) * b->count;
@@ -438,21 +438,20 @@ void stk_trainer_eval_finish(stk_trainer *t, stk_eval_run *run, stk_eval_result 
 stk_status stk_trainer_evaluate(stk_trainer *t, stk_loader *l, const char *progress_label,
                                 stk_eval_result *r)
 {
-    return stk_trainer_evaluate_per_class(t, l, progress_label, r, NULL, NULL);
+    return stk_trainer_evaluate_per_class(t, l, progress_label, r, NULL);
 }
 
 stk_status stk_trainer_evaluate_per_class(stk_trainer *t, stk_loader *l, const char *progress_label,
-                                          stk_eval_result *r, uint64_t *images, uint64_t *correct)
+                                          stk_eval_result *r, uint64_t *confusion)
 {
     memset(r, 0, sizeof *r);
     stk_h2d *h = NULL;
     stk_eval_run run;
     stk_trainer_eval_start(t, &run);
-    if (images) {
-        int k = stk_model_get_config(t->model)->classes;
-        memset(images, 0, (size_t)k * sizeof *images);
-        memset(correct, 0, (size_t)k * sizeof *correct);
-        run.class_images = images, run.class_correct = correct;
+    if (confusion) {
+        size_t k = (size_t)stk_model_get_config(t->model)->classes;
+        memset(confusion, 0, k * k * sizeof *confusion);
+        run.confusion = confusion;
     }
     uint64_t done = 0;
     stk_progress p;

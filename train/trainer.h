@@ -196,10 +196,11 @@ stk_loader_options stk_trainer_eval_options(const stk_trainer *t, const char *tr
  * one on stderr. Errors: the loader's and the engine's. */
 stk_status stk_trainer_evaluate(stk_trainer *t, stk_loader *l, const char *progress_label,
                                 stk_eval_result *r);
-/* The same, with each class's images and right top-1 answers counted into
- * images[k] and correct[k] (zeroed first; arrays of the model's classes). */
+/* The same, with the confusion matrix counted into confusion[true * C +
+ * predicted] (C x C, the model's classes; zeroed first): per-class
+ * figures come from it (train/class_metrics.h). */
 stk_status stk_trainer_evaluate_per_class(stk_trainer *t, stk_loader *l, const char *progress_label,
-                                          stk_eval_result *r, uint64_t *images, uint64_t *correct);
+                                          stk_eval_result *r, uint64_t *confusion);
 
 /* The same evaluation a batch at a time (batches from a loader opened with
  * stk_trainer_eval_options): start (eval mode), a batch, finish (the
@@ -208,7 +209,7 @@ typedef struct stk_eval_run {
     double t0, loss_sum;
     uint64_t c1, c5, images;
     bool was_training;
-    uint64_t *class_images, *class_correct; /* per class (NULL: not counted) */
+    uint64_t *confusion; /* C x C, true x predicted (NULL: not counted) */
 } stk_eval_run;
 void stk_trainer_eval_start(stk_trainer *t, stk_eval_run *run);
 stk_status stk_trainer_eval_batch(stk_trainer *t, stk_eval_run *run, const stk_device_batch *b);

@@ -91,6 +91,34 @@ PY
 run 0 "$STOKE" eval --data tiny.stoke --checkpoint r1/last.safetensors
 expect out.txt "top-1"
 
+# Per-class figures and the confusion matrix: the JSON's matrix, the CSV and
+# the JSON file agree with one another and with top-1; bad names refused.
+run 0 "$STOKE" eval --data tiny.stoke --checkpoint r1/last.safetensors --per-class --json \
+    --confusion cm.csv --confusion cm.json --confusion cm.png
+"$PYTHON3" - <<'PY' || fail "eval --per-class / --confusion"
+import csv, json
+d = json.load(open("out.txt"))
+m = d["confusion"]
+assert len(m) == 10 and all(len(r) == 10 for r in m) and sum(map(sum, m)) == 50, m
+right = sum(m[k][k] for k in range(10))
+assert abs(100 * right / 50 - d["val_top1"]) < 1e-9, (right, d["val_top1"])
+rows = list(csv.reader(open("cm.csv")))
+assert rows[0][0] == "true\\predicted" and [[int(c) for c in r[1:]] for r in rows[1:]] == m, rows
+f = json.load(open("cm.json"))
+assert f["matrix"] == m and len(f["per_class"]) == 10
+for k, pc in enumerate(d["per_class"]):
+    assert pc["images"] == sum(m[k]), pc
+    col = sum(m[j][k] for j in range(10))
+    assert pc["precision"] is None if col == 0 else abs(pc["precision"] - m[k][k] / col) < 1e-6, pc
+PY
+head -c 8 cm.png | od -c | grep -q 'P   N   G' || fail "cm.png is not a PNG"
+run 0 "$STOKE" eval --data tiny.stoke --checkpoint r1/last.safetensors --per-class
+expect out.txt "precision"
+run 2 "$STOKE" eval --data tiny.stoke --checkpoint r1/last.safetensors --confusion cm.txt
+expect err.txt "--confusion cm.txt: the file name must end in .csv, .json or .png"
+run 1 "$STOKE" eval --data tiny.stoke --checkpoint r1/last.safetensors --confusion no/such/dir/cm.csv
+expect err.txt "--confusion no/such/dir/cm.csv"
+
 # Resume: a 3-epoch run stopped after epoch 1, then resumed, equals 3 straight
 # epochs bit for bit (the schedule, the optimizer state and the loader's order
 # all continue).
