@@ -143,11 +143,15 @@ static const stk_flag flags[] = {
     STK_FLAG_BOOL(T, overwrite, "overwrite", "clear RUNDIR's old run (event files included) first"),
     STK_FLAG_BOOL(T, tensorboard, "tensorboard",
                   "write a TensorBoard event file into RUNDIR (the default):\n"
-                  "per step train/loss and train/lr; per epoch epoch/* (loss,\n"
+                  "per step train/loss, train/lr (and train/grad_norm); per epoch epoch/* (loss,\n"
                   "accuracy, validation, images/s, stall %) and memory/*; the\n"
                   "first batch as an image; the flags as text\n"
                   "(tensorboard --logdir RUNDIR)"),
     STK_FLAG_BOOL(T, no_tensorboard, "no-tensorboard", "no event file"),
+    STK_FLAG_BOOL(T, per_class, "per-class",
+                  "after each epoch's evaluation, each class's images, top-1\n"
+                  "(recall), precision and F1 (TensorBoard text eval/per_class) and\n"
+                  "the confusion matrix (image eval/confusion); needs --val"),
     STK_FLAG_TEXT(T, trace, "trace", "FILE.json",
                   "a timeline in Chrome's trace format (open it in\n"
                   "https://ui.perfetto.dev or chrome://tracing): loader workers'\n"
@@ -273,6 +277,9 @@ int train_parse_flags(int argc, char **argv, train_args *a)
         return stk_cli_usage("train", "--tensorboard and --no-tensorboard: choose one");
     if (a->resume && a->overwrite)
         return stk_cli_usage("train", "--resume and --overwrite: choose one");
+    if (a->per_class && (!a->val || a->no_tensorboard))
+        return stk_cli_usage("train", "--per-class evaluates --val per class into TensorBoard: "
+                                      "it needs --val, and not --no-tensorboard");
     if (!a->monitor) a->monitor = a->val ? "val_loss" : "train_loss";
     int m = stk_monitor_parse(a->monitor);
     if (m < 0 || (m <= STK_MONITOR_VAL_TOP5 && !a->val))
@@ -300,6 +307,7 @@ stk_fit_options train_fit_options(run_state *r, train_printer *p)
                                .mode = (stk_mode)a->mode,
                                .start_from_epoch = a->start_from_epoch,
                                .restore_best = a->restore_best};
+    o.confusion = r->confusion;
     o.epoch_begin = train_epoch_begin, o.progress = train_progress, o.reduce = train_reduce;
     o.on_epoch = train_on_epoch, o.ctx = p;
     o.eval_label = r->rank == 0 ? "eval" : NULL;

@@ -67,6 +67,10 @@ stk_status train_on_epoch(void *ctx, const stk_fit_epoch *e, bool *stop)
     if (mem.heap.peak_allocated > p->run_peak) p->run_peak = mem.heap.peak_allocated;
     STK_TRY(stk_run_record_epoch(r->record, e->epoch, stk_trainer_position(r->trainer)->step,
                                  stk_optim_lr(r->opt), es, e->val, &mem));
+    if (e->confusion)
+        STK_TRY(stk_run_record_classes(r->record, e->epoch, e->confusion,
+                                       stk_model_get_config(r->model)->classes,
+                                       (const char *const *)r->class_list));
     say(p->lines, "epoch %" PRId64 "/%" PRId64 ": loss %.4f, train acc %.2f%%", e->epoch + 1,
         r->a.epochs, es->loss, es->accuracy);
     if (e->val)

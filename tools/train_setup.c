@@ -56,8 +56,12 @@ static stk_status checkpoint_metadata(run_state *r, const stk_meta *m)
         r->meta_values[r->n_meta++] = r->meta_text[2];
     }
     if (m->num_classes && m->class_names) {
-        if (!(r->class_names = stk_json_string_array(m->class_names, (int)m->num_classes)))
+        if (!(r->class_names = stk_json_string_array(m->class_names, (int)m->num_classes)) ||
+            !(r->class_list = calloc(m->num_classes + 1, sizeof *r->class_list)))
             return stk_error(STK_ERR_NOMEM, "out of memory");
+        for (uint32_t k = 0; k < m->num_classes; k++)
+            if (!(r->class_list[k] = strdup(m->class_names[k])))
+                return stk_error(STK_ERR_NOMEM, "out of memory");
         r->meta_keys[r->n_meta] = "class_names";
         r->meta_values[r->n_meta++] = r->class_names;
     }
@@ -501,6 +505,11 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
     if (!(r->path_last = stk_text_printf("%s/last.safetensors", a->out)))
         return stk_error(STK_ERR_NOMEM, "out of memory");
     STK_TRY(checkpoint_metadata(r, m));
+    size_t classes = m->num_classes;
+    if (a->per_class && r->val_loader &&
+        !(r->confusion = calloc(classes * classes, sizeof *r->confusion)))
+        return stk_error(STK_ERR_NOMEM, "out of memory for a %zux%zu confusion matrix", classes,
+                         classes);
     if (a->resume) STK_TRY(resume_from(r));
     if (r->rank == 0) return open_record(r);
     return STK_OK;
@@ -540,6 +549,9 @@ void train_close(run_state *r)
     free(r->val_transform);
     free(r->path_last);
     free(r->class_names);
+    for (char **name = r->class_list; name && *name; name++) free(*name);
+    free(r->class_list);
+    free(r->confusion);
     free(r->a.out_buf);
 }
 

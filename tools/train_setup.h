@@ -33,7 +33,7 @@ typedef struct train_args {
     double lr, momentum, wd, warmup_epochs, smoothing, min_delta, mix_prob;
     double clip_grad_norm, clip_grad_value; /* 0: off */
     bool nesterov, resume, overwrite, restore_best, json, amp, sync_bn, tensorboard, no_tensorboard,
-        memory_report;
+        memory_report, per_class;
     int optimizer; /* index in train_optimizers (= stk_optim_kind) */
     int schedule;  /* index in train_schedules */
     int mode;      /* stk_mode */
@@ -62,7 +62,9 @@ typedef struct run_state {
     int size;
     char *path_last; /* under --out (owned) */
     char meta_text[4][24];
-    char *class_names;                         /* --data's, a JSON array (owned; NULL: none) */
+    char *class_names;   /* --data's, a JSON array (owned; NULL: none) */
+    char **class_list;   /* the same, one string each, NULL-terminated (owned; NULL: none) */
+    uint64_t *confusion; /* --per-class: classes x classes (owned; NULL: not asked) */
     const char *meta_keys[8], *meta_values[8]; /* the run's checkpoint metadata */
     int n_meta;
     stk_comm *comm; /* the data-parallel job (a world of one alone) */

@@ -213,7 +213,10 @@ stk_status stk_fit_epoch_done(stk_fit *f, stk_epoch_stats *es, stk_eval_result *
     int64_t e = pos->epoch - 1; /* the epoch that just ran (its finish moved the position on) */
     stk_eval_result none = {0};
     if (!val) val = &none;
-    stk_fit_epoch fe = {.epoch = e, .train = es, .val = has_val(o) ? val : NULL};
+    stk_fit_epoch fe = {.epoch = e,
+                        .train = es,
+                        .val = has_val(o) ? val : NULL,
+                        .confusion = o->val ? o->confusion : NULL};
     if (o->reduce) STK_TRY(o->reduce(o->ctx, &fe));
     const stk_early_stop *early = &o->early;
     fe.monitored = stk_fit_metric(early->monitor, es, fe.val);
@@ -302,7 +305,9 @@ stk_status stk_trainer_fit(stk_trainer *t, const stk_fit_options *o, stk_fit_res
         if ((st = stk_trainer_train_epoch(t, o->train, o->h2d, e, o->progress, o->ctx, &es)) !=
             STK_OK)
             break;
-        if (o->val && (st = stk_trainer_evaluate(t, o->val, o->eval_label, &val)) != STK_OK) break;
+        if (o->val && (st = stk_trainer_evaluate_per_class(t, o->val, o->eval_label, &val,
+                                                           o->confusion)) != STK_OK)
+            break;
         st = stk_fit_epoch_done(f, &es, &val, &stop);
     }
     if (st == STK_OK)

@@ -70,13 +70,15 @@ typedef struct stk_early_stop {
 
 /* What one epoch did, for the callbacks (valid during the call). */
 typedef struct stk_fit_epoch {
-    int64_t epoch;          /* 0-based: metrics.csv's epoch column is epoch + 1 */
-    stk_epoch_stats *train; /* the reduce callback may rewrite these */
-    stk_eval_result *val;   /* NULL without validation; reduce fills it in where
-                               o.val_elsewhere */
-    double monitored;       /* the monitored value (after reduce) */
-    bool improved;          /* it is the new best (best.safetensors was written) */
-    int64_t wait;           /* epochs without improvement so far */
+    int64_t epoch;             /* 0-based: metrics.csv's epoch column is epoch + 1 */
+    stk_epoch_stats *train;    /* the reduce callback may rewrite these */
+    stk_eval_result *val;      /* NULL without validation; reduce fills it in where
+                                  o.val_elsewhere */
+    const uint64_t *confusion; /* o.confusion, filled by this epoch's evaluation (NULL:
+                                  not counted, or evaluated on another rank) */
+    double monitored;          /* the monitored value (after reduce) */
+    bool improved;             /* it is the new best (best.safetensors was written) */
+    int64_t wait;              /* epochs without improvement so far */
 } stk_fit_epoch;
 
 /* reduce: after the epoch's training and evaluation, before anything is
@@ -92,6 +94,8 @@ typedef struct stk_fit_options {
     stk_loader *train; /* the training loader and its H2D stage (both required) */
     stk_h2d *h2d;
     stk_loader *val;     /* opened with stk_trainer_eval_options; NULL: no evaluation */
+    uint64_t *confusion; /* classes x classes: each evaluation's confusion matrix, true x
+                            predicted (stk_trainer_evaluate_per_class); NULL: none */
     bool val_elsewhere;  /* val NULL here, but another rank evaluates: reduce gives its figures */
     int64_t epochs;      /* the run ends after epoch `epochs` (counted from 1) */
     int64_t stop_after;  /* > 0: this call ends after that many epochs (resume later) */

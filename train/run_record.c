@@ -5,14 +5,16 @@
 #include "common/fs.h"
 #include "common/text.h"
 #include "engine/tensor.h"
+#include "runlog/class_report.h"
+#include "runlog/confusion_image.h"
 #include "runlog/image_grid.h"
 #include "runlog/run_log.h"
 #include "runlog/tfevents.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdio.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -126,6 +128,23 @@ static stk_status epoch_scalars(stk_run_record *r, int64_t e, const stk_epoch_st
     }
     STK_TRY(stk_tfevents_scalar(tb, "memory/peak_rss_mb", e, (float)m->peak_rss_mb));
     return stk_tfevents_flush(tb);
+}
+
+stk_status stk_run_record_classes(stk_run_record *r, int64_t epoch, const uint64_t *confusion,
+                                  int classes, const char *const *names)
+{
+    if (!r->tb) return STK_OK;
+    char *md = stk_class_report_markdown(confusion, classes, names);
+    if (!md) return stk_error(STK_ERR_NOMEM, "out of memory for the per-class table");
+    stk_status st = stk_tfevents_text(r->tb, "eval/per_class", epoch + 1, md);
+    free(md);
+    uint8_t *rgb = NULL;
+    int w, h;
+    if (st == STK_OK &&
+        (st = stk_confusion_image(confusion, classes, names, &rgb, &w, &h)) == STK_OK)
+        st = stk_tfevents_image(r->tb, "eval/confusion", epoch + 1, rgb, w, h, 3);
+    free(rgb);
+    return st;
 }
 
 stk_status stk_run_record_epoch(stk_run_record *r, int64_t epoch, int64_t step, double lr,

@@ -50,6 +50,13 @@ stk_status stk_run_record_step_hook(void *ctx, const stk_step_info *info);
 stk_status stk_run_record_epoch(stk_run_record *r, int64_t epoch, int64_t step, double lr,
                                 const stk_epoch_stats *es, const stk_eval_result *val,
                                 const stk_run_memory *mem);
+/* An epoch's evaluation per class (stoke train --per-class): the figures as
+ * a table in TensorBoard's text tab ("eval/per_class") and the confusion
+ * matrix as a heatmap ("eval/confusion"), at step `epoch` + 1; nothing
+ * without TensorBoard. names: the classes' (NULL: their indices). Errors:
+ * IO, NOMEM. */
+stk_status stk_run_record_classes(stk_run_record *r, int64_t epoch, const uint64_t *confusion,
+                                  int classes, const char *const *names);
 /* Where the event file is (NULL without TensorBoard). */
 const char *stk_run_record_tensorboard_path(const stk_run_record *r);
 void stk_run_record_close(stk_run_record *r);

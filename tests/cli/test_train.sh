@@ -55,6 +55,8 @@ run 2 "$STOKE" train $T --model cnn --out bad --clip-grad-norm 1 --clip-grad-val
 expect err.txt "--clip-grad-norm and --clip-grad-value: choose one"
 run 2 "$STOKE" train $T --model cnn --out bad --clip-grad-norm -1
 expect err.txt "--clip-grad-norm"
+run 2 "$STOKE" train --data tiny.stoke --model cnn --out bad --per-class
+expect err.txt "--per-class evaluates --val per class into TensorBoard: it needs --val"
 
 # Batch transforms: erasing, mixup and cutmix on training batches only; the
 # same run twice is the same (Philox by seed and step); bad values refused.

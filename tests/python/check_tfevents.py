@@ -3,7 +3,8 @@ check that it holds exactly what the run wrote to steps.csv and metrics.csv,
 the first batch as a PNG, and the configuration; then flip one byte of a copy
 of the event file and check that TensorBoard's record reader reports data loss.
 
-usage: check_tfevents.py RUNDIR BATCH MODEL   (exit 0: all good; 1: a difference)
+usage: check_tfevents.py RUNDIR BATCH MODEL [per-class]   (exit 0: all good; 1: a difference)
+per-class: the run had --per-class: a confusion image and a per-class table each epoch.
 """
 import csv
 import glob
@@ -19,6 +20,7 @@ from tensorboard.compat.tensorflow_stub import errors, pywrap_tensorflow
 from PIL import Image
 
 run, batch, model = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+per_class = sys.argv[4:] == ["per-class"]
 problems = []
 
 
@@ -33,9 +35,9 @@ tags = acc.Tags()
 # every step: the very float32 values of steps.csv (written with 9 digits)
 with open(os.path.join(run, "steps.csv")) as f:
     steps = list(csv.DictReader(f))
-for tag, column in (("train/loss", "loss"), ("train/lr", "lr")):
-    got = {e.step: e.value for e in acc.Scalars(tag)}
-    want = {int(r["step"]): f32(r[column]) for r in steps}
+for tag, column in (("train/loss", "loss"), ("train/lr", "lr"), ("train/grad_norm", "grad_norm")):
+    got = {e.step: e.value for e in acc.Scalars(tag)} if tag in tags["scalars"] else {}
+    want = {int(r["step"]): f32(r[column]) for r in steps if r.get(column)}
     if got != want:
         problems.append(f"{tag}: {sorted(got.items())[:3]}... against steps.csv {sorted(want.items())[:3]}...")
 
@@ -70,6 +72,22 @@ else:
     lo, hi = im.convert("L").getextrema()
     if hi - lo < 32:
         problems.append(f"the first batch's picture is nearly blank ({lo}..{hi})")
+
+# --per-class: each epoch's confusion matrix as an image, the figures as a table
+if per_class:
+    n_epochs = len(epochs)
+    shots = acc.Images("eval/confusion") if "eval/confusion" in tags["images"] else []
+    if [e.step for e in shots] != list(range(1, n_epochs + 1)):
+        problems.append(f"eval/confusion at steps {[e.step for e in shots]}, {n_epochs} epochs")
+    for e in shots:
+        Image.open(io.BytesIO(e.encoded_image_string)).load()
+    tables = acc.Tensors("eval/per_class") if "eval/per_class" in tags["tensors"] else []
+    if len(tables) != n_epochs or not all(
+            "| class | images | recall (top-1) | precision | F1 |" in t.tensor_proto.string_val[0].decode()
+            for t in tables):
+        problems.append(f"eval/per_class: {len(tables)} tables, {n_epochs} epochs")
+elif "eval/confusion" in tags["images"]:
+    problems.append("eval/confusion without --per-class")
 
 # the configuration, as text
 texts = acc.Tensors("config") if "config" in tags["tensors"] else []
