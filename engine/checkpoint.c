@@ -13,6 +13,7 @@
 #include <string.h>
 
 #define OPTIM_PREFIX "optim."
+#define EMA_PREFIX   STK_CHECKPOINT_EMA_PREFIX
 
 static bool is_counter(const stk_tensor *t) { return stk_tensor_dtype(t) == STK_I32; }
 
@@ -37,13 +38,15 @@ static stk_status host_bytes(stk_tensor *v, stk_tensor **staged, const void **ou
 /* The model's tensors (and opt's state) with Stoke's metadata; weights:
  * PyTorch's "format": "pt" instead of Stoke's format and version. */
 static stk_status save(const char *path, const stk_model *m, const stk_optim *opt, bool weights,
-                       int n_meta, const char *const *keys, const char *const *values)
+                       stk_tensor *const *ema, int n_meta, const char *const *keys,
+                       const char *const *values)
 {
     int np = stk_model_param_count(m), no = opt ? stk_optim_state_count(opt) : 0;
-    stk_st_tensor *t = calloc((size_t)(np + no) + 1, sizeof *t);
-    int64_t *counters = calloc((size_t)np + 1, sizeof *counters);
-    stk_tensor **staged = calloc((size_t)(np + no) + 1, sizeof *staged); /* host copies */
-    char **onames = calloc((size_t)no + 1, sizeof *onames);
+    int ne = ema ? np : 0, total = 2 * np + no;
+    stk_st_tensor *t = calloc((size_t)total + 1, sizeof *t);
+    int64_t *counters = calloc(2 * (size_t)np + 1, sizeof *counters);
+    stk_tensor **staged = calloc((size_t)total + 1, sizeof *staged); /* host copies */
+    char **onames = calloc((size_t)(no + ne) + 1, sizeof *onames);
     const char **mk = calloc((size_t)n_meta + 12, sizeof *mk),
                **mv = calloc((size_t)n_meta + 12, sizeof *mv);
     char num[8][32];
@@ -87,6 +90,29 @@ static stk_status save(const char *path, const stk_model *m, const stk_optim *op
         t[n++] = (stk_st_tensor){onames[i], STK_ST_F32, stk_tensor_ndim(v),
                                  v->shape,  bytes,      (size_t)stk_tensor_numel(v) * 4};
     }
+    for (int i = 0; i < ne; i++) { /* the moving average, named after its parameter */
+        const char *pn = stk_model_param(m, i)->name;
+        stk_tensor *v = ema[i];
+        char **name = &onames[no + i];
+        size_t len = strlen(EMA_PREFIX) + strlen(pn) + 1;
+        if (!(*name = malloc(len))) {
+            st = stk_error(STK_ERR_NOMEM, "%s: no memory", path);
+            goto out;
+        }
+        snprintf(*name, len, EMA_PREFIX "%s", pn);
+        const void *bytes;
+        if ((st = host_bytes(v, &staged[n], &bytes)) != STK_OK) {
+            stk_error_prefix(st, "%s: %s", path, *name);
+            goto out;
+        }
+        if (is_counter(v)) {
+            counters[np + i] = *(const int32_t *)bytes;
+            t[n++] = (stk_st_tensor){*name, STK_ST_I64, 0, NULL, &counters[np + i], 8};
+        } else {
+            t[n++] = (stk_st_tensor){*name,    STK_ST_F32, stk_tensor_ndim(v),
+                                     v->shape, bytes,      (size_t)stk_tensor_numel(v) * 4};
+        }
+    }
     const stk_model_config *c = stk_model_get_config(m);
     int k = 0;
     mk[k] = "format", mv[k++] = weights ? "pt" : STK_CHECKPOINT_FORMAT;
@@ -110,10 +136,10 @@ static stk_status save(const char *path, const stk_model *m, const stk_optim *op
     st = stk_safetensors_write(path, n, t, k, mk, mv);
 out:
     if (staged)
-        for (int i = 0; i < np + no; i++) stk_tensor_release(staged[i]);
+        for (int i = 0; i < total; i++) stk_tensor_release(staged[i]);
     free(staged);
     if (onames)
-        for (int i = 0; i < no; i++) free(onames[i]);
+        for (int i = 0; i < no + ne; i++) free(onames[i]);
     free(onames);
     free(t);
     free(counters);
@@ -125,13 +151,20 @@ out:
 stk_status stk_checkpoint_save(const char *path, const stk_model *m, const stk_optim *opt,
                                int n_meta, const char *const *keys, const char *const *values)
 {
-    return save(path, m, opt, false, n_meta, keys, values);
+    return save(path, m, opt, false, NULL, n_meta, keys, values);
+}
+
+stk_status stk_checkpoint_save_with_ema(const char *path, const stk_model *m, const stk_optim *opt,
+                                        stk_tensor *const *ema, int n_meta, const char *const *keys,
+                                        const char *const *values)
+{
+    return save(path, m, opt, false, ema, n_meta, keys, values);
 }
 
 stk_status stk_checkpoint_save_weights(const char *path, const stk_model *m, int n_meta,
                                        const char *const *keys, const char *const *values)
 {
-    return save(path, m, NULL, true, n_meta, keys, values);
+    return save(path, m, NULL, true, NULL, n_meta, keys, values);
 }
 
 static void report_add(stk_load_report *r, const char *fmt, ...)
@@ -265,7 +298,8 @@ stk_status stk_checkpoint_load(const char *path, stk_model *m, stk_optim *opt, b
         }
         for (int i = 0; i < f->n; i++) {
             const char *name = f->entries[i].name;
-            if (!strncmp(name, OPTIM_PREFIX, strlen(OPTIM_PREFIX)) || stk_model_find(m, name))
+            if (!strncmp(name, OPTIM_PREFIX, strlen(OPTIM_PREFIX)) ||
+                !strncmp(name, EMA_PREFIX, strlen(EMA_PREFIX)) || stk_model_find(m, name))
                 continue;
             if (strict) {
                 st = stk_error(STK_ERR_FORMAT, "%s: tensor %s is not in a %s model", path, name,
@@ -360,4 +394,36 @@ stk_status stk_checkpoint_check_config(const stk_safetensors *f, const stk_model
     }
     snprintf(why, sizeof why, "classes %d", cfg->classes);
     return expect_dim(f, mlp ? "fc3.weight" : "fc.weight", 2, 0, cfg->classes, why);
+}
+bool stk_checkpoint_has_ema(const char *path)
+{
+    stk_safetensors *f;
+    if (stk_safetensors_read(path, &f) != STK_OK) return false;
+    bool found = false;
+    for (int i = 0; i < f->n && !found; i++)
+        found = !strncmp(f->entries[i].name, EMA_PREFIX, strlen(EMA_PREFIX));
+    stk_safetensors_free(f);
+    return found;
+}
+
+stk_status stk_checkpoint_load_ema(const char *path, const stk_model *m, stk_tensor *const *into)
+{
+    stk_safetensors *f;
+    STK_TRY(stk_safetensors_read(path, &f));
+    stk_status st = STK_OK;
+    char name[300], why[256];
+    for (int pass = 0; pass < 2 && st == STK_OK; pass++) /* check all, then copy */
+        for (int i = 0; i < stk_model_param_count(m) && st == STK_OK; i++) {
+            snprintf(name, sizeof name, EMA_PREFIX "%s", stk_model_param(m, i)->name);
+            const stk_st_entry *e = stk_safetensors_find(f, name);
+            if (!e)
+                st = stk_error(STK_ERR_FORMAT, "%s: tensor %s is missing (no moving average?)",
+                               path, name);
+            else if (!fits(e, into[i], why, sizeof why))
+                st = stk_error(STK_ERR_FORMAT, "%s: tensor %s: %s", path, name, why);
+            else if (pass && (st = copy_in(f, e, into[i])) != STK_OK)
+                stk_error_prefix(st, "%s: tensor %s", path, name);
+        }
+    stk_safetensors_free(f);
+    return st;
 }

@@ -35,6 +35,22 @@ extern "C" {
 stk_status stk_checkpoint_save(const char *path, const stk_model *m, const stk_optim *opt,
                                int n_meta, const char *const *keys, const char *const *values);
 
+/* The moving average of the weights (train/ema.h) beside the model's: one
+ * tensor per model parameter, buffers included, in the model's order, each
+ * saved as "ema." + the parameter's name. */
+#define STK_CHECKPOINT_EMA_PREFIX "ema."
+stk_status stk_checkpoint_save_with_ema(const char *path, const stk_model *m, const stk_optim *opt,
+                                        stk_tensor *const *ema, int n_meta, const char *const *keys,
+                                        const char *const *values);
+/* Whether the file holds a moving average ("ema." tensors). */
+bool stk_checkpoint_has_ema(const char *path);
+/* The file's "ema." tensors into into[i], one per model parameter (the
+ * model's own tensors, to evaluate or export the average; or an average's
+ * tensors, to resume it): every one must be there with the parameter's
+ * shape, checked before anything is copied. Errors: IO, FORMAT (missing,
+ * another shape), CORRUPT, NOMEM. */
+stk_status stk_checkpoint_load_ema(const char *path, const stk_model *m, stk_tensor *const *into);
+
 /* The model's tensors alone, as PyTorch's state dict (torchvision's names
  * and layouts, num_batches_tracked as I64) with "format": "pt" (what
  * safetensors' PyTorch tooling expects), Stoke's model metadata (model,

@@ -124,7 +124,7 @@ stk_status stk_batch_regions(stk_tensor *x, const stk_batch_region *regions, stk
  * gradients with it. Errors: INVALID_ARG (dtype, layout, devices differ). */
 stk_status stk_scale_check_finite(int n, stk_tensor *const *ts, float factor, bool *finite);
 
-/* Gradient clipping's ops (engine/ops_clip.c), in place and untracked, over
+/* Gradient clipping's ops (engine/ops_inplace.c), in place and untracked, over
  * n tensors as stk_scale_check_finite takes them. stk_global_norm: the L2
  * norm of all their elements together (torch.nn.utils.clip_grad_norm_'s
  * total norm; inf or NaN when an element is), the same on every run and
@@ -141,6 +141,12 @@ stk_status stk_clamp_inplace(int n, stk_tensor *const *ts, float lo, float hi);
  * is not a positive number), as stk_global_norm. */
 stk_status stk_clip_grad_norm(int n, stk_tensor *const *grads, float max_norm, float *total_norm);
 stk_status stk_clip_grad_value(int n, stk_tensor *const *grads, float clip_value);
+
+/* y = a * x + b * y in place, untracked (x and y f32, contiguous, same shape
+ * and device): an exponential moving average's update, y = decay * y +
+ * (1 - decay) * x, is stk_axpby_inplace(1 - decay, x, decay, y). Errors:
+ * INVALID_ARG (dtype, layout, shapes or devices differ). */
+stk_status stk_axpby_inplace(float a, const stk_tensor *x, float b, stk_tensor *y);
 
 #ifdef __cplusplus
 }

@@ -4,11 +4,13 @@
  * batch transforms (draws, pixels, mixed labels and loss). */
 #include "check_main.h"
 #include "engine/checkpoint.h"
+#include "storage/safetensors.h"
 #include "engine_testlib.h"
 #include "test_tmpdir.h"
 #include "train/batch.h"
 #include "train/batch_mix.h"
 #include "train/device.h"
+#include "train/ema.h"
 #include "train/loss_scaler.h"
 #include "train/trainer.h"
 
@@ -16,6 +18,14 @@
 #include <stdio.h>
 
 static char path_buf[700];
+
+/* A fixture tensor's floats (F32), by name. */
+static const float *ref_floats(const stk_safetensors *f, const char *name)
+{
+    const stk_st_entry *e = stk_safetensors_find(f, name);
+    ck_assert_msg(e && e->dtype == STK_ST_F32, "fixture %s missing", name);
+    return stk_safetensors_data(f, e);
+}
 static const char *tmp_path(const char *name)
 {
     snprintf(path_buf, sizeof path_buf, "%s/%s", test_tmp, name);
@@ -238,6 +248,66 @@ START_TEST(test_confusion_counts_the_top1_prediction)
     for (int i = 0; i < 9; i++) ck_assert_msg(cm[i] == want[i], "cell %d: %d", i, (int)cm[i]);
     ck_assert_int_eq(top1, (int)(cm[0] + cm[4] + cm[8]));
     stk_tensor_release(logits);
+}
+END_TEST
+
+/* The moving average against timm's update, computed in float64 by
+ * tests/fixtures/make_torch_reference.py: a parameter averaged and a
+ * buffer copied over six steps, without and with warm-up. */
+START_TEST(test_ema_matches_the_reference)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/torch_reference.safetensors",
+             getenv("STOKE_TEST_DATA") ? getenv("STOKE_TEST_DATA") : "tests/data");
+    stk_safetensors *f;
+    ck_assert_msg(stk_safetensors_read(path, &f) == STK_OK, "%s", stk_last_error());
+    const char *runs[2] = {"ema", "ema_warmup"};
+    for (int w = 0; w < 2; w++) {
+        char name[64];
+#define REF(fmt, ...) (snprintf(name, sizeof name, fmt, __VA_ARGS__), ref_floats(f, name))
+        int64_t sp = 7, sb = 3;
+        stk_tensor *v[2];
+        ck_assert_int_eq(stk_tensor_from_host(STK_F32, 1, &sp, REF("%s.param0", runs[w]), &v[0]),
+                         STK_OK);
+        ck_assert_int_eq(stk_tensor_from_host(STK_F32, 1, &sb, REF("%s.buf0", runs[w]), &v[1]),
+                         STK_OK);
+        bool is_buffer[2] = {false, true};
+        stk_ema *e;
+        ck_assert_int_eq(stk_ema_create(2, v, is_buffer, REF("%s.decay", runs[w])[0], w == 1, &e),
+                         STK_OK);
+        for (int k = 1; k <= 6; k++) {
+            ck_assert_float_eq_tol(stk_ema_decay_at(e, k), REF("%s.decay%d", runs[w], k)[0], 1e-7);
+            memcpy(stk_tensor_data(v[0]), REF("%s.model_param%d", runs[w], k), 7 * sizeof(float));
+            memcpy(stk_tensor_data(v[1]), REF("%s.model_buf%d", runs[w], k), 3 * sizeof(float));
+            ck_assert_int_eq(stk_ema_update(e, v), STK_OK);
+            const float *avg = stk_tensor_data(stk_ema_tensors(e)[0]);
+            const float *want = REF("%s.ema_param%d", runs[w], k);
+            for (int i = 0; i < 7; i++)
+                ck_assert_msg(fabsf(avg[i] - want[i]) <= 1e-6f * (1 + fabsf(want[i])),
+                              "%s step %d element %d: %.8g, want %.8g", runs[w], k, i, avg[i],
+                              want[i]);
+            ck_assert(!memcmp(stk_tensor_data(stk_ema_tensors(e)[1]),
+                              REF("%s.ema_buf%d", runs[w], k), 3 * sizeof(float)));
+        }
+#undef REF
+        ck_assert_int_eq(stk_ema_updates(e), 6);
+        /* swapping twice leaves both as they were */
+        float before[7];
+        memcpy(before, stk_tensor_data(v[0]), sizeof before);
+        ck_assert_int_eq(stk_ema_swap(e, v), STK_OK);
+        ck_assert(memcmp(before, stk_tensor_data(v[0]), sizeof before));
+        ck_assert_int_eq(stk_ema_swap(e, v), STK_OK);
+        ck_assert(!memcmp(before, stk_tensor_data(v[0]), sizeof before));
+        stk_ema_destroy(e);
+        stk_tensor_release(v[0]), stk_tensor_release(v[1]);
+    }
+    stk_safetensors_free(f);
+    stk_ema *e = NULL;
+    stk_tensor *none[1] = {NULL};
+    bool nb[1] = {false};
+    ck_assert_int_eq(stk_ema_create(0, none, nb, 1.0f, false, &e), STK_ERR_INVALID_ARG);
+    ck_assert_int_eq(stk_ema_create(0, none, nb, NAN, false, &e), STK_ERR_INVALID_ARG);
+    ck_assert_ptr_null(e);
 }
 END_TEST
 
@@ -726,6 +796,7 @@ static Suite *trainer_suite(void)
     tcase_add_test(t, test_step_matches_the_written_out_step);
     tcase_add_test(t, test_clipping_matches_the_written_out_step);
     tcase_add_test(t, test_confusion_counts_the_top1_prediction);
+    tcase_add_test(t, test_ema_matches_the_reference);
     tcase_add_test(t, test_hooks_run_in_order_and_gradients_are_final);
     tcase_add_test(t, test_hook_error_stops_the_step);
     tcase_add_test(t, test_divergence_is_reported);

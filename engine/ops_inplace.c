@@ -1,12 +1,13 @@
-/* The gradient-clipping ops (ops.h): a global L2 norm and an in-place clamp
- * over a list of tensors, as torch.nn.utils.clip_grad_norm_ and
- * clip_grad_value_ need them. */
+/* In-place, untracked ops on the training state (ops.h): the gradient
+ * clipping of torch.nn.utils (a global L2 norm, a clamp over a list of
+ * tensors) and the moving average of the weights (axpby). */
 #include "engine/autograd.h"
 #include "engine/ops.h"
 #include "engine/ops_impl.h"
 #include "kernels/scalar_math.h"
 
 #include <math.h>
+#include <stdio.h>
 
 /* The tensors' device and backend (from the first non-NULL one), each
  * checked: f32, contiguous, all on that device. *first NULL: none given. */
@@ -88,4 +89,19 @@ stk_status stk_clip_grad_value(int n, stk_tensor *const *grads, float clip_value
                          "clip_grad_value: clip_value %g is not a positive number",
                          (double)clip_value);
     return stk_clamp_inplace(n, grads, -clip_value, clip_value);
+}
+
+stk_status stk_axpby_inplace(float a, const stk_tensor *x, float b, stk_tensor *y)
+{
+    stk_tensor *both[2] = {(stk_tensor *)x, y}, *first;
+    const stk_backend *be = NULL;
+    STK_TRY(check_list("axpby", 2, both, &first, &be));
+    if (stk_tensor_numel(x) != stk_tensor_numel(y) || stk_tensor_ndim(x) != stk_tensor_ndim(y)) {
+        char xs[128]; /* the shape text is one buffer per thread */
+        snprintf(xs, sizeof xs, "%s", stk_tensor_shape_str(x));
+        return stk_error(STK_ERR_INVALID_ARG, "axpby: shapes %s and %s differ", xs,
+                         stk_tensor_shape_str(y));
+    }
+    be->axpby(stk_tensor_numel(y), a, tensor_f32(x), b, tensor_f32(y));
+    return STK_OK;
 }
