@@ -170,8 +170,7 @@ static stk_status wait_for(stk_comm *c, MPI_Request *req, const char *op, double
         int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) return mpi_error(rc, op);
         if (done) return STK_OK;
-        if (now_sec() - t0 > limit)
-            /* the request stays pending: the caller stops the job */
+        if (now_sec() - t0 > limit) /* the request stays pending: the caller stops the job */
             return stk_error(STK_ERR_IO,
                              "the %s has not finished after %.0f s: another rank has hung, "
                              "stopped or died (its own output may say why); stopping the job",
@@ -214,8 +213,8 @@ stk_status stk_comm_allgather(stk_comm *c, const void *mine, size_t bytes, void 
     }
     if (bytes > INT_MAX) return stk_error(STK_ERR_INVALID_ARG, "all-gather: %zu bytes", bytes);
     MPI_Request req;
-    int rc = MPI_Iallgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD,
-                            &req);
+    int rc =
+        MPI_Iallgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD, &req);
     return rc == MPI_SUCCESS ? wait_for(c, &req, "all-gather", 0) : mpi_error(rc, "all-gather");
 }
 

@@ -132,7 +132,7 @@ static stk_status on_grad_ready(void *ctx, const stk_step_info *info)
         if (!stk_tensor_is_contiguous(info->grad))
             return stk_error(STK_ERR_INVALID_ARG, "data-parallel: a non-contiguous gradient");
         STK_TRY(stk_device_comm_copy(d->dc, b->buf + s->offset, stk_tensor_device_data(info->grad),
-                                 s->numel * sizeof(float)));
+                                     s->numel * sizeof(float)));
         s->got = true;
         /* NCCL queues the all-reduce behind the copies on its own stream */
         return --b->pending == 0 ? stk_device_comm_allreduce_avg(d->dc, b->buf, b->numel) : STK_OK;
@@ -178,7 +178,8 @@ static stk_status after_backward_device(stk_ddp *d, const stk_step_info *info)
         s->got = false;
         stk_tensor *g = stk_tensor_grad(stk_model_param(d->model, i)->value);
         STK_TRY(stk_device_comm_copy(d->dc, stk_tensor_device_data(g),
-                                 d->buckets[s->bucket].buf + s->offset, s->numel * sizeof(float)));
+                                     d->buckets[s->bucket].buf + s->offset,
+                                     s->numel * sizeof(float)));
     }
     d->steps++;
     return STK_OK;
@@ -232,14 +233,13 @@ static stk_status after_backward(void *ctx, const stk_step_info *info)
         s->got = false;
         stk_tensor *g = stk_tensor_grad(stk_model_param(d->model, i)->value);
         STK_TRY(stk_tensor_copy_from_host(g, d->buckets[s->bucket].buf + s->offset,
-                                      s->numel * sizeof(float)));
+                                          s->numel * sizeof(float)));
     }
     d->steps++;
     return STK_OK;
 }
 
 /* ---- set-up ----------------------------------------------------------------------- */
-
 
 /* The model as every rank must hold it: parameter names, shapes, and which
  * are trainable (ranks that freeze other parameters would all-reduce buckets
@@ -288,7 +288,8 @@ static stk_status check_same(stk_ddp *d, int n_items, const stk_ddp_check_item *
         st = stk_error(STK_ERR_NOMEM, "out of memory");
         goto out;
     }
-    for (int i = 0; i < n_items; i++) mine[i] = stk_fnv1a64(STK_FNV1A64_BASIS, items[i].value, strlen(items[i].value));
+    for (int i = 0; i < n_items; i++)
+        mine[i] = stk_fnv1a64(STK_FNV1A64_BASIS, items[i].value, strlen(items[i].value));
     mine[n_items] = model_fingerprint(d);
     if ((st = stk_comm_allgather(d->comm, mine, (size_t)n * sizeof *mine, all)) != STK_OK) goto out;
     /* the first item that differs, and the first rank it differs on */
@@ -467,7 +468,7 @@ stk_status stk_ddp_allreduce(stk_ddp *d, float *buf, size_t n)
 }
 
 stk_status stk_ddp_reduce_epoch(stk_ddp *d, stk_epoch_stats *es, stk_eval_result *val,
-                                double eval_allowance_s)
+                                stk_eval_result *val_ema, double eval_allowance_s)
 {
     int world = stk_comm_world(d->comm);
     es->images_per_sec *= world; /* equal batches on every rank: the job's rate */
@@ -480,10 +481,13 @@ stk_status stk_ddp_reduce_epoch(stk_ddp *d, stk_epoch_stats *es, stk_eval_result
     es->accuracy = m[1] / world;
     es->stall_pct = m[2] / world;
     if (!val) return STK_OK;
-    /* rank 0's evaluation, bit for bit: every rank decides early stopping alike */
-    double v[3] = {val->loss, val->top1, val->top5};
+    /* rank 0's evaluation (and its moving average's), bit for bit: every
+     * rank decides early stopping alike */
+    stk_eval_result none = {0}, *ema = val_ema ? val_ema : &none;
+    double v[6] = {val->loss, val->top1, val->top5, ema->loss, ema->top1, ema->top5};
     STK_TRY(stk_comm_broadcast(d->comm, v, sizeof v, 0));
     val->loss = v[0], val->top1 = v[1], val->top5 = v[2];
+    ema->loss = v[3], ema->top1 = v[4], ema->top5 = v[5];
     return STK_OK;
 }
 

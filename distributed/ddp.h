@@ -17,17 +17,15 @@
  * caller's items, then the model's parameter names, shapes and which are
  * trainable: every rank learns the first difference, with both values, and
  * fails with the same message), then broadcasts parameters and buffers
- * from rank 0. Both are collectives under the communicator's watchdog. The trainable parameters are cut into buckets in
- * reverse order (the order their gradients become final in backward): the
- * first about 1 MB, the others about 25 MB. The trainer's GRAD_READY hook
- * copies each gradient into its bucket's flat buffer; when a bucket is full
- * a communication thread all-reduces it while backward goes on; buckets are
- * reduced in the same order on every rank. AFTER_BACKWARD waits for the
- * last bucket and writes the averages (sum / world) back into the
- * gradients. Batch norm keeps per-rank statistics, as DDP does, unless
- * stk_ddp_sync_batch_norm. Every all-reduce (buckets, sync batch norm,
- * stk_ddp_allreduce) runs on the communication thread in the order it was
- * asked for, which is the same on every rank.
+ * from rank 0. Both are collectives under the communicator's watchdog. The trainable parameters are
+ * cut into buckets in reverse order (the order their gradients become final in backward): the first
+ * about 1 MB, the others about 25 MB. The trainer's GRAD_READY hook copies each gradient into its
+ * bucket's flat buffer; when a bucket is full a communication thread all-reduces it while backward
+ * goes on; buckets are reduced in the same order on every rank. AFTER_BACKWARD waits for the last
+ * bucket and writes the averages (sum / world) back into the gradients. Batch norm keeps per-rank
+ * statistics, as DDP does, unless stk_ddp_sync_batch_norm. Every all-reduce (buckets, sync batch
+ * norm, stk_ddp_allreduce) runs on the communication thread in the order it was asked for, which is
+ * the same on every rank.
  *
  * On GPUs in a build with NCCL the buckets are device memory: each
  * gradient is copied in on the compute stream, and a full bucket's
@@ -84,10 +82,11 @@ stk_status stk_ddp_allreduce(stk_ddp *d, float *buf, size_t n);
  * step, train/fit.h): the training loss, accuracy and stall averaged over
  * the ranks (equal shards: plain means), images/s summed; with `val` (the
  * run has a validation set), rank 0's evaluation given to every rank
- * exactly. The ranks wait for rank 0's evaluation at most the watchdog's
- * timeout plus `eval_allowance_s`. Main thread only. */
+ * exactly, and with `val_ema` (the trainer keeps a moving average) that
+ * average's evaluation too. The ranks wait for rank 0's evaluation at most
+ * the watchdog's timeout plus `eval_allowance_s`. Main thread only. */
 stk_status stk_ddp_reduce_epoch(stk_ddp *d, stk_epoch_stats *es, stk_eval_result *val,
-                                double eval_allowance_s);
+                                stk_eval_result *val_ema, double eval_allowance_s);
 
 /* Batch norm in train mode takes its statistics over every rank's batch
  * (PyTorch's SyncBatchNorm; engine/ops.h stk_batch_norm_sync), through

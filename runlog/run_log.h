@@ -65,6 +65,8 @@ typedef struct stk_run_log_row {
     double val_loss, val_top1, val_top5;
     double images_per_sec, stall_pct, seconds;
     double mem_allocated_mb, mem_reserved_mb, mem_peak_mb, peak_rss_mb;
+    bool has_ema; /* the moving average's evaluation (false: empty cells) */
+    double ema_val_loss, ema_val_top1, ema_val_top5;
 } stk_run_log_row;
 
 /* A new log in `dir`, or with resume_epoch > 0 the old one's rows up to it.

@@ -15,7 +15,8 @@
 
 #define METRICS_HEADER                                                                             \
     "epoch,step,lr,train_loss,train_acc,val_loss,val_top1,val_top5,images_per_sec,stall_pct,"      \
-    "seconds,mem_allocated_mb,mem_reserved_mb,mem_peak_mb,peak_rss_mb\n"
+    "seconds,mem_allocated_mb,mem_reserved_mb,mem_peak_mb,peak_rss_mb,ema_val_loss,ema_val_top1,"  \
+    "ema_val_top5\n"
 #define STEPS_HEADER "step,epoch,loss,lr,grad_norm\n"
 
 struct stk_run_log_writer {
@@ -180,14 +181,19 @@ stk_status stk_run_log_write_step(stk_run_log_writer *r, int64_t step, int64_t e
 
 stk_status stk_run_log_write_epoch(stk_run_log_writer *r, const stk_run_log_row *row)
 {
-    char v[96] = ",,,";
+    char v[96] = ",,,", ema[96] = ",,";
     if (row->has_val)
         snprintf(v, sizeof v, "%.5f,%.3f,%.3f,", row->val_loss, row->val_top1, row->val_top5);
+    if (row->has_ema)
+        snprintf(ema, sizeof ema, ",%.5f,%.3f,%.3f", row->ema_val_loss, row->ema_val_top1,
+                 row->ema_val_top5);
+    else
+        snprintf(ema, sizeof ema, ",,,");
     char *text = stk_text_printf(
-        "%s%" PRId64 ",%" PRId64 ",%.6g,%.5f,%.3f,%s%.1f,%.2f,%.2f,%.1f,%.1f,%.1f,%.1f\n",
+        "%s%" PRId64 ",%" PRId64 ",%.6g,%.5f,%.3f,%s%.1f,%.2f,%.2f,%.1f,%.1f,%.1f,%.1f%s\n",
         r->metrics, row->epoch, row->step, row->lr, row->train_loss, row->train_acc, v,
         row->images_per_sec, row->stall_pct, row->seconds, row->mem_allocated_mb,
-        row->mem_reserved_mb, row->mem_peak_mb, row->peak_rss_mb);
+        row->mem_reserved_mb, row->mem_peak_mb, row->peak_rss_mb, ema);
     if (!text) return stk_error(STK_ERR_NOMEM, "out of memory");
     free(r->metrics);
     r->metrics = text;

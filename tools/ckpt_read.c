@@ -84,6 +84,19 @@ stk_status ckpt_load_model(const ckpt_desc *d, stk_model **out)
     STK_TRY(stk_model_create(&d->cfg, &m));
     stk_load_report rep;
     stk_status st = stk_checkpoint_load(d->path, m, NULL, true, &rep);
+    if (st == STK_OK && d->use_ema) {
+        int n = stk_model_param_count(m);
+        stk_tensor **values = calloc((size_t)(n ? n : 1), sizeof *values);
+        if (!values) st = stk_error(STK_ERR_NOMEM, "out of memory");
+        for (int i = 0; values && i < n; i++) values[i] = stk_model_param(m, i)->value;
+        if (st == STK_OK && !stk_checkpoint_has_ema(d->path))
+            st = stk_error(STK_ERR_FORMAT,
+                           "--ema: %s holds no moving average of the weights (trained "
+                           "without --ema)",
+                           d->path);
+        if (st == STK_OK) st = stk_checkpoint_load_ema(d->path, m, values);
+        free(values);
+    }
     if (st != STK_OK) {
         stk_model_destroy(m);
         return st;

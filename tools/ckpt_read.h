@@ -24,6 +24,7 @@ typedef struct ckpt_desc {
     char *val_transform;   /* NULL: not recorded */
     char **class_names;    /* cfg.classes of them, or NULL: not recorded */
     int n_class_names;
+    bool use_ema; /* ckpt_load_model loads the moving average (--ema) */
 } ckpt_desc;
 
 /* Errors (naming the file): IO, FORMAT (not a Stoke checkpoint, a model
@@ -33,7 +34,9 @@ typedef struct ckpt_desc {
 stk_status ckpt_describe(const char *path, ckpt_desc *out);
 void ckpt_desc_free(ckpt_desc *d);
 
-/* The model built from d and loaded strictly from its file (on the CPU).
- * Errors: those of stk_checkpoint_load (a missing, unexpected or
- * mismatched tensor named). */
+/* The model built from d and loaded strictly from its file (on the CPU);
+ * with d->use_ema its weights are the file's moving average ("ema."
+ * tensors). Errors: those of stk_checkpoint_load (a missing, unexpected or
+ * mismatched tensor named); FORMAT naming the file when use_ema and it
+ * holds no average (trained without --ema). */
 stk_status ckpt_load_model(const ckpt_desc *d, stk_model **out);

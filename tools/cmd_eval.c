@@ -24,7 +24,7 @@
 typedef struct eval_args {
     const char *data, *ckpt, *transform;
     int64_t batch, workers, threads;
-    bool json, per_class;
+    bool json, per_class, ema;
     const char *confusion[3];
     int n_confusion;
     stk_device_spec device;
@@ -47,6 +47,9 @@ static const stk_flag flags[] = {
                   "also each class's images, top-1 (recall), precision and F1, named\n"
                   "as the checkpoint names them (its training set's class names);\n"
                   "with --json also \"confusion\": rows true, columns predicted"),
+    STK_FLAG_BOOL(T, ema, "ema",
+                  "evaluate the checkpoint's moving average of the weights (a run\n"
+                  "trained with --ema) instead of its weights"),
     STK_FLAG_LIST(T, confusion, n_confusion, "confusion", "FILE",
                   "write the confusion matrix to FILE: .csv (rows true, columns\n"
                   "predicted, class names), .json (with the per-class figures) or\n"
@@ -93,6 +96,7 @@ static int eval_main(int argc, char **argv)
     /* the model as the checkpoint describes it */
     ckpt_desc d;
     if (ckpt_describe(ckpt, &d) != STK_OK) return stk_cli_fail();
+    d.use_ema = a.ema;
     /* the normalisation training used (its --data's statistics, not this
      * set's): the same figures as the training run's evaluation */
     const stk_model_config cfg = d.cfg;

@@ -20,7 +20,7 @@ typedef struct export_args {
     int format, input;
     int64_t opset;
     const char *out;
-    bool no_fold, json;
+    bool no_fold, json, ema;
 } export_args;
 
 enum { FORMAT_ONNX, FORMAT_SAFETENSORS };
@@ -46,6 +46,9 @@ static const stk_flag flags[] = {
                     "onnx: f32-nchw (default: normalised floats, torchvision's\n"
                     "convention) or u8-nhwc (decoded pixels; the normalisation is in the\n"
                     "graph: Cast, Sub, Div, Transpose)"),
+    STK_FLAG_BOOL(T, ema, "ema",
+                  "export the checkpoint's moving average of the weights (a run\n"
+                  "trained with --ema) instead of its weights"),
     STK_FLAG_JSON(T, json,
                   "one JSON object on stdout (keys: out, format, tensors, bytes,\n"
                   "source_sha256)"),
@@ -127,6 +130,7 @@ static stk_status fill_meta(const ckpt_desc *d, const export_args *a, const char
             return stk_error(STK_ERR_NOMEM, "out of memory");
         m->k[m->n] = "class_names", m->v[m->n++] = m->names;
     }
+    if (d->use_ema) m->k[m->n] = "weights", m->v[m->n++] = "ema";
     m->k[m->n] = "source_sha256", m->v[m->n++] = sha;
     m->k[m->n] = "stoke_version", m->v[m->n++] = STOKE_VERSION;
     return STK_OK;
@@ -187,6 +191,7 @@ static int export_main(int argc, char **argv)
         free(out);
         return stk_cli_fail();
     }
+    d.use_ema = a.ema;
     if (stk_sha256_file(ckpt, sha) != STK_OK || export_model(&d, &a, out, sha, &tensors) != STK_OK)
         rc = stk_cli_fail();
     struct stat sb;

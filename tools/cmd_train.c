@@ -84,6 +84,15 @@ static const stk_flag flags[] = {
     STK_FLAG_NUMBER(T, clip_grad_value, "clip-grad-value", "V", 0, 1e9,
                     "clamp each gradient element to [-V, V] before each optimizer\n"
                     "step (torch.nn.utils.clip_grad_value_); not with --clip-grad-norm"),
+    STK_FLAG_NUMBER(T, ema, "ema", "DECAY", 0, 0.999999999,
+                    "keep an exponential moving average of the weights (timm's\n"
+                    "ModelEmaV2: after each optimizer step ema = DECAY ema + (1 - DECAY)\n"
+                    "weights, buffers copied), evaluated beside them each epoch\n"
+                    "(ema_val_* in metrics.csv), saved in the checkpoints (eval,\n"
+                    "export --ema); e.g. 0.999"),
+    STK_FLAG_BOOL(T, ema_warmup, "ema-warmup",
+                  "the average's decay grows as 1 - k^(-2/3) up to DECAY (timm's\n"
+                  "ModelEmaV3 warm-up): early updates follow the weights closely"),
     STK_FLAG_SEED(T, seed, "shuffling, augmentation and initialisation, default 0"),
     STK_FLAG_CHOICE(T, order, "order", "ORDER", stk_read_order_names,
                     "the training set's read order: random (default), block (FFCV's\n"
@@ -104,7 +113,8 @@ static const stk_flag flags[] = {
                  "stop once PATIENCE epochs in a row have not improved\n"
                  "--monitor (default: never stop early)"),
     STK_FLAG_TEXT(T, monitor, "monitor", "NAME",
-                  "val_loss, val_top1, val_top5, train_loss or train_top1;\n"
+                  "val_loss, val_top1, val_top5, train_loss or train_top1\n"
+                  "(with --ema also ema_val_loss, ema_val_top1, ema_val_top5);\n"
                   "default val_loss with --val, else train_loss; also what\n"
                   "best.safetensors is best by"),
     STK_FLAG_NUMBER(T, min_delta, "min-delta", "D", 0, 1e9,
@@ -282,10 +292,16 @@ int train_parse_flags(int argc, char **argv, train_args *a)
                                       "it needs --val, and not --no-tensorboard");
     if (!a->monitor) a->monitor = a->val ? "val_loss" : "train_loss";
     int m = stk_monitor_parse(a->monitor);
-    if (m < 0 || (m <= STK_MONITOR_VAL_TOP5 && !a->val))
+    if (m < 0 || (stk_monitor_needs_val((stk_monitor)m) && !a->val))
         return stk_cli_usage("train", "--monitor %s: %s", a->monitor,
-                             m < 0 ? "val_loss, val_top1, val_top5, train_loss or train_top1"
+                             m < 0 ? "val_loss, val_top1, val_top5, train_loss, train_top1, "
+                                     "ema_val_loss, ema_val_top1 or ema_val_top5"
                                    : "needs --val (without it: train_loss or train_top1)");
+    if (stk_monitor_is_ema((stk_monitor)m) && !(a->ema > 0))
+        return stk_cli_usage("train", "--monitor %s: the moving average's figures need --ema DECAY",
+                             a->monitor);
+    if (a->ema_warmup && !(a->ema > 0))
+        return stk_cli_usage("train", "--ema-warmup needs --ema DECAY");
     if (a->lr < 0) a->lr = a->optimizer == STK_OPTIM_SGD ? 0.05 : 0.001;
     if (!a->out && train_default_out(a) != STK_OK)
         return stk_cli_usage("train", "%s", stk_last_error());

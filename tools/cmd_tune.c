@@ -138,11 +138,14 @@ static const stk_cli cli = {
              "    --samples 8 --scheduler asha --concurrent 4\n",
     .max_args = 0};
 
-/* Flags stoke tune owns, or that make no sense per trial. */
+/* Flags stoke tune owns, or that make no sense per trial (the moving
+ * average and the per-class figures: tune's trials share one evaluation
+ * stream that evaluates the raw weights alone). */
 static bool train_flag_refused(const char *name)
 {
     static const char *const refused[] = {"resume",    "overwrite",  "trace", "trace-steps",
-                                          "trace-ops", "stop-after", NULL};
+                                          "trace-ops", "stop-after", "ema",   "ema-warmup",
+                                          "per-class", NULL};
     for (int i = 0; refused[i]; i++)
         if (!strcmp(name, refused[i])) return true;
     return false;
@@ -255,14 +258,15 @@ static int configure(tune_args *a, tune_config *c, char **theirs, int n_theirs)
     }
     if (!a->metric) a->metric = has_val ? "val_top1" : "train_top1";
     int m = stk_monitor_parse(a->metric);
-    if (m < 0 || (m <= STK_MONITOR_VAL_TOP5 && !has_val))
+    if (m < 0 || stk_monitor_is_ema((stk_monitor)m) ||
+        (stk_monitor_needs_val((stk_monitor)m) && !has_val))
         return stk_cli_usage("tune", "--metric %s: %s", a->metric,
-                             m < 0 ? "val_top1, val_top5, val_loss, train_top1 or train_loss"
-                                   : "needs --val (without it: train_top1 or train_loss)");
+                             m < 0 || stk_monitor_is_ema((stk_monitor)m)
+                                 ? "val_top1, val_top5, val_loss, train_top1 or train_loss"
+                                 : "needs --val (without it: train_top1 or train_loss)");
     c->metric = (stk_monitor)m;
-    c->maximise = a->mode == STK_MODE_AUTO
-                      ? m != STK_MONITOR_VAL_LOSS && m != STK_MONITOR_TRAIN_LOSS
-                      : a->mode == STK_MODE_MAX;
+    c->maximise =
+        a->mode == STK_MODE_AUTO ? !stk_monitor_is_loss((stk_monitor)m) : a->mode == STK_MODE_MAX;
     c->sched = stk_sched_defaults((stk_sched_kind)a->scheduler);
     c->sched.maximise = c->maximise;
     c->sched.max_t = a->epochs;

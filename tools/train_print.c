@@ -49,7 +49,8 @@ stk_status train_reduce(void *ctx, stk_fit_epoch *e)
     if (!p->r->ddp) return STK_OK;
     double per_rank = e->train->images_per_sec;
     double allowance = per_rank > 0 ? 2.0 * (double)p->r->val_count / per_rank : 0;
-    return stk_ddp_reduce_epoch(p->r->ddp, e->train, e->val, allowance);
+    if (e->val_ema) allowance *= 2; /* the average is evaluated too */
+    return stk_ddp_reduce_epoch(p->r->ddp, e->train, e->val, e->val_ema, allowance);
 }
 
 /* metrics.csv, TensorBoard and the epoch line (rank 0). */
@@ -66,7 +67,7 @@ stk_status train_on_epoch(void *ctx, const stk_fit_epoch *e, bool *stop)
     stk_run_memory_read(r->a.device.kind, &mem);
     if (mem.heap.peak_allocated > p->run_peak) p->run_peak = mem.heap.peak_allocated;
     STK_TRY(stk_run_record_epoch(r->record, e->epoch, stk_trainer_position(r->trainer)->step,
-                                 stk_optim_lr(r->opt), es, e->val, &mem));
+                                 stk_optim_lr(r->opt), es, e->val, e->val_ema, &mem));
     if (e->confusion)
         STK_TRY(stk_run_record_classes(r->record, e->epoch, e->confusion,
                                        stk_model_get_config(r->model)->classes,
@@ -76,6 +77,8 @@ stk_status train_on_epoch(void *ctx, const stk_fit_epoch *e, bool *stop)
     if (e->val)
         say(p->lines, ", val loss %.4f, top-1 %.2f%%, top-5 %.2f%%", e->val->loss, e->val->top1,
             e->val->top5);
+    if (e->val_ema)
+        say(p->lines, ", ema val loss %.4f, top-1 %.2f%%", e->val_ema->loss, e->val_ema->top1);
     say(p->lines,
         ", %.0f images/s, stall %.1f%%, %.1f s, %s memory %.0f MB (peak %.0f), rss %.0f MB%s\n",
         es->images_per_sec, es->stall_pct, es->seconds, stk_device_name(r->a.device.kind),

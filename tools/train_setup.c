@@ -374,7 +374,7 @@ static stk_status attach_ranks(run_state *r, stk_dataset *ds, int64_t per_epoch)
     const train_args *a = &r->a;
     uint64_t fp;
     STK_TRY(stk_dataset_fingerprint(ds, &fp));
-    char freeze[512] = "", v[20][48];
+    char freeze[512] = "", v[21][48];
     for (int i = 0; i < a->n_freeze; i++)
         snprintf(freeze + strlen(freeze), sizeof freeze - strlen(freeze), "%s%s", i ? "," : "",
                  a->freeze[i]);
@@ -398,6 +398,7 @@ static stk_status attach_ranks(run_state *r, stk_dataset *ds, int64_t per_epoch)
     exact(v[17], a->mix_prob);
     exact(v[18], a->clip_grad_norm);
     exact(v[19], a->clip_grad_value);
+    exact(v[20], a->ema);
     const char *no_yes[] = {"no", "yes"};
     stk_ddp_check_item items[] = {
         {"--model", a->model},
@@ -419,6 +420,8 @@ static stk_status attach_ranks(run_state *r, stk_dataset *ds, int64_t per_epoch)
         {"--mix-prob", v[17]},
         {"--clip-grad-norm", v[18]},
         {"--clip-grad-value", v[19]},
+        {"--ema", v[20]},
+        {"--ema-warmup", no_yes[a->ema_warmup]},
         {"--transform", r->transform},
         {"--val", a->val ? "given" : "none"},
         {"--val-transform", r->val_transform},
@@ -463,6 +466,8 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
     r->tc.label_smoothing = (float)a->smoothing;
     r->tc.clip_grad_norm = (float)a->clip_grad_norm;
     r->tc.clip_grad_value = (float)a->clip_grad_value;
+    r->tc.ema_decay = (float)a->ema;
+    r->tc.ema_warmup = a->ema_warmup;
     r->tc.seed = a->seed;
     STK_TRY(stk_train_batch_mix(r->transform, a->mix_prob, r->rank, &r->tc.mix));
     STK_TRY(stk_train_normalisation(m, a->data, a->norm, r->transform, r->tc.mean, r->tc.std));

@@ -32,6 +32,8 @@ typedef struct train_args {
     int64_t cache_mb, block_mib, block_window;
     double lr, momentum, wd, warmup_epochs, smoothing, min_delta, mix_prob;
     double clip_grad_norm, clip_grad_value; /* 0: off */
+    double ema;                             /* --ema DECAY (0: off) */
+    bool ema_warmup;
     bool nesterov, resume, overwrite, restore_best, json, amp, sync_bn, tensorboard, no_tensorboard,
         memory_report, per_class;
     int optimizer; /* index in train_optimizers (= stk_optim_kind) */

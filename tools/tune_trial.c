@@ -96,7 +96,7 @@ static stk_status trial_on_epoch(void *ctx, const stk_fit_epoch *e, bool *stop)
     live *L = ctx;
     STK_TRY(train_on_epoch(&L->p, e, stop));
     const tune_config *c = L->c;
-    double v = stk_fit_metric(c->metric, e->train, e->val);
+    double v = stk_fit_metric(c->metric, e->train, e->val, e->val_ema);
     if (c->results) {
         fprintf(c->results, "%" PRId64 " %" PRId64 " %.17g %" PRId64 "\n", L->t->id, e->epoch + 1,
                 v, *c->settle);
@@ -265,12 +265,12 @@ bool tune_trial_epoch(live *L, tune_report *r)
     bool have_val = L->r.val_loader != NULL;
     if (have_val) stk_trainer_eval_finish(L->r.trainer, &L->ev, &val);
     bool stop;
-    if (stk_fit_epoch_done(L->fit, &es, have_val ? &val : NULL, &stop) != STK_OK) {
+    if (stk_fit_epoch_done(L->fit, &es, have_val ? &val : NULL, NULL, &stop) != STK_OK) {
         tune_trial_failed(L);
         return false;
     }
     int64_t epoch = stk_trainer_position(L->r.trainer)->epoch; /* done, counted from 1 */
-    double v = stk_fit_metric(c->metric, &es, have_val ? &val : NULL);
+    double v = stk_fit_metric(c->metric, &es, have_val ? &val : NULL, NULL);
     tune_trial_note(c, t, epoch, v);
     memset(r, 0, sizeof *r);
     r->epoch = epoch;

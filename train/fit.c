@@ -8,8 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const monitor_names[STK_MONITORS] = {"val_loss", "val_top1", "val_top5",
-                                                        "train_loss", "train_top1"};
+static const char *const monitor_names[STK_MONITORS] = {
+    "val_loss",   "val_top1",     "val_top5",     "train_loss",
+    "train_top1", "ema_val_loss", "ema_val_top1", "ema_val_top5"};
 
 const char *stk_monitor_name(stk_monitor m)
 {
@@ -21,6 +22,19 @@ int stk_monitor_parse(const char *name)
     for (int i = 0; i < STK_MONITORS; i++)
         if (!strcmp(name, monitor_names[i])) return i;
     return -1;
+}
+
+bool stk_monitor_needs_val(stk_monitor m)
+{
+    return m <= STK_MONITOR_VAL_TOP5 || stk_monitor_is_ema(m);
+}
+
+bool stk_monitor_is_ema(stk_monitor m) { return m >= STK_MONITOR_EMA_VAL_LOSS; }
+
+bool stk_monitor_is_loss(stk_monitor m)
+{
+    return m == STK_MONITOR_VAL_LOSS || m == STK_MONITOR_TRAIN_LOSS ||
+           m == STK_MONITOR_EMA_VAL_LOSS;
 }
 
 const char *stk_fit_stop_name(stk_fit_stop s)
@@ -41,15 +55,19 @@ stk_fit_options stk_fit_defaults(void)
 static bool maximise(const stk_early_stop *e)
 {
     if (e->mode != STK_MODE_AUTO) return e->mode == STK_MODE_MAX;
-    return e->monitor != STK_MONITOR_VAL_LOSS && e->monitor != STK_MONITOR_TRAIN_LOSS;
+    return !stk_monitor_is_loss(e->monitor);
 }
 
-double stk_fit_metric(stk_monitor m, const stk_epoch_stats *es, const stk_eval_result *val)
+double stk_fit_metric(stk_monitor m, const stk_epoch_stats *es, const stk_eval_result *val,
+                      const stk_eval_result *val_ema)
 {
     switch (m) {
     case STK_MONITOR_VAL_LOSS: return val ? val->loss : NAN;
     case STK_MONITOR_VAL_TOP1: return val ? val->top1 : NAN;
     case STK_MONITOR_VAL_TOP5: return val ? val->top5 : NAN;
+    case STK_MONITOR_EMA_VAL_LOSS: return val_ema ? val_ema->loss : NAN;
+    case STK_MONITOR_EMA_VAL_TOP1: return val_ema ? val_ema->top1 : NAN;
+    case STK_MONITOR_EMA_VAL_TOP5: return val_ema ? val_ema->top5 : NAN;
     case STK_MONITOR_TRAIN_LOSS: return es->loss;
     default: return es->accuracy;
     }
@@ -123,17 +141,21 @@ struct stk_fit {
 
 static bool has_val(const stk_fit_options *o) { return o->val || o->val_elsewhere; }
 
-static stk_status check_options(const stk_fit_options *o)
+static stk_status check_options(stk_trainer *t, const stk_fit_options *o)
 {
     if (o->epochs < 1)
         return stk_error(STK_ERR_INVALID_ARG, "fit: epochs %lld", (long long)o->epochs);
     const stk_early_stop *e = &o->early;
     if (!stk_monitor_name(e->monitor))
         return stk_error(STK_ERR_INVALID_ARG, "fit: no monitor %d", (int)e->monitor);
-    if (!has_val(o) && e->monitor <= STK_MONITOR_VAL_TOP5)
+    if (!has_val(o) && stk_monitor_needs_val(e->monitor))
         return stk_error(STK_ERR_INVALID_ARG,
                          "--monitor %s needs a validation set (--val); without one: train_loss or "
                          "train_top1",
+                         stk_monitor_name(e->monitor));
+    if (stk_monitor_is_ema(e->monitor) && !stk_trainer_ema(t))
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--monitor %s: the trainer keeps no moving average of the weights (--ema)",
                          stk_monitor_name(e->monitor));
     if (!(e->min_delta >= 0))
         return stk_error(STK_ERR_INVALID_ARG, "--min-delta %g: must be >= 0", e->min_delta);
@@ -165,7 +187,7 @@ void stk_fit_close(stk_fit *f)
 stk_status stk_fit_open(stk_trainer *t, const stk_fit_options *o, stk_fit **out)
 {
     *out = NULL;
-    STK_TRY(check_options(o));
+    STK_TRY(check_options(t, o));
     stk_train_position *pos = stk_trainer_position(t);
     if (o->early.restore_best && pos->best_epoch > 0 && !o->run_dir &&
         strcmp(pos->monitor, stk_monitor_name(o->early.monitor)) == 0)
@@ -206,20 +228,25 @@ int64_t stk_fit_next_epoch(const stk_fit *f)
     return f->stopped || e >= f->end ? -1 : e;
 }
 
-stk_status stk_fit_epoch_done(stk_fit *f, stk_epoch_stats *es, stk_eval_result *val, bool *stop)
+stk_status stk_fit_epoch_done(stk_fit *f, stk_epoch_stats *es, stk_eval_result *val,
+                              stk_eval_result *val_ema, bool *stop)
 {
     const stk_fit_options *o = &f->o;
     stk_train_position *pos = stk_trainer_position(f->t);
     int64_t e = pos->epoch - 1; /* the epoch that just ran (its finish moved the position on) */
-    stk_eval_result none = {0};
+    stk_eval_result none = {0}, none_ema = {0};
     if (!val) val = &none;
+    /* the average's evaluation: given, or to come from the rank that ran it */
+    bool ema = stk_trainer_ema(f->t) != NULL && (val_ema || o->val_elsewhere);
+    if (!val_ema) val_ema = &none_ema;
     stk_fit_epoch fe = {.epoch = e,
                         .train = es,
                         .val = has_val(o) ? val : NULL,
+                        .val_ema = has_val(o) && ema ? val_ema : NULL,
                         .confusion = o->val ? o->confusion : NULL};
     if (o->reduce) STK_TRY(o->reduce(o->ctx, &fe));
     const stk_early_stop *early = &o->early;
-    fe.monitored = stk_fit_metric(early->monitor, es, fe.val);
+    fe.monitored = stk_fit_metric(early->monitor, es, fe.val, fe.val_ema);
     /* Keras: epochs before start_from_epoch are not judged at all */
     if (e >= early->start_from_epoch) {
         pos->wait++;
@@ -299,7 +326,7 @@ stk_status stk_trainer_fit(stk_trainer *t, const stk_fit_options *o, stk_fit_res
     stk_status st = STK_OK;
     for (int64_t e; st == STK_OK && (e = stk_fit_next_epoch(f)) >= 0;) {
         stk_epoch_stats es;
-        stk_eval_result val = {0};
+        stk_eval_result val = {0}, val_ema = {0};
         bool stop;
         if (o->epoch_begin && (st = o->epoch_begin(o->ctx, e)) != STK_OK) break;
         if ((st = stk_trainer_train_epoch(t, o->train, o->h2d, e, o->progress, o->ctx, &es)) !=
@@ -308,7 +335,10 @@ stk_status stk_trainer_fit(stk_trainer *t, const stk_fit_options *o, stk_fit_res
         if (o->val && (st = stk_trainer_evaluate_per_class(t, o->val, o->eval_label, &val,
                                                            o->confusion)) != STK_OK)
             break;
-        st = stk_fit_epoch_done(f, &es, &val, &stop);
+        if (o->val && stk_trainer_ema(t) &&
+            (st = stk_trainer_evaluate_ema(t, o->val, o->eval_label, &val_ema)) != STK_OK)
+            break;
+        st = stk_fit_epoch_done(f, &es, &val, &val_ema, &stop);
     }
     if (st == STK_OK)
         st = stk_fit_finish(f, out);

@@ -46,6 +46,9 @@ typedef enum stk_monitor {
     STK_MONITOR_VAL_TOP5,
     STK_MONITOR_TRAIN_LOSS,
     STK_MONITOR_TRAIN_TOP1,
+    STK_MONITOR_EMA_VAL_LOSS, /* the moving average of the weights' evaluation (--ema) */
+    STK_MONITOR_EMA_VAL_TOP1,
+    STK_MONITOR_EMA_VAL_TOP5,
     STK_MONITORS
 } stk_monitor;
 
@@ -53,9 +56,16 @@ typedef enum stk_monitor {
 const char *stk_monitor_name(stk_monitor m);
 /* The monitor named `name`, or -1. */
 int stk_monitor_parse(const char *name);
+/* Whether it needs a validation set; the trainer's moving average; whether
+ * lower is better (a loss). */
+bool stk_monitor_needs_val(stk_monitor m);
+bool stk_monitor_is_ema(stk_monitor m);
+bool stk_monitor_is_loss(stk_monitor m);
 
-/* Its value after an epoch (val NULL: NaN for the val_* monitors). */
-double stk_fit_metric(stk_monitor m, const stk_epoch_stats *es, const stk_eval_result *val);
+/* Its value after an epoch (val, val_ema NULL: NaN for the monitors that
+ * read them). */
+double stk_fit_metric(stk_monitor m, const stk_epoch_stats *es, const stk_eval_result *val,
+                      const stk_eval_result *val_ema);
 
 typedef enum stk_mode { STK_MODE_AUTO, STK_MODE_MIN, STK_MODE_MAX } stk_mode;
 
@@ -74,6 +84,7 @@ typedef struct stk_fit_epoch {
     stk_epoch_stats *train;    /* the reduce callback may rewrite these */
     stk_eval_result *val;      /* NULL without validation; reduce fills it in where
                                   o.val_elsewhere */
+    stk_eval_result *val_ema;  /* the same for the trainer's moving average (NULL: none) */
     const uint64_t *confusion; /* o.confusion, filled by this epoch's evaluation (NULL:
                                   not counted, or evaluated on another rank) */
     double monitored;          /* the monitored value (after reduce) */
@@ -155,7 +166,7 @@ stk_status stk_trainer_fit(stk_trainer *t, const stk_fit_options *o, stk_fit_res
  *     for (int64_t e; (e = stk_fit_next_epoch(f)) >= 0;) {
  *         ... stk_trainer_epoch_start/step/finish, stk_trainer_eval_start/batch/finish
  *         bool stop;
- *         STK_TRY(stk_fit_epoch_done(f, &stats, &val, &stop));  // judge, report, checkpoint
+ *         STK_TRY(stk_fit_epoch_done(f, &stats, &val, NULL, &stop));  // judge, report, ...
  *     }
  *     STK_TRY(stk_fit_finish(f, &result));          // restore_best; the result
  *     stk_fit_close(f);
@@ -168,7 +179,8 @@ stk_status stk_trainer_fit(stk_trainer *t, const stk_fit_options *o, stk_fit_res
 typedef struct stk_fit stk_fit;
 stk_status stk_fit_open(stk_trainer *t, const stk_fit_options *o, stk_fit **out);
 int64_t stk_fit_next_epoch(const stk_fit *f);
-stk_status stk_fit_epoch_done(stk_fit *f, stk_epoch_stats *es, stk_eval_result *val, bool *stop);
+stk_status stk_fit_epoch_done(stk_fit *f, stk_epoch_stats *es, stk_eval_result *val,
+                              stk_eval_result *val_ema, bool *stop);
 stk_status stk_fit_finish(stk_fit *f, stk_fit_result *out);
 /* NULL is a no-op. */
 void stk_fit_close(stk_fit *f);

@@ -103,7 +103,8 @@ stk_status stk_run_record_step_hook(void *ctx, const stk_step_info *info)
 }
 
 static stk_status epoch_scalars(stk_run_record *r, int64_t e, const stk_epoch_stats *es,
-                                const stk_eval_result *val, const stk_run_memory *m)
+                                const stk_eval_result *val, const stk_eval_result *val_ema,
+                                const stk_run_memory *m)
 {
     stk_tfevents *tb = r->tb;
     STK_TRY(stk_tfevents_scalar(tb, "epoch/train_loss", e, (float)es->loss));
@@ -112,6 +113,11 @@ static stk_status epoch_scalars(stk_run_record *r, int64_t e, const stk_epoch_st
         STK_TRY(stk_tfevents_scalar(tb, "epoch/val_loss", e, (float)val->loss));
         STK_TRY(stk_tfevents_scalar(tb, "epoch/val_top1", e, (float)val->top1));
         STK_TRY(stk_tfevents_scalar(tb, "epoch/val_top5", e, (float)val->top5));
+    }
+    if (val_ema) {
+        STK_TRY(stk_tfevents_scalar(tb, "epoch/ema_val_loss", e, (float)val_ema->loss));
+        STK_TRY(stk_tfevents_scalar(tb, "epoch/ema_val_top1", e, (float)val_ema->top1));
+        STK_TRY(stk_tfevents_scalar(tb, "epoch/ema_val_top5", e, (float)val_ema->top5));
     }
     STK_TRY(stk_tfevents_scalar(tb, "epoch/images_per_sec", e, (float)es->images_per_sec));
     STK_TRY(stk_tfevents_scalar(tb, "epoch/stall_pct", e, (float)es->stall_pct));
@@ -149,7 +155,7 @@ stk_status stk_run_record_classes(stk_run_record *r, int64_t epoch, const uint64
 
 stk_status stk_run_record_epoch(stk_run_record *r, int64_t epoch, int64_t step, double lr,
                                 const stk_epoch_stats *es, const stk_eval_result *val,
-                                const stk_run_memory *m)
+                                const stk_eval_result *val_ema, const stk_run_memory *m)
 {
     stk_run_log_row row = {.epoch = epoch + 1,
                            .step = step,
@@ -166,10 +172,14 @@ stk_status stk_run_record_epoch(stk_run_record *r, int64_t epoch, int64_t step, 
                            .mem_allocated_mb = m->heap.allocated / 1e6,
                            .mem_reserved_mb = m->heap.reserved / 1e6,
                            .mem_peak_mb = m->heap.peak_allocated / 1e6,
-                           .peak_rss_mb = m->peak_rss_mb};
+                           .peak_rss_mb = m->peak_rss_mb,
+                           .has_ema = val_ema != NULL,
+                           .ema_val_loss = val_ema ? val_ema->loss : 0,
+                           .ema_val_top1 = val_ema ? val_ema->top1 : 0,
+                           .ema_val_top5 = val_ema ? val_ema->top5 : 0};
     STK_TRY(stk_run_log_write_epoch(r->log, &row));
     r->epoch = epoch + 1; /* the steps logged next belong to the next epoch */
-    return r->tb ? epoch_scalars(r, epoch + 1, es, val, m) : STK_OK;
+    return r->tb ? epoch_scalars(r, epoch + 1, es, val, val_ema, m) : STK_OK;
 }
 
 const char *stk_run_record_tensorboard_path(const stk_run_record *r)

@@ -46,10 +46,11 @@ stk_status stk_run_record_config(stk_run_record *r, const char *markdown);
  * the input normalisation first. */
 void stk_run_record_set_normalisation(stk_run_record *r, const float mean[3], const float std[3]);
 stk_status stk_run_record_step_hook(void *ctx, const stk_step_info *info);
-/* One epoch's row; val NULL when there is no validation set. */
+/* One epoch's row; val NULL when there is no validation set, val_ema NULL
+ * without a moving average of the weights. */
 stk_status stk_run_record_epoch(stk_run_record *r, int64_t epoch, int64_t step, double lr,
                                 const stk_epoch_stats *es, const stk_eval_result *val,
-                                const stk_run_memory *mem);
+                                const stk_eval_result *val_ema, const stk_run_memory *mem);
 /* An epoch's evaluation per class (stoke train --per-class): the figures as
  * a table in TensorBoard's text tab ("eval/per_class") and the confusion
  * matrix as a heatmap ("eval/confusion"), at step `epoch` + 1; nothing

@@ -10,7 +10,9 @@
 #include "engine/autograd.h"
 #include "engine/checkpoint.h"
 #include "engine/ops.h"
+#include "storage/safetensors.h"
 #include "train/batch.h"
+#include "train/ema.h"
 #include "train/loss_scaler.h"
 
 #include <inttypes.h>
@@ -41,12 +43,33 @@ struct stk_trainer {
     int n_hooks[STK_STEP_EVENTS];
     grad_slot *grad_slots; /* one per parameter, once a GRAD_READY hook is added */
     stk_step_info *info;   /* the step in progress (for the gradient hooks) */
+    stk_ema *ema;          /* ema_decay: the moving average of the weights */
+    stk_tensor **values;   /* with ema: the model's tensors, buffers included, in order */
 };
 
 stk_trainer_config stk_trainer_defaults(void)
 {
     /* batch transforms off; timm's Mixup defaults for when they are turned on */
     return (stk_trainer_config){.std = {1, 1, 1}, .mix = {.mix_prob = 1.f, .switch_prob = 0.5f}};
+}
+
+/* The average of the model's tensors as they are now. */
+static stk_status start_ema(stk_trainer *t)
+{
+    int n = stk_model_param_count(t->model);
+    bool *is_buffer = calloc((size_t)(n ? n : 1), sizeof *is_buffer);
+    if (!is_buffer || !(t->values = calloc((size_t)(n ? n : 1), sizeof *t->values))) {
+        free(is_buffer);
+        return stk_error(STK_ERR_NOMEM, "no memory for a moving average");
+    }
+    for (int i = 0; i < n; i++) {
+        t->values[i] = stk_model_param(t->model, i)->value;
+        is_buffer[i] = stk_model_param(t->model, i)->is_buffer;
+    }
+    stk_status st =
+        stk_ema_create(n, t->values, is_buffer, t->cfg.ema_decay, t->cfg.ema_warmup, &t->ema);
+    free(is_buffer);
+    return st;
 }
 
 stk_status stk_trainer_create(const stk_trainer_config *c, stk_model *model, stk_optim *opt,
@@ -69,6 +92,9 @@ stk_status stk_trainer_create(const stk_trainer_config *c, stk_model *model, stk
                                                                            : c->clip_grad_norm));
     if (c->clip_grad_norm > 0 && c->clip_grad_value > 0)
         return stk_error(STK_ERR_INVALID_ARG, "gradient clipping: by norm or by value, not both");
+    if (!(c->ema_decay >= 0.f && c->ema_decay < 1.f))
+        return stk_error(STK_ERR_INVALID_ARG, "EMA: decay %g is not in (0, 1) (0: no average)",
+                         (double)c->ema_decay);
     stk_trainer *t = calloc(1, sizeof *t);
     if (!t) return stk_error(STK_ERR_NOMEM, "no memory for a trainer");
     t->cfg = *c;
@@ -77,6 +103,13 @@ stk_status stk_trainer_create(const stk_trainer_config *c, stk_model *model, stk
     t->opt = opt;
     stk_loss_scaler_init(&t->scaler);
     t->pos = stk_train_position_start(c->seed);
+    if (c->ema_decay > 0) {
+        stk_status st = start_ema(t);
+        if (st != STK_OK) {
+            stk_trainer_destroy(t);
+            return st;
+        }
+    }
     *out = t;
     return STK_OK;
 }
@@ -90,6 +123,8 @@ void stk_trainer_destroy(stk_trainer *t)
             if (stk_tensor_requires_grad(p)) stk_tensor_set_grad_hook(p, NULL, NULL);
         }
     free(t->grad_slots);
+    stk_ema_destroy(t->ema);
+    free(t->values);
     free(t);
 }
 
@@ -227,6 +262,7 @@ static stk_status step_body(stk_trainer *t, stk_step_info *info, const int32_t *
                          "%s is not finite after step %" PRId64 "%s%s: training diverged", bad,
                          info->step + 1, where_epoch, ep);
     info->stepped = r->stepped;
+    if (t->ema && r->stepped) STK_TRY(stk_ema_update(t->ema, t->values));
     return run_hooks(t, info, STK_STEP_AFTER_OPTIMIZER);
 }
 
@@ -512,10 +548,10 @@ int64_t stk_trainer_skipped_steps(const stk_trainer *t) { return t->scaler.skipp
 stk_status stk_trainer_save(const stk_trainer *t, const char *path, int n_extra,
                             const char *const *keys, const char *const *values)
 {
-    enum { MAX_META = 32 };
-    if (n_extra < 0 || n_extra > MAX_META - STK_TRAIN_POSITION_KEYS - 2)
+    enum { MAX_META = 36 }; /* the position's, the normalisation, the average's, the caller's */
+    if (n_extra < 0 || n_extra > MAX_META - STK_TRAIN_POSITION_KEYS - 5)
         return stk_error(STK_ERR_INVALID_ARG, "save: at most %d extra metadata pairs",
-                         MAX_META - STK_TRAIN_POSITION_KEYS - 2);
+                         MAX_META - STK_TRAIN_POSITION_KEYS - 5);
     const char *k[MAX_META], *v[MAX_META];
     stk_train_position_text text;
     stk_train_position_to_meta(&t->pos, k, v, &text);
@@ -530,17 +566,55 @@ stk_status stk_trainer_save(const stk_trainer *t, const char *path, int n_extra,
     k[n] = "input_mean", v[n++] = stats[0];
     k[n] = "input_std", v[n++] = stats[1];
     for (int i = 0; i < n_extra; i++) k[n] = keys[i], v[n++] = values[i];
-    return stk_checkpoint_save(path, t->model, t->opt, n, k, v);
+    if (!t->ema) return stk_checkpoint_save(path, t->model, t->opt, n, k, v);
+    char ema[2][32];
+    snprintf(ema[0], sizeof ema[0], "%.9g", (double)stk_ema_decay(t->ema));
+    snprintf(ema[1], sizeof ema[1], "%" PRId64, stk_ema_updates(t->ema));
+    k[n] = "ema_decay", v[n++] = ema[0];
+    k[n] = "ema_updates", v[n++] = ema[1];
+    k[n] = "ema_warmup", v[n++] = stk_ema_warmup(t->ema) ? "1" : "0";
+    return stk_checkpoint_save_with_ema(path, t->model, t->opt, stk_ema_tensors(t->ema), n, k, v);
 }
 
 stk_status stk_trainer_resume(stk_trainer *t, const char *path)
 {
     stk_train_position p;
     STK_TRY(stk_train_position_read(path, &p));
+    int64_t updates = 0;
+    if (t->ema) { /* checked before the model changes */
+        stk_safetensors *f;
+        STK_TRY(stk_safetensors_read(path, &f));
+        const char *u = stk_safetensors_meta(f, "ema_updates");
+        char *end = NULL;
+        if (u) updates = strtoll(u, &end, 10);
+        bool ok = u && end && !*end && updates >= 0;
+        stk_safetensors_free(f);
+        if (!ok || !stk_checkpoint_has_ema(path))
+            return stk_error(STK_ERR_FORMAT,
+                             "%s holds no moving average of the weights (trained without --ema)",
+                             path);
+    }
     stk_load_report rep;
     STK_TRY(stk_checkpoint_load(path, t->model, t->opt, true, &rep));
+    if (t->ema) {
+        STK_TRY(stk_checkpoint_load_ema(path, t->model, stk_ema_tensors(t->ema)));
+        stk_ema_set_updates(t->ema, updates);
+    }
     t->pos = p;
     return STK_OK;
+}
+
+struct stk_ema *stk_trainer_ema(stk_trainer *t) { return t->ema; }
+
+stk_status stk_trainer_evaluate_ema(stk_trainer *t, stk_loader *l, const char *progress_label,
+                                    stk_eval_result *r)
+{
+    if (!t->ema)
+        return stk_error(STK_ERR_INVALID_ARG, "evaluate_ema: the trainer keeps no average");
+    STK_TRY(stk_ema_swap(t->ema, t->values));
+    stk_status st = stk_trainer_evaluate(t, l, progress_label, r);
+    stk_status back = stk_ema_swap(t->ema, t->values);
+    return st != STK_OK ? st : back;
 }
 
 stk_status stk_trainer_normalisation_from(const stk_safetensors *f, float mean[3], float std[3])

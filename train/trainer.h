@@ -71,6 +71,11 @@ typedef struct stk_trainer_config {
      * all-reduce; under amp, after unscaling), one of the two or neither (0):
      * torch.nn.utils.clip_grad_norm_(max_norm) or clip_grad_value_(value). */
     float clip_grad_norm, clip_grad_value;
+    /* A moving average of the weights (train/ema.h) updated after each
+     * optimizer step, evaluated beside them, saved in checkpoints: decay in
+     * (0, 1), 0 off; with ema_warmup the decay grows from 0 to it. */
+    float ema_decay;
+    bool ema_warmup;
 } stk_trainer_config;
 
 /* No amp, no smoothing, no schedule, mean 0 and std 1, the CPU, no batch
@@ -80,8 +85,8 @@ stk_trainer_config stk_trainer_defaults(void);
 /* A trainer for `model` (already on the config's device) and `opt` (NULL:
  * evaluation only; step then fails). Both are borrowed: they must outlive
  * the trainer. Errors: INVALID_ARG (amp without f16 kernels on the device:
- * the CPU; a clipping bound that is negative or not finite, or both set),
- * NOMEM. */
+ * the CPU; a clipping bound that is negative or not finite, or both set;
+ * an EMA decay outside [0, 1)), NOMEM. */
 stk_status stk_trainer_create(const stk_trainer_config *c, stk_model *model, stk_optim *opt,
                               stk_trainer **out);
 void stk_trainer_destroy(stk_trainer *t);
@@ -215,6 +220,13 @@ void stk_trainer_eval_start(stk_trainer *t, stk_eval_run *run);
 stk_status stk_trainer_eval_batch(stk_trainer *t, stk_eval_run *run, const stk_device_batch *b);
 void stk_trainer_eval_finish(stk_trainer *t, stk_eval_run *run, stk_eval_result *r);
 
+/* The moving average of the weights (NULL without ema_decay), and the same
+ * evaluation as stk_trainer_evaluate with the average in the model's place
+ * (the model's own weights back afterwards, also on an error). */
+struct stk_ema *stk_trainer_ema(stk_trainer *t);
+stk_status stk_trainer_evaluate_ema(stk_trainer *t, stk_loader *l, const char *progress_label,
+                                    stk_eval_result *r);
+
 /* The position the trainer advances (read and write: set it before the first
  * epoch of a resumed run, or update best_metric). */
 stk_train_position *stk_trainer_position(stk_trainer *t);
@@ -235,7 +247,8 @@ stk_model *stk_trainer_model(stk_trainer *t);
 float stk_trainer_loss_scale(const stk_trainer *t);
 int64_t stk_trainer_skipped_steps(const stk_trainer *t);
 
-/* Save model, optimizer, position and input normalisation atomically, with
+/* Save model, optimizer, position, input normalisation and (with ema_decay)
+ * the moving average atomically, with
  * n_extra (at most 22) more metadata pairs (the run's transforms, data path, ...). Errors: as
  * stk_checkpoint_save. */
 stk_status stk_trainer_save(const stk_trainer *t, const char *path, int n_extra,
@@ -248,9 +261,10 @@ stk_status stk_trainer_save(const stk_trainer *t, const char *path, int n_extra,
  * naming the file and the key. */
 stk_status stk_trainer_normalisation_from(const stk_safetensors *f, float mean[3], float std[3]);
 
-/* Continue from a checkpoint saved by stk_trainer_save: model, optimizer
- * and position, all checked before anything changes. Errors: as
- * stk_train_position_read and stk_checkpoint_load (strict). */
+/* Continue from a checkpoint saved by stk_trainer_save: model, optimizer,
+ * position and the moving average, all checked before anything changes.
+ * Errors: as stk_train_position_read and stk_checkpoint_load (strict);
+ * FORMAT: the trainer keeps an average and the checkpoint has none. */
 stk_status stk_trainer_resume(stk_trainer *t, const char *path);
 
 #ifdef __cplusplus

@@ -58,6 +58,43 @@ expect err.txt "--clip-grad-norm"
 run 2 "$STOKE" train --data tiny.stoke --model cnn --out bad --per-class
 expect err.txt "--per-class evaluates --val per class into TensorBoard: it needs --val"
 
+# The moving average of the weights: evaluated beside them each epoch
+# (metrics.csv's ema_val_*), the best epoch chosen by it, eval --ema and
+# export --ema read it back, a resumed run continues it bit for bit.
+run 0 "$STOKE" train $T --model cnn --epochs 3 --out ema1 --no-tensorboard --ema 0.9 \
+    --ema-warmup --monitor ema_val_top1
+expect out.txt "ema val loss"
+expect out.txt "(ema_val_top1 "
+run 0 "$STOKE" eval --data tiny.stoke --checkpoint ema1/last.safetensors --batch 8 --ema --json
+cp out.txt ema_eval.json
+run 0 "$STOKE" eval --data tiny.stoke --checkpoint ema1/last.safetensors --batch 8 --json
+"$PYTHON3" - <<'PY' || fail "eval --ema against metrics.csv"
+import csv, json
+last = list(csv.DictReader(open("ema1/metrics.csv")))[-1]
+ema, raw = json.load(open("ema_eval.json")), json.load(open("out.txt"))
+assert abs(float(last["ema_val_loss"]) - ema["val_loss"]) < 1e-5, (last, ema)
+assert abs(float(last["val_loss"]) - raw["val_loss"]) < 1e-5, (last, raw)
+assert ema["val_loss"] != raw["val_loss"], (ema, raw)
+PY
+run 0 "$STOKE" train $T --model cnn --epochs 3 --out ema2 --no-tensorboard --ema 0.9 \
+    --ema-warmup --monitor ema_val_top1 --stop-after 1
+run 0 "$STOKE" train $T --model cnn --epochs 3 --out ema2 --no-tensorboard --ema 0.9 \
+    --ema-warmup --monitor ema_val_top1 --resume
+cmp -s ema1/last.safetensors ema2/last.safetensors || fail "a resumed --ema run differs"
+run 0 "$STOKE" export ema1/last.safetensors --format safetensors --out ema.weights.safetensors --ema
+run 0 "$STOKE" export ema1/last.safetensors --format safetensors --out raw.weights.safetensors
+cmp -s ema.weights.safetensors raw.weights.safetensors && fail "export --ema wrote the raw weights"
+run 1 "$STOKE" eval --data tiny.stoke --checkpoint r1/last.safetensors --ema
+expect err.txt "holds no moving average of the weights (trained without --ema)"
+run 1 "$STOKE" train $T --model cnn --epochs 3 --out r1 --resume --ema 0.9
+expect err.txt "holds no moving average of the weights"
+run 2 "$STOKE" train $T --model cnn --out bad --monitor ema_val_top1
+expect err.txt "--monitor ema_val_top1: the moving average's figures need --ema DECAY"
+run 2 "$STOKE" train $T --model cnn --out bad --ema 1
+expect err.txt "--ema"
+run 2 "$STOKE" train $T --model cnn --out bad --ema-warmup
+expect err.txt "--ema-warmup needs --ema DECAY"
+
 # Batch transforms: erasing, mixup and cutmix on training batches only; the
 # same run twice is the same (Philox by seed and step); bad values refused.
 run 0 "$STOKE" train $T --model cnn --epochs 1 --out mix1 --label-smoothing 0.1 \
@@ -384,7 +421,7 @@ run 0 "$STOKE" train $TL --epochs 1 --out nested/a/run
 run 2 "$STOKE" train $TL --epochs 1 --out mon --monitor val_loss
 expect err.txt "--monitor val_loss: needs --val (without it: train_loss or train_top1)"
 run 2 "$STOKE" train $TL --epochs 1 --out mon --monitor accuracy
-expect err.txt "--monitor accuracy: val_loss, val_top1, val_top5, train_loss or train_top1"
+expect err.txt "--monitor accuracy: val_loss, val_top1, val_top5, train_loss, train_top1, ema_val_loss, ema_val_top1 or ema_val_top5"
 
 # Real data: one epoch of the mlp on Fashion-MNIST learns (>= 75% test top-1).
 FM=/usr/share/datasets/fashion-mnist
