@@ -10,6 +10,7 @@
 #include "storage/writer.h"
 #include "test_tmpdir.h"
 #include "train/fit.h"
+#include "train/lr_find.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -39,12 +40,18 @@ static void make_dataset(const char *path)
     ck_assert_int_eq(stk_meta_set_classes(&m, names, 3), STK_OK);
     for (int i = 0; i < IMAGES; i++) {
         uint8_t px[SIDE * SIDE];
-        for (int k = 0; k < SIDE * SIDE; k++) px[k] = (uint8_t)((i * 37 + k * 11 + (i % 3) * 60) & 255);
+        for (int k = 0; k < SIDE * SIDE; k++)
+            px[k] = (uint8_t)((i * 37 + k * 11 + (i % 3) * 60) & 255);
         char name[16];
         snprintf(name, sizeof name, "r%d", i);
-        stk_record r = {.encoding = STK_ENCODING_RAW_U8, .channels = 1, .width = SIDE,
-                        .height = SIDE, .label = i % 3, .name = name,
-                        .name_len = (uint32_t)strlen(name), .payload = px,
+        stk_record r = {.encoding = STK_ENCODING_RAW_U8,
+                        .channels = 1,
+                        .width = SIDE,
+                        .height = SIDE,
+                        .label = i % 3,
+                        .name = name,
+                        .name_len = (uint32_t)strlen(name),
+                        .payload = px,
                         .payload_len = sizeof px};
         ck_assert_int_eq(stk_writer_put(w, &r), STK_OK);
         m.class_counts[i % 3]++;
@@ -65,7 +72,8 @@ typedef struct rig {
 
 static void rig_open(rig *g)
 {
-    stk_model_config c = {.name = "mlp", .in_channels = 1, .classes = 3, .image_size = SIDE, .seed = 3};
+    stk_model_config c = {
+        .name = "mlp", .in_channels = 1, .classes = 3, .image_size = SIDE, .seed = 3};
     ck_assert_int_eq(stk_model_create(&c, &g->model), STK_OK);
     stk_optim_config oc = {.kind = STK_OPTIM_SGD, .lr = 0.05f, .momentum = 0.9f};
     ck_assert_int_eq(stk_optim_create(&oc, g->model, &g->opt), STK_OK);
@@ -176,7 +184,7 @@ START_TEST(stops_at_best_epoch_plus_patience)
     rig_open(&g);
     script s = {.values = v};
     stk_fit_result r = fit(&g, &s, (stk_early_stop){.patience = 3}, NULL, 0);
-    ck_assert_int_eq(r.best_epoch, 3); /* 3.0, counted from 1 */
+    ck_assert_int_eq(r.best_epoch, 3);    /* 3.0, counted from 1 */
     ck_assert_int_eq(r.stopped_epoch, 6); /* 3 + patience */
     ck_assert_int_eq(r.epochs_run, 6);
     ck_assert_int_eq(r.reason, STK_FIT_EARLY_STOP);
@@ -236,8 +244,10 @@ START_TEST(modes_and_start_from_epoch)
     rig h = {0};
     rig_open(&h);
     script t = {.values = v, .on_train = true};
-    r = fit(&h, &t, (stk_early_stop){.patience = 2, .monitor = STK_MONITOR_TRAIN_LOSS, .mode = STK_MODE_MAX},
-            NULL, 0);
+    r = fit(
+        &h, &t,
+        (stk_early_stop){.patience = 2, .monitor = STK_MONITOR_TRAIN_LOSS, .mode = STK_MODE_MAX},
+        NULL, 0);
     ck_assert_int_eq(r.best_epoch, 3);
     script_free(&t);
     rig_close(&h);
@@ -364,6 +374,92 @@ START_TEST(options_are_checked)
 }
 END_TEST
 
+/* The range test's sweep on a scripted loss, a parabola in log10(lr) with
+ * its minimum 1 at lr 1e-2: the exponential steps, the stop rule (4 x the
+ * minimum: (x + 2)^2 + 1 > 4 first at x = -0.2), the suggestions, the
+ * smoothing's bias correction, NaN, the checks. */
+START_TEST(lr_sweep_on_a_scripted_loss)
+{
+    stk_lr_sweep s;
+    ck_assert_int_eq(stk_lr_sweep_init(&s, 1e-5, 10, 61, 0, 4), STK_OK);
+    ck_assert_double_eq_tol(stk_lr_sweep_lr(&s, 0), 1e-5, 1e-18);
+    ck_assert_double_eq_tol(stk_lr_sweep_lr(&s, 60), 10, 1e-12);
+    ck_assert_double_eq_tol(stk_lr_sweep_lr(&s, 30), 1e-2, 1e-15);
+    bool stop = false;
+    int steps = 0;
+    while (!stop) {
+        double x = log10(stk_lr_sweep_lr(&s, s.n));
+        stop = stk_lr_sweep_record(&s, (x + 2) * (x + 2) + 1);
+        steps++;
+    }
+    ck_assert(s.diverged);
+    ck_assert_int_eq(steps, 49); /* step 48: lr 10^-0.2 */
+    ck_assert_int_eq(s.best_at, 30);
+    stk_lr_suggestion g;
+    stk_lr_sweep_suggest(&s, &g);
+    ck_assert_int_eq(g.min_at, 30);
+    ck_assert_double_eq_tol(g.min_over_10, 1e-3, 1e-15);
+    ck_assert_int_eq(g.steepest_at, 0); /* the parabola falls fastest at its left end */
+    ck_assert_double_eq_tol(g.steepest, 1e-5, 1e-18);
+    stk_lr_sweep_free(&s);
+
+    /* a constant loss smoothed with bias correction stays that constant; a
+     * loss falling then flat has its steepest point inside the fall */
+    ck_assert_int_eq(stk_lr_sweep_init(&s, 1e-4, 1, 20, 0.98, 4), STK_OK);
+    for (int i = 0; i < 5; i++) stk_lr_sweep_record(&s, 2.5);
+    ck_assert_double_eq_tol(s.smooth[4], 2.5, 1e-12);
+    stk_lr_sweep_free(&s);
+    ck_assert_int_eq(stk_lr_sweep_init(&s, 1e-4, 1, 20, 0, 4), STK_OK);
+    const double fall[8] = {3, 3, 2.9, 2.0, 1.2, 1.1, 1.05, 1.0};
+    for (int i = 0; i < 8; i++) ck_assert(!stk_lr_sweep_record(&s, fall[i]));
+    stk_lr_sweep_suggest(&s, &g);
+    ck_assert_int_eq(g.steepest_at, 3); /* (1.2 - 2.9) / 2h: the steepest central difference */
+    ck_assert(stk_lr_sweep_record(&s, NAN) && s.diverged);
+    stk_lr_sweep_free(&s);
+    /* the whole sweep when nothing diverges */
+    ck_assert_int_eq(stk_lr_sweep_init(&s, 1e-4, 1, 3, 0.5, 4), STK_OK);
+    ck_assert(!stk_lr_sweep_record(&s, 1) && !stk_lr_sweep_record(&s, 1));
+    ck_assert(stk_lr_sweep_record(&s, 1) && !s.diverged);
+    stk_lr_sweep_free(&s);
+
+    ck_assert_int_eq(stk_lr_sweep_init(&s, 0, 1, 10, 0.98, 4), STK_ERR_INVALID_ARG);
+    ck_assert_int_eq(stk_lr_sweep_init(&s, 1, 0.5, 10, 0.98, 4), STK_ERR_INVALID_ARG);
+    ck_assert_int_eq(stk_lr_sweep_init(&s, 1e-5, 1, 1, 0.98, 4), STK_ERR_INVALID_ARG);
+    ck_assert_int_eq(stk_lr_sweep_init(&s, 1e-5, 1, 10, 1, 4), STK_ERR_INVALID_ARG);
+    ck_assert_int_eq(stk_lr_sweep_init(&s, 1e-5, 1, 10, 0.98, 1), STK_ERR_INVALID_ARG);
+}
+END_TEST
+
+/* The range test on real batches: it runs past an epoch, stops when the
+ * loss blows up at large rates, and leaves the model as it was, bit for
+ * bit (its optimizer too: the sweep makes its own). */
+START_TEST(lr_find_leaves_the_model_as_it_was)
+{
+    rig g;
+    rig_open(&g);
+    int64_t n = numel_all(g.model);
+    float *before = malloc((size_t)n * sizeof *before), *after = malloc((size_t)n * sizeof *after);
+    copy_weights(g.model, before);
+    stk_lr_find_options o = {.trainer = stk_trainer_defaults(),
+                             .optim = {.kind = STK_OPTIM_SGD, .momentum = 0.9f}};
+    stk_lr_sweep s;
+    ck_assert_int_eq(stk_lr_sweep_init(&s, 1e-4, 1e4, 40, 0.9, 4), STK_OK);
+    ck_assert_msg(stk_lr_find(g.model, g.train, g.h2d, &o, &s) == STK_OK, "%s", stk_last_error());
+    ck_assert_int_gt(s.n, IMAGES / BATCH); /* more than one epoch */
+    ck_assert_msg(s.diverged, "the loss at lr %g did not blow up", s.lr[s.n - 1]);
+    copy_weights(g.model, after);
+    ck_assert(!memcmp(before, after, (size_t)n * sizeof *before));
+    ck_assert_int_eq(stk_optim_steps(g.opt), 0);
+    /* the loader goes on as usual afterwards */
+    stk_epoch_stats es;
+    ck_assert_int_eq(stk_trainer_train_epoch(g.t, g.train, g.h2d, 0, NULL, NULL, &es), STK_OK);
+    ck_assert_int_eq(es.images, IMAGES / BATCH * BATCH);
+    stk_lr_sweep_free(&s);
+    free(before), free(after);
+    rig_close(&g);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("fit");
@@ -376,6 +472,8 @@ static Suite *suite(void)
     tcase_add_test(tc, restore_best_is_bit_for_bit_and_checkpoints_follow_the_best);
     tcase_add_test(tc, resume_inside_the_patience_window_stops_alike);
     tcase_add_test(tc, options_are_checked);
+    tcase_add_test(tc, lr_sweep_on_a_scripted_loss);
+    tcase_add_test(tc, lr_find_leaves_the_model_as_it_was);
     suite_add_tcase(s, tc);
     return s;
 }
