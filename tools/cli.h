@@ -21,7 +21,7 @@ typedef struct stk_command {
 
 extern const stk_command stk_cmd_pack, stk_cmd_info, stk_cmd_verify, stk_cmd_peek, stk_cmd_bench,
     stk_cmd_train, stk_cmd_tune, stk_cmd_eval, stk_cmd_export, stk_cmd_predict, stk_cmd_index,
-    stk_cmd_devices, stk_cmd_plot;
+    stk_cmd_devices, stk_cmd_plot, stk_cmd_lr_find;
 
 /* Print "stoke CMD: <message>" and a hint to stderr; return STK_EXIT_USAGE. */
 int stk_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -7,9 +7,9 @@
 #include <string.h>
 
 static const stk_command *const commands[] = {
-    &stk_cmd_pack,    &stk_cmd_info,  &stk_cmd_verify, &stk_cmd_index, &stk_cmd_peek,
-    &stk_cmd_bench,   &stk_cmd_train, &stk_cmd_tune,   &stk_cmd_eval,  &stk_cmd_export,
-    &stk_cmd_predict, &stk_cmd_plot,  &stk_cmd_devices};
+    &stk_cmd_pack,   &stk_cmd_info,    &stk_cmd_verify,  &stk_cmd_index,  &stk_cmd_peek,
+    &stk_cmd_bench,  &stk_cmd_train,   &stk_cmd_lr_find, &stk_cmd_tune,   &stk_cmd_eval,
+    &stk_cmd_export, &stk_cmd_predict, &stk_cmd_plot,    &stk_cmd_devices};
 enum { N_COMMANDS = sizeof commands / sizeof *commands };
 
 static void print_overview(FILE *f)
