@@ -16,9 +16,10 @@ import torch  # noqa: E402
 import torch_models  # noqa: E402
 
 
-def bench(name, batch, seconds, device="cpu"):
+def bench(name, batch, seconds, device="cpu", size=None, channels=None):
     r18 = name == "resnet18"
-    ch, size = (3, 32) if r18 else (1, 28)
+    ch, size0 = (3, 32) if r18 else (1, 28)
+    ch, size = channels or ch, size or size0
     torch.manual_seed(1)
     m = torch_models.make(name, ch, 10, size).to(device)
     m.train()
@@ -52,10 +53,12 @@ def main():
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--size", type=int, help="input side (as bench_train's --size)")
+    ap.add_argument("--channels", type=int, help="input channels (as bench_train's --channels)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     for name in a.models.split(","):
-        ips, steps = bench(name, a.batch, a.seconds, a.device)
+        ips, steps = bench(name, a.batch, a.seconds, a.device, a.size, a.channels)
         if a.json:
             print(json.dumps({"model": name, "batch": a.batch, "threads": a.threads,
                               "steps": steps, "images_per_sec": round(ips, 1)}))

@@ -62,6 +62,19 @@ stk_tensor *eng_tensor_track(stk_tensor *t)
     return t;
 }
 
+void eng_scope_drop(stk_tensor *t)
+{
+    stk_scope *s = current_scope;
+    if (!s || !t) return;
+    for (size_t i = s->n; i-- > 0;) /* the newest first: an intermediate was made lately */
+        if (s->items[i] == t) {
+            memmove(&s->items[i], &s->items[i + 1], (s->n - i - 1) * sizeof *s->items);
+            s->n--;
+            stk_tensor_release(t);
+            return;
+        }
+}
+
 stk_status eng_compose_end(stk_scope *s, stk_status st, stk_tensor *y, stk_tensor **out)
 {
     if (st == STK_OK) stk_tensor_retain(y);
@@ -80,6 +93,35 @@ void stk_no_grad_end(void)
 bool stk_grad_enabled(void) { return no_grad_depth == 0; }
 
 /* ---- nodes ------------------------------------------------------------- */
+
+/* A result's stand-in for the nodes that take it as an input: its shape,
+ * strides, dtype, device and grad_fn (shared, counted), no storage of its
+ * own (an empty borrowed one that carries the device), so its memory is
+ * freed when the scope and the saved tensors let go of it. */
+static stk_status stub_of(stk_tensor *t, stk_tensor **out)
+{
+    *out = NULL;
+    stk_tensor *s = calloc(1, sizeof *s);
+    stk_storage *st = calloc(1, sizeof *st);
+    if (!s || !st) {
+        free(s);
+        free(st);
+        return stk_error(STK_ERR_NOMEM, "no memory for the autograd node's input");
+    }
+    *st = (stk_storage){.device = t->storage->device, .refs = 1, .borrowed = true};
+    s->refs = 1;
+    s->ndim = t->ndim;
+    memcpy(s->shape, t->shape, sizeof s->shape);
+    memcpy(s->strides, t->strides, sizeof s->strides);
+    s->offset = t->offset;
+    s->dtype = t->dtype;
+    s->storage = st;
+    s->requires_grad = t->requires_grad;
+    s->grad_fn = t->grad_fn;
+    t->grad_fn->refs++;
+    *out = s;
+    return STK_OK;
+}
 
 stk_status eng_node_attach(stk_tensor *out, const char *name, stk_backward_fn fn, int n_inputs,
                            stk_tensor *const *inputs, stk_node **node)
@@ -100,11 +142,21 @@ stk_status eng_node_attach(stk_tensor *out, const char *name, stk_backward_fn fn
     }
     n->name = name;
     n->backward = fn;
+    n->refs = 1;
     n->n_inputs = n_inputs;
     n->inputs = in;
     for (int i = 0; i < n_inputs; i++) {
-        in[i] = inputs[i];
-        stk_tensor_retain(in[i]);
+        stk_status st = inputs[i] && inputs[i]->grad_fn ? stub_of(inputs[i], &in[i]) : STK_OK;
+        if (st != STK_OK) {
+            for (int k = 0; k < i; k++) stk_tensor_release(in[k]);
+            free(in);
+            free(n);
+            return stk_error_prefix(st, "%s", name);
+        }
+        if (!in[i]) {
+            in[i] = inputs[i];
+            stk_tensor_retain(in[i]);
+        }
     }
     out->grad_fn = n;
     out->requires_grad = true;
@@ -147,7 +199,7 @@ static void node_free_state(stk_node *n)
 
 void eng_node_release(stk_node *n)
 {
-    if (!n) return;
+    if (!n || --n->refs > 0) return;
     node_free_state(n);
     stk_tensor_release(n->grad);
     for (int i = 0; i < n->n_inputs; i++) stk_tensor_release(n->inputs[i]);

@@ -13,8 +13,13 @@ typedef stk_status (*stk_backward_fn)(stk_node *n, stk_tensor *gout, stk_tensor 
 struct stk_node {
     const char *name; /* the op, for messages */
     stk_backward_fn backward;
+    int refs; /* its output tensor, and the stubs of it other nodes hold */
     int n_inputs;
-    stk_tensor **inputs;               /* retained */
+    /* retained: a leaf (or a tensor that needs no gradient) itself; a result
+     * of another op as a stub, its shape, device and grad_fn without its
+     * storage, so that an intermediate's memory goes when nothing else keeps
+     * it (what the backward needs of it is in `saved`) */
+    stk_tensor **inputs;
     stk_tensor *saved[NODE_MAX_SAVED]; /* retained; released once backward has run */
     int64_t iv[16];                    /* op parameters */
     double fv[4];
@@ -25,7 +30,10 @@ struct stk_node {
 };
 
 /* Record a node for `out` when grad mode is on and any input requires grad;
- * *node is NULL otherwise (then save nothing). Retains the inputs. */
+ * *node is NULL otherwise (then save nothing). Retains the inputs (results
+ * of other ops as stubs: see stk_node.inputs). A backward function reads an
+ * input's shape, dtype and device from n->inputs, its values only from
+ * `saved`. */
 stk_status eng_node_attach(stk_tensor *out, const char *name, stk_backward_fn fn, int n_inputs,
                            stk_tensor *const *inputs, stk_node **node);
 /* Keep t for the backward (retained). */
@@ -48,3 +56,10 @@ stk_status eng_node_grad_like(stk_node *n, int i, bool zero, stk_tensor **out);
  *     return eng_compose_end(s, st, y, out);
  * eng_compose_end hands y to the caller (or the caller's scope) on success. */
 stk_status eng_compose_end(stk_scope *s, stk_status st, stk_tensor *y, stk_tensor **out);
+
+/* An intermediate the code that made it will not use again: the current
+ * scope lets go of it now rather than at its end (what autograd saved of it
+ * stays, by its own reference), as PyTorch frees a tensor with its last
+ * reference. A tensor the current scope does not own (the caller's input)
+ * is left alone. Keeps a forward's peak to what backward needs. */
+void eng_scope_drop(stk_tensor *t);

@@ -257,7 +257,10 @@ stk_status stk_mul_scalar(stk_tensor *x, float s, stk_tensor **out)
 }
 stk_status stk_relu(stk_tensor *x, stk_tensor **out)
 {
-    return unary_op("relu", STK_UNARY_RELU, x, 0.f, true, false, out);
+    /* its output saved for the backward, not its input: the input (batch
+     * norm's output, mostly) can then be freed during the forward; the
+     * output is kept anyway by the op after it (bench/README.md, "Memory") */
+    return unary_op("relu", STK_UNARY_RELU, x, 0.f, false, true, out);
 }
 stk_status stk_gelu(stk_tensor *x, stk_tensor **out)
 {

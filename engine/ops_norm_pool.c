@@ -16,7 +16,7 @@ static void bn_dims(const stk_tensor *x, int64_t *n, int64_t *c, int64_t *hw)
 static stk_status bn_backward(stk_node *n, stk_tensor *g, stk_tensor **gin)
 {
     stk_tensor *x = n->saved[0];
-    stk_tensor *gamma = n->inputs[1];
+    stk_tensor *gamma = n->saved[3];
     int64_t N, C, HW;
     bn_dims(x, &N, &C, &HW);
     const stk_backend *be;
@@ -97,6 +97,7 @@ stk_status stk_batch_norm(stk_tensor *x, stk_tensor *gamma, stk_tensor *beta,
         n->iv[0] = training;
         n->fv[0] = eps;
         eng_node_save(n, 0, xc);
+        if (gamma) eng_node_save(n, 3, gamma); /* its values: n->inputs holds shapes only */
         if (training) {
             eng_node_save(n, 1, mean);
             eng_node_save(n, 2, invstd);

@@ -125,7 +125,7 @@ static stk_status subtract_stat_terms(stk_tensor *gx, stk_tensor *x, stk_tensor 
 static stk_status sync_backward(stk_node *n, stk_tensor *g, stk_tensor **gin)
 {
     sync_state *s = n->ext;
-    stk_tensor *x = n->saved[0], *mean = n->saved[1], *var = n->saved[2], *gamma = n->inputs[1];
+    stk_tensor *x = n->saved[0], *mean = n->saved[1], *var = n->saved[2], *gamma = n->saved[3];
     int64_t N = x->shape[0], C = x->shape[1], HW = x->ndim == 4 ? x->shape[2] * x->shape[3] : 1;
     const stk_backend *be;
     STK_TRY(eng_backend_of(g, &be));
@@ -234,6 +234,7 @@ stk_status stk_batch_norm_sync(stk_tensor *x, stk_tensor *gamma, stk_tensor *bet
         eng_node_save(n, 0, xc);
         eng_node_save(n, 1, mean);
         eng_node_save(n, 2, var);
+        if (gamma) eng_node_save(n, 3, gamma); /* its values: n->inputs holds shapes only */
     }
     stk_tensor_release(xc);
     stk_tensor_release(mean);

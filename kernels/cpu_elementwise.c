@@ -200,7 +200,7 @@ void cpu_unary_backward(stk_unary_op op, int64_t n, const float *x, const float 
 #pragma omp parallel for if (n > STK_OMP_MIN_WORK) schedule(static)
         for (int64_t i = 0; i < n; i++) {
             float g = gy[i]; /* loaded unconditionally, so the select vectorises */
-            gx[i] = x[i] > 0.f ? g : 0.f;
+            gx[i] = y[i] > 0.f ? g : 0.f;
         }
         return;
     }

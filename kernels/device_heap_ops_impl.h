@@ -23,6 +23,10 @@ typedef struct stk_heap_ops {
     /* AddressSanitizer may poison cached blocks: the memory is host memory and
      * nothing but the host uses it after a free (the CPU). */
     bool host_addressable;
+    /* The cache gives back blocks it could not use at a miss (the CPU: the
+     * resident set stays near the peak in use); else it keeps them (CUDA:
+     * cudaMalloc and cudaFree are slow and synchronise). */
+    bool bounded_cache;
     /* One line about the device's own free memory, for out-of-memory messages. */
     void (*describe_free)(char *buf, size_t n);
 } stk_heap_ops;

@@ -49,7 +49,7 @@ static inline STK_HD float stk_unary_grad(stk_unary_op op, float x, float y, flo
 {
     switch (op) {
     case STK_UNARY_NEG: return -gy;
-    case STK_UNARY_RELU: return x > 0.f ? gy : 0.f;
+    case STK_UNARY_RELU: return y > 0.f ? gy : 0.f; /* the output: y > 0 exactly when x > 0 */
     case STK_UNARY_GELU: {
         float cdf = 0.5f * (1.f + erff(x * 0.70710678118654752f));
         float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
