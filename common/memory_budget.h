@@ -1,8 +1,10 @@
 /* How much memory this process may use: the smallest of the machine's
- * memory and the limits of the memory cgroup it runs in (v1's
+ * memory, the limits of the memory cgroup it runs in (v1's
  * hierarchical_memory_limit, which covers the ancestors too; v2's memory.max
- * of its cgroup and every ancestor). The loader reads around the page cache
- * when a dataset does not fit it.
+ * of its cgroup and every ancestor) and STOKE_MEMORY_LIMIT_MB when set (a
+ * share the kernel does not know of). The loader reads around the page
+ * cache when a dataset does not fit it; stoke train warns before a run that
+ * would not.
  *
  *     char why[128];
  *     uint64_t budget = stk_memory_budget(why, sizeof why);   // why: "cgroup limit" ...

@@ -11,6 +11,7 @@
 #include "train/batch_mix.h"
 #include "train/device.h"
 #include "train/ema.h"
+#include "train/memory_estimate.h"
 #include "train/loss_scaler.h"
 #include "train/trainer.h"
 
@@ -308,6 +309,49 @@ START_TEST(test_ema_matches_the_reference)
     ck_assert_int_eq(stk_ema_create(0, none, nb, 1.0f, false, &e), STK_ERR_INVALID_ARG);
     ck_assert_int_eq(stk_ema_create(0, none, nb, NAN, false, &e), STK_ERR_INVALID_ARG);
     ck_assert_ptr_null(e);
+}
+END_TEST
+
+/* The memory estimate against a real step: close to the allocator's peak
+ * of a training step at batch 8 (the estimate runs eval-mode batch norm and
+ * leaves out little), the model untouched (weights, statistics, no
+ * gradients), and the batch that fits a budget. */
+START_TEST(test_memory_estimate_matches_a_step)
+{
+    stk_model *m = make("resnet8", 4), *twin = make("resnet8", 4);
+    stk_model_train(m, true);
+    stk_optim_config oc = {.kind = STK_OPTIM_SGD, .lr = 0.05f, .momentum = 0.9f};
+    stk_memory_estimate e;
+    ck_assert_int_eq(stk_estimate_training_memory(m, &oc, 1, 8, &e), STK_OK);
+    ck_assert(stk_model_is_training(m));
+    ck_assert_msg(same_weights(m, twin), "the estimate changed the model");
+    for (int i = 0; i < stk_model_param_count(m); i++)
+        ck_assert_ptr_null(stk_tensor_grad(stk_model_param(m, i)->value));
+    ck_assert(e.per_image > 0 && e.fixed > 0);
+    /* a real step at batch 8 (an optimizer with momentum, so its state counts) */
+    stk_optim *o = sgd(m);
+    stk_device_reset_peak(STK_DEVICE_CPU);
+    stk_mem_stats before, after;
+    stk_device_mem_stats(STK_DEVICE_CPU, &before);
+    stk_trainer *t = make_trainer(m, o);
+    batch_buf bb[2];
+    make_batch(&bb[0], 0), make_batch(&bb[1], 1);
+    for (int i = 0; i < 2; i++) { /* four images a batch: the estimate at 4 */
+        stk_step_result r;
+        ck_assert_int_eq(stk_trainer_step(t, &bb[i].b, &r), STK_OK);
+    }
+    stk_device_mem_stats(STK_DEVICE_CPU, &after);
+    double want = (double)after.peak_allocated, got = (double)stk_memory_estimate_at(&e, 4);
+    ck_assert_msg(fabs(got - want) <= 0.25 * want, "estimate %.0f bytes, a step's peak %.0f", got,
+                  want);
+    (void)before;
+    ck_assert_int_eq(stk_memory_estimate_batch(&e, stk_memory_estimate_at(&e, 10)), 10);
+    ck_assert_int_eq(stk_memory_estimate_batch(&e, stk_memory_estimate_at(&e, 10) - 1), 9);
+    ck_assert_int_eq(stk_memory_estimate_batch(&e, e.fixed), 0);
+    stk_trainer_destroy(t);
+    stk_optim_destroy(o);
+    stk_model_destroy(m);
+    stk_model_destroy(twin);
 }
 END_TEST
 
@@ -797,6 +841,7 @@ static Suite *trainer_suite(void)
     tcase_add_test(t, test_clipping_matches_the_written_out_step);
     tcase_add_test(t, test_confusion_counts_the_top1_prediction);
     tcase_add_test(t, test_ema_matches_the_reference);
+    tcase_add_test(t, test_memory_estimate_matches_a_step);
     tcase_add_test(t, test_hooks_run_in_order_and_gradients_are_final);
     tcase_add_test(t, test_hook_error_stops_the_step);
     tcase_add_test(t, test_divergence_is_reported);

@@ -362,6 +362,7 @@ static int train_main(int argc, char **argv)
             stk_optim_kind_name((stk_optim_kind)a->optimizer), a->lr, r.transform,
             start ? " (resumed)" : "");
     train_print_params(p.lines, r.model, a->n_freeze > 0);
+    train_print_memory(p.lines, &r);
     if (r.world > 1)
         say(p.lines,
             "data-parallel: %d ranks (%s), batch %" PRId64 " per rank, global batch %" PRId64

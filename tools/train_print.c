@@ -2,6 +2,7 @@
 #include "tools/train_print.h"
 
 #include "common/json.h"
+#include "common/memory_budget.h"
 #include "tools/cli.h"
 #include "tools/memory_report.h"
 
@@ -138,6 +139,38 @@ void train_print_params(FILE *f, const stk_model *m, bool per_module)
         say_split(f, trainable, frozen);
         say(f, "\n");
     }
+}
+
+void train_print_memory(FILE *f, const run_state *r)
+{
+    if (r->a.device.kind != STK_DEVICE_CPU) return;
+    const stk_memory_estimate *e = &r->memory;
+    uint64_t need = stk_memory_estimate_at(e, r->a.batch) + r->ring_bytes;
+    char why[128];
+    uint64_t budget = stk_memory_budget(why, sizeof why);
+    say(f,
+        "memory: about %.0f MB at batch %" PRId64 " (%.0f MB + %.1f MB per image, loader %.0f MB)",
+        need / 1e6, r->a.batch, e->fixed / 1e6, e->per_image / 1e6, r->ring_bytes / 1e6);
+    if (!budget) {
+        say(f, "\n");
+        return;
+    }
+    say(f, "; %s allows %.0f MB\n", why, budget / 1e6);
+    /* a tenth kept for the process itself: libraries, the loader's workers */
+    uint64_t room = budget - budget / 10;
+    if (need <= room) return;
+    int64_t fits = stk_memory_estimate_batch(e, room > r->ring_bytes ? room - r->ring_bytes : 0);
+    if (fits >= 1)
+        fprintf(stderr,
+                "stoke: warning: this run needs about %.0f MB, more than the %.0f MB %s allows "
+                "(less a tenth): it may be killed for memory; --batch %" PRId64
+                " would fit (or a smaller image size)\n",
+                need / 1e6, budget / 1e6, why, fits > r->a.batch ? r->a.batch : fits);
+    else
+        fprintf(stderr,
+                "stoke: warning: this run needs about %.0f MB, more than the %.0f MB %s allows "
+                "(less a tenth), even at batch 1: train at a smaller image size\n",
+                need / 1e6, budget / 1e6, why);
 }
 
 void train_print_summary(train_printer *p, const stk_fit_result *f, int64_t start, double seconds)

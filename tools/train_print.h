@@ -32,5 +32,10 @@ stk_status train_on_epoch(void *ctx, const stk_fit_epoch *e, bool *stop);
  * (under --freeze) a line per top-level module (conv1, layer1, fc, ...). */
 void train_print_params(FILE *f, const stk_model *m, bool per_module);
 
+/* What the run will need (the measured estimate and the loader's ring)
+ * against what the machine or its memory cgroup allows, and a warning with
+ * a batch that fits when it exceeds it (the CPU; a GPU's memory is its own). */
+void train_print_memory(FILE *f, const run_state *r);
+
 /* The last lines (or --json's object), the data-parallel, memory and amp notes. */
 void train_print_summary(train_printer *p, const stk_fit_result *f, int64_t start, double seconds);

@@ -473,6 +473,8 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
     STK_TRY(stk_train_normalisation(m, a->data, a->norm, r->transform, r->tc.mean, r->tc.std));
     if (a->val) STK_TRY(check_val(r, m));
     STK_TRY(make_model(r, m));
+    stk_optim_config oc = {.kind = (stk_optim_kind)a->optimizer, .momentum = (float)a->momentum};
+    STK_TRY(stk_estimate_training_memory(r->model, &oc, m->channels, r->size, &r->memory));
     stk_loader_options o = stk_loader_defaults();
     o.batch_size = (int)a->batch;
     o.workers = (int)a->workers;
@@ -484,6 +486,9 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
     o.drop_last = true; /* every step sees a full batch (batch norm, the schedule) */
     o.transform = r->transform;
     o.host_memory = r->ce->host_memory;
+    /* the ring's batches of u8 pixels, and the one each side holds */
+    r->ring_bytes = (uint64_t)(o.prefetch + 2) * (uint64_t)a->batch * (uint64_t)m->channels *
+                    (uint64_t)r->size * (uint64_t)r->size;
     o.rank = r->rank; /* each rank its shard of every epoch, all the same length */
     o.world = r->world;
     if (!r->borrowed_data) STK_TRY(stk_loader_open(a->data, &o, &r->loader));

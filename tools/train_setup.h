@@ -15,6 +15,7 @@
 #include "train/device.h"
 #include "train/fit.h"
 #include "train/run_record.h"
+#include "train/memory_estimate.h"
 #include "train/trainer.h"
 
 #include <stdbool.h>
@@ -64,9 +65,11 @@ typedef struct run_state {
     int size;
     char *path_last; /* under --out (owned) */
     char meta_text[4][24];
-    char *class_names;   /* --data's, a JSON array (owned; NULL: none) */
-    char **class_list;   /* the same, one string each, NULL-terminated (owned; NULL: none) */
-    uint64_t *confusion; /* --per-class: classes x classes (owned; NULL: not asked) */
+    char *class_names;          /* --data's, a JSON array (owned; NULL: none) */
+    char **class_list;          /* the same, one string each, NULL-terminated (owned; NULL: none) */
+    uint64_t *confusion;        /* --per-class: classes x classes (owned; NULL: not asked) */
+    stk_memory_estimate memory; /* the run's training memory, measured before it starts */
+    uint64_t ring_bytes;        /* the loader's ring of batches (host memory) */
     const char *meta_keys[8], *meta_values[8]; /* the run's checkpoint metadata */
     int n_meta;
     stk_comm *comm; /* the data-parallel job (a world of one alone) */

@@ -21,6 +21,7 @@ assert d["epochs"] == 2 and 0 <= d["val_top1"] <= 100 and d["val_top5"] >= d["va
 PY
 expect err.txt "epoch 2/2: loss"
 expect err.txt "parameters: 94,186 trainable"
+expect err.txt "memory: about "
 expect err.txt "top-5"
 [ "$(wc -l < r1/metrics.csv)" = 3 ] || fail "metrics.csv should have a header and 2 rows"
 expect r1/metrics.csv "epoch,step,lr,train_loss,train_acc,val_loss,val_top1,val_top5,images_per_sec,stall_pct,seconds,mem_allocated_mb,mem_reserved_mb,mem_peak_mb,peak_rss_mb"
@@ -36,6 +37,12 @@ expect err.txt "  size class                in use       bytes    cached       b
 expect err.txt "  <= 4 KiB "
 run 2 "$STOKE" train $T --model mlp --epochs 1 --out r0 --no-tensorboard --tensorboard
 expect err.txt "--tensorboard and --no-tensorboard: choose one"
+
+# A run that would not fit the memory it may use is named before it starts.
+run 0 env STOKE_MEMORY_LIMIT_MB=1 "$STOKE" train $T --model mlp --epochs 1 --out mem \
+    --no-tensorboard
+expect err.txt "stoke: warning: this run needs about "
+expect err.txt "STOKE_MEMORY_LIMIT_MB allows (less a tenth), even at batch 1: train at a smaller image size"
 
 # Gradient clipping: the norm before clipping in steps.csv (empty cells
 # without --clip-grad-norm), a run that clips differs from one that does
