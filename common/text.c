@@ -58,3 +58,17 @@ const char *stk_text_closest(const char *word, size_t len, const char *const *na
     }
     return best;
 }
+
+void stk_csv_write_field(FILE *f, const char *s)
+{
+    if (!strpbrk(s, ",\"\n\r")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,6 +32,10 @@ size_t stk_text_distance(const char *word, size_t len, const char *name);
  * starts with ("batch-size" -> "batch"); words of under 4 characters
  * within 1 edit. NULL when none is close. */
 const char *stk_text_closest(const char *word, size_t len, const char *const *names, int n);
+
+/* s as one CSV field (RFC 4180): quoted, its quotes doubled, when it holds a
+ * comma, a quote or a line break. */
+void stk_csv_write_field(FILE *f, const char *s);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
 #include "runlog/class_report.h"
 
 #include "common/json.h"
+#include "common/text.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -36,21 +37,6 @@ const char *stk_class_name(const char *const *names, int k, char buf[16])
     return buf;
 }
 
-/* A CSV cell: quoted when it holds a comma, a quote or a line break. */
-static void csv_cell(FILE *f, const char *s)
-{
-    if (!strpbrk(s, ",\"\r\n")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"') fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 /* The text an open_memstream FILE collected (*text is set by fclose), or
  * NULL when a write failed. */
 static char *finish(FILE *f, char **text)
@@ -70,10 +56,11 @@ char *stk_class_confusion_csv(const uint64_t *cm, int classes, const char *const
     FILE *f = open_memstream(&text, &len);
     if (!f) return NULL;
     fputs("true\\predicted", f);
-    for (int k = 0; k < classes; k++) fputc(',', f), csv_cell(f, stk_class_name(names, k, num));
+    for (int k = 0; k < classes; k++)
+        fputc(',', f), stk_csv_write_field(f, stk_class_name(names, k, num));
     fputc('\n', f);
     for (int k = 0; k < classes; k++) {
-        csv_cell(f, stk_class_name(names, k, num));
+        stk_csv_write_field(f, stk_class_name(names, k, num));
         for (int j = 0; j < classes; j++)
             fprintf(f, ",%" PRIu64, cm[(size_t)k * (size_t)classes + (size_t)j]);
         fputc('\n', f);
@@ -81,17 +68,28 @@ char *stk_class_confusion_csv(const uint64_t *cm, int classes, const char *const
     return finish(f, &text);
 }
 
-char *stk_class_report_json(const uint64_t *cm, int classes, const char *const *names)
+/* The figures and a text stream for a report (NULL: out of memory). */
+static FILE *report_begin(const uint64_t *cm, int classes, stk_class_figures **fig, char **text,
+                          size_t *len)
 {
-    stk_class_figures *fig = malloc((size_t)(classes > 0 ? classes : 1) * sizeof *fig);
-    char *text = NULL, num[16], j[3][STK_JSON_NUMBER];
-    size_t len;
-    FILE *f = fig ? open_memstream(&text, &len) : NULL;
+    *text = NULL;
+    if (!(*fig = malloc((size_t)(classes > 0 ? classes : 1) * sizeof **fig))) return NULL;
+    FILE *f = open_memstream(text, len);
     if (!f) {
-        free(fig);
+        free(*fig);
         return NULL;
     }
-    stk_class_report(cm, classes, fig);
+    stk_class_report(cm, classes, *fig);
+    return f;
+}
+
+char *stk_class_report_json(const uint64_t *cm, int classes, const char *const *names)
+{
+    stk_class_figures *fig;
+    char *text, num[16], j[3][STK_JSON_NUMBER];
+    size_t len;
+    FILE *f = report_begin(cm, classes, &fig, &text, &len);
+    if (!f) return NULL;
     fputs("{\"classes\": [", f);
     for (int k = 0; k < classes; k++) {
         if (k) fputs(", ", f);
@@ -130,15 +128,11 @@ static const char *percent(double x, char buf[16])
 
 char *stk_class_report_markdown(const uint64_t *cm, int classes, const char *const *names)
 {
-    stk_class_figures *fig = malloc((size_t)(classes > 0 ? classes : 1) * sizeof *fig);
-    char *text = NULL, num[16], p[3][16];
+    stk_class_figures *fig;
+    char *text, num[16], p[3][16];
     size_t len;
-    FILE *f = fig ? open_memstream(&text, &len) : NULL;
-    if (!f) {
-        free(fig);
-        return NULL;
-    }
-    stk_class_report(cm, classes, fig);
+    FILE *f = report_begin(cm, classes, &fig, &text, &len);
+    if (!f) return NULL;
     fputs("| class | images | recall (top-1) | precision | F1 |\n| --- | ---: | ---: | ---: | ---: "
           "|\n",
           f);

@@ -23,21 +23,6 @@ void tune_status_text(const tune_trial *t, char buf[32])
         snprintf(buf, 32, "%s", names[t->status]);
 }
 
-/* A CSV field: quoted when it holds a comma, a quote or a line break. */
-static void csv_field(FILE *f, const char *s)
-{
-    if (!strpbrk(s, ",\"\n\r")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"') fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 stk_status tune_write_text(const char *path, void (*fill)(FILE *, const void *), const void *ctx)
 {
     char *buf = NULL;
@@ -102,15 +87,15 @@ static void trials_csv(FILE *f, const void *ctx)
         fprintf(f, "%04" PRId64 ",%s", t->id, st);
         for (int k = 0; k < t->params.n; k++) {
             fputc(',', f);
-            csv_field(f, t->params.value[k]);
+            stk_csv_write_field(f, t->params.value[k]);
         }
         stk_number_text(t->best_value, v);
         fprintf(f, ",%s,%" PRId64 ",%" PRId64 ",%.1f,", isnan(t->best_value) ? "" : v,
                 t->best_epoch, t->epochs_run, t->seconds);
-        csv_field(f, t->error);
+        stk_csv_write_field(f, t->error);
         fputc(',', f);
         /* a PBT trial that cloned another has no single command: its pbt.csv */
-        csv_field(f, t->command && !t->cloned ? t->command : "");
+        stk_csv_write_field(f, t->command && !t->cloned ? t->command : "");
         fputc('\n', f);
     }
 }
