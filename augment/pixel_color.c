@@ -1,8 +1,10 @@
-/* Colour and tone ops on u8 HWC pixels, as torchvision 0.14's functional
- * ops compute them on uint8 tensors: float32 arithmetic, clamped to 0..255,
- * then truncated (`.to(torch.uint8)`). Ops whose result depends on the pixel
- * value alone (brightness, contrast, invert, posterize, solarize,
- * autocontrast, equalize) become a 256-entry table per channel. */
+/* The pointwise colour ops on u8 HWC pixels (brightness, contrast,
+ * saturation, hue, grayscale, invert, posterize, solarize), as torchvision
+ * 0.14's functional ops compute them on uint8 tensors: float32 arithmetic,
+ * clamped to 0..255, then truncated (`.to(torch.uint8)`). A run of them is
+ * one float pass per stretch between contrasts; with AVX-512 VBMI the ops
+ * that map every byte alike become byte tables on the passes' loads and
+ * stores (tabled_run). autocontrast and equalize: pixel_histogram.c. */
 #include "augment/pixel_ops_impl.h"
 
 #include <limits.h>
