@@ -98,7 +98,7 @@ bool stk_grad_enabled(void) { return no_grad_depth == 0; }
  * strides, dtype, device and grad_fn (shared, counted), no storage of its
  * own (an empty borrowed one that carries the device), so its memory is
  * freed when the scope and the saved tensors let go of it. */
-static stk_status stub_of(stk_tensor *t, stk_tensor **out)
+static stk_status shape_handle_of(stk_tensor *t, stk_tensor **out)
 {
     *out = NULL;
     stk_tensor *s = calloc(1, sizeof *s);
@@ -146,7 +146,7 @@ stk_status eng_node_attach(stk_tensor *out, const char *name, stk_backward_fn fn
     n->n_inputs = n_inputs;
     n->inputs = in;
     for (int i = 0; i < n_inputs; i++) {
-        stk_status st = inputs[i] && inputs[i]->grad_fn ? stub_of(inputs[i], &in[i]) : STK_OK;
+        stk_status st = inputs[i] && inputs[i]->grad_fn ? shape_handle_of(inputs[i], &in[i]) : STK_OK;
         if (st != STK_OK) {
             for (int k = 0; k < i; k++) stk_tensor_release(in[k]);
             free(in);

@@ -13,10 +13,10 @@ typedef stk_status (*stk_backward_fn)(stk_node *n, stk_tensor *gout, stk_tensor 
 struct stk_node {
     const char *name; /* the op, for messages */
     stk_backward_fn backward;
-    int refs; /* its output tensor, and the stubs of it other nodes hold */
+    int refs; /* its output tensor, and the shape handles of it other nodes hold */
     int n_inputs;
     /* retained: a leaf (or a tensor that needs no gradient) itself; a result
-     * of another op as a stub, its shape, device and grad_fn without its
+     * of another op as a shape handle: its shape, device and grad_fn without its
      * storage, so that an intermediate's memory goes when nothing else keeps
      * it (what the backward needs of it is in `saved`) */
     stk_tensor **inputs;
@@ -31,7 +31,7 @@ struct stk_node {
 
 /* Record a node for `out` when grad mode is on and any input requires grad;
  * *node is NULL otherwise (then save nothing). Retains the inputs (results
- * of other ops as stubs: see stk_node.inputs). A backward function reads an
+ * of other ops as shape handles: see stk_node.inputs). A backward function reads an
  * input's shape, dtype and device from n->inputs, its values only from
  * `saved`. */
 stk_status eng_node_attach(stk_tensor *out, const char *name, stk_backward_fn fn, int n_inputs,

@@ -278,9 +278,9 @@ static stk_status forward(stk_model *m, stk_module *mod, stk_tensor *x, stk_tens
 
 /* Each layer's output handed to the next, and let go of once that has run
  * (eng_scope_drop: freed unless autograd kept it): the forward holds what
- * backward needs, not every intermediate. With the nodes' input stubs
+ * backward needs, not every intermediate. With the nodes' input shape handles
  * (autograd_impl.h): resnet18 at 224 px, batch 64, 2,716 -> 1,508 MiB at
- * the peak (2,312 with the stubs alone; bench/README.md, "Memory"). */
+ * the peak (2,312 with the handles alone; bench/README.md, "Memory"). */
 static stk_status step_through(stk_model *m, stk_module *mod, stk_tensor **h, stk_tensor *keep)
 {
     stk_tensor *in = *h;

@@ -1,5 +1,6 @@
 /* The whole run (fit.h): epochs, evaluation, checkpoints, early stopping. */
 #include "train/fit.h"
+#include "train/snapshot_impl.h"
 
 #include "common/text.h"
 #include "engine/checkpoint.h"
@@ -84,48 +85,6 @@ static bool improves(const stk_early_stop *e, double v, double best)
 
 /* ---- the best epoch's weights (restore_best) -------------------------------- */
 
-typedef struct snapshot {
-    void **host; /* per parameter (buffers included): its bytes */
-    int n;
-} snapshot;
-
-static size_t param_bytes(const stk_tensor *t)
-{
-    return (size_t)stk_tensor_numel(t) * stk_dtype_size(stk_tensor_dtype(t));
-}
-
-static stk_status snapshot_take(snapshot *s, stk_model *m)
-{
-    if (!s->host) {
-        s->n = stk_model_param_count(m);
-        if (!(s->host = calloc((size_t)(s->n ? s->n : 1), sizeof *s->host)))
-            return stk_error(STK_ERR_NOMEM, "no memory for the best epoch's weights");
-    }
-    for (int i = 0; i < s->n; i++) {
-        stk_tensor *t = stk_model_param(m, i)->value;
-        size_t bytes = param_bytes(t);
-        if (!s->host[i] && !(s->host[i] = malloc(bytes ? bytes : 1)))
-            return stk_error(STK_ERR_NOMEM, "no memory for the best epoch's weights");
-        STK_TRY(stk_tensor_to_host(t, s->host[i], bytes));
-    }
-    return STK_OK;
-}
-
-static stk_status snapshot_restore(const snapshot *s, stk_model *m)
-{
-    for (int i = 0; i < s->n; i++) {
-        stk_tensor *t = stk_model_param(m, i)->value;
-        STK_TRY(stk_tensor_copy_from_host(t, s->host[i], param_bytes(t)));
-    }
-    return STK_OK;
-}
-
-static void snapshot_free(snapshot *s)
-{
-    for (int i = 0; s->host && i < s->n; i++) free(s->host[i]);
-    free(s->host);
-}
-
 /* ---- the run, an epoch at a time ---------------------------------------------- */
 
 struct stk_fit {
@@ -133,7 +92,7 @@ struct stk_fit {
     stk_fit_options o;
     stk_fit_result out;
     char *path_last, *path_best;
-    snapshot best; /* restore_best: the best epoch of this run */
+    stk_weights_snapshot best; /* restore_best: the best epoch of this run */
     bool have_best_val;
     int64_t end;  /* the epoch this run stops before (epochs, or stop_after's) */
     bool stopped; /* a stop rule ended it */
@@ -178,7 +137,7 @@ static stk_status write_checkpoints(stk_fit *f, bool improved)
 void stk_fit_close(stk_fit *f)
 {
     if (!f) return;
-    snapshot_free(&f->best);
+    stk_weights_snapshot_free(&f->best);
     free(f->path_last);
     free(f->path_best);
     free(f);
@@ -256,7 +215,8 @@ stk_status stk_fit_epoch_done(stk_fit *f, stk_epoch_stats *es, stk_eval_result *
             pos->wait = 0;
             f->out.best_val = *val;
             f->have_best_val = true;
-            if (early->restore_best) STK_TRY(snapshot_take(&f->best, stk_trainer_model(f->t)));
+            if (early->restore_best)
+                STK_TRY(stk_weights_snapshot_take(&f->best, stk_trainer_model(f->t)));
         }
     }
     fe.wait = pos->wait;
@@ -293,7 +253,7 @@ stk_status stk_fit_finish(stk_fit *f, stk_fit_result *out)
      * as the result's (after a resume, read back and evaluated again) */
     if (f->o.early.restore_best && pos->best_epoch > 0) {
         if (f->best.host) {
-            st = snapshot_restore(&f->best, m);
+            st = stk_weights_snapshot_restore(&f->best, m);
         } else { /* the best epoch ran before a resume (open checked there is a run_dir) */
             stk_load_report rep;
             st = stk_checkpoint_load(f->path_best, m, NULL, true, &rep);

@@ -1,6 +1,8 @@
 /* The learning-rate range test (lr_find.h). */
 #include "train/lr_find.h"
 
+#include "train/snapshot_impl.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,47 +81,6 @@ void stk_lr_sweep_suggest(const stk_lr_sweep *s, stk_lr_suggestion *out)
     if (out->steepest_at >= 0) out->steepest = s->lr[out->steepest_at];
 }
 
-/* The model's tensors, buffers included, in host memory. */
-typedef struct kept {
-    void **bytes;
-    int n;
-} kept;
-
-static size_t tensor_bytes(const stk_tensor *t)
-{
-    return (size_t)stk_tensor_numel(t) * stk_dtype_size(stk_tensor_dtype(t));
-}
-
-static stk_status keep(stk_model *m, kept *k)
-{
-    k->n = stk_model_param_count(m);
-    if (!(k->bytes = calloc((size_t)(k->n ? k->n : 1), sizeof *k->bytes)))
-        return stk_error(STK_ERR_NOMEM, "out of memory for the model's weights");
-    for (int i = 0; i < k->n; i++) {
-        stk_tensor *t = stk_model_param(m, i)->value;
-        size_t b = tensor_bytes(t);
-        if (!(k->bytes[i] = malloc(b ? b : 1)))
-            return stk_error(STK_ERR_NOMEM, "out of memory for the model's weights");
-        STK_TRY(stk_tensor_to_host(t, k->bytes[i], b));
-    }
-    return STK_OK;
-}
-
-static stk_status put_back(stk_model *m, const kept *k)
-{
-    for (int i = 0; i < k->n; i++) {
-        stk_tensor *t = stk_model_param(m, i)->value;
-        STK_TRY(stk_tensor_copy_from_host(t, k->bytes[i], tensor_bytes(t)));
-    }
-    return STK_OK;
-}
-
-static void kept_free(kept *k)
-{
-    for (int i = 0; k->bytes && i < k->n; i++) free(k->bytes[i]);
-    free(k->bytes);
-}
-
 /* Steps over the loader, epoch after epoch, until the sweep stops. */
 static stk_status sweep(stk_trainer *t, stk_optim *opt, stk_loader *l, stk_h2d *h,
                         const stk_lr_find_options *o, stk_lr_sweep *s)
@@ -158,11 +119,11 @@ stk_status stk_lr_find(stk_model *model, stk_loader *l, stk_h2d *h, const stk_lr
     stk_trainer_config c = o->trainer;
     c.schedule = (stk_schedule){0}; /* the sweep sets every step's lr */
     c.ema_decay = 0;
-    kept k = {0};
+    stk_weights_snapshot k = {0};
     stk_optim *opt = NULL;
     stk_trainer *t = NULL;
     bool was_training = stk_model_is_training(model);
-    stk_status st = keep(model, &k);
+    stk_status st = stk_weights_snapshot_take(&k, model);
     bool kept_all = st == STK_OK; /* else nothing changed the model: nothing to put back */
     if (st == STK_OK) st = stk_optim_create(&o->optim, model, &opt);
     if (st == STK_OK) st = stk_trainer_create(&c, model, opt, &t);
@@ -171,8 +132,8 @@ stk_status stk_lr_find(stk_model *model, stk_loader *l, stk_h2d *h, const stk_lr
     stk_optim_destroy(opt);
     for (int i = 0; i < stk_model_param_count(model); i++) /* no gradient left behind */
         stk_tensor_zero_grad(stk_model_param(model, i)->value);
-    stk_status back = kept_all ? put_back(model, &k) : STK_OK;
-    kept_free(&k);
+    stk_status back = kept_all ? stk_weights_snapshot_restore(&k, model) : STK_OK;
+    stk_weights_snapshot_free(&k);
     stk_model_train(model, was_training);
     return st != STK_OK ? st : back;
 }
