@@ -2,9 +2,11 @@
 initialisation as engine/models.c, so that throughput and accuracy compare
 like with like and checkpoints load both ways.
 
-mlp, cnn and resnet8 use torch.nn's default initialisation; resnet18 is
-torchvision's resnet18 (with the CIFAR stem for inputs below 64 px:
-conv1 3x3 stride 1, no max-pool), as Stoke builds it.
+mlp, cnn and resnet8 use torch.nn's default initialisation; resnet18,
+resnet34 and resnet50 are torchvision's (with the CIFAR stem for inputs
+below 64 px: conv1 3x3 stride 1, no max-pool), mobilenet_v2 torchvision's
+(below 64 px with features.0 and features.2 at stride 1), as Stoke builds
+them.
 """
 import torch
 import torch.nn as nn
@@ -73,14 +75,29 @@ class ResNet8(nn.Module):
 
 
 def resnet18(cin, classes, size):
+    return torchvision_resnet("resnet18", cin, classes, size)
+
+
+def torchvision_resnet(name, cin, classes, size):
     import torchvision
-    m = torchvision.models.resnet18(num_classes=classes)
+    m = getattr(torchvision.models, name)(num_classes=classes)
     if size < 64 or cin != 3:
         stride, k, pad = (1, 3, 1) if size < 64 else (2, 7, 3)
         m.conv1 = nn.Conv2d(cin, 64, k, stride, pad, bias=False)
         nn.init.kaiming_normal_(m.conv1.weight, mode="fan_out", nonlinearity="relu")
         if size < 64:
             m.maxpool = nn.Identity()
+    return m
+
+
+def mobilenet_v2(cin, classes, size):
+    import torchvision
+    m = torchvision.models.mobilenet_v2(num_classes=classes)
+    if cin != 3 or size < 64:
+        m.features[0][0] = nn.Conv2d(cin, 32, 3, 1 if size < 64 else 2, 1, bias=False)
+        nn.init.kaiming_normal_(m.features[0][0].weight, mode="fan_out")
+    if size < 64:
+        m.features[2].conv[1][0].stride = (1, 1)  # the depthwise conv of the first stride-2 block
     return m
 
 
@@ -91,14 +108,17 @@ def make(name, cin, classes, size):
         return CNN(cin, classes)
     if name == "resnet8":
         return ResNet8(cin, classes)
-    if name == "resnet18":
-        return resnet18(cin, classes, size)
+    if name in ("resnet18", "resnet34", "resnet50"):
+        return torchvision_resnet(name, cin, classes, size)
+    if name == "mobilenet_v2":
+        return mobilenet_v2(cin, classes, size)
     raise ValueError(name)
 
 
 if __name__ == "__main__":
     for name, cin, classes, size in [("mlp", 1, 10, 28), ("cnn", 1, 10, 28), ("resnet8", 1, 10, 28),
-                                     ("resnet18", 3, 10, 32), ("resnet18", 3, 1000, 224)]:
+                                     ("resnet18", 3, 10, 32), ("resnet18", 3, 1000, 224),
+                                     ("resnet50", 3, 10, 32), ("mobilenet_v2", 3, 10, 32)]:
         m = make(name, cin, classes, size)
         n = sum(p.numel() for p in m.parameters())
         print(name, classes, size, "parameters", n, "state_dict entries", len(m.state_dict()))

@@ -5,6 +5,7 @@
 #include "common/fs.h"
 
 #include "storage/safetensors.h"
+#include "engine/nn_impl.h"
 #include "engine/tensor_impl.h"
 
 #include <stdarg.h>
@@ -245,7 +246,10 @@ stk_status stk_checkpoint_load(const char *path, stk_model *m, stk_optim *opt, b
     const char *ver = stk_safetensors_meta(f, "format_version");
     const char *model = stk_safetensors_meta(f, "model");
     char why[256];
-    if (fmt && strcmp(fmt, STK_CHECKPOINT_FORMAT)) {
+    /* "pt": a PyTorch state dict (safetensors.torch.save_file's, stoke
+     * export's weights): weights to start from, not a run to resume */
+    bool state_dict = fmt && !strcmp(fmt, "pt");
+    if (fmt && strcmp(fmt, STK_CHECKPOINT_FORMAT) && !(state_dict && !strict)) {
         st = stk_error(STK_ERR_FORMAT, "%s: format '%s' is not a Stoke checkpoint", path, fmt);
         goto out;
     }
@@ -382,18 +386,19 @@ static stk_status expect_dim(const stk_safetensors *f, const char *tensor, int n
 stk_status stk_checkpoint_check_config(const stk_safetensors *f, const stk_model_config *cfg)
 {
     char why[96];
-    bool mlp = cfg->name && !strcmp(cfg->name, "mlp");
-    if (mlp) {
+    const char *first, *classifier;
+    eng_model_io_tensors(cfg->name, &first, &classifier);
+    if (cfg->name && !strcmp(cfg->name, "mlp")) {
         snprintf(why, sizeof why, "in_channels %d, image_size %d", cfg->in_channels,
                  cfg->image_size);
-        STK_TRY(expect_dim(f, "fc1.weight", 2, 1,
+        STK_TRY(expect_dim(f, first, 2, 1,
                            (int64_t)cfg->in_channels * cfg->image_size * cfg->image_size, why));
     } else {
         snprintf(why, sizeof why, "in_channels %d", cfg->in_channels);
-        STK_TRY(expect_dim(f, "conv1.weight", 4, 1, cfg->in_channels, why));
+        STK_TRY(expect_dim(f, first, 4, 1, cfg->in_channels, why));
     }
     snprintf(why, sizeof why, "classes %d", cfg->classes);
-    return expect_dim(f, mlp ? "fc3.weight" : "fc.weight", 2, 0, cfg->classes, why);
+    return expect_dim(f, classifier, 2, 0, cfg->classes, why);
 }
 bool stk_checkpoint_has_ema(const char *path)
 {

@@ -73,7 +73,10 @@ typedef struct stk_load_report {
  * every name, shape and dtype must match and the file's model name (when
  * recorded) must be m's, else nothing changes and the error names the first
  * offending tensor. Not strict: matching tensors are loaded, the rest are
- * counted and named in the report. Errors: STK_ERR_IO, STK_ERR_FORMAT
+ * counted and named in the report; a PyTorch state dict (metadata "format":
+ * "pt", as safetensors.torch.save_file writes: torchvision's weights) is
+ * taken too, and not strict is how --init loads them.
+ * Errors: STK_ERR_IO, STK_ERR_FORMAT
  * (not a checkpoint, newer format version, mismatch in strict mode),
  * STK_ERR_CORRUPT, STK_ERR_NOMEM. */
 stk_status stk_checkpoint_load(const char *path, stk_model *m, stk_optim *opt, bool strict,

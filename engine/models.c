@@ -1,4 +1,5 @@
-/* The model zoo (mlp, cnn, resnet8, resnet18) and weight initialisation. */
+/* The model zoo (mlp, cnn, resnet8, resnet18/34/50, mobilenet_v2) and weight
+ * initialisation. */
 #include "common/rng.h"
 #include "engine/autograd.h"
 #include "engine/nn_impl.h"
@@ -9,7 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const model_names[] = {"mlp", "cnn", "resnet8", "resnet18", NULL};
+static const char *const model_names[] = {"mlp",      "cnn",      "resnet8",      "resnet18",
+                                          "resnet34", "resnet50", "mobilenet_v2", NULL};
 
 const char *const *stk_model_names(void) { return model_names; }
 
@@ -41,26 +43,36 @@ static void fill_normal(stk_tensor *t, stk_rng *r, double std)
     }
 }
 
-stk_status eng_mod_init(stk_module *m, eng_init_kind conv_init, uint64_t seed, int *counter)
+/* One conv or linear layer's weight and bias. */
+static void init_layer(stk_module *m, eng_init_kind kind, uint64_t seed, int *counter)
 {
     stk_rng r;
-    if (m->kind == MOD_LINEAR || m->kind == MOD_CONV2D) {
-        int64_t fi = fan_in(m->weight);
-        stk_rng_init(&r, seed, (uint64_t)(*counter += 1), 0);
-        if (m->kind == MOD_CONV2D && conv_init == INIT_KAIMING_NORMAL_FAN_OUT) {
-            int64_t fan_out = stk_tensor_dim(m->weight, 0) * stk_tensor_dim(m->weight, 2) *
-                              stk_tensor_dim(m->weight, 3);
-            fill_normal(m->weight, &r, sqrt(2.0 / (double)fan_out));
-        } else {
-            /* kaiming_uniform_(a = sqrt(5)): gain sqrt(2 / 6), bound gain * sqrt(3 / fan_in) */
-            fill_uniform(m->weight, &r, 1.0 / sqrt((double)fi));
-        }
-        if (m->bias) {
-            stk_rng_init(&r, seed, (uint64_t)(*counter += 1), 0);
-            fill_uniform(m->bias, &r, 1.0 / sqrt((double)fi));
-        }
+    int64_t fi = fan_in(m->weight);
+    stk_rng_init(&r, seed, (uint64_t)(*counter += 1), 0);
+    if (m->kind == MOD_LINEAR && kind == INIT_MOBILENET) {
+        fill_normal(m->weight, &r, 0.01);
+    } else if (m->kind == MOD_CONV2D && kind != INIT_TORCH_DEFAULT) {
+        /* torch's fan_out of a grouped conv: out channels * kernel area, not / groups */
+        int64_t fan_out = stk_tensor_dim(m->weight, 0) * stk_tensor_dim(m->weight, 2) *
+                          stk_tensor_dim(m->weight, 3);
+        fill_normal(m->weight, &r, sqrt(2.0 / (double)fan_out));
+    } else {
+        /* kaiming_uniform_(a = sqrt(5)): gain sqrt(2 / 6), bound gain * sqrt(3 / fan_in) */
+        fill_uniform(m->weight, &r, 1.0 / sqrt((double)fi));
     }
-    for (int i = 0; i < m->n_kids; i++) STK_TRY(eng_mod_init(m->kids[i], conv_init, seed, counter));
+    if (!m->bias) return;
+    if (kind == INIT_MOBILENET) {
+        stk_tensor_fill(m->bias, 0.0);
+        return;
+    }
+    stk_rng_init(&r, seed, (uint64_t)(*counter += 1), 0);
+    fill_uniform(m->bias, &r, 1.0 / sqrt((double)fi));
+}
+
+stk_status eng_mod_init(stk_module *m, eng_init_kind kind, uint64_t seed, int *counter)
+{
+    if (m->kind == MOD_LINEAR || m->kind == MOD_CONV2D) init_layer(m, kind, seed, counter);
+    for (int i = 0; i < m->n_kids; i++) STK_TRY(eng_mod_init(m->kids[i], kind, seed, counter));
     return STK_OK;
 }
 
@@ -122,35 +134,74 @@ nomem:
     return NULL;
 }
 
-/* torchvision's BasicBlock: conv1, bn1, conv2, bn2, downsample (0: conv1x1, 1: bn). */
+/* A module ReLU (no parameters: the state dict is torchvision's). */
+static stk_module *relu(void) { return eng_mod_new(MOD_RELU, "relu"); }
+
+/* The 1x1 conv + BN shortcut of a residual block whose shape changes. */
+static bool add_downsample(stk_module *b, int64_t in, int64_t out, int stride)
+{
+    stk_module *ds = eng_mod_new(MOD_SEQUENTIAL, "downsample");
+    if (!eng_mod_add(b, ds)) return false;
+    b->shortcut = b->n_kids - 1;
+    return eng_mod_add(ds, eng_mod_conv("0", in, out, 1, stride, 0, false)) &&
+           eng_mod_add(ds, eng_mod_bn("1", out));
+}
+
+/* torchvision's BasicBlock: conv1, bn1, relu, conv2, bn2, [downsample], + x, relu. */
 stk_module *eng_mod_basic_block(const char *name, int64_t in, int64_t out, int stride)
 {
-    stk_module *b = eng_mod_new(MOD_BASIC_BLOCK, name);
+    stk_module *b = eng_mod_new(MOD_RESIDUAL, name);
     if (!b) return NULL;
+    b->relu_after = true;
     ADD(b, eng_mod_conv("conv1", in, out, 3, stride, 1, false));
     ADD(b, eng_mod_bn("bn1", out));
+    ADD(b, relu());
     ADD(b, eng_mod_conv("conv2", out, out, 3, 1, 1, false));
     ADD(b, eng_mod_bn("bn2", out));
-    if (stride != 1 || in != out) {
-        stk_module *ds = eng_mod_new(MOD_SEQUENTIAL, "downsample");
-        ADD(b, ds);
-        ADD(ds, eng_mod_conv("0", in, out, 1, stride, 0, false));
-        ADD(ds, eng_mod_bn("1", out));
-    }
+    if ((stride != 1 || in != out) && !add_downsample(b, in, out, stride)) goto nomem;
     return b;
 nomem:
     eng_mod_free(b);
     return NULL;
 }
 
-static stk_module *layer(const char *name, int64_t in, int64_t out, int stride, int blocks)
+/* torchvision's Bottleneck (ResNet v1.5: the stride on the 3x3): 1x1 in ->
+ * width, 3x3 width -> width, 1x1 width -> 4 width, each with BN. */
+static stk_module *bottleneck(const char *name, int64_t in, int64_t width, int stride)
+{
+    int64_t out = 4 * width;
+    stk_module *b = eng_mod_new(MOD_RESIDUAL, name);
+    if (!b) return NULL;
+    b->relu_after = true;
+    ADD(b, eng_mod_conv("conv1", in, width, 1, 1, 0, false));
+    ADD(b, eng_mod_bn("bn1", width));
+    ADD(b, relu());
+    ADD(b, eng_mod_conv("conv2", width, width, 3, stride, 1, false));
+    ADD(b, eng_mod_bn("bn2", width));
+    ADD(b, relu());
+    ADD(b, eng_mod_conv("conv3", width, out, 1, 1, 0, false));
+    ADD(b, eng_mod_bn("bn3", out));
+    if ((stride != 1 || in != out) && !add_downsample(b, in, out, stride)) goto nomem;
+    return b;
+nomem:
+    eng_mod_free(b);
+    return NULL;
+}
+
+/* A resnet stage of `blocks` blocks, the first with `stride`; *in is the
+ * channels coming in, updated to those going out. */
+static stk_module *layer(const char *name, int64_t *in, int64_t width, int stride, int blocks,
+                         bool bottlenecks)
 {
     stk_module *l = eng_mod_new(MOD_SEQUENTIAL, name);
     if (!l) return NULL;
     for (int i = 0; i < blocks; i++) {
         char bn[16];
         snprintf(bn, sizeof bn, "%d", i);
-        ADD(l, eng_mod_basic_block(bn, i ? out : in, out, i ? 1 : stride));
+        int s = i ? 1 : stride;
+        ADD(l,
+            bottlenecks ? bottleneck(bn, *in, width, s) : eng_mod_basic_block(bn, *in, width, s));
+        *in = bottlenecks ? 4 * width : width;
     }
     return l;
 nomem:
@@ -158,35 +209,132 @@ nomem:
     return NULL;
 }
 
-static stk_module *build_resnet(const stk_model_config *c, bool resnet18)
+/* torchvision's ResNets (blocks per stage, block kind); resnet8 is Stoke's
+ * small one (16-32-64 channels, one block a stage, always the CIFAR stem). */
+typedef struct resnet_spec {
+    int blocks[4];
+    bool bottlenecks;
+} resnet_spec;
+
+static const resnet_spec resnet8_spec = {{1, 1, 1, 0}, false},
+                         resnet18_spec = {{2, 2, 2, 2}, false},
+                         resnet34_spec = {{3, 4, 6, 3}, false},
+                         resnet50_spec = {{3, 4, 6, 3}, true};
+
+static stk_module *build_resnet(const stk_model_config *c, const resnet_spec *spec)
 {
     stk_module *root = eng_mod_new(MOD_SEQUENTIAL, "");
     if (!root) return NULL;
-    bool imagenet_stem = resnet18 && c->image_size >= 64; /* CIFAR stem below 64 px */
-    int64_t w0 = resnet18 ? 64 : 16;
+    bool small = spec == &resnet8_spec;
+    bool imagenet_stem = !small && c->image_size >= 64; /* CIFAR stem below 64 px */
+    int64_t w0 = small ? 16 : 64, in = w0;
     if (imagenet_stem)
         ADD(root, eng_mod_conv("conv1", c->in_channels, w0, 7, 2, 3, false));
     else
         ADD(root, eng_mod_conv("conv1", c->in_channels, w0, 3, 1, 1, false));
     ADD(root, eng_mod_bn("bn1", w0));
-    ADD(root, eng_mod_new(MOD_RELU, "relu"));
+    ADD(root, relu());
     if (imagenet_stem) ADD(root, simple(MOD_MAXPOOL2D, "maxpool", 3, 2, 1));
-    if (resnet18) {
-        ADD(root, layer("layer1", 64, 64, 1, 2));
-        ADD(root, layer("layer2", 64, 128, 2, 2));
-        ADD(root, layer("layer3", 128, 256, 2, 2));
-        ADD(root, layer("layer4", 256, 512, 2, 2));
-    } else {
-        ADD(root, layer("layer1", 16, 16, 1, 1));
-        ADD(root, layer("layer2", 16, 32, 2, 1));
-        ADD(root, layer("layer3", 32, 64, 2, 1));
+    for (int i = 0; i < 4 && spec->blocks[i]; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "layer%d", i + 1);
+        ADD(root, layer(name, &in, w0 << i, i ? 2 : 1, spec->blocks[i], spec->bottlenecks));
     }
     ADD(root, eng_mod_new(MOD_GLOBAL_AVGPOOL, "avgpool"));
-    ADD(root, eng_mod_linear("fc", resnet18 ? 512 : 64, c->classes, true));
+    ADD(root, eng_mod_linear("fc", in, c->classes, true));
     return root;
 nomem:
     eng_mod_free(root);
     return NULL;
+}
+
+/* torchvision's Conv2dNormActivation: "0" conv (no bias, padding (k-1)/2),
+ * "1" batch norm, "2" ReLU6. */
+static stk_module *conv_bn_relu6(const char *name, int64_t in, int64_t out, int k, int stride,
+                                 int groups)
+{
+    stk_module *s = eng_mod_new(MOD_SEQUENTIAL, name);
+    if (!s) return NULL;
+    ADD(s, eng_mod_conv_grouped("0", in, out, k, stride, (k - 1) / 2, groups, false));
+    ADD(s, eng_mod_bn("1", out));
+    ADD(s, eng_mod_new(MOD_RELU6, "2"));
+    return s;
+nomem:
+    eng_mod_free(s);
+    return NULL;
+}
+
+/* torchvision's InvertedResidual: "conv" = [1x1 expand + BN + ReLU6 (when
+ * t > 1)], 3x3 depthwise + BN + ReLU6, 1x1 project, BN; the input added
+ * when the stride is 1 and the channels stay. */
+static stk_module *inverted_residual(const char *name, int64_t in, int64_t out, int stride, int t)
+{
+    int64_t hidden = in * t;
+    bool res = stride == 1 && in == out;
+    stk_module *b = eng_mod_new(res ? MOD_RESIDUAL : MOD_SEQUENTIAL, name);
+    if (!b) return NULL;
+    stk_module *conv = eng_mod_new(MOD_SEQUENTIAL, "conv");
+    ADD(b, conv);
+    int i = 0;
+    char id[16];
+#define NEXT_ID (snprintf(id, sizeof id, "%d", i++), id)
+    if (t != 1) ADD(conv, conv_bn_relu6(NEXT_ID, in, hidden, 1, 1, 1));
+    ADD(conv, conv_bn_relu6(NEXT_ID, hidden, hidden, 3, stride, (int)hidden));
+    ADD(conv, eng_mod_conv(NEXT_ID, hidden, out, 1, 1, 0, false));
+    ADD(conv, eng_mod_bn(NEXT_ID, out));
+#undef NEXT_ID
+    return b;
+nomem:
+    eng_mod_free(b);
+    return NULL;
+}
+
+/* torchvision's mobilenet_v2 (width 1.0): features.0 conv 3x3/2 32, 17
+ * inverted residuals, features.18 1x1 to 1280, average pool, classifier
+ * (dropout 0.2, linear). Below 64 px the small-image variant: features.0
+ * and the first stride-2 block (features.2) at stride 1, so 32 px ends at
+ * 4x4 instead of 1x1. */
+static stk_module *build_mobilenet_v2(const stk_model_config *c)
+{
+    static const int setting[7][4] = {/* t, c, n, s */
+                                      {1, 16, 1, 1}, {6, 24, 2, 2},  {6, 32, 3, 2}, {6, 64, 4, 2},
+                                      {6, 96, 3, 1}, {6, 160, 3, 2}, {6, 320, 1, 1}};
+    bool small = c->image_size < 64;
+    stk_module *root = eng_mod_new(MOD_SEQUENTIAL, "");
+    if (!root) return NULL;
+    stk_module *f = eng_mod_new(MOD_SEQUENTIAL, "features");
+    ADD(root, f);
+    ADD(f, conv_bn_relu6("0", c->in_channels, 32, 3, small ? 1 : 2, 1));
+    int64_t in = 32;
+    int idx = 1;
+    for (int s = 0; s < 7; s++)
+        for (int i = 0; i < setting[s][2]; i++, idx++) {
+            char name[16];
+            snprintf(name, sizeof name, "%d", idx);
+            int stride = i ? 1 : setting[s][3];
+            if (small && idx == 2) stride = 1;
+            ADD(f, inverted_residual(name, in, setting[s][1], stride, setting[s][0]));
+            in = setting[s][1];
+        }
+    ADD(f, conv_bn_relu6("18", in, 1280, 1, 1, 1));
+    ADD(root, eng_mod_new(MOD_GLOBAL_AVGPOOL, "avgpool"));
+    stk_module *cls = eng_mod_new(MOD_SEQUENTIAL, "classifier");
+    ADD(root, cls);
+    stk_module *drop = eng_mod_new(MOD_DROPOUT, "0");
+    if (drop) drop->p = 0.2f;
+    ADD(cls, drop);
+    ADD(cls, eng_mod_linear("1", 1280, c->classes, true));
+    return root;
+nomem:
+    eng_mod_free(root);
+    return NULL;
+}
+
+void eng_model_io_tensors(const char *name, const char **first, const char **classifier)
+{
+    bool mlp = name && !strcmp(name, "mlp"), mobilenet = name && !strcmp(name, "mobilenet_v2");
+    *first = mlp ? "fc1.weight" : mobilenet ? "features.0.0.weight" : "conv1.weight";
+    *classifier = mlp ? "fc3.weight" : mobilenet ? "classifier.1.weight" : "fc.weight";
 }
 
 stk_status stk_model_create(const stk_model_config *cfg, stk_model **out)
@@ -197,8 +345,8 @@ stk_status stk_model_create(const stk_model_config *cfg, stk_model **out)
     for (int i = 0; model_names[i]; i++)
         if (!strcmp(name, model_names[i])) which = i;
     if (which < 0)
-        return stk_error(STK_ERR_INVALID_ARG,
-                         "unknown model '%s' (known: mlp, cnn, resnet8, resnet18)", name);
+        return stk_error(STK_ERR_INVALID_ARG, "unknown model '%s' (known: " STK_MODEL_LIST ")",
+                         name);
     if (cfg->in_channels < 1 || cfg->in_channels > 16 || cfg->classes < 1 ||
         cfg->classes > 1000000 || cfg->image_size < 1 || cfg->image_size > 4096)
         return stk_error(STK_ERR_INVALID_ARG,
@@ -216,10 +364,17 @@ stk_status stk_model_create(const stk_model_config *cfg, stk_model **out)
     snprintf(m->name, sizeof m->name, "%s", name);
     m->cfg.name = m->name;
     m->training = true;
+    static const resnet_spec *const resnets[] = {NULL,           NULL,           &resnet8_spec,
+                                                 &resnet18_spec, &resnet34_spec, &resnet50_spec};
+    eng_init_kind init = which >= 3 ? INIT_KAIMING_NORMAL_FAN_OUT : INIT_TORCH_DEFAULT;
     switch (which) {
     case 0: m->root = build_mlp(cfg); break;
     case 1: m->root = build_cnn(cfg); break;
-    default: m->root = build_resnet(cfg, which == 3); break;
+    case 6:
+        m->root = build_mobilenet_v2(cfg);
+        init = INIT_MOBILENET;
+        break;
+    default: m->root = build_resnet(cfg, resnets[which]); break;
     }
     stk_status st;
     if (!m->root) {
@@ -227,9 +382,7 @@ stk_status stk_model_create(const stk_model_config *cfg, stk_model **out)
         goto fail;
     }
     int counter = 0;
-    if ((st = eng_mod_init(m->root, which == 3 ? INIT_KAIMING_NORMAL_FAN_OUT : INIT_TORCH_DEFAULT,
-                           cfg->seed, &counter)) != STK_OK)
-        goto fail;
+    if ((st = eng_mod_init(m->root, init, cfg->seed, &counter)) != STK_OK) goto fail;
     if ((st = eng_model_collect_params(m)) != STK_OK) goto fail;
     *out = m;
     return STK_OK;

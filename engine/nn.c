@@ -17,6 +17,7 @@ stk_module *eng_mod_new(eng_module_kind kind, const char *name)
         return NULL;
     }
     m->kind = kind;
+    m->shortcut = -1;
     snprintf(m->name, sizeof m->name, "%s", name);
     return m;
 }
@@ -74,12 +75,18 @@ stk_module *eng_mod_linear(const char *name, int64_t in, int64_t out, bool bias)
 stk_module *eng_mod_conv(const char *name, int64_t in, int64_t out, int k, int stride, int pad,
                          bool bias)
 {
+    return eng_mod_conv_grouped(name, in, out, k, stride, pad, 1, bias);
+}
+
+stk_module *eng_mod_conv_grouped(const char *name, int64_t in, int64_t out, int k, int stride,
+                                 int pad, int groups, bool bias)
+{
     stk_module *m = eng_mod_new(MOD_CONV2D, name);
     if (!m) return NULL;
-    int64_t ws[4] = {out, in, k, k};
+    int64_t ws[4] = {out, in / groups, k, k};
     m->weight = param_new(4, ws, true);
     if (bias) m->bias = param_new(1, &out, true);
-    m->conv = (stk_conv2d_params){{stride, stride}, {pad, pad}, {1, 1}, 1};
+    m->conv = (stk_conv2d_params){{stride, stride}, {pad, pad}, {1, 1}, groups};
     if (!m->weight || (bias && !m->bias)) {
         eng_mod_free(m);
         return NULL;
@@ -297,20 +304,19 @@ static stk_status forward_kids(stk_model *m, stk_module *mod, stk_tensor *x, stk
     return STK_OK;
 }
 
-static stk_status basic_block(stk_model *m, stk_module *b, stk_tensor *x, stk_tensor **out)
+static stk_status residual(stk_model *m, stk_module *b, stk_tensor *x, stk_tensor **out)
 {
-    stk_tensor *h = x, *id = x, *s, *r;
-    STK_TRY(step_through(m, b->kids[0], &h, x)); /* conv1 */
-    STK_TRY(step_through(m, b->kids[1], &h, x)); /* bn1 */
-    STK_TRY(stk_relu(h, &r));
-    eng_scope_drop(h);
-    h = r;
-    STK_TRY(step_through(m, b->kids[2], &h, x));                /* conv2 */
-    STK_TRY(step_through(m, b->kids[3], &h, x));                /* bn2 */
-    if (b->n_kids > 4) STK_TRY(forward(m, b->kids[4], x, &id)); /* downsample */
+    stk_tensor *h = x, *id = x, *s;
+    for (int i = 0; i < b->n_kids; i++)
+        if (i != b->shortcut) STK_TRY(step_through(m, b->kids[i], &h, x));
+    if (b->shortcut >= 0) STK_TRY(forward(m, b->kids[b->shortcut], x, &id)); /* downsample */
     STK_TRY(stk_add(h, id, &s));
-    eng_scope_drop(h);
+    if (h != x) eng_scope_drop(h);
     if (id != x) eng_scope_drop(id);
+    if (!b->relu_after) {
+        *out = s;
+        return STK_OK;
+    }
     STK_TRY(stk_relu(s, out));
     eng_scope_drop(s);
     return STK_OK;
@@ -335,6 +341,7 @@ static stk_status forward_one(stk_model *m, stk_module *mod, stk_tensor *x, stk_
         return st;
     }
     case MOD_RELU: return stk_relu(x, out);
+    case MOD_RELU6: return stk_relu6(x, out);
     case MOD_MAXPOOL2D: return stk_max_pool2d(x, mod->kernel, mod->stride, mod->padding, out);
     case MOD_AVGPOOL2D: return stk_avg_pool2d(x, mod->kernel, mod->stride, mod->padding, true, out);
     case MOD_GLOBAL_AVGPOOL: return stk_global_avg_pool2d(x, out);
@@ -343,7 +350,7 @@ static stk_status forward_one(stk_model *m, stk_module *mod, stk_tensor *x, stk_
         /* stream: this forward and this layer, so masks never repeat */
         return stk_dropout(x, mod->p, m->training, m->cfg.seed,
                            (m->forward_count << 20) ^ path_hash(mod->path), out);
-    case MOD_BASIC_BLOCK: return basic_block(m, mod, x, out);
+    case MOD_RESIDUAL: return residual(m, mod, x, out);
     }
     return stk_error(STK_ERR_INTERNAL, "unknown module kind %d", (int)mod->kind);
 }
@@ -354,12 +361,13 @@ static const char *const kind_names[] = {[MOD_SEQUENTIAL] = "sequential",
                                          [MOD_CONV2D] = "conv2d",
                                          [MOD_BATCHNORM2D] = "batch_norm",
                                          [MOD_RELU] = "relu",
+                                         [MOD_RELU6] = "relu6",
                                          [MOD_MAXPOOL2D] = "max_pool2d",
                                          [MOD_AVGPOOL2D] = "avg_pool2d",
                                          [MOD_GLOBAL_AVGPOOL] = "global_avg_pool",
                                          [MOD_FLATTEN] = "flatten",
                                          [MOD_DROPOUT] = "dropout",
-                                         [MOD_BASIC_BLOCK] = "basic_block"};
+                                         [MOD_RESIDUAL] = "residual"};
 
 /* --trace-ops: each layer a span, named by kind, with its path and input shape. */
 static void trace_layer_begin(const stk_module *mod, const stk_tensor *x)
@@ -380,7 +388,7 @@ static stk_status forward(stk_model *m, stk_module *mod, stk_tensor *x, stk_tens
     stk_status st = forward_one(m, mod, x, out);
     if (traced) stk_trace_end();
     /* Name the innermost failing layer once (containers pass errors through). */
-    if (st != STK_OK && mod->kind != MOD_SEQUENTIAL && mod->kind != MOD_BASIC_BLOCK &&
+    if (st != STK_OK && mod->kind != MOD_SEQUENTIAL && mod->kind != MOD_RESIDUAL &&
         strncmp(stk_last_error(), "layer ", 6))
         stk_error_prefix(st, "layer %s", mod->path && *mod->path ? mod->path : mod->name);
     return st;

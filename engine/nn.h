@@ -26,12 +26,19 @@
  *             conv3x3 128 + BN + ReLU, maxpool 2, global average pool, linear
  *   resnet8   stem conv3x3 16 + BN + ReLU, basic blocks 16->16, 16->32 /2,
  *             32->64 /2, global average pool, linear
- *   resnet18  torchvision's layout and names; CIFAR stem (conv3x3 stride 1,
- *             no max-pool) below 64 px, ImageNet stem from 64 px
+ *   resnet18, resnet34, resnet50
+ *             torchvision's layout and names (resnet50: bottleneck blocks,
+ *             the stride on the 3x3); CIFAR stem (conv3x3 stride 1, no
+ *             max-pool) below 64 px, ImageNet stem from 64 px
+ *   mobilenet_v2
+ *             torchvision's (inverted residuals, depthwise convs, ReLU6,
+ *             classifier dropout 0.2); below 64 px features.0 and features.2
+ *             run at stride 1 (the small-image variant)
  * Initialisation: torch.nn's defaults (kaiming-uniform, a = sqrt(5), for
  * conv and linear weights, uniform(+-1/sqrt(fan_in)) biases, BN weight 1 and
- * bias 0) for mlp, cnn and resnet8; torchvision's for resnet18 (conv weights
- * kaiming-normal, fan_out, ReLU gain). Values come from Philox(seed), so the
+ * bias 0) for mlp, cnn and resnet8; torchvision's for the others (conv
+ * weights kaiming-normal, fan_out, ReLU gain; mobilenet_v2's linear N(0,
+ * 0.01) with zero bias). Values come from Philox(seed), so the
  * same seed gives the same model.
  *
  * Threading: one thread at a time per model.
@@ -54,7 +61,7 @@ typedef struct stk_param {
 } stk_param;
 
 typedef struct stk_model_config {
-    const char *name; /* mlp, cnn, resnet8, resnet18 */
+    const char *name; /* STK_MODEL_LIST */
     int in_channels;
     int classes;
     int image_size;    /* input height = width (mlp's input size; resnet18's stem) */
@@ -68,6 +75,8 @@ typedef struct stk_model_config {
 stk_status stk_model_create(const stk_model_config *cfg, stk_model **out);
 void stk_model_destroy(stk_model *m);
 
+/* The zoo's names as a list for messages; stk_model_names() the same, NULL-terminated. */
+#define STK_MODEL_LIST "mlp, cnn, resnet8, resnet18, resnet34, resnet50, mobilenet_v2"
 /* Names of the models, NULL-terminated. */
 const char *const *stk_model_names(void);
 

@@ -10,17 +10,24 @@ typedef enum eng_module_kind {
     MOD_CONV2D,
     MOD_BATCHNORM2D,
     MOD_RELU,
+    MOD_RELU6, /* min(max(x, 0), 6): mobilenet_v2 */
     MOD_MAXPOOL2D,
     MOD_AVGPOOL2D,
     MOD_GLOBAL_AVGPOOL,
     MOD_FLATTEN,
     MOD_DROPOUT,
-    MOD_BASIC_BLOCK, /* children: conv1, bn1, conv2, bn2, [downsample] */
+    /* x + body(x) (or + shortcut(x)), then a ReLU when relu_after: the
+     * children in order are the body, except the one at index `shortcut`
+     * (-1: none, the identity). torchvision's BasicBlock and Bottleneck
+     * (conv1, bn1, relu, conv2, ..., downsample) and mobilenet_v2's
+     * InvertedResidual (conv) where it adds its input. */
+    MOD_RESIDUAL,
 } eng_module_kind;
 
 typedef enum eng_init_kind {
-    INIT_TORCH_DEFAULT, /* kaiming-uniform a = sqrt(5): U(+-1/sqrt(fan_in)) */
-    INIT_KAIMING_NORMAL_FAN_OUT,
+    INIT_TORCH_DEFAULT,          /* kaiming-uniform a = sqrt(5): U(+-1/sqrt(fan_in)) */
+    INIT_KAIMING_NORMAL_FAN_OUT, /* torchvision's resnets: convs N(0, 2/fan_out), linear default */
+    INIT_MOBILENET, /* torchvision's mobilenet_v2: convs as above, linear N(0, 0.01), biases 0 */
 } eng_init_kind;
 
 struct stk_module {
@@ -31,6 +38,8 @@ struct stk_module {
     stk_conv2d_params conv;
     int kernel, stride, padding; /* pooling */
     float p;                     /* dropout */
+    int shortcut;                /* MOD_RESIDUAL: the shortcut child, -1: the identity */
+    bool relu_after;             /* MOD_RESIDUAL: ReLU after the sum */
     stk_module **kids;
     int n_kids;
 };
@@ -52,6 +61,9 @@ bool eng_mod_add(stk_module *parent, stk_module *child); /* false: out of memory
 stk_module *eng_mod_linear(const char *name, int64_t in, int64_t out, bool bias);
 stk_module *eng_mod_conv(const char *name, int64_t in, int64_t out, int k, int stride, int pad,
                          bool bias);
+/* The same with `groups` (in and out divisible by it; groups = in: depthwise). */
+stk_module *eng_mod_conv_grouped(const char *name, int64_t in, int64_t out, int k, int stride,
+                                 int pad, int groups, bool bias);
 stk_module *eng_mod_bn(const char *name, int64_t c);
 void eng_mod_free(stk_module *m);
 /* torchvision's BasicBlock (models.c). */
@@ -59,6 +71,11 @@ stk_module *eng_mod_basic_block(const char *name, int64_t in, int64_t out, int s
 
 /* Fill the weights of the tree (models.c's init scheme) from Philox(seed). */
 stk_status eng_mod_init(stk_module *m, eng_init_kind conv_init, uint64_t seed, int *counter);
+
+/* The zoo model `name`'s first layer weight ([out, in_channels, ...], or
+ * mlp's [256, in]) and classifier weight ([classes, ...]) in its state dict:
+ * what a checkpoint's metadata is checked against before a model is built. */
+void eng_model_io_tensors(const char *name, const char **first, const char **classifier);
 
 /* Build the state dict of m->root into m->params. */
 stk_status eng_model_collect_params(stk_model *m);

@@ -49,6 +49,7 @@ typedef struct graph {
     const stk_onnx_options *o;
     const stk_model *m;
     const stk_module *last;  /* its output is "logits" */
+    bool relu6_bounds;       /* the Clip bounds of ReLU6 written */
     char scope[1024];        /* "/layer1/layer1.0" */
     char (*names)[NAME_LEN]; /* node names and values used so far */
     int n_names;
@@ -260,9 +261,11 @@ static int conv_at(graph *g, const stk_module *mod, int i, const char **x)
     return bn ? i + 1 : i;
 }
 
-static const char *children(graph *g, const stk_module *mod, const char *x)
+/* The children of mod in order but the one at `skip` (-1: none). */
+static const char *children(graph *g, const stk_module *mod, int skip, const char *x)
 {
     for (int i = 0; i < mod->n_kids && g->st == STK_OK; i++) {
+        if (i == skip) continue;
         if (mod->kids[i]->kind == MOD_CONV2D)
             i = conv_at(g, mod, i, &x);
         else
@@ -271,18 +274,28 @@ static const char *children(graph *g, const stk_module *mod, const char *x)
     return x;
 }
 
-static const char *basic_block(graph *g, const stk_module *b, const char *x)
+/* x + body(x) or x's shortcut (downsample), then a ReLU when the block has one. */
+static const char *residual(graph *g, const stk_module *b, const char *x)
 {
-    const char *h = x, *id = x;
-    conv_at(g, b, 0, &h); /* conv1 (+ bn1) */
-    if (!g->o->fold_bn) h = emit(g, b->kids[1], b->name, h);
-    h = node(g, "relu", "Relu", &h, 1, NULL, NULL, 0);
-    conv_at(g, b, 2, &h); /* conv2 (+ bn2) */
-    if (!g->o->fold_bn) h = emit(g, b->kids[3], b->name, h);
-    if (b->n_kids > 4) id = emit(g, b->kids[4], b->name, x); /* downsample */
+    const char *h = children(g, b, b->shortcut, x), *id = x;
+    if (b->shortcut >= 0) id = emit(g, b->kids[b->shortcut], b->name, x);
     const char *in[2] = {h, id};
     const char *s = node(g, NULL, "Add", in, 2, NULL, NULL, 0);
+    if (!b->relu_after) return s;
     return node(g, "relu_1", "Relu", &s, 1, NULL, NULL, 0); /* torch's name for relu's 2nd use */
+}
+
+/* torch exports ReLU6 as Clip(x, 0, 6), the bounds as inputs (opset >= 11). */
+static const char *relu6(graph *g, const char *x)
+{
+    static const float lo = 0.f, hi = 6.f;
+    if (!g->relu6_bounds) {
+        initializer(g, unique(g, "relu6_min"), T_FLOAT, 0, NULL, &lo, sizeof lo);
+        initializer(g, unique(g, "relu6_max"), T_FLOAT, 0, NULL, &hi, sizeof hi);
+        g->relu6_bounds = true;
+    }
+    const char *in[3] = {x, "relu6_min", "relu6_max"};
+    return node(g, NULL, "Clip", in, 3, NULL, NULL, 0);
 }
 
 static const char *pool(graph *g, const stk_module *mod, const char *op, const char *x)
@@ -304,10 +317,11 @@ static const char *emit(graph *g, const stk_module *mod, const char *parent_loca
     const char *y = x;
     attr axis1 = {.name = "axis", .type = A_INT, .i = 1};
     switch (mod->kind) {
-    case MOD_SEQUENTIAL: y = children(g, mod, x); break;
+    case MOD_SEQUENTIAL: y = children(g, mod, -1, x); break;
     case MOD_CONV2D: y = conv(g, mod, NULL, x); break; /* (conv_at folds; not reached) */
     case MOD_BATCHNORM2D: y = batch_norm(g, mod, x); break;
     case MOD_RELU: y = node(g, NULL, "Relu", &x, 1, NULL, NULL, 0); break;
+    case MOD_RELU6: y = relu6(g, x); break;
     case MOD_MAXPOOL2D: y = pool(g, mod, "MaxPool", x); break;
     case MOD_AVGPOOL2D: y = pool(g, mod, "AveragePool", x); break;
     case MOD_GLOBAL_AVGPOOL: {
@@ -328,7 +342,7 @@ static const char *emit(graph *g, const stk_module *mod, const char *parent_loca
         y = node(g, NULL, "Gemm", in, mod->bias ? 3 : 2, mod == g->last ? "logits" : NULL, a, 3);
         break;
     }
-    case MOD_BASIC_BLOCK: y = basic_block(g, mod, x); break;
+    case MOD_RESIDUAL: y = residual(g, mod, x); break;
     }
     g->scope[len] = '\0';
     return y;
@@ -382,12 +396,13 @@ stk_status stk_onnx_export(const stk_model *m, const char *path, const stk_onnx_
 {
     if (o->opset != 13 && o->opset != 17)
         return stk_error(STK_ERR_INVALID_ARG, "--opset %d: 17 (the default) or 13", o->opset);
-    const stk_module *root = m->root;
-    if (!root || root->kind != MOD_SEQUENTIAL || !root->n_kids ||
-        root->kids[root->n_kids - 1]->kind != MOD_LINEAR)
+    const stk_module *root = m->root, *last = root;
+    while (last && last->kind == MOD_SEQUENTIAL && last->n_kids) /* classifier.1, fc */
+        last = last->kids[last->n_kids - 1];
+    if (!last || last->kind != MOD_LINEAR)
         return stk_error(STK_ERR_INVALID_ARG, "ONNX export: %s does not end in a linear layer",
                          m->name);
-    graph g = {.o = o, .m = m, .last = root->kids[root->n_kids - 1]};
+    graph g = {.o = o, .m = m, .last = last};
     g.names = calloc(MAX_NAMES, sizeof *g.names);
     if (!g.names) return stk_error(STK_ERR_NOMEM, "out of memory");
     stk_pb_init(&g.nodes);

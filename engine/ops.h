@@ -31,6 +31,7 @@ stk_status stk_mul_scalar(stk_tensor *x, float s, stk_tensor **out);
 
 /* Activations. */
 stk_status stk_relu(stk_tensor *x, stk_tensor **out);
+stk_status stk_relu6(stk_tensor *x, stk_tensor **out); /* torch.nn.ReLU6: min(max(x, 0), 6) */
 stk_status stk_gelu(stk_tensor *x, stk_tensor **out); /* exact (erf) form */
 stk_status stk_sigmoid(stk_tensor *x, stk_tensor **out);
 stk_status stk_tanh(stk_tensor *x, stk_tensor **out);

@@ -262,6 +262,10 @@ stk_status stk_relu(stk_tensor *x, stk_tensor **out)
      * output is kept anyway by the op after it (bench/README.md, "Memory") */
     return unary_op("relu", STK_UNARY_RELU, x, 0.f, false, true, out);
 }
+stk_status stk_relu6(stk_tensor *x, stk_tensor **out)
+{
+    return unary_op("relu6", STK_UNARY_RELU6, x, 0.f, false, true, out);
+}
 stk_status stk_gelu(stk_tensor *x, stk_tensor **out)
 {
     return unary_op("gelu", STK_UNARY_GELU, x, 0.f, true, false, out);

@@ -183,6 +183,10 @@ void cpu_unary(stk_unary_op op, int64_t n, const float *x, float *y, float alpha
 #pragma omp parallel for if (n > STK_OMP_MIN_WORK) schedule(static)
         for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0.f ? x[i] : 0.f;
         return;
+    case STK_UNARY_RELU6:
+#pragma omp parallel for if (n > STK_OMP_MIN_WORK) schedule(static)
+        for (int64_t i = 0; i < n; i++) y[i] = stk_unary_f(STK_UNARY_RELU6, x[i], 0.f);
+        return;
     case STK_UNARY_MUL_SCALAR:
 #pragma omp parallel for if (n > STK_OMP_MIN_WORK) schedule(static)
         for (int64_t i = 0; i < n; i++) y[i] = x[i] * alpha;
@@ -202,6 +206,11 @@ void cpu_unary_backward(stk_unary_op op, int64_t n, const float *x, const float 
             float g = gy[i]; /* loaded unconditionally, so the select vectorises */
             gx[i] = y[i] > 0.f ? g : 0.f;
         }
+        return;
+    }
+    if (op == STK_UNARY_RELU6) {
+#pragma omp parallel for if (n > STK_OMP_MIN_WORK) schedule(static)
+        for (int64_t i = 0; i < n; i++) gx[i] = stk_unary_grad(op, 0.f, y[i], gy[i], 0.f);
         return;
     }
 #pragma omp parallel for if (n > STK_OMP_MIN_WORK / 8) schedule(static)

@@ -16,6 +16,7 @@ extern "C" {
 typedef enum stk_unary_op {
     STK_UNARY_NEG,
     STK_UNARY_RELU,
+    STK_UNARY_RELU6, /* min(max(x, 0), 6) (NaN stays NaN, as torch's hardtanh) */
     STK_UNARY_GELU, /* exact (erf) form, torch.nn.GELU() default */
     STK_UNARY_SIGMOID,
     STK_UNARY_TANH,
@@ -35,6 +36,7 @@ static inline STK_HD float stk_unary_f(stk_unary_op op, float x, float alpha)
     switch (op) {
     case STK_UNARY_NEG: return -x;
     case STK_UNARY_RELU: return x > 0.f ? x : 0.f;
+    case STK_UNARY_RELU6: return x < 0.f ? 0.f : x > 6.f ? 6.f : x;
     case STK_UNARY_GELU: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
     case STK_UNARY_SIGMOID: return 1.f / (1.f + expf(-x));
     case STK_UNARY_TANH: return tanhf(x);
@@ -50,6 +52,9 @@ static inline STK_HD float stk_unary_grad(stk_unary_op op, float x, float y, flo
     switch (op) {
     case STK_UNARY_NEG: return -gy;
     case STK_UNARY_RELU: return y > 0.f ? gy : 0.f; /* the output: y > 0 exactly when x > 0 */
+    /* torch's hardtanh_backward: the gradient where min < x < max (so 0 at 0
+     * and at 6); from the output, which is inside (0, 6) exactly when x is */
+    case STK_UNARY_RELU6: return y > 0.f && y < 6.f ? gy : 0.f;
     case STK_UNARY_GELU: {
         float cdf = 0.5f * (1.f + erff(x * 0.70710678118654752f));
         float pdf = 0.39894228040143268f * expf(-0.5f * x * x);

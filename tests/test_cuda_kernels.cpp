@@ -54,6 +54,16 @@ START_TEST(test_unary_and_backward)
         cpu_unary_backward(op, N, x.data(), yc.data(), gy.data(), gc.data(), 0.7f);
         expect_same("unary backward", gk, gc);
     }
+    /* relu6 over both of its kinks */
+    auto x6 = random_vec(N, 6, -3, 9);
+    std::vector<float> yk(N, -99.f), yc(N), gk(N, -99.f), gc(N);
+    stk_cuda_unary(STK_UNARY_RELU6, N, x6.data(), yk.data(), 0.f, nullptr);
+    cpu_unary(STK_UNARY_RELU6, N, x6.data(), yc.data(), 0.f);
+    expect_same("relu6", yk, yc);
+    stk_cuda_unary_backward(STK_UNARY_RELU6, N, x6.data(), yc.data(), gy.data(), gk.data(), 0.f,
+                            nullptr);
+    cpu_unary_backward(STK_UNARY_RELU6, N, x6.data(), yc.data(), gy.data(), gc.data(), 0.f);
+    expect_same("relu6 backward", gk, gc);
 }
 END_TEST
 

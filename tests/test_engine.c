@@ -271,6 +271,13 @@ START_TEST(test_grad_unary)
     gradcheck("relu", f_unary, 1, &x, (void *)stk_relu, 1e-2, 1e-3);
     gradcheck("scalar ops", f_scalar, 1, &x, NULL, 1e-2, 1e-3);
     stk_tensor_release(x);
+    /* relu6: away from both kinks (0 and 6), on both sides of each */
+    float v6[8] = {-1.5f, 0.2f, 3.1f, 5.7f, 6.4f, 9.f, -0.4f, 5.95f};
+    int64_t s8[1] = {8};
+    x = from(1, s8, v6);
+    stk_tensor_set_requires_grad(x, true);
+    gradcheck("relu6", f_unary, 1, &x, (void *)stk_relu6, 1e-2, 1e-3);
+    stk_tensor_release(x);
 }
 END_TEST
 

@@ -32,14 +32,19 @@ START_TEST(test_models_shapes_and_names)
         {"cnn", 1, 10, 28, 94186, 20},
         {"resnet8", 1, 10, 28, 77754, 56},
         {"resnet18", 3, 10, 32, 11173962, 122},
+        {"mobilenet_v2", 3, 10, 32, 2236682, 314}, /* (small-image strides: same weights) */
         {"resnet18", 3, 1000, 224, 11689512, 122},
+        {"resnet34", 3, 1000, 224, 21797672, 218},
+        {"resnet50", 3, 1000, 224, 25557032, 320},
+        {"resnet50", 3, 10, 32, 23520842, 320}, /* the CIFAR stem: 64 * 3 * (49 - 9) fewer */
+        {"mobilenet_v2", 3, 1000, 224, 3504872, 314},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         stk_model *m = make(cases[i].name, cases[i].ch, cases[i].classes, cases[i].size);
         ck_assert_msg(stk_model_trainable_numel(m) == cases[i].trainable, "%s: %lld parameters",
                       cases[i].name, (long long)stk_model_trainable_numel(m));
         ck_assert_int_eq(stk_model_param_count(m), cases[i].entries);
-        if (i < 4) { /* forward shape (the ImageNet-size one is slow under sanitizers) */
+        if (i < 5) { /* forward shape (the ImageNet-size one is slow under sanitizers) */
             int64_t s[4] = {2, cases[i].ch, cases[i].size, cases[i].size};
             stk_tensor *x = rand_tensor(1, 4, s, -1, 1), *y;
             stk_scope *sc;
@@ -69,10 +74,11 @@ START_TEST(test_models_shapes_and_names)
     ck_assert_int_eq(stk_tensor_dim(stk_model_find(r, "conv1.weight")->value, 2), 3);
     stk_model_destroy(r);
     /* bad configurations */
-    stk_model_config bad = {.name = "resnet50", .in_channels = 3, .classes = 10, .image_size = 32};
+    stk_model_config bad = {.name = "resnet51", .in_channels = 3, .classes = 10, .image_size = 32};
     stk_model *m;
     ck_assert_int_eq(stk_model_create(&bad, &m), STK_ERR_INVALID_ARG);
-    ck_assert_ptr_nonnull(strstr(stk_last_error(), "resnet50"));
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), "resnet51"));
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), "mobilenet_v2")); /* the known ones listed */
     bad.name = "cnn";
     bad.classes = 0;
     ck_assert_int_eq(stk_model_create(&bad, &m), STK_ERR_INVALID_ARG);

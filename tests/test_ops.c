@@ -642,6 +642,12 @@ static stk_status r_mul(stk_tensor **i, stk_tensor **o) { return stk_mul(i[0], i
 static stk_status r_div(stk_tensor **i, stk_tensor **o) { return stk_div(i[0], i[1], o); }
 static stk_status r_relu(stk_tensor **i, stk_tensor **o) { return stk_relu(i[0], o); }
 static stk_status r_gelu(stk_tensor **i, stk_tensor **o) { return stk_gelu(i[0], o); }
+static stk_status r_relu6(stk_tensor **i, stk_tensor **o) { return stk_relu6(i[0], o); }
+static stk_status r_conv_depthwise(stk_tensor **i, stk_tensor **o)
+{
+    stk_conv2d_params p = {{2, 2}, {1, 1}, {1, 1}, 6};
+    return stk_conv2d(i[0], i[1], NULL, &p, o);
+}
 static stk_status r_sigmoid(stk_tensor **i, stk_tensor **o) { return stk_sigmoid(i[0], o); }
 static stk_status r_tanh(stk_tensor **i, stk_tensor **o) { return stk_tanh(i[0], o); }
 static stk_status r_matmul(stk_tensor **i, stk_tensor **o) { return stk_matmul(i[0], i[1], o); }
@@ -746,6 +752,8 @@ START_TEST(test_matches_pytorch)
         {"sum", r_sum, 1},
         {"mean", r_mean, 1},
         {"cat", r_cat, 3},
+        {"relu6", r_relu6, 1},
+        {"conv_depthwise", r_conv_depthwise, 2},
     };
     ref_labels = ref_tensor("cross_entropy.labels", false);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {

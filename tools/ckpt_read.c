@@ -37,8 +37,7 @@ static stk_status describe(const stk_safetensors *f, ckpt_desc *d)
     char shown[160];
     if (!known)
         return stk_error(STK_ERR_FORMAT,
-                         "%s: its model '%s' is not one this Stoke knows (mlp, cnn, resnet8, "
-                         "resnet18)",
+                         "%s: its model '%s' is not one this Stoke knows (" STK_MODEL_LIST ")",
                          path, stk_printable(name, shown, sizeof shown));
     const char *vt = stk_safetensors_meta(f, "val_transform");
     if (vt && strcmp(stk_printable(vt, shown, sizeof shown), vt)) /* never echoed raw */

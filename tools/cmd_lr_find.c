@@ -33,7 +33,7 @@ typedef struct lr_find_args {
 static const stk_flag flags[] = {
     STK_FLAG_SECTION("the run it prepares (as stoke train takes them)"),
     STK_FLAG_TEXT(T, data, "data", "PATH", "the training set (.stoke)"),
-    STK_FLAG_TEXT(T, model, "model", "NAME", "mlp, cnn, resnet8 or resnet18"),
+    STK_FLAG_TEXT(T, model, "model", "NAME", STK_MODEL_LIST),
     STK_FLAG_TEXT(T, transform, "transform", "SPEC",
                   "training transform (default as stoke train's); batch transforms\n"
                   "(erase, mixup, cutmix) apply too"),

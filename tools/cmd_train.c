@@ -25,7 +25,7 @@ static const stk_flag flags[] = {
     STK_FLAG_TEXT(T, val, "val", "PATH",
                   "validation set, evaluated after each epoch (top-1,\n"
                   "top-5, loss); same classes as --data"),
-    STK_FLAG_TEXT(T, model, "model", "NAME", "mlp, cnn, resnet8 or resnet18"),
+    STK_FLAG_TEXT(T, model, "model", "NAME", STK_MODEL_LIST),
     STK_FLAG_TEXT(T, transform, "transform", "SPEC",
                   "training transform; default pad:4,crop:SIDE,flip for raw\n"
                   "images (Fashion-MNIST: pad:4,crop:28,flip), rrc:224,flip\n"
@@ -254,8 +254,7 @@ int train_parse_flags(int argc, char **argv, train_args *a)
     int rc = stk_cli_parse(&cli, a, argc, argv, &pos, &n_pos);
     if (rc >= 0) return rc;
     if (!a->data) return stk_cli_usage("train", "--data TRAIN.stoke is required");
-    if (!a->model)
-        return stk_cli_usage("train", "--model is required (mlp, cnn, resnet8, resnet18)");
+    if (!a->model) return stk_cli_usage("train", "--model is required (" STK_MODEL_LIST ")");
     bool known = false;
     for (const char *const *n = stk_model_names(); *n; n++) known |= !strcmp(*n, a->model);
     if (!known) {
@@ -265,11 +264,9 @@ int train_parse_flags(int argc, char **argv, train_args *a)
         const char *hint = stk_text_closest(a->model, strlen(a->model), names, n);
         if (hint)
             return stk_cli_usage("train",
-                                 "--model %s: unknown (did you mean %s? known: mlp, cnn, resnet8, "
-                                 "resnet18)",
+                                 "--model %s: unknown (did you mean %s? known: " STK_MODEL_LIST ")",
                                  a->model, hint);
-        return stk_cli_usage("train", "--model %s: unknown (known: mlp, cnn, resnet8, resnet18)",
-                             a->model);
+        return stk_cli_usage("train", "--model %s: unknown (known: " STK_MODEL_LIST ")", a->model);
     }
     if (a->clip_grad_norm > 0 && a->clip_grad_value > 0)
         return stk_cli_usage("train", "--clip-grad-norm and --clip-grad-value: choose one");

@@ -25,7 +25,7 @@ expect err.txt "unknown option '--wrokers' (did you mean --workers?)"
 run 2 "$STOKE" train --data a --model resnet19
 expect err.txt "--model resnet19: unknown (did you mean resnet18?"
 run 2 "$STOKE" train --data a --model vgg
-expect err.txt "--model vgg: unknown (known: mlp, cnn, resnet8, resnet18)"
+expect err.txt "--model vgg: unknown (known: mlp, cnn, resnet8, resnet18, resnet34, resnet50, mobilenet_v2)"
 run 2 "$STOKE" info --frobnicate x.stoke
 grep -q "did you mean" err.txt && fail "a suggestion for --frobnicate"
 

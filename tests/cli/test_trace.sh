@@ -21,7 +21,7 @@ $CHECK t1.json --names "$LOADER,$STEP" --steps 12 >check.txt 2>&1 || fail "t1: $
 run 0 "$STOKE" train $T --model cnn --epochs 4 --out t2 --trace t2.json
 $CHECK t2.json --steps 20 >check.txt 2>&1 || fail "t2: $(cat check.txt)"
 run 0 "$STOKE" train $T --model resnet8 --epochs 2 --out t3 --trace t3.json --trace-steps 2,3 --trace-ops
-$CHECK t3.json --steps 3 --names "conv2d,batch_norm,relu,basic_block,linear,cross_entropy" \
+$CHECK t3.json --steps 3 --names "conv2d,batch_norm,relu,residual,linear,cross_entropy" \
     >check.txt 2>&1 || fail "t3: $(cat check.txt)"
 grep -q '"info":"layer1.0.conv1 \[8,16,28,28\]"' t3.json || fail "t3: no layer span with its shape"
 # JPEG decoding in the bench, a window of its batches

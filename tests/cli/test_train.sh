@@ -225,7 +225,7 @@ run 1 "$STOKE" train $T --model cnn --epochs 1 --freeze nothing --out r3
 expect err.txt "--freeze nothing matches no parameter"
 
 # Refusals before any step.
-run 2 "$STOKE" train $T --model resnet50
+run 2 "$STOKE" train $T --model resnet51
 expect err.txt "unknown"
 run 2 "$STOKE" train --data tiny.stoke
 expect err.txt "--model is required"
