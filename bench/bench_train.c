@@ -39,7 +39,7 @@ static stk_tensor *random_tensor(int ndim, const int64_t *shape)
     return t;
 }
 
-static int size_override; /* --size: input side (resnet18 > 64 px: the ImageNet stem) */
+static int size_override;     /* --size: input side (resnet18 > 64 px: the ImageNet stem) */
 static int channels_override; /* --channels: input channels (default 1, resnet18 3) */
 static stk_device device = STK_DEVICE_CPU;
 
@@ -56,9 +56,14 @@ static stk_tensor *on_device(stk_tensor *t)
 
 static int train_bench(const char *name, int batch, double seconds, bool json)
 {
-    bool r18 = !strcmp(name, "resnet18");
-    int ch = channels_override ? channels_override : r18 ? 3 : 1,
-        size = size_override ? size_override : r18 ? 32 : 28;
+    /* the torchvision models on CIFAR-sized RGB, Stoke's own on Fashion-MNIST's shape */
+    bool rgb = strcmp(name, "mlp") && strcmp(name, "cnn") && strcmp(name, "resnet8");
+    int ch = channels_override ? channels_override
+             : rgb             ? 3
+                               : 1,
+        size = size_override ? size_override
+               : rgb         ? 32
+                             : 28;
     stk_model_config cfg = {
         .name = name, .in_channels = ch, .classes = 10, .image_size = size, .seed = 1};
     stk_model *m;
@@ -194,10 +199,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--device") && i + 1 < argc && !strcmp(argv[i + 1], "cpu"))
             i++;
         else {
-            fprintf(stderr,
-                    "usage: bench_train [--models LIST] [--batch N] [--threads N] "
-                    "[--size PX] [--channels C] [--seconds S] [--device cpu|cuda] [--json] "
-                    "[--no-matmul]\n");
+            fprintf(stderr, "usage: bench_train [--models LIST] [--batch N] [--threads N] "
+                            "[--size PX] [--channels C] [--seconds S] [--device cpu|cuda] [--json] "
+                            "[--no-matmul]\n");
             return 2;
         }
     }

@@ -5,6 +5,10 @@
 #
 #   bench/engine_vs_pytorch.sh [BUILD_DIR] [SECONDS_PER_MODEL] [cpu|cuda]
 #
+# MODELS="resnet50 mobilenet_v2" picks the models (default: mlp cnn resnet8
+# resnet18). With the current-PyTorch venv (bench/make-torch-venv.sh, or
+# STOKE_TORCH_VENV) PyTorch 2.x runs too, beside Debian's.
+#
 # With cuda both run on the GPU (PyTorch needs a CUDA build of torch).
 #
 # PyTorch from Debian calls whichever libblas.so.3 the alternatives system
@@ -16,8 +20,9 @@ BUILD=${1:-build}
 SECONDS_PER=${2:-20}
 DEVICE=${3:-cpu}
 PY=/usr/bin/python3
-MODELS="mlp cnn resnet8 resnet18"
+MODELS=${MODELS:-mlp cnn resnet8 resnet18}
 HERE=$(dirname "$0")
+VENV=${STOKE_TORCH_VENV:-$HERE/../.venv-torch}
 blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | sed -n 's/^Value: //p')
 echo "pytorch BLAS: ${blas:-unknown}"
 for m in $MODELS; do
@@ -28,6 +33,12 @@ for m in $MODELS; do
     si=$(echo "$s" | sed 's/.*: *\([0-9.]*\) images.*/\1/')
     pi=$(echo "$p" | sed 's/.*: *\([0-9.]*\) images.*/\1/')
     awk -v m="$m" -v a="$si" -v b="$pi" 'BEGIN { printf "ratio   %-9s stoke/pytorch: %.2fx\n", m, a / b }'
+    if [ -x "$VENV/bin/python" ]; then
+        p2=$("$VENV/bin/python" "$HERE/pytorch_models.py" --models "$m" --seconds "$SECONDS_PER" --device "$DEVICE")
+        echo "$p2"
+        pi2=$(echo "$p2" | sed 's/.*: *\([0-9.]*\) images.*/\1/')
+        awk -v m="$m" -v a="$si" -v b="$pi2" 'BEGIN { printf "ratio   %-9s stoke/pytorch 2.x: %.2fx\n", m, a / b }'
+    fi
 done
 if [ "$DEVICE" = cpu ]; then
     "$BUILD/bench_train" --models mlp --seconds 8 | tail -1

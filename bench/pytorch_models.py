@@ -17,8 +17,8 @@ import torch_models  # noqa: E402
 
 
 def bench(name, batch, seconds, device="cpu", size=None, channels=None):
-    r18 = name == "resnet18"
-    ch, size0 = (3, 32) if r18 else (1, 28)
+    rgb = name not in ("mlp", "cnn", "resnet8")  # as bench_train
+    ch, size0 = (3, 32) if rgb else (1, 28)
     ch, size = channels or ch, size or size0
     torch.manual_seed(1)
     m = torch_models.make(name, ch, 10, size).to(device)

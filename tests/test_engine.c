@@ -587,6 +587,38 @@ START_TEST(test_allocator_bins)
 }
 END_TEST
 
+/* At a miss the CPU cache gives back its oldest blocks only as far as the
+ * heap would otherwise exceed its peak in use plus the slack (64 MiB at
+ * least): a miss does not flush blocks a later allocation can reuse. */
+START_TEST(test_allocator_bounded_cache)
+{
+    const size_t mib = 1u << 20, a = 80 * mib, b = 40 * mib, c = 50 * mib;
+    void *pa, *pb, *pc;
+    stk_device_empty_cache(STK_DEVICE_CPU);
+    stk_mem_stats s0, s;
+    stk_device_mem_stats(STK_DEVICE_CPU, &s0);
+    ck_assert_uint_lt(s0.peak_allocated, 8 * mib); /* (so the slack below is 64 MiB) */
+    ck_assert_int_eq(stk_device_alloc(STK_DEVICE_CPU, a, &pa), STK_OK);
+    stk_device_free(STK_DEVICE_CPU, pa, a);
+    ck_assert_int_eq(stk_device_alloc(STK_DEVICE_CPU, b, &pb), STK_OK); /* a miss: a stays */
+    stk_device_mem_stats(STK_DEVICE_CPU, &s);
+    ck_assert_uint_eq(s.reserved - s.allocated, a + (s0.reserved - s0.allocated));
+    stk_device_free(STK_DEVICE_CPU, pb, b);
+    /* a miss that would hold a + b + c > peak (~a) + 64 MiB: a, the oldest, goes */
+    ck_assert_int_eq(stk_device_alloc(STK_DEVICE_CPU, c, &pc), STK_OK);
+    stk_device_mem_stats(STK_DEVICE_CPU, &s);
+    ck_assert_uint_le(s.reserved, s.peak_allocated + 64 * mib);
+    ck_assert_uint_ge(s.reserved, s0.reserved + b + c); /* b still cached */
+    stk_device_free(STK_DEVICE_CPU, pc, c);
+    ck_assert_int_eq(stk_device_alloc(STK_DEVICE_CPU, b, &pb), STK_OK); /* b: a hit */
+    stk_mem_stats s2;
+    stk_device_mem_stats(STK_DEVICE_CPU, &s2);
+    ck_assert_uint_eq(s2.n_fresh, s.n_fresh);
+    stk_device_free(STK_DEVICE_CPU, pb, b);
+    stk_device_empty_cache(STK_DEVICE_CPU);
+}
+END_TEST
+
 /* The per-size-class table: live and cached blocks per bin, allocations
  * served and those that needed fresh memory. */
 static const stk_mem_class *find_class(const stk_mem_class *c, int n, size_t size)
@@ -760,6 +792,7 @@ static Suite *engine_suite(void)
     tcase_add_test(t, test_grad_hook_fires_once_when_final);
     tcase_add_test(t, test_scope_memory_is_flat);
     tcase_add_test(t, test_allocator_bins);
+    tcase_add_test(t, test_allocator_bounded_cache);
     tcase_add_test(t, test_allocator_size_classes);
 #ifdef STOKE_CUDA_EMULATED
     tcase_add_test(t, test_out_of_memory_names_live_tensors);
