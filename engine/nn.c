@@ -152,13 +152,44 @@ static stk_status collect(stk_model *m, stk_module *mod, const char *prefix)
     return STK_OK;
 }
 
-stk_status eng_model_collect_params(stk_model *m) { return collect(m, m->root, ""); }
+/* The chain of units: root's children, sequential ones opened one level. */
+static stk_status collect_units(stk_model *m)
+{
+    int n = 0;
+    stk_module *r = m->root;
+    for (int pass = 0; pass < 2; pass++) {
+        n = 0;
+        for (int i = 0; i < r->n_kids; i++) {
+            stk_module *k = r->kids[i];
+            bool open = k->kind == MOD_SEQUENTIAL && k->n_kids;
+            for (int j = 0; j < (open ? k->n_kids : 1); j++, n++)
+                if (pass) m->units[n] = open ? k->kids[j] : k;
+        }
+        if (!pass && !(m->units = calloc((size_t)(n ? n : 1), sizeof *m->units)))
+            return stk_error(STK_ERR_NOMEM, "no memory for the model's units");
+    }
+    m->n_units = r->kind == MOD_SEQUENTIAL ? n : 0;
+    return STK_OK;
+}
+
+stk_status eng_model_collect_params(stk_model *m)
+{
+    STK_TRY(collect(m, m->root, ""));
+    return collect_units(m);
+}
+
+int stk_model_unit_count(const stk_model *m) { return m->n_units; }
+const char *stk_model_unit_name(const stk_model *m, int i)
+{
+    return i >= 0 && i < m->n_units ? m->units[i]->path : NULL;
+}
 
 void stk_model_destroy(stk_model *m)
 {
     if (!m) return;
     for (int i = 0; i < m->n_params; i++) free((char *)m->params[i].name);
     free(m->params);
+    free(m->units);
     eng_mod_free(m->root);
     free(m);
 }
@@ -283,6 +314,10 @@ static uint64_t path_hash(const char *s) /* FNV-1a, 20 bits */
 
 static stk_status forward(stk_model *m, stk_module *mod, stk_tensor *x, stk_tensor **out);
 
+/* The forward this thread runs (dropout streams): pipeline stages run
+ * forwards of one model on threads of their own. */
+static _Thread_local uint64_t forward_id;
+
 /* Each layer's output handed to the next, and let go of once that has run
  * (eng_scope_drop: freed unless autograd kept it): the forward holds what
  * backward needs, not every intermediate. With the nodes' input shape handles
@@ -349,7 +384,7 @@ static stk_status forward_one(stk_model *m, stk_module *mod, stk_tensor *x, stk_
     case MOD_DROPOUT:
         /* stream: this forward and this layer, so masks never repeat */
         return stk_dropout(x, mod->p, m->training, m->cfg.seed,
-                           (m->forward_count << 20) ^ path_hash(mod->path), out);
+                           (forward_id << 20) ^ path_hash(mod->path), out);
     case MOD_RESIDUAL: return residual(m, mod, x, out);
     }
     return stk_error(STK_ERR_INTERNAL, "unknown module kind %d", (int)mod->kind);
@@ -400,7 +435,7 @@ stk_status stk_model_forward(stk_model *m, stk_tensor *x, stk_tensor **out)
     if (stk_tensor_ndim(x) != 4 || stk_tensor_dim(x, 1) != want)
         return stk_error(STK_ERR_INVALID_ARG, "%s: input %s must be [N, %lld, H, W]", m->name,
                          stk_tensor_shape_str(x), (long long)want);
-    m->forward_count++;
+    forward_id = ++m->forward_count;
     /* Intermediates belong to a scope of the forward's own (the graph keeps
      * what backward needs), so a forward outside any scope leaks nothing. */
     stk_scope *s;
@@ -408,4 +443,27 @@ stk_status stk_model_forward(stk_model *m, stk_tensor *x, stk_tensor **out)
     stk_tensor *y = NULL;
     stk_status st = forward(m, m->root, x, &y);
     return eng_compose_end(s, st, y, out);
+}
+
+stk_status stk_model_forward_units(stk_model *m, int from, int to, uint64_t id, stk_tensor *x,
+                                   stk_tensor **out)
+{
+    if (from < 0 || to > m->n_units || from >= to)
+        return stk_error(STK_ERR_INVALID_ARG, "%s: units %d..%d outside its %d", m->name, from,
+                         to - 1, m->n_units);
+    int64_t want = m->cfg.in_channels;
+    if (from == 0 && (stk_tensor_ndim(x) != 4 || stk_tensor_dim(x, 1) != want))
+        return stk_error(STK_ERR_INVALID_ARG, "%s: input %s must be [N, %lld, H, W]", m->name,
+                         stk_tensor_shape_str(x), (long long)want);
+    forward_id = id;
+    stk_scope *s;
+    STK_TRY(stk_scope_begin(&s));
+    stk_tensor *h = x;
+    stk_status st = STK_OK;
+    for (int i = from; i < to && st == STK_OK; i++) {
+        stk_tensor *in = h;
+        st = forward(m, m->units[i], in, &h);
+        if (st == STK_OK && in != x) eng_scope_drop(in);
+    }
+    return eng_compose_end(s, st, st == STK_OK ? h : NULL, out);
 }

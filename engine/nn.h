@@ -95,6 +95,19 @@ void stk_model_set_sync_batch_norm(stk_model *m, const stk_allreduce *ar);
 /* logits [N, classes] from x [N, C, H, W] f32. Errors name the layer. */
 stk_status stk_model_forward(stk_model *m, stk_tensor *x, stk_tensor **out);
 
+/* The forward as a chain of units, for splitting a model into pipeline
+ * stages (train/pipeline.h): the top-level modules, each sequential one
+ * among them opened one level ("layer1.0", "layer1.1", "features.3",
+ * "classifier.1"); a unit's name is its module path. Running units [0, n)
+ * is stk_model_forward. forward_id numbers the forward for dropout masks
+ * (stk_model_forward counts its own calls); several threads may run
+ * disjoint units of one model at once (their parameters are disjoint).
+ * Errors: INVALID_ARG (a range outside 0..count), as stk_model_forward. */
+int stk_model_unit_count(const stk_model *m);
+const char *stk_model_unit_name(const stk_model *m, int i);
+stk_status stk_model_forward_units(stk_model *m, int from, int to, uint64_t forward_id,
+                                   stk_tensor *x, stk_tensor **out);
+
 /* The state dict: parameters and buffers in registration order. */
 int stk_model_param_count(const stk_model *m);
 const stk_param *stk_model_param(const stk_model *m, int i);

@@ -53,6 +53,8 @@ struct stk_model {
     bool training;
     uint64_t forward_count; /* dropout streams */
     stk_allreduce sync_bn;  /* sum NULL: per-rank batch statistics */
+    stk_module **units;     /* the forward as a chain (stk_model_unit_count) */
+    int n_units;
 };
 
 /* Builders (nn.c): each returns NULL on allocation failure (message set). */

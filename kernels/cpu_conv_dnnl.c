@@ -11,7 +11,11 @@
  *
  * A plan per distinct convolution (shape, stride, padding, dilation,
  * groups) holds its primitives and reorders, made on first use and kept
- * for the life of the process (a training run has a few dozen shapes). */
+ * for the life of the thread (a training run has a few dozen shapes).
+ * Plans and the stream are per thread: Debian's oneDNN shares one
+ * scratchpad among primitives (DNNL_ENABLE_CONCURRENT_EXEC=OFF), so a
+ * primitive must run in the thread that made it; pipeline stages
+ * (train/pipeline.h) run convolutions on threads of their own. */
 #include "kernels/cpu_kernels.h"
 
 #include <dnnl.h>
@@ -43,10 +47,10 @@ typedef struct conv_plan {
     struct conv_plan *next;
 } conv_plan;
 
-static pthread_mutex_t plans_lock = PTHREAD_MUTEX_INITIALIZER;
-static conv_plan *plans;
+static _Thread_local conv_plan *plans;
+static _Thread_local dnnl_stream_t stream;
 static dnnl_engine_t engine;
-static dnnl_stream_t stream;
+static pthread_key_t thread_exit_key; /* frees a thread's plans when it ends */
 
 static bool same_desc(const stk_conv2d_desc *a, const stk_conv2d_desc *b)
 {
@@ -199,13 +203,17 @@ static dnnl_status_t plan_backward_weights(conv_plan *p)
     return make_pass(p, &cd, ops, &p->bwd_wei, NULL);
 }
 
+static void free_thread_plans(void);
+static void on_thread_exit(void *unused)
+{
+    (void)unused;
+    free_thread_plans();
+}
+
 static void once_init(void)
 {
-    if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) return;
-    if (dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) != dnnl_success) {
-        dnnl_engine_destroy(engine);
-        engine = NULL;
-    }
+    if (pthread_key_create(&thread_exit_key, on_thread_exit) != 0) return;
+    if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) engine = NULL;
 }
 
 /* The plan for d with the given pass ready, or NULL: use the fallback. */
@@ -214,12 +222,18 @@ static conv_plan *get_plan(const stk_conv2d_desc *d, int pass)
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, once_init);
     if (!engine) return NULL;
-    pthread_mutex_lock(&plans_lock);
+    if (!stream) {
+        if (dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) != dnnl_success) {
+            stream = NULL;
+            return NULL;
+        }
+        pthread_setspecific(thread_exit_key, &stream); /* any non-NULL value */
+    }
     conv_plan *p = plans;
     while (p && !same_desc(&p->d, d)) p = p->next;
     if (!p) {
         p = calloc(1, sizeof *p);
-        if (!p) goto out;
+        if (!p) return NULL;
         p->d = *d;
         p->next = plans;
         plans = p;
@@ -229,9 +243,7 @@ static conv_plan *get_plan(const stk_conv2d_desc *d, int pass)
         p->failed = true;
     if (!p->failed && pass == 2 && !p->bwd_wei && plan_backward_weights(p) != dnnl_success)
         p->failed = true;
-out:
-    pthread_mutex_unlock(&plans_lock);
-    return p && !p->failed ? p : NULL;
+    return !p->failed ? p : NULL;
 }
 
 static dnnl_status_t exec(dnnl_primitive_t prim, int nargs, const dnnl_exec_arg_t *args)
@@ -341,8 +353,8 @@ stk_status cpu_conv2d_backward_weight_dnnl(const stk_conv2d_desc *d, const float
                     DNNL_ARG_DIFF_WEIGHTS, gw);
 }
 
-/* Free the plans at exit so that LeakSanitizer reports only real leaks. */
-__attribute__((destructor)) static void free_plans(void)
+/* This thread's plans and stream. */
+static void free_thread_plans(void)
 {
     while (plans) {
         conv_plan *p = plans;
@@ -356,7 +368,14 @@ __attribute__((destructor)) static void free_plans(void)
         free(p);
     }
     if (stream) dnnl_stream_destroy(stream);
-    if (engine) dnnl_engine_destroy(engine);
     stream = NULL;
+}
+
+/* Free the main thread's plans at exit (other threads' go as they end) so
+ * that LeakSanitizer reports only real leaks. */
+__attribute__((destructor)) static void free_plans(void)
+{
+    free_thread_plans();
+    if (engine) dnnl_engine_destroy(engine);
     engine = NULL;
 }

@@ -93,6 +93,23 @@ static const stk_flag flags[] = {
     STK_FLAG_BOOL(T, ema_warmup, "ema-warmup",
                   "the average's decay grows as 1 - k^(-2/3) up to DECAY (timm's\n"
                   "ModelEmaV3 warm-up): early updates follow the weights closely"),
+    STK_FLAG_SECTION("micro-batches and pipeline stages"),
+    STK_FLAG_INT(T, micro_batches, "micro-batches", "M", 1, STK_PIPE_MAX_MICRO,
+                 "split each batch into M micro-batches whose gradients add up\n"
+                 "before the one optimizer step (gradient accumulation: the memory\n"
+                 "of a batch of B/M; batch norm sees each micro-batch alone)"),
+    STK_FLAG_INT(T, pipeline, "pipeline", "K", 1, STK_PIPE_MAX_STAGES,
+                 "cut the model into K stages of contiguous units (the top-level\n"
+                 "layers, resnets' blocks, mobilenet_v2's features.N), each on a thread\n"
+                 "group of its own (--threads / K), the micro-batches flowing through\n"
+                 "them (needs --micro-batches); the run prints the stages"),
+    STK_FLAG_CHOICE(T, pipeline_schedule, "pipeline-schedule", "NAME", train_pipeline_schedules,
+                    "1f1b (default: at most K micro-batches' activations a stage) or\n"
+                    "gpipe (all forwards, then all backwards)"),
+    STK_FLAG_TEXT(T, split_after, "split-after", "UNITS",
+                  "where the stages end: K-1 unit names, comma-separated (a layer\n"
+                  "name means its last block: --split-after layer2); default:\n"
+                  "balanced by each unit's forward time measured at the first step"),
     STK_FLAG_SEED(T, seed, "shuffling, augmentation and initialisation, default 0"),
     STK_FLAG_CHOICE(T, order, "order", "ORDER", stk_read_order_names,
                     "the training set's read order: random (default), block (FFCV's\n"
@@ -247,6 +264,7 @@ int train_parse_flags(int argc, char **argv, train_args *a)
                       .early_stop = -1,
                       .block_mib = 8,
                       .block_window = 8,
+                      .pipeline_schedule = STK_PIPE_1F1B,
                       .optimizer = STK_OPTIM_SGD};
     a->workers = a->threads = stk_cpu_count();
     char **pos;
@@ -270,6 +288,16 @@ int train_parse_flags(int argc, char **argv, train_args *a)
     }
     if (a->clip_grad_norm > 0 && a->clip_grad_value > 0)
         return stk_cli_usage("train", "--clip-grad-norm and --clip-grad-value: choose one");
+    if (a->pipeline > 1 && a->micro_batches < 2)
+        return stk_cli_usage("train",
+                             "--pipeline %lld needs --micro-batches (2 or more: the "
+                             "stages work on different micro-batches at once)",
+                             (long long)a->pipeline);
+    if (a->split_after && a->pipeline < 2)
+        return stk_cli_usage("train", "--split-after needs --pipeline 2 or more");
+    if ((a->pipeline > 1 || a->micro_batches > 1) && a->micro_batches > a->batch)
+        return stk_cli_usage("train", "--micro-batches %lld: more than the batch (%lld)",
+                             (long long)a->micro_batches, (long long)a->batch);
     if (a->nesterov && (a->optimizer != STK_OPTIM_SGD || a->momentum <= 0))
         return stk_cli_usage("train", "--nesterov needs --optimizer sgd with a --momentum above 0");
     if (a->amp && a->device.kind != STK_DEVICE_CUDA)
@@ -360,6 +388,15 @@ static int train_main(int argc, char **argv)
             start ? " (resumed)" : "");
     train_print_params(p.lines, r.model, a->n_freeze > 0);
     train_print_memory(p.lines, &r);
+    const stk_pipeline *pipe = stk_trainer_pipeline(r.trainer);
+    char stages[1024];
+    if (pipe && a->pipeline > 1)
+        say(p.lines, "pipeline: %" PRId64 " stages (%s), %" PRId64 " micro-batches a step; %s\n",
+            a->pipeline, stk_pipe_schedule_name((stk_pipe_schedule)a->pipeline_schedule),
+            a->micro_batches, stk_pipeline_describe(pipe, stages, sizeof stages));
+    else if (pipe)
+        say(p.lines, "micro-batches: %" PRId64 " a step, gradients accumulated\n",
+            a->micro_batches);
     if (r.world > 1)
         say(p.lines,
             "data-parallel: %d ranks (%s), batch %" PRId64 " per rank, global batch %" PRId64
@@ -370,6 +407,9 @@ static int train_main(int argc, char **argv)
     stk_fit_options o = train_fit_options(&r, &p);
     stk_fit_result f = {.best_value = NAN};
     stk_status st = start < a->epochs ? stk_trainer_fit(r.trainer, &o, &f) : STK_OK;
+    if (st == STK_OK && pipe && a->pipeline > 1 && !a->split_after && start < a->epochs)
+        say(p.lines, "pipeline stages (balanced by measured forward time): %s\n",
+            stk_pipeline_describe(pipe, stages, sizeof stages));
     if (st == STK_ERR_DIVERGED)
         stk_error(st,
                   "%s; lower --lr (now %g) or add --warmup-epochs; the last good checkpoint is "

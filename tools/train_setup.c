@@ -25,6 +25,7 @@
 
 const char *const train_optimizers[] = {"sgd", "adam", "adamw", NULL};
 const char *const train_schedules[] = {"cosine", "step", "onecycle", "constant", NULL};
+const char *const train_pipeline_schedules[] = {"gpipe", "1f1b", NULL}; /* stk_pipe_schedule */
 static const stk_schedule_kind schedule_kinds[] = {STK_SCHEDULE_COSINE, STK_SCHEDULE_STEP,
                                                    STK_SCHEDULE_ONECYCLE, STK_SCHEDULE_CONSTANT};
 
@@ -372,9 +373,15 @@ static void exact(char buf[48], double x)
 static stk_status attach_ranks(run_state *r, stk_dataset *ds, int64_t per_epoch)
 {
     const train_args *a = &r->a;
+    if (a->pipeline > 1)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--pipeline with %d MPI ranks: stages on ranks are not built yet (one "
+                         "process runs the stages on thread groups; --micro-batches works "
+                         "with data parallelism)",
+                         r->world);
     uint64_t fp;
     STK_TRY(stk_dataset_fingerprint(ds, &fp));
-    char freeze[512] = "", v[21][48];
+    char freeze[512] = "", v[23][48];
     for (int i = 0; i < a->n_freeze; i++)
         snprintf(freeze + strlen(freeze), sizeof freeze - strlen(freeze), "%s%s", i ? "," : "",
                  a->freeze[i]);
@@ -399,6 +406,8 @@ static stk_status attach_ranks(run_state *r, stk_dataset *ds, int64_t per_epoch)
     exact(v[18], a->clip_grad_norm);
     exact(v[19], a->clip_grad_value);
     exact(v[20], a->ema);
+    snprintf(v[21], sizeof v[21], "%" PRId64, a->micro_batches);
+    snprintf(v[22], sizeof v[22], "%" PRId64, a->pipeline);
     const char *no_yes[] = {"no", "yes"};
     stk_ddp_check_item items[] = {
         {"--model", a->model},
@@ -422,6 +431,8 @@ static stk_status attach_ranks(run_state *r, stk_dataset *ds, int64_t per_epoch)
         {"--clip-grad-value", v[19]},
         {"--ema", v[20]},
         {"--ema-warmup", no_yes[a->ema_warmup]},
+        {"--micro-batches", v[21]},
+        {"--pipeline", v[22]},
         {"--transform", r->transform},
         {"--val", a->val ? "given" : "none"},
         {"--val-transform", r->val_transform},
@@ -469,6 +480,11 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
     r->tc.ema_decay = (float)a->ema;
     r->tc.ema_warmup = a->ema_warmup;
     r->tc.seed = a->seed;
+    r->tc.micro_batches = (int)a->micro_batches;
+    r->tc.pipeline = (stk_pipeline_config){.stages = (int)a->pipeline,
+                                           .schedule = (stk_pipe_schedule)a->pipeline_schedule,
+                                           .split_after = a->split_after,
+                                           .threads = (int)a->threads};
     STK_TRY(stk_train_batch_mix(r->transform, a->mix_prob, r->rank, &r->tc.mix));
     STK_TRY(stk_train_normalisation(m, a->data, a->norm, r->transform, r->tc.mean, r->tc.std));
     if (a->val) STK_TRY(check_val(r, m));

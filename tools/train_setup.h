@@ -31,6 +31,9 @@ typedef struct train_args {
     int64_t epochs, batch, workers, threads, step_epochs, seed, stop_after, dist_timeout;
     int64_t early_stop, start_from_epoch; /* early_stop -1: off */
     int64_t cache_mb, block_mib, block_window;
+    int64_t micro_batches, pipeline; /* 0: off */
+    int pipeline_schedule;           /* stk_pipe_schedule */
+    const char *split_after;
     double lr, momentum, wd, warmup_epochs, smoothing, min_delta, mix_prob;
     double clip_grad_norm, clip_grad_value; /* 0: off */
     double ema;                             /* --ema DECAY (0: off) */
@@ -47,6 +50,7 @@ typedef struct train_args {
 
 extern const char *const train_optimizers[];
 extern const char *const train_schedules[];
+extern const char *const train_pipeline_schedules[];
 
 typedef struct run_state {
     train_args a;

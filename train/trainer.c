@@ -14,6 +14,7 @@
 #include "train/batch.h"
 #include "train/ema.h"
 #include "train/loss_scaler.h"
+#include "train/pipeline.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -44,6 +45,7 @@ struct stk_trainer {
     grad_slot *grad_slots; /* one per parameter, once a GRAD_READY hook is added */
     stk_step_info *info;   /* the step in progress (for the gradient hooks) */
     stk_ema *ema;          /* ema_decay: the moving average of the weights */
+    stk_pipeline *pipe;    /* micro-batches or pipeline stages (NULL: the whole batch) */
     stk_tensor **values;   /* with ema: the model's tensors, buffers included, in order */
 };
 
@@ -95,8 +97,29 @@ stk_status stk_trainer_create(const stk_trainer_config *c, stk_model *model, stk
     if (!(c->ema_decay >= 0.f && c->ema_decay < 1.f))
         return stk_error(STK_ERR_INVALID_ARG, "EMA: decay %g is not in (0, 1) (0: no average)",
                          (double)c->ema_decay);
+    int micro = c->micro_batches > 1 ? c->micro_batches : 1;
+    int stages = c->pipeline.stages > 1 ? c->pipeline.stages : 1;
+    if (c->micro_batches < 0 || c->pipeline.stages < 0)
+        return stk_error(STK_ERR_INVALID_ARG, "micro-batches %d or pipeline stages %d below 0",
+                         c->micro_batches, c->pipeline.stages);
+    if ((micro > 1 || stages > 1) && stk_batch_mix_enabled(&c->mix))
+        return stk_error(STK_ERR_INVALID_ARG, "mixup/cutmix/erase with --micro-batches or "
+                                              "--pipeline: not supported (each mixes a batch)");
+    if (stages > 1 && c->amp)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--amp with --pipeline: not supported (the stages run in f32)");
     stk_trainer *t = calloc(1, sizeof *t);
     if (!t) return stk_error(STK_ERR_NOMEM, "no memory for a trainer");
+    if (micro > 1 || stages > 1) {
+        stk_pipeline_config pc = c->pipeline;
+        pc.stages = stages;
+        pc.micro_batches = micro;
+        stk_status st = stk_pipeline_create(model, &pc, &t->pipe);
+        if (st != STK_OK) {
+            free(t);
+            return st;
+        }
+    }
     t->cfg = *c;
     t->cfg.copy_engine = dev;
     t->model = model;
@@ -114,6 +137,8 @@ stk_status stk_trainer_create(const stk_trainer_config *c, stk_model *model, stk
     return STK_OK;
 }
 
+const stk_pipeline *stk_trainer_pipeline(const stk_trainer *t) { return t->pipe; }
+
 void stk_trainer_destroy(stk_trainer *t)
 {
     if (!t) return;
@@ -123,6 +148,7 @@ void stk_trainer_destroy(stk_trainer *t)
             if (stk_tensor_requires_grad(p)) stk_tensor_set_grad_hook(p, NULL, NULL);
         }
     free(t->grad_slots);
+    stk_pipeline_destroy(t->pipe);
     stk_ema_destroy(t->ema);
     free(t->values);
     free(t);
@@ -196,24 +222,10 @@ static stk_status clip_gradients(stk_trainer *t, stk_step_info *info)
     return st;
 }
 
-/* forward .. optimizer, inside the caller's scope and autocast region. */
-static stk_status step_body(stk_trainer *t, stk_step_info *info, const int32_t *host_labels,
-                            int64_t epoch, stk_step_result *r)
+/* The step's loss read back and checked; the accuracy counted. */
+static stk_status loss_read(stk_trainer *t, stk_step_info *info, const int32_t *host_labels,
+                            const char *where_epoch, const char *ep, stk_step_result *r)
 {
-    const char *where_epoch = epoch >= 0 ? " (epoch " : "";
-    char ep[32] = "";
-    if (epoch >= 0) snprintf(ep, sizeof ep, "%" PRId64 ")", epoch + 1);
-    STK_TRY(run_hooks(t, info, STK_STEP_BEFORE_FORWARD));
-    /* the trace's phases (on a GPU: until the loss is read back, forward
-     * includes its kernels; backward and the optimizer are their launches) */
-    stk_trace_begin("forward", "step");
-    stk_status fst = stk_model_forward(t->model, info->input, &info->logits);
-    if (fst == STK_OK)
-        fst = stk_batch_mix_loss(info->logits, info->labels, info->labels2, info->lam,
-                                 t->cfg.label_smoothing, &info->loss);
-    if (fst == STK_OK) r->loss = stk_tensor_item(info->loss);
-    stk_trace_end();
-    STK_TRY(fst);
     if (!isfinite(r->loss))
         return stk_error(STK_ERR_DIVERGED,
                          "the loss is %s at step %" PRId64 "%s%s: training diverged",
@@ -225,6 +237,24 @@ static stk_status step_body(stk_trainer *t, stk_step_info *info, const int32_t *
     if (t->cfg.schedule.base_lr > 0)
         stk_optim_set_lr(t->opt, stk_schedule_lr(&t->cfg.schedule, info->step));
     info->lr = stk_optim_lr(t->opt);
+    return STK_OK;
+}
+
+/* Forward, loss, AFTER_FORWARD hooks, backward (GRAD_READY hooks during it). */
+static stk_status whole_batch_pass(stk_trainer *t, stk_step_info *info, const int32_t *host_labels,
+                                   const char *where_epoch, const char *ep, stk_step_result *r)
+{
+    /* the trace's phases (on a GPU: until the loss is read back, forward
+     * includes its kernels; backward and the optimizer are their launches) */
+    stk_trace_begin("forward", "step");
+    stk_status fst = stk_model_forward(t->model, info->input, &info->logits);
+    if (fst == STK_OK)
+        fst = stk_batch_mix_loss(info->logits, info->labels, info->labels2, info->lam,
+                                 t->cfg.label_smoothing, &info->loss);
+    if (fst == STK_OK) r->loss = stk_tensor_item(info->loss);
+    stk_trace_end();
+    STK_TRY(fst);
+    STK_TRY(loss_read(t, info, host_labels, where_epoch, ep, r));
     STK_TRY(run_hooks(t, info, STK_STEP_AFTER_FORWARD));
     /* backward (of the scaled loss under amp), the hooks, the optimizer (the
      * loss scaler's under amp, in f32: it may skip the update) */
@@ -238,8 +268,55 @@ static stk_status step_body(stk_trainer *t, stk_step_info *info, const int32_t *
     stk_status st = stk_backward(target, NULL, false);
     stk_trace_end();
     t->info = NULL;
+    return st;
+}
+
+/* Every micro-batch's forward and backward (pipeline.h), then the hooks:
+ * AFTER_FORWARD, and GRAD_READY for each gradient, the last layer first
+ * (the gradients are final only once every micro-batch is through). */
+static stk_status pipeline_pass(stk_trainer *t, stk_step_info *info, const int32_t *host_labels,
+                                const char *where_epoch, const char *ep, stk_step_result *r)
+{
+    if (t->cfg.amp) info->loss_scale = t->scaler.scale;
+    stk_tensor *logits;
+    stk_trace_begin("forward+backward", "step");
+    stk_status st =
+        stk_pipeline_step(t->pipe, info->input, info->labels, t->cfg.label_smoothing,
+                          info->loss_scale, (uint64_t)info->step + 1, &r->loss, &logits, NULL);
+    stk_trace_end();
     STK_TRY(st);
+    st = stk_detach(logits, &info->logits); /* the step scope's */
+    stk_tensor_release(logits);
+    if (st == STK_OK) st = stk_tensor_scalar(r->loss, &info->loss);
+    STK_TRY(st);
+    STK_TRY(loss_read(t, info, host_labels, where_epoch, ep, r));
+    STK_TRY(run_hooks(t, info, STK_STEP_AFTER_FORWARD));
+    if (!t->n_hooks[STK_STEP_GRAD_READY]) return STK_OK;
+    for (int i = stk_model_param_count(t->model) - 1; i >= 0; i--) {
+        stk_tensor *p = stk_model_param(t->model, i)->value;
+        if (!stk_tensor_requires_grad(p) || !stk_tensor_grad(p)) continue;
+        stk_step_info gi = *info;
+        gi.param = i;
+        gi.grad = stk_tensor_grad(p);
+        STK_TRY(run_hooks(t, &gi, STK_STEP_GRAD_READY));
+    }
+    return STK_OK;
+}
+
+/* forward .. optimizer, inside the caller's scope and autocast region. */
+static stk_status step_body(stk_trainer *t, stk_step_info *info, const int32_t *host_labels,
+                            int64_t epoch, stk_step_result *r)
+{
+    const char *where_epoch = epoch >= 0 ? " (epoch " : "";
+    char ep[32] = "";
+    if (epoch >= 0) snprintf(ep, sizeof ep, "%" PRId64 ")", epoch + 1);
+    STK_TRY(run_hooks(t, info, STK_STEP_BEFORE_FORWARD));
+    if (t->pipe)
+        STK_TRY(pipeline_pass(t, info, host_labels, where_epoch, ep, r));
+    else
+        STK_TRY(whole_batch_pass(t, info, host_labels, where_epoch, ep, r));
     STK_TRY(run_hooks(t, info, STK_STEP_AFTER_BACKWARD));
+    stk_status st = STK_OK;
     if (t->cfg.amp) stk_autocast_end(); /* the optimizer step is f32 */
     stk_trace_begin("optimizer", "step");
     bool finite = true;

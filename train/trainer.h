@@ -46,6 +46,7 @@
 #include "loader/h2d.h"
 #include "loader/loader.h"
 #include "train/batch_mix.h"
+#include "train/pipeline.h"
 #include "train/position.h"
 
 #include <stdbool.h>
@@ -76,6 +77,15 @@ typedef struct stk_trainer_config {
      * (0, 1), 0 off; with ema_warmup the decay grows from 0 to it. */
     float ema_decay;
     bool ema_warmup;
+    /* Micro-batches and pipeline stages (train/pipeline.h): each step's
+     * batch in micro_batches parts whose gradients accumulate before the
+     * one optimizer step (0 or 1: the whole batch), through pipeline.stages
+     * stages (0 or 1: on the calling thread). pipeline.micro_batches is
+     * ignored; pipeline.threads 0: the current thread count. With either,
+     * AFTER_FORWARD hooks run after the backward, GRAD_READY hooks once
+     * every micro-batch's backward is done (the last layer first). */
+    int micro_batches;
+    stk_pipeline_config pipeline;
 } stk_trainer_config;
 
 /* No amp, no smoothing, no schedule, mean 0 and std 1, the CPU, no batch
@@ -86,10 +96,13 @@ stk_trainer_config stk_trainer_defaults(void);
  * evaluation only; step then fails). Both are borrowed: they must outlive
  * the trainer. Errors: INVALID_ARG (amp without f16 kernels on the device:
  * the CPU; a clipping bound that is negative or not finite, or both set;
- * an EMA decay outside [0, 1)), NOMEM. */
+ * an EMA decay outside [0, 1); micro-batches or stages out of range, or
+ * with batch mixing; stages with amp), NOMEM. */
 stk_status stk_trainer_create(const stk_trainer_config *c, stk_model *model, stk_optim *opt,
                               stk_trainer **out);
 void stk_trainer_destroy(stk_trainer *t);
+/* The micro-batch/pipeline runner (NULL: whole batches). */
+const stk_pipeline *stk_trainer_pipeline(const stk_trainer *t);
 
 typedef enum stk_step_event {
     STK_STEP_BEFORE_FORWARD,
