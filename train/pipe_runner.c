@@ -75,6 +75,7 @@ struct stk_pipe_runner {
     channel fwd[STK_PIPE_MAX_STAGES], bwd[STK_PIPE_MAX_STAGES]; /* into stage s */
     int cap;                                                    /* slots per channel */
     stk_pipe_stats stats;
+    double waited[STK_PIPE_MAX_STAGES]; /* this run: time stage s spent in stk_pipe_recv */
     double t0;
 };
 
@@ -124,7 +125,7 @@ static void run_stage(stk_pipe_runner *r, int s)
         if (in_flight > peak) peak = in_flight;
     }
     free(ops);
-    r->stats.busy_s[s] = busy;
+    r->stats.busy_s[s] = busy - r->waited[s]; /* (only stage s adds to waited[s]) */
     r->stats.max_in_flight[s] = peak;
 }
 
@@ -241,6 +242,7 @@ stk_status stk_pipe_runner_run(stk_pipe_runner *r, int micro, stk_pipe_schedule 
     r->failed = false;
     r->finished = 0;
     memset(&r->stats, 0, sizeof r->stats);
+    memset(r->waited, 0, sizeof r->waited);
     r->stats.stages = r->stages;
     r->stats.micro_batches = micro;
     r->t0 = stk_clock_sec();
@@ -289,8 +291,10 @@ stk_status stk_pipe_recv(stk_pipe_runner *r, int stage, int micro, bool backward
     if (micro < 0 || micro >= r->micro)
         return stk_error(STK_ERR_INTERNAL, "pipeline: micro-batch %d of %d", micro, r->micro);
     channel *c = backward ? &r->bwd[stage] : &r->fwd[stage];
+    double t = stk_clock_sec();
     pthread_mutex_lock(&r->mu);
     while (!c->full[micro] && !r->failed) pthread_cond_wait(&r->moved, &r->mu);
+    r->waited[stage] += stk_clock_sec() - t;
     bool ok = c->full[micro];
     if (ok) {
         *payload = c->slot[micro];
