@@ -63,6 +63,14 @@ grep '^epoch' two.txt | sed 's/, [0-9]* images.*//' > b.txt
 cmp -s a.txt b.txt || { fail "epoch lines differ"; cat a.txt b.txt >&2; }
 [ "$(grep -c '^epoch' two.txt)" = 2 ] || fail "rank 1 printed epoch lines too"
 close one two 1e-5   # summation order only: per-rank means, then their mean
+# micro-batches under data parallelism: the all-reduce once the last
+# micro-batch is through; mlp has no batch norm, so 2 x 8 in micro-batches
+# of 4 trains as 1 x 16
+run 0 $MPI "$STOKE" train $T --batch 8 --micro-batches 2 --out twomicro
+expect out.txt "micro-batches: 2 a step, gradients accumulated"
+close one twomicro 1e-5
+run 1 $MPI "$STOKE" train $T --batch 8 --micro-batches 2 --pipeline 2 --out pipe
+expect err.txt "--pipeline with 2 MPI ranks: stages on ranks are not built yet"
 
 # shards (here a file twice: 100 records): 2 ranks draw from both, in the
 # one global order, as one process does
