@@ -175,6 +175,14 @@ START_TEST(test_elementwise)
         gpu->unary_backward(op, n, D(x), D(y), D(gy), D(gx), 0.7f);
         expect_close("unary backward", &gx, TOL_EW);
     }
+    buf x6 = buf_rand(n, 5, -3, 9); /* relu6 across both kinks */
+    cpu->unary(STK_UNARY_RELU6, n, H(x6), H(y), 0.f);
+    gpu->unary(STK_UNARY_RELU6, n, D(x6), D(y), 0.f);
+    expect_close("relu6", &y, TOL_EW);
+    cpu->unary_backward(STK_UNARY_RELU6, n, H(x6), H(y), H(gy), H(gx), 0.f);
+    gpu->unary_backward(STK_UNARY_RELU6, n, D(x6), D(y), D(gy), D(gx), 0.f);
+    expect_close("relu6 backward", &gx, TOL_EW);
+    buf_free(&x6);
     cpu->axpby(n, 0.5f, H(x), -2.f, H(gx));
     gpu->axpby(n, 0.5f, D(x), -2.f, D(gx));
     expect_close("axpby", &gx, TOL_EW);
@@ -250,6 +258,7 @@ static const stk_conv2d_desc convs[] = {
     {2, 4, 9, 9, 6, 3, 3, 5, 5, 2, 2, 1, 1, 1, 1, 1},
     {1, 4, 10, 10, 4, 3, 3, 6, 6, 1, 1, 0, 0, 2, 2, 2}, /* dilation 2, 2 groups */
     {3, 5, 7, 7, 2, 1, 1, 4, 4, 2, 2, 0, 0, 1, 1, 1},   /* 1x1, stride 2 (downsample) */
+    {2, 6, 8, 8, 6, 3, 3, 4, 4, 2, 2, 1, 1, 1, 1, 6},   /* depthwise, stride 2 (mobilenet_v2) */
 };
 
 START_TEST(test_conv2d)
