@@ -76,6 +76,20 @@ stk_status stk_comm_allgather(stk_comm *c, const void *mine, size_t bytes, void 
  * evaluation); <= 0: the watchdog's. */
 stk_status stk_comm_barrier(stk_comm *c, double timeout_s);
 
+/* Point to point (pipeline stages on ranks): `bytes` to rank `to` with
+ * `tag`, and from rank `from` with the same tag (the sizes must match).
+ * A send only starts (*req; buf must stay as it is until stk_comm_wait
+ * returns): two ranks sending each other large messages before either
+ * receives would otherwise wait for each other forever. The receive and
+ * the wait are under the watchdog. Errors: INVALID_ARG (no such rank, a tag
+ * outside 0..32767, a message of another size), IO (MPI, the timeout). */
+typedef struct stk_comm_request stk_comm_request;
+stk_status stk_comm_isend(stk_comm *c, int to, int tag, const void *buf, size_t bytes,
+                          stk_comm_request **req);
+/* Wait for a send to finish and free *req (also on error). */
+stk_status stk_comm_wait(stk_comm *c, stk_comm_request *req);
+stk_status stk_comm_recv(stk_comm *c, int from, int tag, void *buf, size_t bytes);
+
 /* A rank that cannot go on stops every rank of the job now (MPI_Abort with
  * `code`) instead of leaving them waiting in a collective. Returns only in a
  * world of one (then it does nothing). */

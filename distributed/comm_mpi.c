@@ -226,6 +226,71 @@ stk_status stk_comm_barrier(stk_comm *c, double timeout_s)
     return rc == MPI_SUCCESS ? wait_for(c, &req, "barrier", timeout_s) : mpi_error(rc, "barrier");
 }
 
+static stk_status p2p_check(const stk_comm *c, int peer, int tag, size_t bytes, const char *op)
+{
+    if (peer < 0 || peer >= c->launch.world || peer == c->launch.rank || tag < 0 || tag > 32767 ||
+        bytes > INT_MAX)
+        return stk_error(STK_ERR_INVALID_ARG, "%s: rank %d, tag %d, %zu bytes", op, peer, tag,
+                         bytes);
+    return c->mpi ? STK_OK : stk_error(STK_ERR_INVALID_ARG, "%s: a world of one", op);
+}
+
+struct stk_comm_request {
+    MPI_Request req;
+};
+
+stk_status stk_comm_isend(stk_comm *c, int to, int tag, const void *buf, size_t bytes,
+                          stk_comm_request **out)
+{
+    *out = NULL;
+    STK_TRY(p2p_check(c, to, tag, bytes, "send"));
+    stk_comm_request *r = malloc(sizeof *r);
+    if (!r) return stk_error(STK_ERR_NOMEM, "out of memory");
+    int rc = MPI_Isend(buf, (int)bytes, MPI_BYTE, to, tag, MPI_COMM_WORLD, &r->req);
+    if (rc != MPI_SUCCESS) {
+        free(r);
+        return mpi_error(rc, "send");
+    }
+    *out = r;
+    return STK_OK;
+}
+
+stk_status stk_comm_wait(stk_comm *c, stk_comm_request *r)
+{
+    if (!r) return STK_OK;
+    stk_status st = wait_for(c, &r->req, "send", 0);
+    free(r);
+    return st;
+}
+
+stk_status stk_comm_recv(stk_comm *c, int from, int tag, void *buf, size_t bytes)
+{
+    STK_TRY(p2p_check(c, from, tag, bytes, "receive"));
+    MPI_Request req;
+    MPI_Status status;
+    int rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, from, tag, MPI_COMM_WORLD, &req);
+    if (rc != MPI_SUCCESS) return mpi_error(rc, "receive");
+    double t0 = now_sec();
+    for (long spins = 0;; spins++) { /* wait_for, keeping the status for the size */
+        int done = 0;
+        if ((rc = MPI_Test(&req, &done, &status)) != MPI_SUCCESS) return mpi_error(rc, "receive");
+        if (done) break;
+        if (now_sec() - t0 > c->timeout_s)
+            return stk_error(STK_ERR_IO,
+                             "the receive from rank %d has not finished after %.0f s: it has "
+                             "hung, stopped or died (its own output may say why); stopping the "
+                             "job",
+                             from, c->timeout_s);
+        if (spins > 1000) nanosleep(&(struct timespec){0, 100000}, NULL);
+    }
+    int got = 0;
+    MPI_Get_count(&status, MPI_BYTE, &got);
+    if ((size_t)got != bytes)
+        return stk_error(STK_ERR_INVALID_ARG, "receive from rank %d: %d bytes, expected %zu", from,
+                         got, bytes);
+    return STK_OK;
+}
+
 void stk_comm_abort(stk_comm *c, int code)
 {
     if (c && c->mpi) MPI_Abort(MPI_COMM_WORLD, code);

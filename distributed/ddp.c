@@ -42,6 +42,7 @@ typedef struct job {
 
 struct stk_ddp {
     stk_comm *comm;
+    int ranks_per_replica; /* pipeline stages on ranks: ranks working on one batch */
     stk_model *model;
     int n_params;
     slot *slots; /* per model parameter; numel 0 for buffers and frozen ones */
@@ -397,6 +398,7 @@ stk_status stk_ddp_attach(stk_trainer *t, stk_model *m, stk_comm *c, int n_items
     d->model = m;
     d->n_params = stk_model_param_count(m);
     d->timeout_s = 300;
+    d->ranks_per_replica = 1;
     pthread_mutex_init(&d->lock, NULL);
     pthread_cond_init(&d->cv, NULL);
     stk_status st;
@@ -471,7 +473,7 @@ stk_status stk_ddp_reduce_epoch(stk_ddp *d, stk_epoch_stats *es, stk_eval_result
                                 stk_eval_result *val_ema, double eval_allowance_s)
 {
     int world = stk_comm_world(d->comm);
-    es->images_per_sec *= world; /* equal batches on every rank: the job's rate */
+    es->images_per_sec *= (double)world / d->ranks_per_replica; /* equal batches: the job's rate */
     if (world == 1) return STK_OK;
     /* rank 0 evaluates while the others wait here, longer than a step may */
     if (val) STK_TRY(stk_comm_barrier(d->comm, d->timeout_s + eval_allowance_s));
@@ -501,6 +503,8 @@ void stk_ddp_sync_batch_norm(stk_ddp *d)
     if (d->thread_started)
         stk_model_set_sync_batch_norm(d->model, &(stk_allreduce){sync_bn_sum, d});
 }
+
+void stk_ddp_set_ranks_per_replica(stk_ddp *d, int k) { d->ranks_per_replica = k > 1 ? k : 1; }
 
 void stk_ddp_set_timeout(stk_ddp *d, double seconds) { d->timeout_s = seconds > 0 ? seconds : 1; }
 

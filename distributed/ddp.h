@@ -93,6 +93,10 @@ stk_status stk_ddp_reduce_epoch(stk_ddp *d, stk_epoch_stats *es, stk_eval_result
  * stk_ddp_allreduce. Nothing in a world of one. */
 void stk_ddp_sync_batch_norm(stk_ddp *d);
 
+/* Pipeline stages on ranks (train/pipeline.h): every `k` ranks work on one
+ * batch, so the job's images/s is the ranks' sum / k. */
+void stk_ddp_set_ranks_per_replica(stk_ddp *d, int k);
+
 typedef struct stk_ddp_stats {
     const char *library; /* what moves the gradients: "NCCL 2.28.9", "Open MPI v4.1.4" */
     int buckets;

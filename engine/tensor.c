@@ -494,6 +494,15 @@ void stk_tensor_zero_grad(stk_tensor *t)
     t->grad = NULL;
 }
 
+stk_status stk_tensor_ensure_grad(stk_tensor *t)
+{
+    if (t->grad || !t->requires_grad) return STK_OK;
+    stk_tensor *g;
+    STK_TRY(eng_tensor_new(t->storage->device, t->dtype, t->ndim, t->shape, true, &g));
+    t->grad = g;
+    return STK_OK;
+}
+
 void stk_tensor_print(const stk_tensor *t, FILE *f)
 {
     fprintf(f, "tensor %s %s on %s%s%s", stk_tensor_shape_str(t), stk_dtype_name(t->dtype),

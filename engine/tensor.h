@@ -104,6 +104,10 @@ bool stk_tensor_requires_grad(const stk_tensor *t);
 stk_tensor *stk_tensor_grad(const stk_tensor *t);
 /* Drop the accumulated gradient (the next backward starts from zero). */
 void stk_tensor_zero_grad(stk_tensor *t);
+/* Give a leaf that requires grad and has none a gradient of zeros (the
+ * parameters of pipeline stages another process runs, so that every
+ * parameter's gradient takes part in the all-reduce). */
+stk_status stk_tensor_ensure_grad(stk_tensor *t);
 
 /* Print shape, dtype, device and (up to a few) values, for debugging. */
 void stk_tensor_print(const stk_tensor *t, FILE *f);

@@ -37,6 +37,41 @@ START_TEST(test_collectives)
 }
 END_TEST
 
+/* Point to point: two ranks send each other 4 MB (past MPI's eager limit)
+ * before either receives: the sends only start, so neither waits for the
+ * other; a message of another size is an error naming the sender. */
+START_TEST(test_point_to_point)
+{
+    int rank = stk_comm_rank(comm), world = stk_comm_world(comm);
+    stk_comm_request *req;
+    if (world < 2) {
+        ck_assert_int_eq(stk_comm_isend(comm, 1, 0, &rank, sizeof rank, &req), STK_ERR_INVALID_ARG);
+        ck_assert_ptr_null(req);
+        return;
+    }
+    if (rank > 1) return;
+    size_t n = 1u << 20;
+    float *out = malloc(n * sizeof *out), *in = malloc(n * sizeof *in);
+    ck_assert(out && in);
+    for (size_t i = 0; i < n; i++) out[i] = (float)(rank * 7 + (int)(i % 1000));
+    int peer = 1 - rank;
+    ck_assert_int_eq(stk_comm_isend(comm, peer, 5, out, n * sizeof *out, &req), STK_OK);
+    ck_assert_int_eq(stk_comm_recv(comm, peer, 5, in, n * sizeof *in), STK_OK);
+    ck_assert_int_eq(stk_comm_wait(comm, req), STK_OK);
+    for (size_t i = 0; i < n; i += 4099)
+        ck_assert_float_eq(in[i], (float)(peer * 7 + (int)(i % 1000)));
+    int small = 3;
+    ck_assert_int_eq(stk_comm_isend(comm, peer, 6, &small, sizeof small, &req), STK_OK);
+    int64_t big = 0;
+    ck_assert_int_eq(stk_comm_recv(comm, peer, 6, &big, sizeof big), STK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), "4 bytes, expected 8"));
+    ck_assert_int_eq(stk_comm_wait(comm, req), STK_OK);
+    ck_assert_int_eq(stk_comm_isend(comm, rank, 0, &small, sizeof small, &req),
+                     STK_ERR_INVALID_ARG);
+    free(out), free(in);
+}
+END_TEST
+
 static stk_model *make_named(const char *name, uint64_t seed)
 {
     stk_model_config c = {
@@ -265,6 +300,7 @@ int main(void)
     TCase *tc = tcase_create("dist");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_collectives);
+    tcase_add_test(tc, test_point_to_point);
     tcase_add_test(tc, test_ranks_train_as_one_process);
     tcase_add_test(tc, test_sync_batch_norm);
     tcase_add_test(tc, test_a_different_rank_is_refused);

@@ -397,7 +397,14 @@ static int train_main(int argc, char **argv)
     else if (pipe)
         say(p.lines, "micro-batches: %" PRId64 " a step, gradients accumulated\n",
             a->micro_batches);
-    if (r.world > 1)
+    if (r.world > 1 && r.link.send)
+        say(p.lines,
+            "pipelines on ranks: %d ranks (%s) = %d pipeline%s x %" PRId64
+            " stages (rank = pipeline x %" PRId64 " + stage), batch %" PRId64
+            " per pipeline, global batch %" PRId64 "; images/s below are the job's\n",
+            r.world, stk_comm_library(r.comm), r.data_world, r.data_world == 1 ? "" : "s",
+            a->pipeline, a->pipeline, a->batch, a->batch * r.data_world);
+    else if (r.world > 1)
         say(p.lines,
             "data-parallel: %d ranks (%s), batch %" PRId64 " per rank, global batch %" PRId64
             "%s; images/s below are the job's\n",

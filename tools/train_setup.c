@@ -43,7 +43,7 @@ static void block_params_text(const run_state *r, char *buf, size_t size)
  * the model's outputs with). */
 static stk_status checkpoint_metadata(run_state *r, const stk_meta *m)
 {
-    snprintf(r->meta_text[0], sizeof r->meta_text[0], "%d", r->world);
+    snprintf(r->meta_text[0], sizeof r->meta_text[0], "%d", r->data_world);
     snprintf(r->meta_text[1], sizeof r->meta_text[1], "%" PRId64, r->a.batch);
     const char *keys[] = {"transform", "val_transform", "data", "ranks", "batch_per_rank", "order"};
     const char *vals[] = {r->transform,    r->val_transform, r->a.data,
@@ -86,19 +86,20 @@ static stk_status continue_on_this_world(run_state *r)
     STK_TRY(st);
     stk_train_position *pos = stk_trainer_position(r->trainer);
     bool rescaled;
-    STK_TRY(stk_train_position_rescale(pos, r->path_last, ranks, batch, r->world, r->a.batch,
+    STK_TRY(stk_train_position_rescale(pos, r->path_last, ranks, batch, r->data_world, r->a.batch,
                                        (int64_t)stk_loader_batches(r->loader), &rescaled));
     FILE *out = r->rank ? NULL : r->a.json ? stderr : stdout;
     if (!rescaled || !out) return STK_OK;
     fprintf(out,
             "resume: the run was saved by %" PRId64 " rank%s x batch %" PRId64 "; epoch %" PRId64
             " starts from its beginning on %d x %" PRId64 " (scheduler at step %" PRId64 ")\n",
-            ranks, ranks == 1 ? "" : "s", batch, pos->epoch + 1, r->world, r->a.batch, pos->step);
-    if (ranks * batch != r->world * r->a.batch)
+            ranks, ranks == 1 ? "" : "s", batch, pos->epoch + 1, r->data_world, r->a.batch,
+            pos->step);
+    if (ranks * batch != r->data_world * r->a.batch)
         fprintf(out,
                 "resume: the global batch changes from %" PRId64 " to %" PRId64
                 ": the run goes on with other steps than the saved one would have taken\n",
-                ranks * batch, r->world * r->a.batch);
+                ranks * batch, r->data_world * r->a.batch);
     return STK_OK;
 }
 
@@ -367,18 +368,75 @@ static void exact(char buf[48], double x)
     }
 }
 
+/* --pipeline on ranks: the stages of this rank's pipeline are the ranks
+ * replica * K .. replica * K + K - 1. */
+static stk_status link_send(void *ctx, int stage, int tag, const void *buf, size_t bytes,
+                            void **pending)
+{
+    run_state *r = ctx;
+    return stk_comm_isend(r->comm, r->rank - r->link.stage + stage, tag, buf, bytes,
+                          (stk_comm_request **)pending);
+}
+
+static stk_status link_wait(void *ctx, void *pending)
+{
+    return stk_comm_wait(((run_state *)ctx)->comm, pending);
+}
+
+static stk_status link_recv(void *ctx, int stage, int tag, void *buf, size_t bytes)
+{
+    run_state *r = ctx;
+    return stk_comm_recv(r->comm, r->rank - r->link.stage + stage, tag, buf, bytes);
+}
+
+/* After each step of a pipeline on ranks: every rank holds the whole model
+ * (the gradients' all-reduce gave every parameter to all), but only a
+ * stage's ranks ran its batch norm: its running statistics and counters go
+ * to every rank, averaged over the replicas. */
+static stk_status sync_stage_buffers(void *ctx, const stk_step_info *info)
+{
+    run_state *r = ctx;
+    const stk_pipeline *p = stk_trainer_pipeline(r->trainer);
+    size_t n = 0;
+    for (int i = 0; i < stk_model_param_count(r->model); i++) {
+        const stk_param *pa = stk_model_param(r->model, i);
+        if (pa->is_buffer) n += (size_t)stk_tensor_numel(pa->value);
+    }
+    float *buf = calloc(n ? n : 1, sizeof *buf);
+    if (!buf) return stk_error(STK_ERR_NOMEM, "out of memory");
+    stk_status st = STK_OK;
+    for (int pass = 0; pass < 2 && st == STK_OK; pass++) {
+        size_t off = 0;
+        for (int i = 0; i < stk_model_param_count(r->model); i++) {
+            const stk_param *pa = stk_model_param(r->model, i);
+            if (!pa->is_buffer) continue;
+            stk_tensor *v = pa->value;
+            int64_t k = stk_tensor_numel(v);
+            bool mine = stk_pipeline_owns_param(p, i), f32 = stk_tensor_dtype(v) == STK_F32;
+            if (pass == 0 && mine && f32) st = stk_tensor_to_host(v, buf + off, (size_t)k * 4);
+            if (pass == 0 && mine && !f32) buf[off] = (float)*(int32_t *)stk_tensor_data(v);
+            if (pass == 1) {
+                for (int64_t j = 0; j < k; j++) buf[off + (size_t)j] /= (float)r->data_world;
+                if (f32)
+                    st = stk_tensor_copy_from_host(v, buf + off, (size_t)k * 4);
+                else
+                    *(int32_t *)stk_tensor_data(v) = (int32_t)lrintf(buf[off]);
+            }
+            off += (size_t)k;
+        }
+        if (pass == 0 && st == STK_OK) st = stk_ddp_allreduce(r->ddp, buf, n);
+    }
+    free(buf);
+    (void)info;
+    return st;
+}
+
 /* Data-parallel: every rank must compute the same thing, so before the
  * first step the ranks compare everything that changes what is computed or
  * when they synchronise (ddp.h names the first difference on every rank). */
 static stk_status attach_ranks(run_state *r, stk_dataset *ds, int64_t per_epoch)
 {
     const train_args *a = &r->a;
-    if (a->pipeline > 1)
-        return stk_error(STK_ERR_INVALID_ARG,
-                         "--pipeline with %d MPI ranks: stages on ranks are not built yet (one "
-                         "process runs the stages on thread groups; --micro-batches works "
-                         "with data parallelism)",
-                         r->world);
     uint64_t fp;
     STK_TRY(stk_dataset_fingerprint(ds, &fp));
     char freeze[512] = "", v[23][48];
@@ -456,6 +514,10 @@ static stk_status attach_ranks(run_state *r, stk_dataset *ds, int64_t per_epoch)
     STK_TRY(st);
     stk_ddp_set_timeout(r->ddp, (double)a->dist_timeout);
     if (a->sync_bn) stk_ddp_sync_batch_norm(r->ddp);
+    if (r->link.send) {
+        stk_ddp_set_ranks_per_replica(r->ddp, (int)a->pipeline);
+        STK_TRY(stk_trainer_add_hook(r->trainer, STK_STEP_AFTER_OPTIMIZER, sync_stage_buffers, r));
+    }
     return STK_OK;
 }
 
@@ -505,8 +567,8 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
     /* the ring's batches of u8 pixels, and the one each side holds */
     r->ring_bytes = (uint64_t)(o.prefetch + 2) * (uint64_t)a->batch * (uint64_t)m->channels *
                     (uint64_t)r->size * (uint64_t)r->size;
-    o.rank = r->rank; /* each rank its shard of every epoch, all the same length */
-    o.world = r->world;
+    o.rank = r->data_rank; /* each replica its shard of every epoch, all the same length */
+    o.world = r->data_world;
     if (!r->borrowed_data) STK_TRY(stk_loader_open(a->data, &o, &r->loader));
     int64_t per_epoch = (int64_t)stk_loader_batches(r->loader);
     if (per_epoch == 0)
@@ -519,6 +581,7 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
                        .warmup_steps = (int64_t)llround(a->warmup_epochs * (double)per_epoch),
                        .step_size = a->step_epochs * per_epoch,
                        .gamma = 0.1f};
+    if (r->link.send) r->tc.pipeline.link = &r->link;
     STK_TRY(stk_trainer_create(&r->tc, r->model, r->opt, &r->trainer));
     if (a->val && r->rank == 0 && !r->borrowed_data) { /* rank 0 evaluates for the job */
         stk_loader_options vo =
@@ -544,6 +607,28 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
 stk_status train_setup(run_state *r)
 {
     train_args *a = &r->a;
+    r->data_rank = r->rank, r->data_world = r->world;
+    if (r->world > 1 && a->pipeline > 1) { /* stages on ranks */
+        if (r->world % a->pipeline)
+            return stk_error(STK_ERR_INVALID_ARG,
+                             "--pipeline %" PRId64 " on %d ranks: the ranks must be a multiple of "
+                             "the stages (K x replicas)",
+                             a->pipeline, r->world);
+        if (!a->split_after)
+            return stk_error(STK_ERR_INVALID_ARG, "--pipeline on ranks needs --split-after (the "
+                                                  "ranks cannot measure each other's stages)");
+        if (a->device.kind != STK_DEVICE_CPU)
+            return stk_error(STK_ERR_INVALID_ARG,
+                             "--pipeline on ranks runs on the CPU (NCCL point to point is not "
+                             "built yet)");
+        r->link = (stk_pipe_link){.stage = r->rank % (int)a->pipeline,
+                                  .ctx = r,
+                                  .send = link_send,
+                                  .wait = link_wait,
+                                  .recv = link_recv};
+        r->data_rank = r->rank / (int)a->pipeline;
+        r->data_world = r->world / (int)a->pipeline;
+    }
     /* one GPU per rank: "cuda" is the rank's local GPU under a launcher */
     if (r->world > 1 && a->device.kind == STK_DEVICE_CUDA && !a->device.indexed)
         a->device.index = stk_comm_local_rank(r->comm);

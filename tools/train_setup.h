@@ -79,6 +79,10 @@ typedef struct run_state {
     stk_comm *comm; /* the data-parallel job (a world of one alone) */
     stk_ddp *ddp;   /* with more than one rank */
     int rank, world;
+    /* --pipeline K on K x D ranks: rank = replica * K + stage; the data is
+     * sharded by replica (data_rank of data_world = D); else rank, world */
+    int data_rank, data_world;
+    stk_pipe_link link;
     uint64_t val_count;        /* images in --val */
     bool ranks_agree_on_error; /* every rank failed alike: no need to stop the others */
     int out_lock;              /* RUNDIR's lock: its descriptor + 1 (0: none) */

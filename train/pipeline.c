@@ -25,6 +25,13 @@ struct stk_pipeline {
     int threads_per_stage;
     held *held; /* [K * M] */
     int held_cap;
+    stk_pipe_link link; /* link.send NULL: every stage in this process */
+    struct pending_send {
+        void *req;        /* the link's */
+        stk_tensor *keep; /* what it reads, held until it is done */
+        void *mem;
+    } * pending; /* sends started this step */
+    int n_pending, pending_cap;
 };
 
 /* One step's inputs and results, shared by the stage threads. */
@@ -175,14 +182,24 @@ stk_status stk_pipeline_create(stk_model *m, const stk_pipeline_config *c, stk_p
     int threads = c->threads > 0 ? c->threads : stk_cpu_threads();
     p->threads_per_stage = threads / c->stages > 1 ? threads / c->stages : 1;
     stk_status st = STK_OK;
-    if (c->stages == 1) {
+    if (c->link) {
+        p->link = *c->link;
+        p->cfg.link = NULL;
+        if (p->link.stage < 0 || p->link.stage >= c->stages || !c->split_after)
+            st = stk_error(STK_ERR_INVALID_ARG,
+                           "pipeline stages in other processes: stage %d of %d; the cuts must "
+                           "be named (--split-after)",
+                           p->link.stage, c->stages);
+    }
+    if (st != STK_OK) {
+    } else if (c->stages == 1) {
         p->first[0] = 0, p->first[1] = units, p->split = true;
     } else if (c->split_after) {
         p->cfg.split_after = c->split_after;
         st = split_named(p);
         p->cfg.split_after = NULL; /* the caller's string is not kept */
     }
-    if (st == STK_OK && c->stages > 1)
+    if (st == STK_OK && c->stages > 1 && !p->link.send)
         st = stk_pipe_runner_create(c->stages, stage_thread_init, p, &p->runner);
     if (st != STK_OK) {
         stk_pipeline_destroy(p);
@@ -207,7 +224,20 @@ void stk_pipeline_destroy(stk_pipeline *p)
     stk_pipe_runner_destroy(p->runner);
     release_held(p);
     free(p->held);
+    free(p->pending);
     free(p);
+}
+
+bool stk_pipeline_owns_param(const stk_pipeline *p, int i)
+{
+    if (!p->link.send || !p->split) return true;
+    const char *name = stk_model_param(p->model, i)->name;
+    for (int u = p->first[p->link.stage]; u < p->first[p->link.stage + 1]; u++) {
+        const char *unit = stk_model_unit_name(p->model, u);
+        size_t n = strlen(unit);
+        if (!strncmp(name, unit, n) && name[n] == '.') return true;
+    }
+    return false;
 }
 
 int stk_pipeline_stage_first(const stk_pipeline *p, int s)
@@ -234,6 +264,93 @@ const char *stk_pipeline_describe(const stk_pipeline *p, char *buf, size_t n)
     return buf;
 }
 
+/* Tags of a link's messages: a micro-batch's activation or gradient as a
+ * header then its floats; the step's loss and logits at the end. */
+enum { TAG_LOSS = 30000, TAG_LOGITS_HEAD = 30001, TAG_LOGITS = 30002 };
+static int tag_of(int micro, bool backward, bool data)
+{
+    return ((micro * 2 + backward) * 2) + data;
+}
+
+/* Start a send of buf (kept alive by keep or mem, which the pipeline then
+ * owns: released once the send is done). */
+static stk_status start_send(stk_pipeline *p, int to, int tag, const void *buf, size_t bytes,
+                             stk_tensor *keep, void *mem)
+{
+    if (p->n_pending == p->pending_cap) {
+        int cap = p->pending_cap ? 2 * p->pending_cap : 16;
+        struct pending_send *n = realloc(p->pending, (size_t)cap * sizeof *n);
+        if (!n) {
+            stk_tensor_release(keep);
+            free(mem);
+            return stk_error(STK_ERR_NOMEM, "pipeline: out of memory");
+        }
+        p->pending = n, p->pending_cap = cap;
+    }
+    void *req = NULL;
+    stk_status st = p->link.send(p->link.ctx, to, tag, buf, bytes, &req);
+    p->pending[p->n_pending++] = (struct pending_send){req, keep, mem};
+    return st;
+}
+
+/* Wait for every send started (also after an error), and let go of their data. */
+static stk_status finish_sends(stk_pipeline *p)
+{
+    stk_status st = STK_OK;
+    for (int i = 0; i < p->n_pending; i++) {
+        stk_status w = p->link.wait(p->link.ctx, p->pending[i].req);
+        if (st == STK_OK) st = w;
+        stk_tensor_release(p->pending[i].keep);
+        free(p->pending[i].mem);
+    }
+    p->n_pending = 0;
+    return st;
+}
+
+/* t (CPU, f32) to stage `to` of a linked pipeline: [ndim, shape...] then the floats. */
+static stk_status link_send(stk_pipeline *p, int to, int head_tag, int data_tag, stk_tensor *t)
+{
+    int64_t *head = calloc(1 + STK_MAX_DIMS, sizeof *head);
+    if (!head) return stk_error(STK_ERR_NOMEM, "pipeline: out of memory");
+    head[0] = stk_tensor_ndim(t);
+    for (int d = 0; d < stk_tensor_ndim(t); d++) head[1 + d] = stk_tensor_dim(t, d);
+    STK_TRY(start_send(p, to, head_tag, head, (1 + STK_MAX_DIMS) * sizeof *head, NULL, head));
+    size_t bytes = (size_t)stk_tensor_numel(t) * sizeof(float);
+    if (stk_tensor_is_contiguous(t) && stk_tensor_data(t)) {
+        stk_tensor_retain(t);
+        return start_send(p, to, data_tag, stk_tensor_data(t), bytes, t, NULL);
+    }
+    float *h = malloc(bytes ? bytes : 1);
+    if (!h) return stk_error(STK_ERR_NOMEM, "pipeline: out of memory");
+    stk_status st = stk_tensor_to_host(t, h, bytes);
+    if (st != STK_OK) {
+        free(h);
+        return st;
+    }
+    return start_send(p, to, data_tag, h, bytes, NULL, h);
+}
+
+/* The tensor link_send sent, as a new tensor owned by the caller. */
+static stk_status link_recv(stk_pipeline *p, int from, int head_tag, int data_tag, stk_tensor **out)
+{
+    int64_t head[1 + STK_MAX_DIMS];
+    STK_TRY(p->link.recv(p->link.ctx, from, head_tag, head, sizeof head));
+    if (head[0] < 1 || head[0] > STK_MAX_DIMS)
+        return stk_error(STK_ERR_CORRUPT, "pipeline: stage %d sent a tensor of %lld dimensions",
+                         from, (long long)head[0]);
+    stk_scope *sc;
+    STK_TRY(stk_scope_begin(&sc));
+    stk_status st = stk_tensor_zeros(STK_F32, (int)head[0], head + 1, out);
+    if (st == STK_OK) {
+        stk_tensor_retain(*out);
+        st = p->link.recv(p->link.ctx, from, data_tag, stk_tensor_data(*out),
+                          (size_t)stk_tensor_numel(*out) * sizeof(float));
+        if (st != STK_OK) stk_tensor_release(*out);
+    }
+    stk_scope_end(sc);
+    return st;
+}
+
 /* A copy of t that outlives the current scope (owned by the caller). */
 static stk_status kept_copy(const stk_tensor *t, stk_tensor **out)
 {
@@ -252,7 +369,11 @@ static stk_status forward_op(step_ctx *c, stk_pipe_runner *r, int s, int i, held
     stk_tensor *in = c->x[i];
     if (s > 0) {
         void *payload;
-        STK_TRY(stk_pipe_recv(r, s, i, false, &payload));
+        if (p->link.send)
+            STK_TRY(link_recv(p, s - 1, tag_of(i, false, false), tag_of(i, false, true),
+                              (stk_tensor **)&payload));
+        else
+            STK_TRY(stk_pipe_recv(r, s, i, false, &payload));
         h->in = in = payload;
         stk_tensor_set_requires_grad(in, true);
     }
@@ -270,6 +391,8 @@ static stk_status forward_op(step_ctx *c, stk_pipe_runner *r, int s, int i, held
     }
     stk_tensor_retain(y);
     h->out = y;
+    if (p->link.send)
+        return link_send(p, s + 1, tag_of(i, false, false), tag_of(i, false, true), y);
     stk_tensor *copy;
     STK_TRY(kept_copy(y, &copy));
     return stk_pipe_send(r, s, i, false, copy);
@@ -277,11 +400,16 @@ static stk_status forward_op(step_ctx *c, stk_pipe_runner *r, int s, int i, held
 
 static stk_status backward_op(step_ctx *c, stk_pipe_runner *r, int s, int i, held *h)
 {
-    bool last = s == c->p->cfg.stages - 1;
+    stk_pipeline *p = c->p;
+    bool last = s == p->cfg.stages - 1;
     stk_tensor *g = NULL;
     if (!last) {
         void *payload;
-        STK_TRY(stk_pipe_recv(r, s, i, true, &payload));
+        if (p->link.send)
+            STK_TRY(link_recv(p, s + 1, tag_of(i, true, false), tag_of(i, true, true),
+                              (stk_tensor **)&payload));
+        else
+            STK_TRY(stk_pipe_recv(r, s, i, true, &payload));
         g = payload;
     }
     stk_status st = stk_backward(h->out, g, false);
@@ -292,6 +420,9 @@ static stk_status backward_op(step_ctx *c, stk_pipe_runner *r, int s, int i, hel
         stk_tensor *gi;
         if (!stk_tensor_grad(h->in))
             st = stk_error(STK_ERR_INTERNAL, "no gradient reached the stage's input");
+        else if (p->link.send)
+            st = link_send(p, s - 1, tag_of(i, true, false), tag_of(i, true, true),
+                           stk_tensor_grad(h->in));
         else if ((st = kept_copy(stk_tensor_grad(h->in), &gi)) == STK_OK)
             st = stk_pipe_send(r, s, i, true, gi);
     }
@@ -315,6 +446,61 @@ static stk_status stage_op(void *ctx, stk_pipe_runner *r, int stage, int micro, 
 }
 
 static void drop_payload(void *payload) { stk_tensor_release(payload); }
+
+/* Linked: this process's stage in its schedule's order, then the last
+ * stage's loss and logits to the others, zero gradients for the others'
+ * parameters. */
+static stk_status linked_step(stk_pipeline *p, step_ctx *c, stk_pipe_stats *stats)
+{
+    int m = p->cfg.micro_batches, k = p->cfg.stages, s = p->link.stage, *ops;
+    if (!(ops = malloc((size_t)(2 * m) * sizeof *ops)))
+        return stk_error(STK_ERR_NOMEM, "pipeline: out of memory");
+    stk_pipe_schedule_ops(p->cfg.schedule, k, m, s, ops);
+    double t0 = stk_clock_sec();
+    int in_flight = 0;
+    stk_status st = STK_OK;
+    *stats = (stk_pipe_stats){.stages = k, .micro_batches = m};
+    for (int i = 0; i < 2 * m && st == STK_OK; i++) {
+        bool backward = ops[i] >= m;
+        st = stage_op(c, NULL, s, backward ? ops[i] - m : ops[i], backward);
+        in_flight += backward ? -1 : 1;
+        if (in_flight > stats->max_in_flight[s]) stats->max_in_flight[s] = in_flight;
+        bool sends = backward ? s > 0 : s < k - 1;
+        if (st == STK_OK && sends) stats->transfers++;
+    }
+    free(ops);
+    if (st == STK_OK && s == k - 1) { /* the loss and the logits, to every other stage */
+        double *loss = calloc(1, sizeof *loss);
+        for (int i = 0; loss && i < m; i++) *loss += c->loss_part[i];
+        stk_tensor *all = NULL;
+        stk_scope *sc;
+        if (!loss)
+            st = stk_error(STK_ERR_NOMEM, "pipeline: out of memory");
+        else if ((st = stk_scope_begin(&sc)) == STK_OK) {
+            st = stk_cat(m, c->logits, 0, &all);
+            for (int to = 0; to < k - 1 && st == STK_OK; to++)
+                if ((st = start_send(p, to, TAG_LOSS, loss, sizeof *loss, NULL, NULL)) == STK_OK)
+                    st = link_send(p, to, TAG_LOGITS_HEAD, TAG_LOGITS, all);
+            stk_scope_end(sc);
+        }
+        stk_status w = finish_sends(p); /* (before loss goes) */
+        if (st == STK_OK) st = w;
+        free(loss);
+    } else if (st == STK_OK) { /* the logits arrive whole: micro-batch 0 holds them */
+        double loss;
+        if ((st = p->link.recv(p->link.ctx, k - 1, TAG_LOSS, &loss, sizeof loss)) == STK_OK)
+            st = link_recv(p, k - 1, TAG_LOGITS_HEAD, TAG_LOGITS, &c->logits[0]);
+        c->loss_part[0] = loss;
+        for (int i = 1; i < m; i++) c->loss_part[i] = 0;
+    }
+    stk_status w = finish_sends(p);
+    if (st == STK_OK) st = w;
+    for (int i = 0; i < stk_model_param_count(p->model) && st == STK_OK; i++)
+        if (!stk_pipeline_owns_param(p, i))
+            st = stk_tensor_ensure_grad(stk_model_param(p->model, i)->value);
+    stats->wall_s = stats->busy_s[s] = stk_clock_sec() - t0;
+    return st;
+}
 
 /* The micro-batch views of x and the labels (the caller's scope owns them). */
 static stk_status micro_views(step_ctx *c, stk_tensor *x, stk_tensor *labels, int m)
@@ -364,7 +550,10 @@ stk_status stk_pipeline_step(stk_pipeline *p, stk_tensor *x, stk_tensor *labels,
         if ((st = measure_units(p, c.x[0], cost)) == STK_OK) split_balanced(p, cost);
     }
     stk_pipe_stats local = {0};
-    if (st == STK_OK && k == 1) { /* accumulation: each micro-batch forward then backward */
+    if (st == STK_OK && p->link.send) {
+        c.loss_scale *= (float)k; /* see pipeline.h: the all-reduce's sum / world */
+        st = linked_step(p, &c, &local);
+    } else if (st == STK_OK && k == 1) { /* accumulation: each micro-batch forward then backward */
         double t0 = stk_clock_sec();
         for (int i = 0; i < m && st == STK_OK; i++) {
             if ((st = stage_op(&c, NULL, 0, i, false)) == STK_OK)
@@ -380,7 +569,8 @@ stk_status stk_pipeline_step(stk_pipeline *p, stk_tensor *x, stk_tensor *labels,
         double sum = 0;
         for (int i = 0; i < m; i++) sum += c.loss_part[i];
         *loss = (float)sum;
-        if ((st = stk_cat(m, c.logits, 0, logits)) == STK_OK) stk_tensor_retain(*logits);
+        int parts = p->link.send && p->link.stage < k - 1 ? 1 : m; /* (linked: whole) */
+        if ((st = stk_cat(parts, c.logits, 0, logits)) == STK_OK) stk_tensor_retain(*logits);
     }
     stk_scope_end(sc);
     if (stats) *stats = local;

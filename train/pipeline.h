@@ -28,6 +28,17 @@
  * step. The parameters stay where they are: a checkpoint is the same
  * model under the same names whatever K was.
  *
+ * With a link (stages on ranks: one stage a process, the stage's forward
+ * and backward on the calling thread): the split must be given by name (the
+ * processes cannot measure each other's units); activations and gradients
+ * travel as a header (shape) and the floats; after the schedule the last
+ * stage sends the batch's loss and logits to the others, so every stage
+ * returns them; every trainable parameter of the other stages gets a zero
+ * gradient; and each micro-batch's loss is multiplied by K, so that the
+ * data-parallel average over all ranks (sum / world, every parameter's
+ * gradient nonzero on one rank per pipeline) is the average over the
+ * pipelines. The CPU only.
+ *
  * Threading: one thread drives a pipeline; the model must not be used
  * elsewhere during a step. */
 #pragma once
@@ -41,12 +52,28 @@
 extern "C" {
 #endif
 
+/* Stages in other processes (MPI ranks: tools/train_setup.c makes one):
+ * this process runs stage `stage` of a pipeline whose others it reaches
+ * through send/recv (bytes to / from that stage's process, the same tag on
+ * both sides). send only starts a send (*pending); buf stays untouched
+ * until wait(pending) returns, which the pipeline calls before the step
+ * ends. */
+typedef struct stk_pipe_link {
+    int stage;
+    void *ctx;
+    stk_status (*send)(void *ctx, int stage, int tag, const void *buf, size_t bytes,
+                       void **pending);
+    stk_status (*wait)(void *ctx, void *pending);
+    stk_status (*recv)(void *ctx, int stage, int tag, void *buf, size_t bytes);
+} stk_pipe_link;
+
 typedef struct stk_pipeline_config {
     int stages;                 /* K: 1 .. STK_PIPE_MAX_STAGES */
     int micro_batches;          /* M: 1 .. STK_PIPE_MAX_MICRO */
     stk_pipe_schedule schedule; /* K > 1 */
     const char *split_after;    /* K - 1 unit names, comma-separated, in order; NULL: balanced */
     int threads;                /* CPU threads for all stages (0: the current OpenMP count) */
+    const stk_pipe_link *link;  /* NULL: every stage here; else this process's stage alone */
 } stk_pipeline_config;
 
 typedef struct stk_pipeline stk_pipeline;
@@ -75,6 +102,10 @@ stk_status stk_pipeline_step(stk_pipeline *p, stk_tensor *x, stk_tensor *labels,
 const char *stk_pipeline_describe(const stk_pipeline *p, char *buf, size_t n);
 /* Stage s runs units [stk_pipeline_stage_first(p, s), ...(p, s + 1)); -1 before the split. */
 int stk_pipeline_stage_first(const stk_pipeline *p, int s);
+/* With a link: whether parameter i of the model (stk_model_param) belongs
+ * to this process's stage (true for all without a link, or before the
+ * split). */
+bool stk_pipeline_owns_param(const stk_pipeline *p, int i);
 
 #ifdef __cplusplus
 }

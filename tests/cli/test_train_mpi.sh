@@ -69,8 +69,43 @@ close one two 1e-5   # summation order only: per-rank means, then their mean
 run 0 $MPI "$STOKE" train $T --batch 8 --micro-batches 2 --out twomicro
 expect out.txt "micro-batches: 2 a step, gradients accumulated"
 close one twomicro 1e-5
-run 1 $MPI "$STOKE" train $T --batch 8 --micro-batches 2 --pipeline 2 --out pipe
-expect err.txt "--pipeline with 2 MPI ranks: stages on ranks are not built yet"
+# pipeline stages on ranks: 2 ranks = one pipeline of 2 stages trains as one
+# process accumulating the same micro-batches (evaluated on rank 0 with the
+# whole model, which every rank holds); it resumes on one process
+run 0 "$STOKE" train $T --batch 8 --micro-batches 2 --out onemicro
+run 0 $MPI "$STOKE" train $T --batch 8 --micro-batches 2 --pipeline 2 --split-after fc2 --out pipe
+expect out.txt "pipelines on ranks: 2 ranks (Open MPI"
+expect out.txt "= 1 pipeline x 2 stages (rank = pipeline x 2 + stage), batch 8 per pipeline, global batch 8"
+expect out.txt "stage 0: flatten .. fc2 (4 units), stage 1: relu2 .. fc3 (2 units)"
+close onemicro pipe 1e-5
+run 0 $MPI "$STOKE" train $T --batch 8 --micro-batches 2 --pipeline 2 --split-after fc2 \
+    --stop-after 1 --out pipe-resumed
+run 0 "$STOKE" train $T --batch 8 --micro-batches 2 --out pipe-resumed --resume
+expect out.txt "(resumed)"
+close onemicro pipe-resumed 1e-5
+# 4 ranks = 2 pipelines x 2 stages: the parameters and optimizer state of 2
+# data-parallel ranks with the same micro-batches (cnn: batch norm per
+# micro-batch on both; running statistics averaged over the pipelines)
+TC2="--data tiny.stoke --threads 1 --workers 1 --model cnn --epochs 1 --transform center:28 --batch 8 --micro-batches 2"
+run 0 $MPI "$STOKE" train $TC2 --out dp-micro
+run 0 $MPIRUN -np 4 --oversubscribe "$STOKE" train $TC2 --pipeline 2 --split-after relu2 --out pp-micro
+expect out.txt "= 2 pipelines x 2 stages (rank = pipeline x 2 + stage), batch 8 per pipeline, global batch 16"
+"$PYTHON3" - "$STOKE_TESTS/python" <<'PY' || fail "2 pipelines x 2 stages against 2 ranks"
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np, st_io
+a, _ = st_io.load("dp-micro/last.safetensors")
+b, _ = st_io.load("pp-micro/last.safetensors")
+assert a.keys() == b.keys()
+d = max(float(np.abs(a[k].astype(np.float64) - b[k]).max() / (1 + np.abs(a[k]).max()))
+        for k in a if a[k].dtype.kind == "f" and "running" not in k)
+assert d <= 1e-5, d
+PY
+run 1 $MPIRUN -np 3 --oversubscribe "$STOKE" train $T --batch 8 --micro-batches 2 --pipeline 2 \
+    --split-after fc2 --out pipe3
+expect err.txt "--pipeline 2 on 3 ranks: the ranks must be a multiple of the stages"
+run 1 $MPI "$STOKE" train $T --batch 8 --micro-batches 2 --pipeline 2 --out pipe4
+expect err.txt "--pipeline on ranks needs --split-after"
 
 # shards (here a file twice: 100 records): 2 ranks draw from both, in the
 # one global order, as one process does
