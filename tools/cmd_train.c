@@ -102,7 +102,9 @@ static const stk_flag flags[] = {
                  "cut the model into K stages of contiguous units (the top-level\n"
                  "layers, resnets' blocks, mobilenet_v2's features.N), each on a thread\n"
                  "group of its own (--threads / K), the micro-batches flowing through\n"
-                 "them (needs --micro-batches); the run prints the stages"),
+                 "them (needs --micro-batches); the run prints the stages. Under\n"
+                 "mpirun -np K*D: D pipelines, a stage per rank (rank = pipeline x K +\n"
+                 "stage), each pipeline its shard of the data (needs --split-after)"),
     STK_FLAG_CHOICE(T, pipeline_schedule, "pipeline-schedule", "NAME", train_pipeline_schedules,
                     "1f1b (default: at most K micro-batches' activations a stage) or\n"
                     "gpipe (all forwards, then all backwards)"),
@@ -293,6 +295,9 @@ int train_parse_flags(int argc, char **argv, train_args *a)
                              "--pipeline %lld needs --micro-batches (2 or more: the "
                              "stages work on different micro-batches at once)",
                              (long long)a->pipeline);
+    if (a->sync_bn && a->pipeline > 1)
+        return stk_cli_usage("train", "--sync-bn with --pipeline: not supported (the ranks run "
+                                      "different layers; statistics are per micro-batch)");
     if (a->split_after && a->pipeline < 2)
         return stk_cli_usage("train", "--split-after needs --pipeline 2 or more");
     if ((a->pipeline > 1 || a->micro_batches > 1) && a->micro_batches > a->batch)

@@ -57,6 +57,8 @@ run 2 "$STOKE" train $T --model cnn --pipeline 2 --out x
 expect err.txt "--pipeline 2 needs --micro-batches"
 run 2 "$STOKE" train $T --model cnn --split-after relu2 --micro-batches 2 --out x
 expect err.txt "--split-after needs --pipeline 2 or more"
+run 2 "$STOKE" train $T --model cnn --micro-batches 2 --pipeline 2 --sync-bn --out x
+expect err.txt "--sync-bn with --pipeline: not supported"
 run 2 "$STOKE" train $T --model cnn --micro-batches 9 --out x
 expect err.txt "--micro-batches 9: more than the batch (8)"
 run 2 "$STOKE" train $T --model cnn --micro-batches 2 --pipeline 2 --pipeline-schedule zigzag --out x
