@@ -75,7 +75,11 @@ expect out.txt "run/best.onnx: cnn onnx (10 classes, 28 px)"
 VPY=${STOKE_VENV_PYTHON:-}
 if [ -n "$VPY" ] && "$VPY" -c "import onnx, onnxruntime, safetensors" 2>/dev/null; then
     pairs=""
-    for m in mlp cnn resnet8 resnet18 resnet50 mobilenet_v2; do
+    # the torchvision models: not under ThreadSanitizer (its one thread
+    # makes their training minutes long; the other builds check them)
+    models="mlp cnn resnet8 resnet18"
+    case "${STOKE_SANITIZE:-}" in *thread*) ;; *) models="$models resnet50 mobilenet_v2" ;; esac
+    for m in $models; do
         run 0 "$STOKE" train --data tiny.stoke --model $m --batch 25 --epochs 1 --workers 2 \
             --no-tensorboard --out "t-$m"
         run 0 "$FORWARD_IO" "t-$m/last.safetensors" "$m-io.safetensors"
@@ -108,10 +112,12 @@ m = onnx.load("resnet18.onnx")
 names = [n.name for n in m.graph.node]
 assert "/layer1/layer1.0/conv1/Conv" in names and "/layer1/layer1.0/relu_1/Relu" in names, names
 assert "/fc/Gemm" in names and not any(n.op_type == "BatchNormalization" for n in m.graph.node)
-mb = onnx.load("mobilenet_v2.onnx")  # ReLU6 as torch exports it; depthwise convs; classifier.1
-assert sum(n.op_type == "Clip" for n in mb.graph.node) == 35, [n.op_type for n in mb.graph.node]
-assert any(a.name == "group" and a.i == 96 for n in mb.graph.node for a in n.attribute)
-assert mb.graph.node[-1].op_type == "Gemm" and mb.graph.node[-1].output[0] == "logits"
+import os
+if os.path.exists("mobilenet_v2.onnx"):  # ReLU6 as torch exports it; depthwise convs; classifier.1
+    mb = onnx.load("mobilenet_v2.onnx")
+    assert sum(n.op_type == "Clip" for n in mb.graph.node) == 35, [n.op_type for n in mb.graph.node]
+    assert any(a.name == "group" and a.i == 96 for n in mb.graph.node for a in n.attribute)
+    assert mb.graph.node[-1].op_type == "Gemm" and mb.graph.node[-1].output[0] == "logits"
 assert "layer1.0.conv1.weight" in [i.name for i in m.graph.initializer]
 bn = onnx.load("r8-bn.onnx")
 assert any(n.op_type == "BatchNormalization" for n in bn.graph.node)
