@@ -6,6 +6,12 @@
  *
  *   bench_train [--models mlp,cnn,resnet8,resnet18] [--batch 128] [--threads 2]
  *               [--size PX] [--channels C] [--seconds 10] [--device cpu|cuda] [--json]
+ *               [--micro-batches M [--pipeline K [--pipeline-schedule gpipe|1f1b]
+ *                [--split-after UNITS]]]
+ *
+ * With --micro-batches / --pipeline the step runs as `stoke train`'s does
+ * (train/pipeline.h): PyTorch's model-parallel tutorial's comparison on the
+ * CPU's thread groups.
  *
  * With --device cuda the model, inputs and steps run on the GPU (the timing
  * waits for the queued work: every step reads its loss on the host).
@@ -42,6 +48,8 @@ static stk_tensor *random_tensor(int ndim, const int64_t *shape)
 static int size_override;     /* --size: input side (resnet18 > 64 px: the ImageNet stem) */
 static int channels_override; /* --channels: input channels (default 1, resnet18 3) */
 static stk_device device = STK_DEVICE_CPU;
+static stk_pipeline_config pipe_cfg = {.schedule = STK_PIPE_1F1B}; /* --pipeline, ... */
+static int micro_batches;
 
 /* t moved to the benchmark's device (NULL and a message on failure). */
 static stk_tensor *on_device(stk_tensor *t)
@@ -89,6 +97,8 @@ static int train_bench(const char *name, int batch, double seconds, bool json)
     if (!x || !(y = on_device(y))) return 1;
     /* the trainer's step: forward, loss, backward, SGD, the finite checks */
     stk_trainer_config tc = stk_trainer_defaults();
+    tc.micro_batches = micro_batches;
+    tc.pipeline = pipe_cfg;
     const stk_copy_engine *ce;
     stk_device_spec spec = {device, 0};
     stk_trainer *t = NULL;
@@ -198,14 +208,25 @@ int main(int argc, char **argv)
             device = STK_DEVICE_CUDA, i++;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc && !strcmp(argv[i + 1], "cpu"))
             i++;
+        else if (!strcmp(argv[i], "--micro-batches") && i + 1 < argc)
+            micro_batches = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--pipeline") && i + 1 < argc)
+            pipe_cfg.stages = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--pipeline-schedule") && i + 1 < argc &&
+                 stk_pipe_schedule_parse(argv[i + 1], &pipe_cfg.schedule))
+            i++;
+        else if (!strcmp(argv[i], "--split-after") && i + 1 < argc)
+            pipe_cfg.split_after = argv[++i];
         else {
             fprintf(stderr, "usage: bench_train [--models LIST] [--batch N] [--threads N] "
                             "[--size PX] [--channels C] [--seconds S] [--device cpu|cuda] [--json] "
-                            "[--no-matmul]\n");
+                            "[--no-matmul] [--micro-batches M [--pipeline K [--pipeline-schedule "
+                            "gpipe|1f1b] [--split-after UNITS]]]\n");
             return 2;
         }
     }
     stk_cpu_set_threads(threads);
+    pipe_cfg.threads = threads;
     char list[256];
     snprintf(list, sizeof list, "%s", models);
     for (char *save, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
