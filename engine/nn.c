@@ -429,12 +429,19 @@ static stk_status forward(stk_model *m, stk_module *mod, stk_tensor *x, stk_tens
     return st;
 }
 
-stk_status stk_model_forward(stk_model *m, stk_tensor *x, stk_tensor **out)
+/* The model's input: [N, in_channels, H, W]. */
+static stk_status check_input(const stk_model *m, const stk_tensor *x)
 {
     int64_t want = m->cfg.in_channels;
     if (stk_tensor_ndim(x) != 4 || stk_tensor_dim(x, 1) != want)
         return stk_error(STK_ERR_INVALID_ARG, "%s: input %s must be [N, %lld, H, W]", m->name,
                          stk_tensor_shape_str(x), (long long)want);
+    return STK_OK;
+}
+
+stk_status stk_model_forward(stk_model *m, stk_tensor *x, stk_tensor **out)
+{
+    STK_TRY(check_input(m, x));
     forward_id = ++m->forward_count;
     /* Intermediates belong to a scope of the forward's own (the graph keeps
      * what backward needs), so a forward outside any scope leaks nothing. */
@@ -451,10 +458,7 @@ stk_status stk_model_forward_units(stk_model *m, int from, int to, uint64_t id, 
     if (from < 0 || to > m->n_units || from >= to)
         return stk_error(STK_ERR_INVALID_ARG, "%s: units %d..%d outside its %d", m->name, from,
                          to - 1, m->n_units);
-    int64_t want = m->cfg.in_channels;
-    if (from == 0 && (stk_tensor_ndim(x) != 4 || stk_tensor_dim(x, 1) != want))
-        return stk_error(STK_ERR_INVALID_ARG, "%s: input %s must be [N, %lld, H, W]", m->name,
-                         stk_tensor_shape_str(x), (long long)want);
+    if (from == 0) STK_TRY(check_input(m, x));
     forward_id = id;
     stk_scope *s;
     STK_TRY(stk_scope_begin(&s));

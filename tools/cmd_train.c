@@ -300,7 +300,7 @@ int train_parse_flags(int argc, char **argv, train_args *a)
                                       "different layers; statistics are per micro-batch)");
     if (a->split_after && a->pipeline < 2)
         return stk_cli_usage("train", "--split-after needs --pipeline 2 or more");
-    if ((a->pipeline > 1 || a->micro_batches > 1) && a->micro_batches > a->batch)
+    if (a->micro_batches > a->batch)
         return stk_cli_usage("train", "--micro-batches %lld: more than the batch (%lld)",
                              (long long)a->micro_batches, (long long)a->batch);
     if (a->nesterov && (a->optimizer != STK_OPTIM_SGD || a->momentum <= 0))
