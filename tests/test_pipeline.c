@@ -58,6 +58,7 @@ END_TEST
 
 typedef struct script {
     int stages, micro, fail_stage, fail_micro;
+    bool fail_forward;  /* the failure in that forward, after sending micro-batch + 1's payload */
     int seen[8][64][2]; /* each op ran once */
     int bad;            /* a payload that was not the sender's */
 } script;
@@ -72,8 +73,13 @@ static stk_status scripted(void *ctx, stk_pipe_runner *r, int s, int i, bool bac
 {
     script *c = ctx;
     c->seen[s][i][backward]++;
-    if (s == c->fail_stage && i == c->fail_micro && backward)
+    if (s == c->fail_stage && i == c->fail_micro && backward && !c->fail_forward)
         return stk_error(STK_ERR_INVALID_ARG, "scripted failure");
+    if (s == c->fail_stage && i == c->fail_micro && !backward && c->fail_forward) {
+        /* the next micro-batch's payload, then the failure */
+        stk_pipe_send(r, s, i + 1, false, tag(s, i + 1, false));
+        return stk_error(STK_ERR_INVALID_ARG, "scripted failure");
+    }
     void *p;
     if (!backward && s > 0) {
         STK_TRY(stk_pipe_recv(r, s, i, false, &p));
@@ -133,7 +139,15 @@ START_TEST(test_runner)
                      STK_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(stk_last_error(), "pipeline stage 1, backward of micro-batch 2"));
     ck_assert_ptr_nonnull(strstr(stk_last_error(), "scripted failure"));
-    ck_assert_int_gt(dropped, 0); /* stage 2's gradients for micro-batches 3..5 at least */
+    /* a payload never taken is dropped: stage 0 sends micro-batch 1's and
+     * fails before micro-batch 0's, which stage 1 waits for first */
+    memset(&c, 0, sizeof c);
+    c = (script){.stages = 3, .micro = 6, .fail_stage = 0, .fail_micro = 0, .fail_forward = true};
+    dropped = 0;
+    ck_assert_int_eq(stk_pipe_runner_run(r, 6, STK_PIPE_1F1B, scripted, &c, count_drop, NULL),
+                     STK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), "pipeline stage 0, forward of micro-batch 0"));
+    ck_assert_int_eq(dropped, 1);
     memset(&c, 0, sizeof c);
     c = (script){.stages = 3, .micro = 6, .fail_stage = -1};
     ck_assert_int_eq(stk_pipe_runner_run(r, 6, STK_PIPE_1F1B, scripted, &c, NULL, NULL), STK_OK);
