@@ -19,7 +19,7 @@ set -eu
 BUILD=${1:-build}
 SECONDS_PER=${2:-20}
 DEVICE=${3:-cpu}
-PY=/usr/bin/python3
+PY=${PYTHON3:-/usr/bin/python3}
 MODELS=${MODELS:-mlp cnn resnet8 resnet18}
 HERE=$(dirname "$0")
 VENV=${STOKE_TORCH_VENV:-$HERE/../.venv-torch}

@@ -29,7 +29,14 @@ static inline STK_HD float stk_batch_region_value(const stk_batch_region *region
     int64_t n = i / chw, p = i % chw, pix = p % hw, row = pix / w, col = pix % w;
     const stk_batch_region *r = &regions[n];
     if (row < r->y0 || row >= r->y1 || col < r->x0 || col >= r->x1) return x[i];
-    return r->a * x[i] + r->b * x[(int64_t)r->partner * chw + p];
+    float mixed = x[(int64_t)r->partner * chw + p];
+#ifdef __CUDA_ARCH__
+    /* rounded as the CPU rounds it (nvcc would fuse a multiply-add, which
+     * rounds once: 1 ulp apart), so both devices give the same pixels */
+    return __fadd_rn(__fmul_rn(r->a, x[i]), __fmul_rn(r->b, mixed));
+#else
+    return r->a * x[i] + r->b * mixed;
+#endif
 }
 
 #ifdef __cplusplus

@@ -27,6 +27,9 @@
 #include "cuda_host/host_cuda.h"
 #include <pthread.h>
 #include <unistd.h>
+#elif defined(STOKE_CUDA_BACKEND)
+#include <sched.h>
+#include <stdatomic.h>
 #endif
 
 #include <math.h>
@@ -580,6 +583,33 @@ END_TEST
 
 /* ---- the caching allocator on the GPU -------------------------------------------------- */
 
+#ifdef STOKE_CUDA_BACKEND
+/* Holds a stream's queue until release_stream: the emulation's hold, or on a
+ * real GPU a host function that waits for a flag (an idle stream would
+ * complete an event at once, and the test needs one still pending). */
+#ifdef STOKE_CUDA_EMULATED
+static void hold_stream(cudaStream_t s) { stk_host_cuda_hold(s); }
+static void release_stream(cudaStream_t s) { stk_host_cuda_release(s); }
+#else
+static atomic_int stream_gate;
+static void CUDART_CB wait_for_gate(void *unused)
+{
+    (void)unused;
+    while (!atomic_load(&stream_gate)) sched_yield();
+}
+static void hold_stream(cudaStream_t s)
+{
+    atomic_store(&stream_gate, 0);
+    ck_assert_int_eq(cudaLaunchHostFunc(s, wait_for_gate, NULL), cudaSuccess);
+}
+static void release_stream(cudaStream_t s)
+{
+    (void)s;
+    atomic_store(&stream_gate, 1);
+}
+#endif
+#endif
+
 START_TEST(test_device_allocator)
 {
     stk_device_empty_cache(STK_DEVICE_CUDA);
@@ -599,17 +629,13 @@ START_TEST(test_device_allocator)
     ck_assert_int_eq(stk_cuda_context(&cx), STK_OK);
     cudaEvent_t ev;
     ck_assert_int_eq(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), cudaSuccess);
-#ifdef STOKE_CUDA_EMULATED
-    stk_host_cuda_hold(cx->copy);
-#endif
+    hold_stream(cx->copy);
     ck_assert_int_eq(cudaEventRecord(ev, cx->copy), cudaSuccess);
     stk_device_free_after(STK_DEVICE_CUDA, b, 100000, ev);
     void *c;
     ck_assert_int_eq(stk_device_alloc(STK_DEVICE_CUDA, 100000, &c), STK_OK);
-#ifdef STOKE_CUDA_EMULATED
     ck_assert_ptr_ne(c, b); /* the event is still pending on the held stream */
-    stk_host_cuda_release(cx->copy);
-#endif
+    release_stream(cx->copy);
     ck_assert_int_eq(cudaStreamSynchronize(cx->copy), cudaSuccess);
     void *d;
     ck_assert_int_eq(stk_device_alloc(STK_DEVICE_CUDA, 100000, &d), STK_OK);
