@@ -6,12 +6,15 @@
  *
  *   bench_train [--models mlp,cnn,resnet8,resnet18] [--batch 128] [--threads 2]
  *               [--size PX] [--channels C] [--seconds 10] [--device cpu|cuda] [--json]
- *               [--micro-batches M [--pipeline K [--pipeline-schedule gpipe|1f1b]
+ *               [--amp] [--micro-batches M [--pipeline K [--pipeline-schedule gpipe|1f1b]
  *                [--split-after UNITS]]]
  *
  * With --micro-batches / --pipeline the step runs as `stoke train`'s does
  * (train/pipeline.h): PyTorch's model-parallel tutorial's comparison on the
  * CPU's thread groups.
+ *
+ * With --amp the step runs under the trainer's autocast, as `stoke train
+ * --amp`: bf16 matmuls and convolutions on the CPU, f16 on the GPU.
  *
  * With --device cuda the model, inputs and steps run on the GPU (the timing
  * waits for the queued work: every step reads its loss on the host).
@@ -50,6 +53,7 @@ static int channels_override; /* --channels: input channels (default 1, resnet18
 static stk_device device = STK_DEVICE_CPU;
 static stk_pipeline_config pipe_cfg = {.schedule = STK_PIPE_1F1B}; /* --pipeline, ... */
 static int micro_batches;
+static bool amp; /* --amp: the trainer's autocast (bf16 on the CPU, f16 on the GPU) */
 
 /* t moved to the benchmark's device (NULL and a message on failure). */
 static stk_tensor *on_device(stk_tensor *t)
@@ -98,6 +102,7 @@ static int train_bench(const char *name, int batch, double seconds, bool json)
     /* the trainer's step: forward, loss, backward, SGD, the finite checks */
     stk_trainer_config tc = stk_trainer_defaults();
     tc.micro_batches = micro_batches;
+    tc.amp = amp;
     tc.pipeline = pipe_cfg;
     const stk_copy_engine *ce;
     stk_device_spec spec = {device, 0};
@@ -134,9 +139,12 @@ static int train_bench(const char *name, int batch, double seconds, bool json)
                "\"images_per_sec\": %.1f, \"peak_mb\": %.1f}\n",
                name, batch, stk_cpu_threads(), steps, ips, ms.peak_allocated / 1048576.0);
     else
-        printf("stoke   %-9s batch %d, %s: %8.1f images/s (%d steps, peak %.0f MiB)\n", name, batch,
-               device == STK_DEVICE_CPU ? "cpu" : "cuda", ips, steps,
-               ms.peak_allocated / 1048576.0);
+        printf("stoke   %-9s batch %d, %s%s: %8.1f images/s (%d steps, peak %.0f MiB)\n", name,
+               batch, device == STK_DEVICE_CPU ? "cpu" : "cuda",
+               !amp                       ? ""
+               : device == STK_DEVICE_CPU ? " amp bf16"
+                                          : " amp f16",
+               ips, steps, ms.peak_allocated / 1048576.0);
     stk_tensor_release(x);
     stk_tensor_release(y);
     stk_optim_destroy(opt);
@@ -208,6 +216,8 @@ int main(int argc, char **argv)
             device = STK_DEVICE_CUDA, i++;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc && !strcmp(argv[i + 1], "cpu"))
             i++;
+        else if (!strcmp(argv[i], "--amp"))
+            amp = true;
         else if (!strcmp(argv[i], "--micro-batches") && i + 1 < argc)
             micro_batches = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--pipeline") && i + 1 < argc)
@@ -218,10 +228,11 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--split-after") && i + 1 < argc)
             pipe_cfg.split_after = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_train [--models LIST] [--batch N] [--threads N] "
-                            "[--size PX] [--channels C] [--seconds S] [--device cpu|cuda] [--json] "
-                            "[--no-matmul] [--micro-batches M [--pipeline K [--pipeline-schedule "
-                            "gpipe|1f1b] [--split-after UNITS]]]\n");
+            fprintf(stderr,
+                    "usage: bench_train [--models LIST] [--batch N] [--threads N] "
+                    "[--size PX] [--channels C] [--seconds S] [--device cpu|cuda] [--json] "
+                    "[--no-matmul] [--amp] [--micro-batches M [--pipeline K [--pipeline-schedule "
+                    "gpipe|1f1b] [--split-after UNITS]]]\n");
             return 2;
         }
     }

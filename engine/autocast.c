@@ -16,6 +16,11 @@ bool stk_autocast_active(void) { return autocast_depth > 0; }
 
 bool eng_autocast_f16(const stk_backend *be) { return autocast_depth > 0 && be->gemm_batched_f16; }
 
+bool eng_autocast_bf16(const stk_backend *be)
+{
+    return autocast_depth > 0 && !be->gemm_batched_f16 && be->gemm_batched_bf16;
+}
+
 stk_status eng_half_copy(const stk_backend *be, const stk_tensor *t, stk_tensor **out)
 {
     stk_status st = eng_tensor_new(stk_tensor_device(t), STK_F16, t->ndim, t->shape, false, out);

@@ -29,11 +29,16 @@ static void desc_from(const stk_tensor *x, const stk_tensor *w, const stk_conv2d
 enum { CONV_FORWARD, CONV_BACKWARD_DATA, CONV_BACKWARD_WEIGHT };
 
 /* One convolution pass on f32 tensors: out = pass(in0, in1). Under --amp
- * autocast, from f16 copies of the inputs into an f16 result converted back
- * to f32 (cuDNN's pseudo-half: f32 accumulation). */
+ * autocast on the GPU, from f16 copies of the inputs into an f16 result
+ * converted back to f32 (cuDNN's pseudo-half: f32 accumulation); on the CPU,
+ * the backend's bf16 passes (bf16 inputs, f32 accumulation and result). */
 static stk_status conv_pass(const stk_backend *be, int pass, const stk_conv2d_desc *d,
                             const stk_tensor *in0, const stk_tensor *in1, stk_tensor *out)
 {
+    if (eng_autocast_bf16(be)) { /* the forward (conv_backward runs both backward passes) */
+        float *o = tensor_f32(out);
+        return be->conv2d_forward_bf16(d, tensor_f32(in0), tensor_f32(in1), o);
+    }
     if (!eng_autocast_f16(be)) {
         const float *a = tensor_f32(in0), *b = tensor_f32(in1);
         float *o = tensor_f32(out);
@@ -67,13 +72,20 @@ static stk_status conv_backward(stk_node *n, stk_tensor *g, stk_tensor **gin)
     const stk_backend *be;
     stk_status st = eng_backend_of(g, &be);
     if (st != STK_OK) return st;
-    if (eng_node_needs_grad(n, 0)) {
-        if ((st = eng_node_grad_like(n, 0, false, &gin[0])) != STK_OK) return st;
-        if ((st = conv_pass(be, CONV_BACKWARD_DATA, d, w, g, gin[0])) != STK_OK) return st;
-    }
-    if (eng_node_needs_grad(n, 1)) {
-        if ((st = eng_node_grad_like(n, 1, false, &gin[1])) != STK_OK) return st;
-        if ((st = conv_pass(be, CONV_BACKWARD_WEIGHT, d, x, g, gin[1])) != STK_OK) return st;
+    if (eng_node_needs_grad(n, 0) && (st = eng_node_grad_like(n, 0, false, &gin[0])) != STK_OK)
+        return st;
+    if (eng_node_needs_grad(n, 1) && (st = eng_node_grad_like(n, 1, false, &gin[1])) != STK_OK)
+        return st;
+    if (eng_autocast_bf16(be) && (gin[0] || gin[1])) {
+        st = be->conv2d_backward_bf16(d, tensor_f32(x), tensor_f32(w), tensor_f32(g),
+                                      gin[0] ? tensor_f32(gin[0]) : NULL,
+                                      gin[1] ? tensor_f32(gin[1]) : NULL);
+        if (st != STK_OK) return st;
+    } else {
+        if (gin[0] && (st = conv_pass(be, CONV_BACKWARD_DATA, d, w, g, gin[0])) != STK_OK)
+            return st;
+        if (gin[1] && (st = conv_pass(be, CONV_BACKWARD_WEIGHT, d, x, g, gin[1])) != STK_OK)
+            return st;
     }
     if (n->n_inputs > 2 && eng_node_needs_grad(n, 2)) { /* sum over N, H, W */
         if ((st = eng_node_grad_like(n, 2, false, &gin[2])) != STK_OK) return st;

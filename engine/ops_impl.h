@@ -27,4 +27,7 @@ stk_status eng_matmul_raw(stk_tensor *a, bool ta, stk_tensor *b, bool tb, stk_te
  * with f16 kernels; then matmul and conv2d compute from f16 copies of their
  * f32 operands (eng_half_copy: a contiguous f16 copy of contiguous t). */
 bool eng_autocast_f16(const stk_backend *be);
+/* Inside begin/end on a backend with bf16 kernels instead (the CPU): its
+ * *_bf16 entries take the f32 operands and round them to bf16 themselves. */
+bool eng_autocast_bf16(const stk_backend *be);
 stk_status eng_half_copy(const stk_backend *be, const stk_tensor *t, stk_tensor **out);

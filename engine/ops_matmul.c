@@ -40,6 +40,16 @@ stk_status eng_matmul_raw(stk_tensor *a, bool ta, stk_tensor *b, bool tb, stk_te
         }
         return st;
     }
+    if (eng_autocast_bf16(be)) { /* --amp on the CPU: bf16 operands, f32 result */
+        st = be->gemm_batched_bf16(batch, ta, tb, m, n, k, tensor_f32(a), ac, ba > 1 ? ar * ac : 0,
+                                   tensor_f32(b), bc, bb > 1 ? br * bc : 0, tensor_f32(*out), n,
+                                   m * n);
+        if (st != STK_OK) {
+            stk_tensor_release(*out);
+            *out = NULL;
+        }
+        return st;
+    }
     be->gemm_batched(batch, ta, tb, m, n, k, 1.f, tensor_f32(a), ac, ba > 1 ? ar * ac : 0,
                      tensor_f32(b), bc, bb > 1 ? br * bc : 0, 0.f, tensor_f32(*out), n, m * n);
     return STK_OK;

@@ -147,7 +147,7 @@ typedef struct stk_backend {
     stk_status (*batch_regions)(int64_t n, int64_t c, int64_t h, int64_t w, const float *x,
                                 const stk_batch_region *regions, float *y);
 
-    /* Mixed precision (--amp): NULL on the CPU, whose kernels are f32 only.
+    /* f16 mixed precision (--amp on the GPU): NULL on the CPU.
      * The f16 GEMM reads A and B as IEEE half (uint16_t), writes f32 C and
      * accumulates in f32; the f16 convolutions read and write half tensors
      * with f32 accumulation (cuDNN's "pseudo-half"). */
@@ -161,6 +161,20 @@ typedef struct stk_backend {
                                            const uint16_t *gy, uint16_t *gx);
     stk_status (*conv2d_backward_weight_f16)(const stk_conv2d_desc *d, const uint16_t *x,
                                              const uint16_t *gy, uint16_t *gw);
+    /* bf16 autocast (--amp on the CPU): the GEMM and convolution passes
+     * above from bf16 roundings of their f32 inputs, with f32 accumulation
+     * and f32 results; STK_ERR_UNSUPPORTED where the CPU cannot. NULL on
+     * backends without them. */
+    stk_status (*gemm_batched_bf16)(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                                    int64_t k, const float *a, int64_t lda, int64_t stride_a,
+                                    const float *b, int64_t ldb, int64_t stride_b, float *c,
+                                    int64_t ldc, int64_t stride_c);
+    stk_status (*conv2d_forward_bf16)(const stk_conv2d_desc *d, const float *x, const float *w,
+                                      float *y);
+    /* both backward passes at once (gx or gw NULL: that pass skipped):
+     * they share the conversion of gy */
+    stk_status (*conv2d_backward_bf16)(const stk_conv2d_desc *d, const float *x, const float *w,
+                                       const float *gy, float *gx, float *gw);
     /* Loss scaling: g *= inv_scale over n elements; *found_inf (an int32 in
      * device memory) becomes 1 when any result is not finite. */
     void (*amp_unscale)(int64_t n, float *g, float inv_scale, int32_t *found_inf);
@@ -185,8 +199,13 @@ stk_status stk_backend_get(stk_device dev, const stk_backend **out);
 /* The CPU backend's thread count (OpenMP, shared with oneDNN); default = cores. */
 void stk_cpu_set_threads(int n);
 int stk_cpu_threads(void);
-/* One line about the CPU backend: cores, oneDNN version and ISA, threads. */
+/* One line about the CPU backend: cores, oneDNN version and ISA, bf16, threads. */
 void stk_cpu_describe(char *buf, size_t n);
+/* The ISA oneDNN runs bf16 with, using bf16 instructions: "avx512_core_bf16"
+ * (AVX512_BF16) or "avx512_core_amx" (AMX); NULL where the CPU, or the
+ * DNNL_MAX_CPU_ISA / ONEDNN_MAX_CPU_ISA limit, has none (--amp is refused
+ * there rather than emulated). */
+const char *stk_cpu_bf16_isa(void);
 
 #ifdef __cplusplus
 }

@@ -48,7 +48,10 @@ static const stk_backend cpu_backend = {
     .dropout_backward = cpu_dropout_backward,
     .input_u8_nhwc = cpu_input_u8_nhwc,
     .batch_regions = cpu_batch_regions,
-    .amp_unscale = cpu_amp_unscale, /* the f16 entries stay NULL: --amp is refused on the CPU */
+    .gemm_batched_bf16 = cpu_gemm_batched_bf16, /* --amp on the CPU (the f16 entries stay NULL) */
+    .conv2d_forward_bf16 = cpu_conv2d_forward_bf16,
+    .conv2d_backward_bf16 = cpu_conv2d_backward_bf16,
+    .amp_unscale = cpu_amp_unscale,
     .sum_squares = cpu_sum_squares,
     .clamp = cpu_clamp,
     .sgd_step = cpu_sgd_step,
@@ -70,6 +73,17 @@ void stk_cpu_set_threads(int n)
 
 int stk_cpu_threads(void) { return omp_get_max_threads(); }
 
+const char *stk_cpu_bf16_isa(void)
+{
+    dnnl_cpu_isa_t e = dnnl_get_effective_cpu_isa();
+    /* the ISA values are sets of feature bits: AMX's include AVX512_BF16's */
+    if ((e & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx)
+        return "avx512_core_amx";
+    if ((e & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16)
+        return "avx512_core_bf16";
+    return NULL;
+}
+
 void stk_cpu_describe(char *buf, size_t n)
 {
     const dnnl_version_t *v = dnnl_version();
@@ -80,6 +94,8 @@ void stk_cpu_describe(char *buf, size_t n)
                 : e >= dnnl_cpu_isa_avx       ? 2
                 : e >= dnnl_cpu_isa_sse41     ? 1
                                               : 0;
-    snprintf(buf, n, "%d cores, oneDNN %d.%d.%d using %s kernels, OpenMP threads %d",
-             omp_get_num_procs(), v->major, v->minor, v->patch, isa[level], omp_get_max_threads());
+    const char *bf16 = stk_cpu_bf16_isa();
+    snprintf(buf, n, "%d cores, oneDNN %d.%d.%d using %s kernels, bf16 %s%s, OpenMP threads %d",
+             omp_get_num_procs(), v->major, v->minor, v->patch, isa[level], bf16 ? "on " : "none",
+             bf16 ? bf16 : " (--amp needs AVX512_BF16 or AMX)", omp_get_max_threads());
 }

@@ -12,13 +12,21 @@
  * A plan per distinct convolution (shape, stride, padding, dilation,
  * groups) holds its primitives and reorders, made on first use and kept
  * for the life of the thread (a training run has a few dozen shapes).
- * Plans and the stream are per thread: Debian's oneDNN shares one
- * scratchpad among primitives (DNNL_ENABLE_CONCURRENT_EXEC=OFF), so a
- * primitive must run in the thread that made it; pipeline stages
- * (train/pipeline.h) run convolutions on threads of their own. */
+ * Plans are per thread, as the stream (cpu_dnnl_impl.h): pipeline stages
+ * (train/pipeline.h) run convolutions on threads of their own.
+ *
+ * bf16 (--amp on a CPU with bf16 instructions): the same plans with the
+ * primitive's operands in bf16 (f32 accumulation), but for the weights'
+ * gradient, which stays f32. The engine's tensors stay f32 NCHW: the
+ * reorder into the primitive's blocked layout that the f32 path runs anyway
+ * also rounds to bf16, so the conversion costs no pass of its own; outputs
+ * are rounded to bf16 as PyTorch's autocast rounds them, and read back as
+ * f32 by the reorder out of the blocked layout (bf16 outputs measured 4-5%
+ * faster on resnet18 than f32 ones: half the bytes written and read back).
+ * kernels/README.md, "bf16". */
+#include "kernels/cpu_dnnl_impl.h"
 #include "kernels/cpu_kernels.h"
 
-#include <dnnl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +46,7 @@ enum {
 
 typedef struct conv_plan {
     stk_conv2d_desc d;
+    bool bf16; /* inputs of each pass in bf16, outputs f32 */
     dnnl_memory_desc_t user_src, user_wei, user_dst;
     dnnl_primitive_t fwd, bwd_data, bwd_wei;
     dnnl_primitive_desc_t fwd_pd; /* the hint for the backward descs */
@@ -48,9 +57,6 @@ typedef struct conv_plan {
 } conv_plan;
 
 static _Thread_local conv_plan *plans;
-static _Thread_local dnnl_stream_t stream;
-static dnnl_engine_t engine;
-static pthread_key_t thread_exit_key; /* frees a thread's plans when it ends */
 
 static bool same_desc(const stk_conv2d_desc *a, const stk_conv2d_desc *b)
 {
@@ -68,7 +74,8 @@ static dnnl_status_t make_reorder(const dnnl_memory_desc_t *from, const dnnl_mem
     *out = NULL;
     if (dnnl_memory_desc_equal(from, to)) return dnnl_success;
     dnnl_primitive_desc_t pd;
-    dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, from, engine, to, engine, NULL);
+    dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, from, cpu_dnnl_engine(), to,
+                                                         cpu_dnnl_engine(), NULL);
     if (s != dnnl_success) return s;
     s = dnnl_primitive_create(out, pd);
     dnnl_primitive_desc_destroy(pd);
@@ -97,14 +104,18 @@ static void conv_dims(const stk_conv2d_desc *d, dnnl_dims_t strides, dnnl_dims_t
     pr[1] = (d->ow - 1) * d->stride_w + (d->s - 1) * d->dil_w + 1 - d->w - d->pad_w;
 }
 
-/* Descriptors with the user's dims and "any" layout: oneDNN picks the layout. */
-static void any_descs(const conv_plan *p, dnnl_memory_desc_t *src, dnnl_memory_desc_t *wei,
-                      dnnl_memory_desc_t *dst)
+/* Descriptors with the user's dims and "any" layout: oneDNN picks the
+ * layout. Under bf16 every operand is bf16 but the weights' gradient
+ * (`output` == OUT_WEI), which stays f32 as it is summed over the batch. */
+enum { OUT_SRC, OUT_WEI, OUT_DST };
+static void any_descs(const conv_plan *p, int output, dnnl_memory_desc_t *src,
+                      dnnl_memory_desc_t *wei, dnnl_memory_desc_t *dst)
 {
-    dnnl_memory_desc_init_by_tag(src, 4, p->user_src.dims, dnnl_f32, dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(dst, 4, p->user_dst.dims, dnnl_f32, dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(wei, p->user_wei.ndims, p->user_wei.dims, dnnl_f32,
-                                 dnnl_format_tag_any);
+    dnnl_data_type_t dt = p->bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_memory_desc_init_by_tag(src, 4, p->user_src.dims, dt, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(dst, 4, p->user_dst.dims, dt, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(wei, p->user_wei.ndims, p->user_wei.dims,
+                                 output == OUT_WEI ? dnnl_f32 : dt, dnnl_format_tag_any);
 }
 
 /* One operand of a pass: its reorder slot, how to ask the primitive for its
@@ -124,7 +135,7 @@ static dnnl_status_t make_pass(conv_plan *p, const dnnl_convolution_desc_t *cd,
                                dnnl_primitive_desc_t *keep_pd)
 {
     dnnl_primitive_desc_t pd;
-    dnnl_status_t s = dnnl_primitive_desc_create(&pd, cd, NULL, engine, p->fwd_pd);
+    dnnl_status_t s = dnnl_primitive_desc_create(&pd, cd, NULL, cpu_dnnl_engine(), p->fwd_pd);
     if (s) return s;
     for (int i = 0; i < 3 && !s; i++) s = query(pd, ops[i].query, &p->want[ops[i].slot]);
     if (!s) s = dnnl_primitive_create(prim, pd);
@@ -157,7 +168,7 @@ static dnnl_status_t plan_forward(conv_plan *p)
     }
     if (s) return s;
     dnnl_memory_desc_t any_src, any_wei, any_dst;
-    any_descs(p, &any_src, &any_wei, &any_dst);
+    any_descs(p, OUT_DST, &any_src, &any_wei, &any_dst);
     dnnl_dims_t st, dil, pl, pr;
     conv_dims(d, st, dil, pl, pr);
     dnnl_convolution_desc_t cd;
@@ -174,7 +185,7 @@ static dnnl_status_t plan_forward(conv_plan *p)
 static dnnl_status_t plan_backward_data(conv_plan *p)
 {
     dnnl_memory_desc_t any_src, any_wei, any_dst;
-    any_descs(p, &any_src, &any_wei, &any_dst);
+    any_descs(p, OUT_SRC, &any_src, &any_wei, &any_dst);
     dnnl_dims_t st, dil, pl, pr;
     conv_dims(&p->d, st, dil, pl, pr);
     dnnl_convolution_desc_t cd;
@@ -190,7 +201,7 @@ static dnnl_status_t plan_backward_data(conv_plan *p)
 static dnnl_status_t plan_backward_weights(conv_plan *p)
 {
     dnnl_memory_desc_t any_src, any_wei, any_dst;
-    any_descs(p, &any_src, &any_wei, &any_dst);
+    any_descs(p, OUT_WEI, &any_src, &any_wei, &any_dst);
     dnnl_dims_t st, dil, pl, pr;
     conv_dims(&p->d, st, dil, pl, pr);
     dnnl_convolution_desc_t cd;
@@ -204,37 +215,21 @@ static dnnl_status_t plan_backward_weights(conv_plan *p)
 }
 
 static void free_thread_plans(void);
-static void on_thread_exit(void *unused)
-{
-    (void)unused;
-    free_thread_plans();
-}
-
-static void once_init(void)
-{
-    if (pthread_key_create(&thread_exit_key, on_thread_exit) != 0) return;
-    if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) engine = NULL;
-}
+static void register_plans(void) { cpu_dnnl_on_thread_exit(free_thread_plans); }
 
 /* The plan for d with the given pass ready, or NULL: use the fallback. */
-static conv_plan *get_plan(const stk_conv2d_desc *d, int pass)
+static conv_plan *get_plan(const stk_conv2d_desc *d, int pass, bool bf16)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, once_init);
-    if (!engine) return NULL;
-    if (!stream) {
-        if (dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) != dnnl_success) {
-            stream = NULL;
-            return NULL;
-        }
-        pthread_setspecific(thread_exit_key, &stream); /* any non-NULL value */
-    }
+    static pthread_once_t registered = PTHREAD_ONCE_INIT;
+    pthread_once(&registered, register_plans);
+    if (!cpu_dnnl_stream()) return NULL;
     conv_plan *p = plans;
-    while (p && !same_desc(&p->d, d)) p = p->next;
+    while (p && !(same_desc(&p->d, d) && p->bf16 == bf16)) p = p->next;
     if (!p) {
         p = calloc(1, sizeof *p);
         if (!p) return NULL;
         p->d = *d;
+        p->bf16 = bf16;
         p->next = plans;
         plans = p;
         if (plan_forward(p) != dnnl_success) p->failed = true;
@@ -244,13 +239,6 @@ static conv_plan *get_plan(const stk_conv2d_desc *d, int pass)
     if (!p->failed && pass == 2 && !p->bwd_wei && plan_backward_weights(p) != dnnl_success)
         p->failed = true;
     return !p->failed ? p : NULL;
-}
-
-static dnnl_status_t exec(dnnl_primitive_t prim, int nargs, const dnnl_exec_arg_t *args)
-{
-    dnnl_status_t s = dnnl_primitive_execute(prim, stream, nargs, args);
-    if (s == dnnl_success) s = dnnl_stream_wait(stream);
-    return s;
 }
 
 /* One operand: a memory object in the wanted layout, reordered from (in)
@@ -266,7 +254,7 @@ static dnnl_status_t operand_open(operand *o, const dnnl_memory_desc_t *user_md,
                                   void *ptr, bool input)
 {
     memset(o, 0, sizeof *o);
-    dnnl_status_t s = dnnl_memory_create(&o->user, user_md, engine, ptr);
+    dnnl_status_t s = dnnl_memory_create(&o->user, user_md, cpu_dnnl_engine(), ptr);
     if (s) return s;
     if (!reorder) {
         o->mem = o->user;
@@ -275,10 +263,10 @@ static dnnl_status_t operand_open(operand *o, const dnnl_memory_desc_t *user_md,
     o->bytes = dnnl_memory_desc_get_size(want);
     if (stk_device_alloc(STK_DEVICE_CPU, o->bytes, &o->scratch) != STK_OK)
         return dnnl_out_of_memory;
-    if ((s = dnnl_memory_create(&o->mem, want, engine, o->scratch))) return s;
+    if ((s = dnnl_memory_create(&o->mem, want, cpu_dnnl_engine(), o->scratch))) return s;
     if (input) {
         dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, o->user}, {DNNL_ARG_TO, o->mem}};
-        return exec(reorder, 2, a);
+        return cpu_dnnl_exec(reorder, 2, a);
     }
     return dnnl_success;
 }
@@ -288,7 +276,7 @@ static dnnl_status_t operand_close(operand *o, dnnl_primitive_t reorder, bool ou
 {
     if (s == dnnl_success && output && reorder) {
         dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, o->mem}, {DNNL_ARG_TO, o->user}};
-        s = exec(reorder, 2, a);
+        s = cpu_dnnl_exec(reorder, 2, a);
     }
     if (o->mem && o->mem != o->user) dnnl_memory_destroy(o->mem);
     if (o->user) dnnl_memory_destroy(o->user);
@@ -303,20 +291,25 @@ static stk_status dnnl_fail(dnnl_status_t s, const char *what)
     return stk_error(STK_ERR_INTERNAL, "conv2d %s: oneDNN failed with status %d", what, (int)s);
 }
 
-/* Run a pass: operands 0, 1 are inputs, operand 2 the output. */
+/* Run a pass: operands 0, 1 are inputs, operand 2 the output. given1,
+ * when not NULL, is operand 1 already in the wanted layout (the gradient
+ * both backward passes read: reordered once). */
 static stk_status run_pass(conv_plan *p, dnnl_primitive_t prim, const char *what, int r0,
                            const dnnl_memory_desc_t *md0, int arg0, const void *ptr0, int r1,
-                           const dnnl_memory_desc_t *md1, int arg1, const void *ptr1, int r2,
-                           const dnnl_memory_desc_t *md2, int arg2, void *ptr2)
+                           const dnnl_memory_desc_t *md1, int arg1, const void *ptr1,
+                           dnnl_memory_t given1, int r2, const dnnl_memory_desc_t *md2, int arg2,
+                           void *ptr2)
 {
     operand o[3];
     memset(o, 0, sizeof o);
     dnnl_status_t s = operand_open(&o[0], md0, &p->want[r0], p->reorder[r0], (void *)ptr0, true);
-    if (!s) s = operand_open(&o[1], md1, &p->want[r1], p->reorder[r1], (void *)ptr1, true);
+    if (!s && !given1)
+        s = operand_open(&o[1], md1, &p->want[r1], p->reorder[r1], (void *)ptr1, true);
     if (!s) s = operand_open(&o[2], md2, &p->want[r2], p->reorder[r2], ptr2, false);
     if (!s) {
-        dnnl_exec_arg_t a[3] = {{arg0, o[0].mem}, {arg1, o[1].mem}, {arg2, o[2].mem}};
-        s = exec(prim, 3, a);
+        dnnl_exec_arg_t a[3] = {
+            {arg0, o[0].mem}, {arg1, given1 ? given1 : o[1].mem}, {arg2, o[2].mem}};
+        s = cpu_dnnl_exec(prim, 3, a);
     }
     s = operand_close(&o[2], p->reorder[r2], true, s);
     s = operand_close(&o[1], NULL, false, s);
@@ -324,36 +317,95 @@ static stk_status run_pass(conv_plan *p, dnnl_primitive_t prim, const char *what
     return s == dnnl_success ? STK_OK : dnnl_fail(s, what);
 }
 
+static stk_status forward(conv_plan *p, const float *x, const float *w, float *y)
+{
+    return run_pass(p, p->fwd, "forward", R_FWD_SRC, &p->user_src, DNNL_ARG_SRC, x, R_FWD_WEI,
+                    &p->user_wei, DNNL_ARG_WEIGHTS, w, NULL, R_FWD_DST, &p->user_dst, DNNL_ARG_DST,
+                    y);
+}
+
+static stk_status backward_data(conv_plan *p, const float *w, const float *gy, dnnl_memory_t given,
+                                float *gx)
+{
+    return run_pass(p, p->bwd_data, "backward data", R_BD_WEI, &p->user_wei, DNNL_ARG_WEIGHTS, w,
+                    R_BD_DDST, &p->user_dst, DNNL_ARG_DIFF_DST, gy, given, R_BD_DSRC, &p->user_src,
+                    DNNL_ARG_DIFF_SRC, gx);
+}
+
+static stk_status backward_weight(conv_plan *p, const float *x, const float *gy,
+                                  dnnl_memory_t given, float *gw)
+{
+    return run_pass(p, p->bwd_wei, "backward weights", R_BW_SRC, &p->user_src, DNNL_ARG_SRC, x,
+                    R_BW_DDST, &p->user_dst, DNNL_ARG_DIFF_DST, gy, given, R_BW_DWEI, &p->user_wei,
+                    DNNL_ARG_DIFF_WEIGHTS, gw);
+}
+
 stk_status cpu_conv2d_forward_dnnl(const stk_conv2d_desc *d, const float *x, const float *w,
                                    float *y)
 {
-    conv_plan *p = get_plan(d, 0);
+    conv_plan *p = get_plan(d, 0, false);
     if (!p) return cpu_conv2d_forward(d, x, w, y);
-    return run_pass(p, p->fwd, "forward", R_FWD_SRC, &p->user_src, DNNL_ARG_SRC, x, R_FWD_WEI,
-                    &p->user_wei, DNNL_ARG_WEIGHTS, w, R_FWD_DST, &p->user_dst, DNNL_ARG_DST, y);
+    return forward(p, x, w, y);
 }
 
 stk_status cpu_conv2d_backward_data_dnnl(const stk_conv2d_desc *d, const float *w, const float *gy,
                                          float *gx)
 {
-    conv_plan *p = get_plan(d, 1);
+    conv_plan *p = get_plan(d, 1, false);
     if (!p) return cpu_conv2d_backward_data(d, w, gy, gx);
-    return run_pass(p, p->bwd_data, "backward data", R_BD_WEI, &p->user_wei, DNNL_ARG_WEIGHTS, w,
-                    R_BD_DDST, &p->user_dst, DNNL_ARG_DIFF_DST, gy, R_BD_DSRC, &p->user_src,
-                    DNNL_ARG_DIFF_SRC, gx);
+    return backward_data(p, w, gy, NULL, gx);
 }
 
 stk_status cpu_conv2d_backward_weight_dnnl(const stk_conv2d_desc *d, const float *x,
                                            const float *gy, float *gw)
 {
-    conv_plan *p = get_plan(d, 2);
+    conv_plan *p = get_plan(d, 2, false);
     if (!p) return cpu_conv2d_backward_weight(d, x, gy, gw);
-    return run_pass(p, p->bwd_wei, "backward weights", R_BW_SRC, &p->user_src, DNNL_ARG_SRC, x,
-                    R_BW_DDST, &p->user_dst, DNNL_ARG_DIFF_DST, gy, R_BW_DWEI, &p->user_wei,
-                    DNNL_ARG_DIFF_WEIGHTS, gw);
+    return backward_weight(p, x, gy, NULL, gw);
 }
 
-/* This thread's plans and stream. */
+/* bf16: no fallback (an f32 result under --amp would be silent). */
+static stk_status no_bf16(const stk_conv2d_desc *d, const char *what)
+{
+    return stk_error(STK_ERR_UNSUPPORTED,
+                     "conv2d %s in bf16: oneDNN has no bf16 convolution for %lldx%lldx%lldx%lld "
+                     "with %lld %lldx%lld filters on this CPU",
+                     what, (long long)d->n, (long long)d->c, (long long)d->h, (long long)d->w,
+                     (long long)d->k, (long long)d->r, (long long)d->s);
+}
+
+stk_status cpu_conv2d_forward_bf16(const stk_conv2d_desc *d, const float *x, const float *w,
+                                   float *y)
+{
+    conv_plan *p = get_plan(d, 0, true);
+    return p ? forward(p, x, w, y) : no_bf16(d, "forward");
+}
+
+/* Both passes read the gradient gy: reordered into bf16 once when they want
+ * it in the same layout (the blocked ones do), which saves one pass over an
+ * activation-sized tensor per convolution and step. */
+stk_status cpu_conv2d_backward_bf16(const stk_conv2d_desc *d, const float *x, const float *w,
+                                    const float *gy, float *gx, float *gw)
+{
+    conv_plan *p = gx ? get_plan(d, 1, true) : NULL;
+    if (gx && !p) return no_bf16(d, "backward data");
+    if (gw && !(p = get_plan(d, 2, true))) return no_bf16(d, "backward weights");
+    if (!gx || !gw)
+        return gx ? backward_data(p, w, gy, NULL, gx) : backward_weight(p, x, gy, NULL, gw);
+    if (!dnnl_memory_desc_equal(&p->want[R_BD_DDST], &p->want[R_BW_DDST])) {
+        stk_status st = backward_data(p, w, gy, NULL, gx);
+        return st == STK_OK ? backward_weight(p, x, gy, NULL, gw) : st;
+    }
+    operand g;
+    dnnl_status_t s = operand_open(&g, &p->user_dst, &p->want[R_BD_DDST], p->reorder[R_BD_DDST],
+                                   (void *)gy, true);
+    stk_status st = s ? dnnl_fail(s, "backward") : backward_data(p, w, gy, g.mem, gx);
+    if (st == STK_OK) st = backward_weight(p, x, gy, g.mem, gw);
+    operand_close(&g, NULL, false, dnnl_success);
+    return st;
+}
+
+/* This thread's plans (cpu_dnnl.c calls it when the thread ends). */
 static void free_thread_plans(void)
 {
     while (plans) {
@@ -367,15 +419,4 @@ static void free_thread_plans(void)
             if (p->reorder[i]) dnnl_primitive_destroy(p->reorder[i]);
         free(p);
     }
-    if (stream) dnnl_stream_destroy(stream);
-    stream = NULL;
-}
-
-/* Free the main thread's plans at exit (other threads' go as they end) so
- * that LeakSanitizer reports only real leaks. */
-__attribute__((destructor)) static void free_plans(void)
-{
-    free_thread_plans();
-    if (engine) dnnl_engine_destroy(engine);
-    engine = NULL;
 }

@@ -49,6 +49,20 @@ stk_status cpu_conv2d_backward_data_dnnl(const stk_conv2d_desc *d, const float *
                                          float *gx);
 stk_status cpu_conv2d_backward_weight_dnnl(const stk_conv2d_desc *d, const float *x,
                                            const float *gy, float *gw);
+/* bf16 x bf16 -> f32 batched GEMM, f32 operands rounded to bf16 on the way
+ * in (cpu_gemm_bf16.c): the backend's gemm_batched_bf16. */
+stk_status cpu_gemm_batched_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                                 int64_t k, const float *a, int64_t lda, int64_t stride_a,
+                                 const float *b, int64_t ldb, int64_t stride_b, float *c,
+                                 int64_t ldc, int64_t stride_c);
+/* The same with bf16 inputs and f32 outputs and accumulation (--amp on the
+ * CPU); STK_ERR_UNSUPPORTED where oneDNN has no bf16 primitive for the shape
+ * (stk_cpu_bf16_isa says whether this CPU has bf16 instructions at all). */
+stk_status cpu_conv2d_forward_bf16(const stk_conv2d_desc *d, const float *x, const float *w,
+                                   float *y);
+/* Both backward passes (gx or gw may be NULL: that pass is skipped). */
+stk_status cpu_conv2d_backward_bf16(const stk_conv2d_desc *d, const float *x, const float *w,
+                                    const float *gy, float *gx, float *gw);
 
 void cpu_batch_norm_train(int64_t n, int64_t c, int64_t hw, const float *x, const float *gamma,
                           const float *beta, float *y, float *save_mean, float *save_invstd,

@@ -125,13 +125,46 @@ void cpu_batch_norm_eval_backward(int64_t n, int64_t c, int64_t hw, const float 
     }
 }
 
+/* One output row of 2x2 windows at stride 2 without padding (the CNNs'
+ * pooling), from input rows r0 = 2 oy and r0 + 1: stk_max_pool_at's result
+ * (the first maximum in window order; the first NaN wins), branch-free so
+ * that it vectorises. The generic loop spent 16% of a cnn step here. */
+static void max_pool_2x2_row(const float *in, int64_t w, int64_t oy, int64_t ow, float *out,
+                             int32_t *am)
+{
+    const float *r0 = in + 2 * oy * w, *r1 = r0 + w;
+    for (int64_t ox = 0; ox < ow; ox++) {
+        float v1 = r0[2 * ox + 1], v2 = r1[2 * ox], v3 = r1[2 * ox + 1];
+        float best = r0[2 * ox];
+        int32_t k = 0;
+        bool take = best == best && (v1 > best || v1 != v1);
+        best = take ? v1 : best;
+        k = take ? 1 : k;
+        take = best == best && (v2 > best || v2 != v2);
+        best = take ? v2 : best;
+        k = take ? 2 : k;
+        take = best == best && (v3 > best || v3 != v3);
+        best = take ? v3 : best;
+        k = take ? 3 : k;
+        out[ox] = best;
+        am[ox] = (int32_t)((2 * oy + (k >> 1)) * w + 2 * ox + (k & 1));
+    }
+}
+
 void cpu_max_pool2d_forward(const stk_pool2d_desc *d, const float *x, float *y, int32_t *argmax)
 {
+    bool two_by_two = d->kh == 2 && d->kw == 2 && d->stride_h == 2 && d->stride_w == 2 &&
+                      d->pad_h == 0 && d->pad_w == 0 && 2 * d->oh <= d->h && 2 * d->ow <= d->w;
 #pragma omp parallel for schedule(static)
     for (int64_t pl = 0; pl < d->n * d->c; pl++) {
         const float *in = x + pl * d->h * d->w;
         float *out = y + pl * d->oh * d->ow;
         int32_t *am = argmax + pl * d->oh * d->ow;
+        if (two_by_two) {
+            for (int64_t oy = 0; oy < d->oh; oy++)
+                max_pool_2x2_row(in, d->w, oy, d->ow, out + oy * d->ow, am + oy * d->ow);
+            continue;
+        }
         for (int64_t oy = 0; oy < d->oh; oy++)
             for (int64_t ox = 0; ox < d->ow; ox++)
                 out[oy * d->ow + ox] = stk_max_pool_at(d, in, oy, ox, &am[oy * d->ow + ox]);

@@ -3,7 +3,10 @@
  * reference loops and gradients against finite differences
  * (engine_testlib.h explains the tolerances). */
 #include "check_main.h"
+#include "engine/autocast.h"
 #include "engine/tensor_impl.h"
+#include "kernels/backend.h"
+#include "kernels/convert_math.h"
 #include "storage/safetensors.h"
 #include "engine_testlib.h"
 
@@ -94,6 +97,217 @@ START_TEST(test_conv2d)
     ck_assert_ptr_nonnull(strstr(stk_last_error(), "[1, 3, 4, 4]"));
     stk_tensor_release(x);
     stk_tensor_release(w);
+}
+END_TEST
+
+/* ---- bf16 autocast on the CPU (--amp) ------------------------------------ */
+
+/* A copy of t's values rounded to bf16 and back (what a bf16 kernel reads). */
+static float *bf16_rounded(const stk_tensor *t)
+{
+    float *v = host_f32(t);
+    for (int64_t i = 0; i < stk_tensor_numel(t); i++) v[i] = stk_bf16_to_f32(stk_f32_to_bf16(v[i]));
+    return v;
+}
+
+static float *absolute(const float *v, int64_t n)
+{
+    float *a = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) a[i] = fabsf(v[i]);
+    return a;
+}
+
+/* A bf16 result `got` (n values) against:
+ * - `rounded`, the exact result from bf16-rounded inputs: within f32
+ *   accumulation's rounding, 2e-5 x bound (bound = the same sum over
+ *   |inputs|, so a relative error per term), plus bf16's rounding of the
+ *   result, 2^-8 x |result|, for an output rounded to bf16 (out_bf16);
+ * - `exact`, from the unrounded f32 inputs: within the rounding of both
+ *   factors of each term to bf16 (8 significant bits: 2^-7 x bound), plus
+ *   the same, which is the tolerance --amp states for these ops; and not
+ *   equal to it (else the op did not run in bf16). */
+static void expect_bf16_result(const char *what, const float *got, const double *rounded,
+                               const double *exact, const double *bound, int64_t n, bool out_bf16)
+{
+    double most = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double out = out_bf16 ? 0x1p-8 * fabs(rounded[i]) : 0;
+        ck_assert_msg(fabs(got[i] - rounded[i]) <= 2e-5 * bound[i] + out + 1e-6,
+                      "%s element %lld: %.9g, from bf16-rounded inputs %.9g (bound %g)", what,
+                      (long long)i, got[i], rounded[i], bound[i]);
+        ck_assert_msg(fabs(got[i] - exact[i]) <= 0x1p-7 * bound[i] + out + 1e-6,
+                      "%s element %lld: %.9g, f32 %.9g: beyond bf16's 2^-7 x %g", what,
+                      (long long)i, got[i], exact[i], bound[i]);
+        most = fmax(most, fabs(got[i] - exact[i]));
+    }
+    ck_assert_msg(most > 1e-6, "%s: equal to the f32 result (%g): not computed in bf16", what,
+                  most);
+}
+
+/* conv2d's gradients in double: gx = sum gy * w, gw = sum gy * x over the
+ * forward's index map (groups 1). */
+static void conv_grads_reference(const conv_case *cc, const float *x, const float *w,
+                                 const float *gy, int64_t oh, int64_t ow, double *gx, double *gw)
+{
+    int64_t N = cc->x[0], C = cc->x[1], H = cc->x[2], W = cc->x[3], K = cc->w[0], R = cc->w[2],
+            S = cc->w[3];
+    memset(gx, 0, sizeof(double) * (size_t)(N * C * H * W));
+    memset(gw, 0, sizeof(double) * (size_t)(K * C * R * S));
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t oy = 0; oy < oh; oy++)
+                for (int64_t ox = 0; ox < ow; ox++) {
+                    double g = gy[((n * K + k) * oh + oy) * ow + ox];
+                    for (int64_t c = 0; c < C; c++)
+                        for (int64_t r = 0; r < R; r++)
+                            for (int64_t q = 0; q < S; q++) {
+                                int64_t iy =
+                                    oy * cc->p.stride[0] - cc->p.padding[0] + r * cc->p.dilation[0];
+                                int64_t ix =
+                                    ox * cc->p.stride[1] - cc->p.padding[1] + q * cc->p.dilation[1];
+                                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                                int64_t xi = ((n * C + c) * H + iy) * W + ix,
+                                        wi = ((k * C + c) * R + r) * S + q;
+                                gx[xi] += g * w[wi];
+                                gw[wi] += g * x[xi];
+                            }
+                }
+}
+
+START_TEST(test_autocast_bf16_conv2d)
+{
+    if (!stk_cpu_bf16_isa()) {
+        printf("test_autocast_bf16_conv2d: skipped, no bf16 instructions on this CPU\n");
+        return;
+    }
+    conv_case cases[] = {
+        {{2, 16, 9, 9}, {32, 16, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}, false},
+        {{3, 8, 10, 10}, {16, 8, 3, 3}, {{2, 2}, {1, 1}, {1, 1}, 1}, false},
+        {{2, 32, 6, 6}, {16, 32, 1, 1}, {{1, 1}, {0, 0}, {1, 1}, 1}, false}, /* pointwise */
+        {{2, 3, 12, 12}, {16, 3, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}, false}, /* a stem */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        conv_case *cc = &cases[i];
+        stk_tensor *x = rand_tensor(700 + i, 4, cc->x, -1, 1),
+                   *w = rand_tensor(800 + i, 4, cc->w, -1, 1), *y;
+        stk_tensor_set_requires_grad(x, true);
+        stk_tensor_set_requires_grad(w, true);
+        stk_autocast_begin();
+        ck_assert_int_eq(stk_conv2d(x, w, NULL, &cc->p, &y), STK_OK);
+        int64_t oh = stk_tensor_dim(y, 2), ow = stk_tensor_dim(y, 3), ny = stk_tensor_numel(y);
+        stk_tensor *gy = rand_tensor(900 + i, 4, (int64_t[]){cc->x[0], cc->w[0], oh, ow}, -1, 1);
+        ck_assert_int_eq(stk_backward(y, gy, false), STK_OK);
+        stk_autocast_end();
+        int64_t nx = stk_tensor_numel(x), nw = stk_tensor_numel(w);
+        float *xv = host_f32(x), *wv = host_f32(w), *gv = host_f32(gy);
+        float *xr = bf16_rounded(x), *wr = bf16_rounded(w), *gr = bf16_rounded(gy);
+        float *xa = absolute(xv, nx), *wa = absolute(wv, nw), *ga = absolute(gv, ny);
+        double *exact = malloc(sizeof(double) * (size_t)(ny + nx + nw)),
+               *rounded = malloc(sizeof(double) * (size_t)(ny + nx + nw)),
+               *bound = malloc(sizeof(double) * (size_t)(ny + nx + nw));
+        char what[64];
+        float *got = host_f32(y);
+        conv_reference(cc, xv, wv, NULL, oh, ow, exact);
+        conv_reference(cc, xr, wr, NULL, oh, ow, rounded);
+        conv_reference(cc, xa, wa, NULL, oh, ow, bound);
+        snprintf(what, sizeof what, "conv case %zu forward", i);
+        expect_bf16_result(what, got, rounded, exact, bound, ny, true);
+        free(got);
+        conv_grads_reference(cc, xv, wv, gv, oh, ow, exact, exact + nx);
+        conv_grads_reference(cc, xr, wr, gr, oh, ow, rounded, rounded + nx);
+        conv_grads_reference(cc, xa, wa, ga, oh, ow, bound, bound + nx);
+        got = host_f32(stk_tensor_grad(x));
+        snprintf(what, sizeof what, "conv case %zu backward data", i);
+        expect_bf16_result(what, got, rounded, exact, bound, nx, true);
+        free(got);
+        got = host_f32(stk_tensor_grad(w));
+        snprintf(what, sizeof what, "conv case %zu backward weights", i);
+        expect_bf16_result(what, got, rounded + nx, exact + nx, bound + nx, nw, false);
+        free(got);
+        float *fr[] = {xv, wv, gv, xr, wr, gr, xa, wa, ga};
+        for (size_t k = 0; k < sizeof fr / sizeof fr[0]; k++) free(fr[k]);
+        free(exact), free(rounded), free(bound);
+        stk_tensor_release(y), stk_tensor_release(gy);
+        stk_tensor_release(x), stk_tensor_release(w);
+    }
+}
+END_TEST
+
+/* a [B, m, k] @ b [k, n] (b broadcast over the batch) in double. */
+static void matmul_reference(const float *a, const float *b, int64_t batch, int64_t m, int64_t k,
+                             int64_t n, double *c)
+{
+    for (int64_t z = 0; z < batch; z++)
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                double s = 0;
+                for (int64_t q = 0; q < k; q++) s += (double)a[(z * m + i) * k + q] * b[q * n + j];
+                c[(z * m + i) * n + j] = s;
+            }
+}
+
+START_TEST(test_autocast_bf16_matmul)
+{
+    if (!stk_cpu_bf16_isa()) {
+        printf("test_autocast_bf16_matmul: skipped, no bf16 instructions on this CPU\n");
+        return;
+    }
+    /* forward a @ b; backward ga = g b^T (transposed b) and gb = a^T g over
+     * all rows (transposed a): every layout the bf16 GEMM takes */
+    const int64_t B = 3, M = 5, K = 40, N = 7;
+    stk_tensor *a = rand_tensor(41, 3, (int64_t[]){B, M, K}, -1, 1),
+               *b = rand_tensor(42, 2, (int64_t[]){K, N}, -1, 1),
+               *g = rand_tensor(43, 3, (int64_t[]){B, M, N}, -1, 1), *y;
+    stk_tensor_set_requires_grad(a, true);
+    stk_tensor_set_requires_grad(b, true);
+    stk_autocast_begin();
+    ck_assert_int_eq(stk_matmul(a, b, &y), STK_OK);
+    ck_assert_int_eq(stk_backward(y, g, false), STK_OK);
+    stk_autocast_end();
+    float *av = host_f32(a), *bv = host_f32(b), *gv = host_f32(g);
+    float *ar = bf16_rounded(a), *br = bf16_rounded(b), *gr = bf16_rounded(g);
+    float *aa = absolute(av, B * M * K), *ba = absolute(bv, K * N), *gabs = absolute(gv, B * M * N);
+    double exact[B * M * K], rounded[B * M * K], bound[B * M * K];
+    float *got = host_f32(y);
+    matmul_reference(av, bv, B, M, K, N, exact);
+    matmul_reference(ar, br, B, M, K, N, rounded);
+    matmul_reference(aa, ba, B, M, K, N, bound);
+    expect_bf16_result("matmul forward", got, rounded, exact, bound, B * M * N, false);
+    free(got);
+    /* ga[z, i, q] = sum_j g[z, i, j] b[q, j]: a matmul with b^T */
+    float *bt[3] = {malloc(sizeof(float) * N * K), malloc(sizeof(float) * N * K),
+                    malloc(sizeof(float) * N * K)};
+    for (int64_t q = 0; q < K; q++)
+        for (int64_t j = 0; j < N; j++) {
+            bt[0][j * K + q] = bv[q * N + j];
+            bt[1][j * K + q] = br[q * N + j];
+            bt[2][j * K + q] = ba[q * N + j];
+        }
+    matmul_reference(gv, bt[0], B, M, N, K, exact);
+    matmul_reference(gr, bt[1], B, M, N, K, rounded);
+    matmul_reference(gabs, bt[2], B, M, N, K, bound);
+    got = host_f32(stk_tensor_grad(a));
+    expect_bf16_result("matmul backward a", got, rounded, exact, bound, B * M * K, false);
+    free(got);
+    /* gb[q, j] = sum over rows r of a[r, q] g[r, j]: (a^T) [K, B*M] @ g [B*M, N] */
+    float *at[3] = {malloc(sizeof(float) * K * B * M), malloc(sizeof(float) * K * B * M),
+                    malloc(sizeof(float) * K * B * M)};
+    for (int64_t r = 0; r < B * M; r++)
+        for (int64_t q = 0; q < K; q++) {
+            at[0][q * B * M + r] = av[r * K + q];
+            at[1][q * B * M + r] = ar[r * K + q];
+            at[2][q * B * M + r] = aa[r * K + q];
+        }
+    matmul_reference(at[0], gv, 1, K, B * M, N, exact);
+    matmul_reference(at[1], gr, 1, K, B * M, N, rounded);
+    matmul_reference(at[2], gabs, 1, K, B * M, N, bound);
+    got = host_f32(stk_tensor_grad(b));
+    expect_bf16_result("matmul backward b", got, rounded, exact, bound, K * N, false);
+    free(got);
+    float *fr[] = {av, bv, gv, ar, br, gr, aa, ba, gabs, bt[0], bt[1], bt[2], at[0], at[1], at[2]};
+    for (size_t k = 0; k < sizeof fr / sizeof fr[0]; k++) free(fr[k]);
+    stk_tensor_release(y), stk_tensor_release(g);
+    stk_tensor_release(a), stk_tensor_release(b);
 }
 END_TEST
 
@@ -873,6 +1087,8 @@ static Suite *ops_suite(void)
     Suite *s = suite_create("ops");
     TCase *t = tcase_create("ops");
     tcase_add_test(t, test_conv2d);
+    tcase_add_test(t, test_autocast_bf16_conv2d);
+    tcase_add_test(t, test_autocast_bf16_matmul);
     tcase_add_test(t, test_batch_norm);
     tcase_add_test(t, test_batch_norm_sync);
     tcase_add_test(t, test_pooling);

@@ -15,7 +15,8 @@ typedef struct devices_args {
 static const stk_flag flags[] = {
     STK_FLAG_SECTION("options"),
     STK_FLAG_JSON(devices_args, json,
-                  "one JSON object: cpu (text), cuda_built (the CUDA backend module\n"
+                  "one JSON object: cpu (text), cpu_bf16 (the instruction set oneDNN\n"
+                  "runs bf16 with for --amp on the CPU, or null), cuda_built (the CUDA backend module\n"
                   "loaded), cuda_module (its file, or why not), cuda_backend (what it was\n"
                   "built with), cuda_runtime, cuda_driver,\n"
                   "gpus [{name, memory_bytes, compute_capability, multiprocessors}],\n"
@@ -26,7 +27,7 @@ static const stk_cli cli = {
     .cmd = "devices",
     .usage = "stoke devices [--json]",
     .about = "List the devices stoke train can use: the CPU backend (cores, oneDNN and the\n"
-             "instruction set it runs) and every CUDA GPU (name, memory, compute capability,\n"
+             "instruction set it runs, and whether it has bf16 instructions for --amp) and every CUDA GPU (name, memory, compute capability,\n"
              "driver and runtime versions). The CUDA backend is a module, libstoke_cuda.so,\n"
              "loaded only by commands that use a GPU (and by this one): says which file was\n"
              "loaded, or plainly why no GPU is usable (no CUDA backend in this build, CUDA\n"
@@ -50,6 +51,11 @@ static int devices_main(int argc, char **argv)
     if (json) {
         printf("{\"cpu\": ");
         stk_json_write_string(stdout, cpu);
+        printf(", \"cpu_bf16\": ");
+        if (stk_cpu_bf16_isa())
+            stk_json_write_string(stdout, stk_cpu_bf16_isa());
+        else
+            printf("null");
         printf(", \"cuda_built\": %s, \"cuda_module\": ", r.built ? "true" : "false");
         stk_json_write_string(stdout, r.module);
         printf(", \"cuda_backend\": ");

@@ -150,9 +150,12 @@ static const stk_flag flags[] = {
     STK_FLAG_THREADS(T, threads),
     STK_FLAG_DEVICE(T, device),
     STK_FLAG_BOOL(T, amp, "amp",
-                  "mixed precision on the GPU: matmuls and convolutions in f16\n"
-                  "with f32 accumulation, f32 master weights, dynamic loss\n"
-                  "scaling (skips a step whose gradients overflow)"),
+                  "mixed precision: matmuls and convolutions in low precision\n"
+                  "with f32 accumulation and f32 master weights; batch norm,\n"
+                  "softmax, losses and the optimizer in f32. GPU: f16 with\n"
+                  "dynamic loss scaling (skips a step whose gradients overflow).\n"
+                  "CPU: bf16 (needs AVX512_BF16 or AMX: `stoke devices`), no\n"
+                  "loss scaling (bf16 has f32's range)"),
     STK_FLAG_BOOL(T, sync_bn, "sync-bn",
                   "data-parallel: batch norm statistics over every rank's batch\n"
                   "(as PyTorch's SyncBatchNorm); default: each rank's own"),
@@ -305,9 +308,14 @@ int train_parse_flags(int argc, char **argv, train_args *a)
                              (long long)a->micro_batches, (long long)a->batch);
     if (a->nesterov && (a->optimizer != STK_OPTIM_SGD || a->momentum <= 0))
         return stk_cli_usage("train", "--nesterov needs --optimizer sgd with a --momentum above 0");
-    if (a->amp && a->device.kind != STK_DEVICE_CUDA)
-        return stk_cli_usage("train", "--amp: mixed precision runs on the GPU (add --device cuda); "
-                                      "the CPU backend computes in f32");
+    if (a->amp && a->device.kind != STK_DEVICE_CUDA && !stk_cpu_bf16_isa())
+        return stk_cli_usage("train",
+                             "--amp on the CPU runs in bf16 and needs bf16 instructions "
+                             "(AVX512_BF16 or AMX), which this CPU%s lacks (`stoke devices` "
+                             "says what oneDNN uses); train in f32 without --amp, or on a GPU",
+                             getenv("DNNL_MAX_CPU_ISA") || getenv("ONEDNN_MAX_CPU_ISA")
+                                 ? " (as limited by DNNL_MAX_CPU_ISA / ONEDNN_MAX_CPU_ISA)"
+                                 : "");
     a->trace_opts = (stk_trace_options){.wait_steps = 0, .active_steps = 20, .ops = a->trace_ops};
     if ((a->trace_steps || a->trace_ops) && !a->trace)
         return stk_cli_usage("train", "--trace-steps and --trace-ops need --trace FILE.json");

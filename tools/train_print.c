@@ -3,6 +3,7 @@
 
 #include "common/json.h"
 #include "common/memory_budget.h"
+#include "kernels/backend.h"
 #include "tools/cli.h"
 #include "tools/memory_report.h"
 
@@ -213,7 +214,10 @@ void train_print_summary(train_printer *p, const stk_fit_result *f, int64_t star
                 ds.bytes_per_step / 1e6, ds.buckets, ds.library, ds.comm_s, ds.steps, ds.exposed_s);
     }
     if (a->memory_report && r->rank == 0) memory_report_print(stderr, a->device.kind, p->run_peak);
-    if (a->amp && r->rank == 0)
+    if (a->amp && r->rank == 0 && a->device.kind != STK_DEVICE_CUDA)
+        fprintf(stderr, "amp: matmuls and convolutions in bf16 on %s, no loss scaling\n",
+                stk_cpu_bf16_isa());
+    else if (a->amp && r->rank == 0)
         fprintf(stderr,
                 "amp: %" PRId64 " of %" PRId64 " steps skipped for inf/NaN gradients, loss "
                 "scale now %g\n",

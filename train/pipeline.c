@@ -2,6 +2,7 @@
 #include "train/pipeline.h"
 
 #include "common/clock.h"
+#include "engine/autocast.h"
 #include "engine/autograd.h"
 #include "kernels/backend.h"
 
@@ -49,7 +50,10 @@ typedef struct step_ctx {
 static void stage_thread_init(void *ctx, int stage)
 {
     (void)stage;
-    stk_cpu_set_threads(((stk_pipeline *)ctx)->threads_per_stage);
+    stk_pipeline *p = ctx;
+    stk_cpu_set_threads(p->threads_per_stage);
+    /* the autocast depth is per thread: the stage threads hold theirs for life */
+    if (p->cfg.autocast) stk_autocast_begin();
 }
 
 static int unit_named(const stk_model *m, const char *name, size_t len)

@@ -74,6 +74,7 @@ typedef struct stk_pipeline_config {
     const char *split_after;    /* K - 1 unit names, comma-separated, in order; NULL: balanced */
     int threads;                /* CPU threads for all stages (0: the current OpenMP count) */
     const stk_pipe_link *link;  /* NULL: every stage here; else this process's stage alone */
+    bool autocast;              /* the stage threads run in autocast (--amp; engine/autocast.h) */
 } stk_pipeline_config;
 
 typedef struct stk_pipeline stk_pipeline;

@@ -10,6 +10,7 @@
 #include "engine/autograd.h"
 #include "engine/checkpoint.h"
 #include "engine/ops.h"
+#include "kernels/backend.h"
 #include "storage/safetensors.h"
 #include "train/batch.h"
 #include "train/ema.h"
@@ -39,6 +40,7 @@ struct stk_trainer {
     stk_model *model;
     stk_optim *opt;
     stk_loss_scaler scaler;
+    bool scale_loss; /* amp in f16 (the GPU); bf16 (the CPU) keeps f32's range: no scaling */
     stk_train_position pos;
     hook hooks[STK_STEP_EVENTS][MAX_HOOKS];
     int n_hooks[STK_STEP_EVENTS];
@@ -80,9 +82,13 @@ stk_status stk_trainer_create(const stk_trainer_config *c, stk_model *model, stk
     *out = NULL;
     const stk_copy_engine *dev = c->copy_engine ? c->copy_engine : stk_copy_engine_cpu();
     STK_TRY(stk_batch_mix_check(&c->mix));
-    if (c->amp && dev->device != STK_DEVICE_CUDA)
-        return stk_error(STK_ERR_INVALID_ARG, "mixed precision (amp) runs on a GPU; the CPU "
-                                              "backend computes in f32");
+    if (c->amp && dev->device != STK_DEVICE_CUDA && !stk_cpu_bf16_isa())
+        return stk_error(STK_ERR_UNSUPPORTED,
+                         "mixed precision (amp) on the CPU runs in bf16 and needs bf16 "
+                         "instructions (AVX512_BF16 or AMX), which this CPU%s lacks",
+                         getenv("DNNL_MAX_CPU_ISA") || getenv("ONEDNN_MAX_CPU_ISA")
+                             ? " (as limited by DNNL_MAX_CPU_ISA / ONEDNN_MAX_CPU_ISA)"
+                             : "");
     if (!(c->label_smoothing >= 0 && c->label_smoothing < 1))
         return stk_error(STK_ERR_INVALID_ARG, "label smoothing %g is not in [0, 1)",
                          (double)c->label_smoothing);
@@ -114,6 +120,7 @@ stk_status stk_trainer_create(const stk_trainer_config *c, stk_model *model, stk
         stk_pipeline_config pc = c->pipeline;
         pc.stages = stages;
         pc.micro_batches = micro;
+        pc.autocast = c->amp;
         stk_status st = stk_pipeline_create(model, &pc, &t->pipe);
         if (st != STK_OK) {
             free(t);
@@ -125,6 +132,7 @@ stk_status stk_trainer_create(const stk_trainer_config *c, stk_model *model, stk
     t->model = model;
     t->opt = opt;
     stk_loss_scaler_init(&t->scaler);
+    t->scale_loss = c->amp && dev->device == STK_DEVICE_CUDA;
     t->pos = stk_train_position_start(c->seed);
     if (c->ema_decay > 0) {
         stk_status st = start_ema(t);
@@ -259,7 +267,7 @@ static stk_status whole_batch_pass(stk_trainer *t, stk_step_info *info, const in
     /* backward (of the scaled loss under amp), the hooks, the optimizer (the
      * loss scaler's under amp, in f32: it may skip the update) */
     stk_tensor *target = info->loss;
-    if (t->cfg.amp) {
+    if (t->scale_loss) {
         info->loss_scale = t->scaler.scale;
         STK_TRY(stk_loss_scaler_scale(&t->scaler, info->loss, &target));
     }
@@ -277,7 +285,7 @@ static stk_status whole_batch_pass(stk_trainer *t, stk_step_info *info, const in
 static stk_status pipeline_pass(stk_trainer *t, stk_step_info *info, const int32_t *host_labels,
                                 const char *where_epoch, const char *ep, stk_step_result *r)
 {
-    if (t->cfg.amp) info->loss_scale = t->scaler.scale;
+    if (t->scale_loss) info->loss_scale = t->scaler.scale;
     stk_tensor *logits;
     stk_trace_begin("forward+backward", "step");
     stk_status st =
@@ -320,9 +328,9 @@ static stk_status step_body(stk_trainer *t, stk_step_info *info, const int32_t *
     if (t->cfg.amp) stk_autocast_end(); /* the optimizer step is f32 */
     stk_trace_begin("optimizer", "step");
     bool finite = true;
-    if (t->cfg.amp) st = stk_loss_scaler_unscale(&t->scaler, t->model, &finite);
+    if (t->scale_loss) st = stk_loss_scaler_unscale(&t->scaler, t->model, &finite);
     if (st == STK_OK && finite) st = clip_gradients(t, info);
-    if (st == STK_OK && t->cfg.amp) {
+    if (st == STK_OK && t->scale_loss) {
         st = stk_loss_scaler_update(&t->scaler, t->model, t->opt, finite, &r->stepped);
     } else if (st == STK_OK) {
         st = stk_optim_step(t->opt);
@@ -618,7 +626,7 @@ stk_status stk_trainer_set_label_smoothing(stk_trainer *t, float smoothing)
     return STK_OK;
 }
 
-float stk_trainer_loss_scale(const stk_trainer *t) { return t->scaler.scale; }
+float stk_trainer_loss_scale(const stk_trainer *t) { return t->scale_loss ? t->scaler.scale : 1.f; }
 
 int64_t stk_trainer_skipped_steps(const stk_trainer *t) { return t->scaler.skipped; }
 

@@ -22,17 +22,17 @@
  *   STK_STEP_BEFORE_FORWARD    the batch is a tensor, nothing has run
  *   forward, cross-entropy (label smoothing), loss read back and checked finite
  *   STK_STEP_AFTER_FORWARD     logits and loss exist
- *   backward (under --amp: of the scaled loss)
+ *   backward (under --amp on the GPU: of the scaled loss)
  *   STK_STEP_GRAD_READY        once per parameter, *during* backward, as soon
  *                              as its gradient is final (the last layer first):
  *                              where a gradient all-reduce starts
  *   STK_STEP_AFTER_BACKWARD    every gradient is final
- *   under --amp the loss scaler unscales (and skips the rest of the update
+ *   under --amp on the GPU the loss scaler unscales (and skips the rest of the update
  *   when a gradient is not finite); gradient clipping (info.grad_norm);
  *   optimizer step (learning rate from the schedule at position.step),
  *   parameters checked finite
  *   STK_STEP_AFTER_OPTIMIZER   the step is done; info.stepped tells
- * Under --amp the gradients a hook sees are still multiplied by
+ * Under --amp on the GPU the gradients a hook sees are still multiplied by
  * info.loss_scale (all-reducing them is still right: the scale is linear).
  *
  * A step's tensors belong to a step scope (engine/autograd.h) that ends with
@@ -61,7 +61,8 @@ typedef struct stk_trainer stk_trainer;
 typedef struct stk_trainer_config {
     const stk_copy_engine *copy_engine; /* the model's device, as its copy engine
                                          (stk_device_spec_open); NULL: the CPU */
-    bool amp;              /* autocast (f16 matmuls/convolutions) and dynamic loss scaling */
+    bool amp; /* autocast: on the GPU f16 matmuls/convolutions and dynamic loss scaling;
+               * on the CPU bf16 ones (stk_cpu_bf16_isa), no loss scaling */
     float label_smoothing; /* in [0, 1) */
     /* Learning rate per step; base_lr 0 leaves the optimizer's own lr alone. */
     stk_schedule schedule;
@@ -94,8 +95,8 @@ stk_trainer_config stk_trainer_defaults(void);
 
 /* A trainer for `model` (already on the config's device) and `opt` (NULL:
  * evaluation only; step then fails). Both are borrowed: they must outlive
- * the trainer. Errors: INVALID_ARG (amp without f16 kernels on the device:
- * the CPU; a clipping bound that is negative or not finite, or both set;
+ * the trainer. Errors: UNSUPPORTED (amp on a CPU without bf16 instructions),
+ * INVALID_ARG (a clipping bound that is negative or not finite, or both set;
  * an EMA decay outside [0, 1); micro-batches or stages out of range, or
  * with batch mixing; stages with amp), NOMEM. */
 stk_status stk_trainer_create(const stk_trainer_config *c, stk_model *model, stk_optim *opt,
@@ -256,7 +257,8 @@ stk_optim *stk_trainer_optim(stk_trainer *t);
 /* The model the trainer was made with. */
 stk_model *stk_trainer_model(stk_trainer *t);
 
-/* The loss scaler's state (amp): scale and skipped steps. */
+/* The loss scaler's state (amp on the GPU): scale and skipped steps (1 and
+ * 0 without loss scaling). */
 float stk_trainer_loss_scale(const stk_trainer *t);
 int64_t stk_trainer_skipped_steps(const stk_trainer *t);
 

@@ -5,13 +5,17 @@
 run 0 "$STOKE" devices
 expect out.txt "cpu     "
 expect out.txt "oneDNN"
+expect out.txt " bf16 "
 grep -q '^gpu ' out.txt || fail "no gpu line"
 run 0 "$STOKE" devices --json
 "$PYTHON3" - <<'PY' || fail "devices --json"
 import json
 d = json.load(open("out.txt"))
-for k in ("cpu", "cuda_built", "cuda_runtime", "cuda_driver", "gpus"):
+for k in ("cpu", "cpu_bf16", "cuda_built", "cuda_runtime", "cuda_driver", "gpus"):
     assert k in d, k
+# the line and the field agree on bf16 (--amp on the CPU)
+assert d["cpu_bf16"] in (None, "avx512_core_bf16", "avx512_core_amx"), d
+assert ("bf16 on " + d["cpu_bf16"] if d["cpu_bf16"] else "bf16 none") in d["cpu"], d
 assert d["gpus"] or d["cuda_reason"], d
 open("gpus.txt", "w").write(str(len(d["gpus"])))
 PY
