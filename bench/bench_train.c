@@ -2,7 +2,8 @@
  * (train/trainer.h: forward, loss, backward, SGD) per model, batch and thread count, on random
  * inputs (the data path is measured by `stoke bench`; this isolates the engine). Also the engine's
  * matmul GFLOP/s at 1024^3 beside oneDNN's sgemm called directly, the fastest GEMM measured on this
- * machine (kernels/README.md).
+ * machine (kernels/README.md), and where the CPU has bf16 instructions oneDNN's bf16 matmul at
+ * 1024^3 and 2048^3 (the rate --amp's convolutions and matmuls can approach).
  *
  *   bench_train [--models mlp,cnn,resnet8,resnet18] [--batch 128] [--threads 2]
  *               [--size PX] [--channels C] [--seconds 10] [--device cpu|cuda] [--json]
@@ -189,6 +190,65 @@ static void matmul_bench(double seconds)
     stk_tensor_release(b);
 }
 
+/* oneDNN's bf16 x bf16 -> f32 matmul primitive called directly on bf16
+ * operands (the machine's bf16 GEMM rate, the ceiling for --amp on the CPU)
+ * at n^3, in GFLOP/s; 0 where oneDNN cannot. */
+static double bf16_gemm_rate(int64_t n, double seconds)
+{
+    dnnl_engine_t eng;
+    dnnl_stream_t st;
+    if (dnnl_engine_create(&eng, dnnl_cpu, 0) || dnnl_stream_create(&st, eng, 0)) return 0;
+    dnnl_dims_t dims = {n, n};
+    dnnl_memory_desc_t a_md, b_md, c_md;
+    dnnl_memory_desc_init_by_tag(&a_md, 2, dims, dnnl_bf16, dnnl_ab);
+    dnnl_memory_desc_init_by_tag(&b_md, 2, dims, dnnl_bf16, dnnl_ab);
+    dnnl_memory_desc_init_by_tag(&c_md, 2, dims, dnnl_f32, dnnl_ab);
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t prim;
+    double rate = 0;
+    if (!dnnl_matmul_desc_init(&md, &a_md, &b_md, NULL, &c_md) &&
+        !dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL)) {
+        if (!dnnl_primitive_create(&prim, pd)) {
+            dnnl_memory_t a, b, c;
+            dnnl_memory_create(&a, &a_md, eng, DNNL_MEMORY_ALLOCATE);
+            dnnl_memory_create(&b, &b_md, eng, DNNL_MEMORY_ALLOCATE);
+            dnnl_memory_create(&c, &c_md, eng, DNNL_MEMORY_ALLOCATE);
+            void *pa, *pb;
+            dnnl_memory_get_data_handle(a, &pa);
+            dnnl_memory_get_data_handle(b, &pb);
+            memset(pa, 0x3f, (size_t)(n * n * 2)); /* 0x3f3f: about 0.75 */
+            memset(pb, 0x3f, (size_t)(n * n * 2));
+            dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
+            dnnl_primitive_execute(prim, st, 3, args); /* warm-up */
+            dnnl_stream_wait(st);
+            int k = 0;
+            double t0 = stk_clock_sec(), t;
+            do {
+                dnnl_primitive_execute(prim, st, 3, args);
+                dnnl_stream_wait(st);
+                k++;
+                t = stk_clock_sec() - t0;
+            } while (t < seconds);
+            rate = k * 2.0 * n * n * n / t / 1e9;
+            dnnl_memory_destroy(a), dnnl_memory_destroy(b), dnnl_memory_destroy(c);
+            dnnl_primitive_destroy(prim);
+        }
+        dnnl_primitive_desc_destroy(pd);
+    }
+    dnnl_stream_destroy(st);
+    dnnl_engine_destroy(eng);
+    return rate;
+}
+
+static void bf16_matmul_bench(double seconds)
+{
+    printf("bf16 matmul, %d threads, oneDNN's primitive on bf16 operands:", stk_cpu_threads());
+    for (int64_t n = 1024; n <= 2048; n *= 2)
+        printf(" %lld^3 %.1f GFLOP/s", (long long)n, bf16_gemm_rate(n, seconds));
+    printf(" (bf16 on %s)\n", stk_cpu_bf16_isa());
+}
+
 int main(int argc, char **argv)
 {
     const char *models = "mlp,cnn,resnet8,resnet18";
@@ -242,7 +302,9 @@ int main(int argc, char **argv)
     snprintf(list, sizeof list, "%s", models);
     for (char *save, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
         if (train_bench(tok, batch, seconds, json)) return 1;
-    if (matmul && !json && device == STK_DEVICE_CPU)
+    if (matmul && !json && device == STK_DEVICE_CPU) {
         matmul_bench(seconds / 4 > 1 ? seconds / 4 : 1);
+        if (stk_cpu_bf16_isa()) bf16_matmul_bench(seconds / 4 > 1 ? seconds / 4 : 1);
+    }
     return 0;
 }

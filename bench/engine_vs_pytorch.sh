@@ -11,6 +11,12 @@
 #
 # With cuda both run on the GPU (PyTorch needs a CUDA build of torch).
 #
+# Then, where --amp runs (a GPU, or a CPU with bf16 instructions: `stoke
+# devices`), both again with mixed precision: Stoke's --amp beside PyTorch's
+# autocast (bf16 on the CPU, f16 with a GradScaler on a GPU), PyTorch 2.x
+# when the venv is there, else Debian's; with --flops PyTorch's line gives
+# the FLOPs of a step per image and the GFLOP/s they make. AMP=0 skips it.
+#
 # PyTorch from Debian calls whichever libblas.so.3 the alternatives system
 # points to: the reference BLAS (about 6 GFLOP/s here) unless OpenBLAS is
 # installed. Install libopenblas0-pthread for PyTorch's best case; the line
@@ -23,6 +29,13 @@ PY=${PYTHON3:-/usr/bin/python3}
 MODELS=${MODELS:-mlp cnn resnet8 resnet18}
 HERE=$(dirname "$0")
 VENV=${STOKE_TORCH_VENV:-$HERE/../.venv-torch}
+AMP=${AMP:-1}
+if [ "$DEVICE" = cpu ] && ! "$BUILD/stoke" devices | grep -q "bf16 on "; then
+    [ "$AMP" = 1 ] && echo "(--amp: this CPU has no bf16 instructions, so f32 only)"
+    AMP=0
+fi
+PYAMP=$PY
+[ -x "$VENV/bin/python" ] && PYAMP=$VENV/bin/python
 blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | sed -n 's/^Value: //p')
 echo "pytorch BLAS: ${blas:-unknown}"
 for m in $MODELS; do
@@ -38,6 +51,19 @@ for m in $MODELS; do
         echo "$p2"
         pi2=$(echo "$p2" | sed 's/.*: *\([0-9.]*\) images.*/\1/')
         awk -v m="$m" -v a="$si" -v b="$pi2" 'BEGIN { printf "ratio   %-9s stoke/pytorch 2.x: %.2fx\n", m, a / b }'
+    fi
+    if [ "$AMP" = 1 ]; then
+        s=$("$BUILD/bench_train" --models "$m" --seconds "$SECONDS_PER" --no-matmul --device "$DEVICE" --amp)
+        p=$("$PYAMP" "$HERE/pytorch_models.py" --models "$m" --seconds "$SECONDS_PER" --device "$DEVICE" --amp --flops)
+        echo "$s"
+        echo "$p"
+        si=$(echo "$s" | sed 's/.*: *\([0-9.]*\) images.*/\1/')
+        pi=$(echo "$p" | sed 's/.*: *\([0-9.]*\) images.*/\1/')
+        fl=$(echo "$p" | sed -n 's/.*, \([0-9.]*\) MFLOP\/image.*/\1/p')
+        awk -v m="$m" -v a="$si" -v b="$pi" -v f="${fl:-0}" 'BEGIN {
+            printf "ratio   %-9s stoke --amp/pytorch autocast: %.2fx", m, a / b
+            if (f > 0) printf " (stoke %.1f GFLOP/s)", a * f / 1000
+            printf "\n" }'
     fi
 done
 if [ "$DEVICE" = cpu ]; then

@@ -607,6 +607,31 @@ START_TEST(test_pooling)
             }
     free(yv);
     stk_tensor_release(y);
+    /* 2x2 windows (the CPU's branch-free path): ties go to the first in
+     * window order, the first NaN wins, as PyTorch's max_pool2d */
+    int64_t s4[4] = {1, 1, 2, 8};
+    float tn[16] = {1, 5, 2, NAN, NAN, 7, -1, -3, 5, 2, 9, 1, NAN, 1, -0.5f, -0.5f};
+    stk_tensor *xt, *g4;
+    ck_assert_int_eq(stk_tensor_from_host(STK_F32, 4, s4, tn, &xt), STK_OK);
+    stk_tensor_set_requires_grad(xt, true);
+    ck_assert_int_eq(stk_max_pool2d(xt, 2, 0, 0, &y), STK_OK);
+    yv = host_f32(y);
+    ck_assert_float_eq(yv[0], 5.f);
+    ck_assert(isnan(yv[1]) && isnan(yv[2]));
+    ck_assert_float_eq(yv[3], -0.5f);
+    free(yv);
+    int64_t s4y[4] = {1, 1, 1, 4};
+    ck_assert_int_eq(stk_tensor_zeros(STK_F32, 4, s4y, &g4), STK_OK);
+    ck_assert_int_eq(stk_tensor_fill(g4, 1.0), STK_OK);
+    ck_assert_int_eq(stk_backward(y, g4, false), STK_OK);
+    float *gv = host_f32(stk_tensor_grad(xt));
+    for (int i = 0; i < 16; i++) /* the gradient lands on each window's winner */
+        ck_assert_msg(gv[i] == (i == 1 || i == 3 || i == 4 || i == 14 ? 1.f : 0.f),
+                      "2x2 max pool: gradient %g at %d", gv[i], i);
+    free(gv);
+    stk_tensor_release(g4);
+    stk_tensor_release(y);
+    stk_tensor_release(xt);
     int64_t s3[4] = {1, 1, 3, 3};
     float ones[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
     stk_tensor *o;
