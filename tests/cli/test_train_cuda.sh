@@ -17,6 +17,11 @@ MODELS="mlp resnet8"
 [ "${STOKE_SANITIZE:-}" = thread ] && MODELS=mlp
 
 # The same runs on both devices end with the same weights (to rounding).
+# With TF32 off: cuDNN's convolutions use it on Ampere and later by
+# default, as PyTorch's do (10-bit products), and on an H100 resnet8's
+# momentum buffers then ended up to 5% of their scale apart after 12 steps;
+# without it at most 0.14% (the tolerance is 0.5%).
+export NVIDIA_TF32_OVERRIDE=0
 for m in $MODELS; do
     run 0 "$STOKE" train $T --model $m --epochs 2 --out cpu_$m --device cpu --json
     cp out.txt cpu_$m.json
@@ -30,13 +35,16 @@ m = sys.argv[2]
 c, _ = st_io.load("cpu_%s/last.safetensors" % m)
 g, _ = st_io.load("gpu_%s/last.safetensors" % m)
 assert c.keys() == g.keys()
+most = 0
 for k in c:
     scale = 1 + np.abs(c[k]).max()
     err = np.abs(c[k].astype(np.float64) - g[k]).max()
     assert err <= 5e-3 * scale, (k, err, scale)  # float vs double summation orders
+    most = max(most, err / scale)
 jc = json.load(open("cpu_%s.json" % m)); jg = json.load(open("gpu_%s.json" % m))
 assert abs(jc["val_loss"] - jg["val_loss"]) < 1e-3, (jc, jg)
-print(m, "cuda vs cpu: weights and val_loss agree", jg["val_loss"], jc["val_loss"])
+print(m, "cuda vs cpu: weights within %.2g of their scale, val_loss %s vs %s"
+      % (most, jg["val_loss"], jc["val_loss"]))
 PY
 done
 
