@@ -4,7 +4,9 @@
 #   mlp:     SGD momentum 0.9, lr 0.1 (constant), no augmentation
 #   cnn:     SGD Nesterov 0.9, lr 0.05 cosine per step to 0, wd 5e-4, pad:2,crop:28,flip
 #   resnet8: the same as cnn
-# Then a JPEG run: resnet18 (ImageNet stem) with rrc:64,flip on a set made by
+# Where --amp runs on this CPU (bf16 instructions: `stoke devices`), resnet8
+# again with --amp, and its test top-1 beside the f32 run's (ONLY=amp runs
+# just those two). Then a JPEG run: resnet18 (ImageNet stem) with rrc:64,flip on a set made by
 # ../shared/data/make-jpeg-set.sh, when JPEG_SET (a packed .stoke) is given.
 #
 #   bench/train_targets.sh [BUILD_DIR] [DATA_DIR]
@@ -23,12 +25,29 @@ run() {
     echo "== $name =="
     "$STOKE" train $COMMON --out "$DATA/run-$name" --overwrite "$@" 2>"$DATA/run-$name.log" | tee "$DATA/stoke-$name.json"
 }
+RESNET8="--model resnet8 --nesterov --lr 0.05 --wd 5e-4 --transform pad:2,crop:28,flip"
+if [ "${ONLY:-}" = amp ]; then
+    run resnet8 $RESNET8
+    run resnet8-amp $RESNET8 --amp
+    "$PY" - "$DATA" <<'PY'
+import json, sys
+f = json.loads(open(sys.argv[1] + "/stoke-resnet8.json").read().splitlines()[-1])
+a = json.loads(open(sys.argv[1] + "/stoke-resnet8-amp.json").read().splitlines()[-1])
+print("resnet8 test top-1: f32 %.2f%%, --amp %.2f%% (%+.2f points); training images/s %s, %s"
+      % (f["val_top1"], a["val_top1"], a["val_top1"] - f["val_top1"],
+         f["train_images_per_sec"], a["train_images_per_sec"]))
+PY
+    exit 0
+fi
 run mlp --model mlp --optimizer sgd --momentum 0.9 --lr 0.1 --wd 0 --schedule constant --transform center:28
 "$PY" "$HERE/pytorch_train.py" --model mlp --epochs 5 --lr 0.1 --schedule constant --json
 run cnn --model cnn --nesterov --lr 0.05 --wd 5e-4 --transform pad:2,crop:28,flip
 "$PY" "$HERE/pytorch_train.py" --model cnn --epochs 5 --lr 0.05 --nesterov --wd 5e-4 --pad 2 --json
-run resnet8 --model resnet8 --nesterov --lr 0.05 --wd 5e-4 --transform pad:2,crop:28,flip
+run resnet8 $RESNET8
 "$PY" "$HERE/pytorch_train.py" --model resnet8 --epochs 5 --lr 0.05 --nesterov --wd 5e-4 --pad 2 --json
+if "$STOKE" devices | grep -q "bf16 on "; then
+    run resnet8-amp $RESNET8 --amp
+fi
 if [ -n "${JPEG_SET:-}" ]; then
     echo "== resnet18 on $JPEG_SET (rrc:64,flip) =="
     "$STOKE" train --data "$JPEG_SET" --model resnet18 --epochs 1 --batch 64 --transform rrc:64,flip \

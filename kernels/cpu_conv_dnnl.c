@@ -23,7 +23,7 @@
  * are rounded to bf16 as PyTorch's autocast rounds them, and read back as
  * f32 by the reorder out of the blocked layout (bf16 outputs measured 4-5%
  * faster on resnet18 than f32 ones: half the bytes written and read back).
- * kernels/README.md, "bf16". */
+ * kernels/README.md, "bf16 on the CPU". */
 #include "kernels/cpu_dnnl_impl.h"
 #include "kernels/cpu_kernels.h"
 

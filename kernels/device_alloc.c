@@ -163,7 +163,7 @@ static void release_cache_locked(device_heap *h)
  * pages: mobilenet_v2 spent a fifth of its time in page faults. The slack
  * is at least 256 MiB: with 64 a small model's step (cnn, 144 MiB in use at
  * its peak) still met a third of its allocations with fresh pages, 15% of
- * the step in page faults (bench/README.md, "Memory"). */
+ * the step in page faults (kernels/README.md, "bf16 on the CPU"). */
 static void trim_cache_locked(device_heap *h, size_t size)
 {
     uint64_t peak = h->stats.peak_allocated;

@@ -30,6 +30,7 @@ struct cudnnFilterStruct {
 struct cudnnConvolutionStruct {
     int pad_h, pad_w, u, v, dil_h, dil_w, groups;
     bool set;
+    cudnnMathType_t math;
 };
 
 static cudnnStatus_t bad(const char *what)
@@ -116,7 +117,8 @@ cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, in
     if (pad_h < 0 || pad_w < 0 || u <= 0 || v <= 0 || dilation_h <= 0 || dilation_w <= 0 ||
         mode != CUDNN_CROSS_CORRELATION || computeType != CUDNN_DATA_FLOAT)
         return bad("cudnnSetConvolution2dDescriptor: bad padding, stride, dilation or mode");
-    *d = (struct cudnnConvolutionStruct){pad_h, pad_w, u, v, dilation_h, dilation_w, 1, true};
+    *d = (struct cudnnConvolutionStruct){
+        pad_h, pad_w, u, v, dilation_h, dilation_w, 1, true, CUDNN_DEFAULT_MATH};
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -129,7 +131,7 @@ cudnnStatus_t cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t d, int 
 
 cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d, cudnnMathType_t m)
 {
-    (void)d, (void)m;
+    d->math = m;
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -156,6 +158,12 @@ static cudnnStatus_t geometry(const cudnnTensorDescriptor_t x, const cudnnFilter
         return bad("convolution descriptors disagree (input, filter, output and groups)");
     if (x->half != y->half || x->half != w->half)
         return bad("convolution: input, filter and output must have one data type");
+    /* Found on an H100: with the default math type cuDNN ran f16
+     * convolutions without tensor cores, and --amp trained resnet18 at a
+     * quarter of f32's speed */
+    if (x->half && cv->math == CUDNN_DEFAULT_MATH)
+        return bad("convolution: f16 tensors with CUDNN_DEFAULT_MATH (no tensor cores; set "
+                   "CUDNN_TENSOR_OP_MATH)");
     return CUDNN_STATUS_SUCCESS;
 }
 
