@@ -30,15 +30,11 @@ enum { CONV_FORWARD, CONV_BACKWARD_DATA, CONV_BACKWARD_WEIGHT };
 
 /* One convolution pass on f32 tensors: out = pass(in0, in1). Under --amp
  * autocast on the GPU, from f16 copies of the inputs into an f16 result
- * converted back to f32 (cuDNN's pseudo-half: f32 accumulation); on the CPU,
- * the backend's bf16 passes (bf16 inputs, f32 accumulation and result). */
+ * converted back to f32 (cuDNN's pseudo-half: f32 accumulation). (The
+ * CPU's bf16 passes: conv_forward_bf16 and conv_backward.) */
 static stk_status conv_pass(const stk_backend *be, int pass, const stk_conv2d_desc *d,
                             const stk_tensor *in0, const stk_tensor *in1, stk_tensor *out)
 {
-    if (eng_autocast_bf16(be)) { /* the forward (conv_backward runs both backward passes) */
-        float *o = tensor_f32(out);
-        return be->conv2d_forward_bf16(d, tensor_f32(in0), tensor_f32(in1), o);
-    }
     if (!eng_autocast_f16(be)) {
         const float *a = tensor_f32(in0), *b = tensor_f32(in1);
         float *o = tensor_f32(out);
@@ -65,9 +61,32 @@ static stk_status conv_pass(const stk_backend *be, int pass, const stk_conv2d_de
     return st;
 }
 
+/* The forward in bf16 (the CPU under --amp). When the weight's gradient
+ * will be wanted, *kept receives x in bf16 in the layout the backward
+ * weights pass reads (a byte tensor the node keeps), so that the backward
+ * does not convert x again. */
+static stk_status conv_forward_bf16(const stk_backend *be, const stk_conv2d_desc *d, stk_tensor *x,
+                                    stk_tensor *w, bool keep_input, stk_tensor *y,
+                                    stk_tensor **kept)
+{
+    *kept = NULL;
+    int64_t bytes = keep_input ? (int64_t)be->conv2d_bf16_kept_input_bytes(d) : 0;
+    stk_status st;
+    if (bytes &&
+        (st = eng_tensor_new(stk_tensor_device(x), STK_U8, 1, &bytes, false, kept)) != STK_OK)
+        return st;
+    st = be->conv2d_forward_bf16(d, tensor_f32(x), tensor_f32(w), tensor_f32(y),
+                                 *kept ? tensor_ptr(*kept) : NULL);
+    if (st != STK_OK) {
+        stk_tensor_release(*kept);
+        *kept = NULL;
+    }
+    return st;
+}
+
 static stk_status conv_backward(stk_node *n, stk_tensor *g, stk_tensor **gin)
 {
-    stk_tensor *x = n->saved[0], *w = n->saved[1];
+    stk_tensor *x = n->saved[0], *w = n->saved[1], *x_kept = n->saved[2];
     stk_conv2d_desc *d = n->ext;
     const stk_backend *be;
     stk_status st = eng_backend_of(g, &be);
@@ -77,9 +96,9 @@ static stk_status conv_backward(stk_node *n, stk_tensor *g, stk_tensor **gin)
     if (eng_node_needs_grad(n, 1) && (st = eng_node_grad_like(n, 1, false, &gin[1])) != STK_OK)
         return st;
     if (eng_autocast_bf16(be) && (gin[0] || gin[1])) {
-        st = be->conv2d_backward_bf16(d, tensor_f32(x), tensor_f32(w), tensor_f32(g),
-                                      gin[0] ? tensor_f32(gin[0]) : NULL,
-                                      gin[1] ? tensor_f32(gin[1]) : NULL);
+        st = be->conv2d_backward_bf16(
+            d, tensor_f32(x), x_kept ? tensor_ptr(x_kept) : NULL, tensor_f32(w), tensor_f32(g),
+            gin[0] ? tensor_f32(gin[0]) : NULL, gin[1] ? tensor_f32(gin[1]) : NULL);
         if (st != STK_OK) return st;
     } else {
         if (gin[0] && (st = conv_pass(be, CONV_BACKWARD_DATA, d, w, g, gin[0])) != STK_OK)
@@ -132,14 +151,18 @@ stk_status stk_conv2d(stk_tensor *x, stk_tensor *w, stk_tensor *b, const stk_con
                          stk_tensor_shape_str(b), k);
     }
     const stk_backend *be;
-    stk_tensor *xc = NULL, *wc = NULL, *y = NULL;
+    stk_tensor *xc = NULL, *wc = NULL, *y = NULL, *x_kept = NULL;
     if ((st = eng_backend_of(x, &be)) != STK_OK) goto fail;
     if ((st = eng_tensor_contiguous_raw(x, &xc)) != STK_OK) goto fail;
     if ((st = eng_tensor_contiguous_raw(w, &wc)) != STK_OK) goto fail;
     int64_t shape[4] = {d->n, d->k, d->oh, d->ow};
     if ((st = eng_tensor_new(x->storage->device, STK_F32, 4, shape, false, &y)) != STK_OK)
         goto fail;
-    if ((st = conv_pass(be, CONV_FORWARD, d, xc, wc, y)) != STK_OK) goto fail;
+    if (eng_autocast_bf16(be))
+        st = conv_forward_bf16(be, d, xc, wc, stk_grad_enabled() && w->requires_grad, y, &x_kept);
+    else
+        st = conv_pass(be, CONV_FORWARD, d, xc, wc, y);
+    if (st != STK_OK) goto fail;
     if (b) {
         int64_t ys[4] = {d->k * d->oh * d->ow, d->oh * d->ow, d->ow, 1},
                 bs[4] = {0, b->strides[0], 0, 0};
@@ -151,18 +174,21 @@ stk_status stk_conv2d(stk_tensor *x, stk_tensor *w, stk_tensor *b, const stk_con
     if (n) {
         eng_node_save(n, 0, xc);
         eng_node_save(n, 1, wc);
+        if (x_kept) eng_node_save(n, 2, x_kept);
         n->ext = d;
         d = NULL;
     }
     free(d);
     stk_tensor_release(xc);
     stk_tensor_release(wc);
+    stk_tensor_release(x_kept);
     *out = eng_tensor_track(y);
     return STK_OK;
 fail:
     free(d);
     stk_tensor_release(xc);
     stk_tensor_release(wc);
+    stk_tensor_release(x_kept);
     stk_tensor_release(y);
     return st;
 }

@@ -169,12 +169,16 @@ typedef struct stk_backend {
                                     int64_t k, const float *a, int64_t lda, int64_t stride_a,
                                     const float *b, int64_t ldb, int64_t stride_b, float *c,
                                     int64_t ldc, int64_t stride_c);
+    /* x_keep (or NULL): a buffer of conv2d_bf16_kept_input_bytes(d) bytes
+     * (0: none to keep) that receives the input in bf16, in the layout the
+     * backward weights pass reads, for the backward's x_kept */
     stk_status (*conv2d_forward_bf16)(const stk_conv2d_desc *d, const float *x, const float *w,
-                                      float *y);
+                                      float *y, void *x_keep);
+    size_t (*conv2d_bf16_kept_input_bytes)(const stk_conv2d_desc *d);
     /* both backward passes at once (gx or gw NULL: that pass skipped):
-     * they share the conversion of gy */
-    stk_status (*conv2d_backward_bf16)(const stk_conv2d_desc *d, const float *x, const float *w,
-                                       const float *gy, float *gx, float *gw);
+     * they share the conversion of gy; x_kept (or NULL) spares converting x */
+    stk_status (*conv2d_backward_bf16)(const stk_conv2d_desc *d, const float *x, const void *x_kept,
+                                       const float *w, const float *gy, float *gx, float *gw);
     /* Loss scaling: g *= inv_scale over n elements; *found_inf (an int32 in
      * device memory) becomes 1 when any result is not finite. */
     void (*amp_unscale)(int64_t n, float *g, float inv_scale, int32_t *found_inf);

@@ -50,6 +50,7 @@ static const stk_backend cpu_backend = {
     .batch_regions = cpu_batch_regions,
     .gemm_batched_bf16 = cpu_gemm_batched_bf16, /* --amp on the CPU (the f16 entries stay NULL) */
     .conv2d_forward_bf16 = cpu_conv2d_forward_bf16,
+    .conv2d_bf16_kept_input_bytes = cpu_conv2d_bf16_kept_input_bytes,
     .conv2d_backward_bf16 = cpu_conv2d_backward_bf16,
     .amp_unscale = cpu_amp_unscale,
     .sum_squares = cpu_sum_squares,

@@ -242,7 +242,8 @@ static conv_plan *get_plan(const stk_conv2d_desc *d, int pass, bool bf16)
 }
 
 /* One operand: a memory object in the wanted layout, reordered from (in)
- * or to (out) the user's buffer. Scratch comes from the caching allocator. */
+ * or to (out) the user's buffer. Scratch comes from the caching allocator,
+ * or an input's reorder goes into `into` (a buffer the caller keeps). */
 typedef struct operand {
     dnnl_memory_t user, mem;
     void *scratch;
@@ -251,7 +252,7 @@ typedef struct operand {
 
 static dnnl_status_t operand_open(operand *o, const dnnl_memory_desc_t *user_md,
                                   const dnnl_memory_desc_t *want, dnnl_primitive_t reorder,
-                                  void *ptr, bool input)
+                                  void *ptr, bool input, void *into)
 {
     memset(o, 0, sizeof *o);
     dnnl_status_t s = dnnl_memory_create(&o->user, user_md, cpu_dnnl_engine(), ptr);
@@ -260,10 +261,14 @@ static dnnl_status_t operand_open(operand *o, const dnnl_memory_desc_t *user_md,
         o->mem = o->user;
         return dnnl_success;
     }
-    o->bytes = dnnl_memory_desc_get_size(want);
-    if (stk_device_alloc(STK_DEVICE_CPU, o->bytes, &o->scratch) != STK_OK)
-        return dnnl_out_of_memory;
-    if ((s = dnnl_memory_create(&o->mem, want, cpu_dnnl_engine(), o->scratch))) return s;
+    void *buf = into;
+    if (!buf) {
+        o->bytes = dnnl_memory_desc_get_size(want);
+        if (stk_device_alloc(STK_DEVICE_CPU, o->bytes, &o->scratch) != STK_OK)
+            return dnnl_out_of_memory;
+        buf = o->scratch;
+    }
+    if ((s = dnnl_memory_create(&o->mem, want, cpu_dnnl_engine(), buf))) return s;
     if (input) {
         dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, o->user}, {DNNL_ARG_TO, o->mem}};
         return cpu_dnnl_exec(reorder, 2, a);
@@ -291,53 +296,64 @@ static stk_status dnnl_fail(dnnl_status_t s, const char *what)
     return stk_error(STK_ERR_INTERNAL, "conv2d %s: oneDNN failed with status %d", what, (int)s);
 }
 
-/* Run a pass: operands 0, 1 are inputs, operand 2 the output. given1,
- * when not NULL, is operand 1 already in the wanted layout (the gradient
- * both backward passes read: reordered once). */
-static stk_status run_pass(conv_plan *p, dnnl_primitive_t prim, const char *what, int r0,
-                           const dnnl_memory_desc_t *md0, int arg0, const void *ptr0, int r1,
-                           const dnnl_memory_desc_t *md1, int arg1, const void *ptr1,
-                           dnnl_memory_t given1, int r2, const dnnl_memory_desc_t *md2, int arg2,
-                           void *ptr2)
+/* One operand of a pass as the caller has it. */
+typedef struct pass_io {
+    int slot;                       /* R_*: the layout the primitive wants, its reorder */
+    const dnnl_memory_desc_t *user; /* the engine's f32 NCHW buffer's descriptor */
+    int arg;                        /* DNNL_ARG_* */
+    const void *ptr;                /* the engine's buffer */
+    dnnl_memory_t given;            /* an input already in the wanted layout (NULL: reorder ptr) */
+    void *into;                     /* an input reordered into this kept buffer (NULL: scratch) */
+} pass_io;
+
+/* Run a pass: io[0] and io[1] are inputs, io[2] the output. */
+static stk_status run_pass(conv_plan *p, dnnl_primitive_t prim, const char *what,
+                           const pass_io io[3])
 {
     operand o[3];
     memset(o, 0, sizeof o);
-    dnnl_status_t s = operand_open(&o[0], md0, &p->want[r0], p->reorder[r0], (void *)ptr0, true);
-    if (!s && !given1)
-        s = operand_open(&o[1], md1, &p->want[r1], p->reorder[r1], (void *)ptr1, true);
-    if (!s) s = operand_open(&o[2], md2, &p->want[r2], p->reorder[r2], ptr2, false);
+    dnnl_status_t s = dnnl_success;
+    for (int i = 0; i < 3 && !s; i++)
+        if (!io[i].given)
+            s = operand_open(&o[i], io[i].user, &p->want[io[i].slot], p->reorder[io[i].slot],
+                             (void *)io[i].ptr, i < 2, io[i].into);
     if (!s) {
-        dnnl_exec_arg_t a[3] = {
-            {arg0, o[0].mem}, {arg1, given1 ? given1 : o[1].mem}, {arg2, o[2].mem}};
+        dnnl_exec_arg_t a[3];
+        for (int i = 0; i < 3; i++)
+            a[i] = (dnnl_exec_arg_t){io[i].arg, io[i].given ? io[i].given : o[i].mem};
         s = cpu_dnnl_exec(prim, 3, a);
     }
-    s = operand_close(&o[2], p->reorder[r2], true, s);
+    s = operand_close(&o[2], p->reorder[io[2].slot], true, s);
     s = operand_close(&o[1], NULL, false, s);
     s = operand_close(&o[0], NULL, false, s);
     return s == dnnl_success ? STK_OK : dnnl_fail(s, what);
 }
 
-static stk_status forward(conv_plan *p, const float *x, const float *w, float *y)
+/* x_keep: the input's reorder goes there (bf16: kept for backward weights). */
+static stk_status forward(conv_plan *p, const float *x, const float *w, float *y, void *x_keep)
 {
-    return run_pass(p, p->fwd, "forward", R_FWD_SRC, &p->user_src, DNNL_ARG_SRC, x, R_FWD_WEI,
-                    &p->user_wei, DNNL_ARG_WEIGHTS, w, NULL, R_FWD_DST, &p->user_dst, DNNL_ARG_DST,
-                    y);
+    pass_io io[3] = {{R_FWD_SRC, &p->user_src, DNNL_ARG_SRC, x, NULL, x_keep},
+                     {R_FWD_WEI, &p->user_wei, DNNL_ARG_WEIGHTS, w, NULL, NULL},
+                     {R_FWD_DST, &p->user_dst, DNNL_ARG_DST, y, NULL, NULL}};
+    return run_pass(p, p->fwd, "forward", io);
 }
 
-static stk_status backward_data(conv_plan *p, const float *w, const float *gy, dnnl_memory_t given,
-                                float *gx)
+static stk_status backward_data(conv_plan *p, const float *w, const float *gy,
+                                dnnl_memory_t gy_given, float *gx)
 {
-    return run_pass(p, p->bwd_data, "backward data", R_BD_WEI, &p->user_wei, DNNL_ARG_WEIGHTS, w,
-                    R_BD_DDST, &p->user_dst, DNNL_ARG_DIFF_DST, gy, given, R_BD_DSRC, &p->user_src,
-                    DNNL_ARG_DIFF_SRC, gx);
+    pass_io io[3] = {{R_BD_WEI, &p->user_wei, DNNL_ARG_WEIGHTS, w, NULL, NULL},
+                     {R_BD_DDST, &p->user_dst, DNNL_ARG_DIFF_DST, gy, gy_given, NULL},
+                     {R_BD_DSRC, &p->user_src, DNNL_ARG_DIFF_SRC, gx, NULL, NULL}};
+    return run_pass(p, p->bwd_data, "backward data", io);
 }
 
-static stk_status backward_weight(conv_plan *p, const float *x, const float *gy,
-                                  dnnl_memory_t given, float *gw)
+static stk_status backward_weight(conv_plan *p, const float *x, dnnl_memory_t x_given,
+                                  const float *gy, dnnl_memory_t gy_given, float *gw)
 {
-    return run_pass(p, p->bwd_wei, "backward weights", R_BW_SRC, &p->user_src, DNNL_ARG_SRC, x,
-                    R_BW_DDST, &p->user_dst, DNNL_ARG_DIFF_DST, gy, given, R_BW_DWEI, &p->user_wei,
-                    DNNL_ARG_DIFF_WEIGHTS, gw);
+    pass_io io[3] = {{R_BW_SRC, &p->user_src, DNNL_ARG_SRC, x, x_given, NULL},
+                     {R_BW_DDST, &p->user_dst, DNNL_ARG_DIFF_DST, gy, gy_given, NULL},
+                     {R_BW_DWEI, &p->user_wei, DNNL_ARG_DIFF_WEIGHTS, gw, NULL, NULL}};
+    return run_pass(p, p->bwd_wei, "backward weights", io);
 }
 
 stk_status cpu_conv2d_forward_dnnl(const stk_conv2d_desc *d, const float *x, const float *w,
@@ -345,7 +361,7 @@ stk_status cpu_conv2d_forward_dnnl(const stk_conv2d_desc *d, const float *x, con
 {
     conv_plan *p = get_plan(d, 0, false);
     if (!p) return cpu_conv2d_forward(d, x, w, y);
-    return forward(p, x, w, y);
+    return forward(p, x, w, y, NULL);
 }
 
 stk_status cpu_conv2d_backward_data_dnnl(const stk_conv2d_desc *d, const float *w, const float *gy,
@@ -361,7 +377,7 @@ stk_status cpu_conv2d_backward_weight_dnnl(const stk_conv2d_desc *d, const float
 {
     conv_plan *p = get_plan(d, 2, false);
     if (!p) return cpu_conv2d_backward_weight(d, x, gy, gw);
-    return backward_weight(p, x, gy, NULL, gw);
+    return backward_weight(p, x, NULL, gy, NULL, gw);
 }
 
 /* bf16: no fallback (an f32 result under --amp would be silent). */
@@ -374,34 +390,46 @@ static stk_status no_bf16(const stk_conv2d_desc *d, const char *what)
                      (long long)d->k, (long long)d->r, (long long)d->s);
 }
 
-stk_status cpu_conv2d_forward_bf16(const stk_conv2d_desc *d, const float *x, const float *w,
-                                   float *y)
+size_t cpu_conv2d_bf16_kept_input_bytes(const stk_conv2d_desc *d)
 {
-    conv_plan *p = get_plan(d, 0, true);
-    return p ? forward(p, x, w, y) : no_bf16(d, "forward");
+    conv_plan *p = get_plan(d, 2, true);
+    if (!p || !dnnl_memory_desc_equal(&p->want[R_FWD_SRC], &p->want[R_BW_SRC])) return 0;
+    return dnnl_memory_desc_get_size(&p->want[R_BW_SRC]);
+}
+
+stk_status cpu_conv2d_forward_bf16(const stk_conv2d_desc *d, const float *x, const float *w,
+                                   float *y, void *x_keep)
+{
+    conv_plan *p = get_plan(d, x_keep ? 2 : 0, true);
+    return p ? forward(p, x, w, y, x_keep) : no_bf16(d, "forward");
 }
 
 /* Both passes read the gradient gy: reordered into bf16 once when they want
  * it in the same layout (the blocked ones do), which saves one pass over an
- * activation-sized tensor per convolution and step. */
-stk_status cpu_conv2d_backward_bf16(const stk_conv2d_desc *d, const float *x, const float *w,
-                                    const float *gy, float *gx, float *gw)
+ * activation-sized tensor per convolution and step; and backward weights
+ * reads the forward's bf16 input when it was kept, another. */
+stk_status cpu_conv2d_backward_bf16(const stk_conv2d_desc *d, const float *x, const void *x_kept,
+                                    const float *w, const float *gy, float *gx, float *gw)
 {
     conv_plan *p = gx ? get_plan(d, 1, true) : NULL;
     if (gx && !p) return no_bf16(d, "backward data");
     if (gw && !(p = get_plan(d, 2, true))) return no_bf16(d, "backward weights");
-    if (!gx || !gw)
-        return gx ? backward_data(p, w, gy, NULL, gx) : backward_weight(p, x, gy, NULL, gw);
-    if (!dnnl_memory_desc_equal(&p->want[R_BD_DDST], &p->want[R_BW_DDST])) {
-        stk_status st = backward_data(p, w, gy, NULL, gx);
-        return st == STK_OK ? backward_weight(p, x, gy, NULL, gw) : st;
-    }
+    dnnl_memory_t xk = NULL;
+    if (gw && x_kept &&
+        dnnl_memory_create(&xk, &p->want[R_BW_SRC], cpu_dnnl_engine(), (void *)x_kept))
+        return dnnl_fail(dnnl_out_of_memory, "backward weights");
     operand g;
-    dnnl_status_t s = operand_open(&g, &p->user_dst, &p->want[R_BD_DDST], p->reorder[R_BD_DDST],
-                                   (void *)gy, true);
-    stk_status st = s ? dnnl_fail(s, "backward") : backward_data(p, w, gy, g.mem, gx);
-    if (st == STK_OK) st = backward_weight(p, x, gy, g.mem, gw);
+    memset(&g, 0, sizeof g);
+    stk_status st = STK_OK;
+    if (gx && gw && dnnl_memory_desc_equal(&p->want[R_BD_DDST], &p->want[R_BW_DDST])) {
+        dnnl_status_t s = operand_open(&g, &p->user_dst, &p->want[R_BD_DDST], p->reorder[R_BD_DDST],
+                                       (void *)gy, true, NULL);
+        if (s) st = dnnl_fail(s, "backward");
+    }
+    if (st == STK_OK && gx) st = backward_data(p, w, gy, g.mem, gx);
+    if (st == STK_OK && gw) st = backward_weight(p, x, xk, gy, g.mem, gw);
     operand_close(&g, NULL, false, dnnl_success);
+    if (xk) dnnl_memory_destroy(xk);
     return st;
 }
 

@@ -55,14 +55,16 @@ stk_status cpu_gemm_batched_bf16(int64_t batch, bool trans_a, bool trans_b, int6
                                  int64_t k, const float *a, int64_t lda, int64_t stride_a,
                                  const float *b, int64_t ldb, int64_t stride_b, float *c,
                                  int64_t ldc, int64_t stride_c);
-/* The same with bf16 inputs and f32 outputs and accumulation (--amp on the
- * CPU); STK_ERR_UNSUPPORTED where oneDNN has no bf16 primitive for the shape
- * (stk_cpu_bf16_isa says whether this CPU has bf16 instructions at all). */
+/* The same in bf16 with f32 accumulation (--amp on the CPU): inputs,
+ * outputs and input gradients in bf16, the weights' gradient f32 (the
+ * backend table's conv2d_*_bf16 entries say more); STK_ERR_UNSUPPORTED
+ * where oneDNN has no bf16 primitive for the shape (stk_cpu_bf16_isa says
+ * whether this CPU has bf16 instructions at all). */
 stk_status cpu_conv2d_forward_bf16(const stk_conv2d_desc *d, const float *x, const float *w,
-                                   float *y);
-/* Both backward passes (gx or gw may be NULL: that pass is skipped). */
-stk_status cpu_conv2d_backward_bf16(const stk_conv2d_desc *d, const float *x, const float *w,
-                                    const float *gy, float *gx, float *gw);
+                                   float *y, void *x_keep);
+size_t cpu_conv2d_bf16_kept_input_bytes(const stk_conv2d_desc *d);
+stk_status cpu_conv2d_backward_bf16(const stk_conv2d_desc *d, const float *x, const void *x_kept,
+                                    const float *w, const float *gy, float *gx, float *gw);
 
 void cpu_batch_norm_train(int64_t n, int64_t c, int64_t hw, const float *x, const float *gamma,
                           const float *beta, float *y, float *save_mean, float *save_invstd,
