@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* All int64_t: no padding, so keys compare with memcmp. */
 typedef struct gemm_key {
-    int64_t batch, m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c;
-    bool trans_a, trans_b;
+    int64_t batch, m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, trans_a, trans_b;
 } gemm_key;
 
 typedef struct gemm_plan {
@@ -126,20 +126,7 @@ stk_status cpu_gemm_batched_bf16(int64_t batch, bool trans_a, bool trans_b, int6
             for (int64_t r = 0; r < m; r++) memset(c + i * stride_c + r * ldc, 0, n * sizeof *c);
         return STK_OK;
     }
-    gemm_key key;
-    memset(&key, 0, sizeof key); /* compared with memcmp: no stray padding bytes */
-    key.batch = batch;
-    key.m = m;
-    key.n = n;
-    key.k = k;
-    key.lda = lda;
-    key.ldb = ldb;
-    key.ldc = ldc;
-    key.stride_a = stride_a;
-    key.stride_b = stride_b;
-    key.stride_c = stride_c;
-    key.trans_a = trans_a;
-    key.trans_b = trans_b;
+    gemm_key key = {batch, m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, trans_a, trans_b};
     gemm_plan *p = get_plan(&key);
     if (!p)
         return stk_error(STK_ERR_UNSUPPORTED,

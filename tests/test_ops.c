@@ -27,9 +27,11 @@ static stk_status f_conv(stk_tensor **in, void *c, stk_tensor **o)
     return stk_conv2d(in[0], in[1], cc->bias ? in[2] : NULL, &cc->p, o);
 }
 
-/* Direct 7-loop convolution in double. */
-static void conv_reference(const conv_case *cc, const float *x, const float *w, const float *b,
-                           int64_t oh, int64_t ow, double *y)
+/* Every tap of a convolution: fn(ctx, x index, w index, y index) for each
+ * output element in order and, within it, each input channel of its group
+ * and filter position that falls inside the input. */
+static void conv_for_each_tap(const conv_case *cc, int64_t oh, int64_t ow,
+                              void (*fn)(void *, int64_t, int64_t, int64_t), void *ctx)
 {
     int64_t N = cc->x[0], C = cc->x[1], H = cc->x[2], W = cc->x[3], K = cc->w[0], R = cc->w[2],
             S = cc->w[3];
@@ -39,8 +41,7 @@ static void conv_reference(const conv_case *cc, const float *x, const float *w, 
         for (int64_t k = 0; k < K; k++)
             for (int64_t oy = 0; oy < oh; oy++)
                 for (int64_t ox = 0; ox < ow; ox++) {
-                    double s = b ? b[k] : 0.0;
-                    int64_t gi = k / kg;
+                    int64_t yi = ((n * K + k) * oh + oy) * ow + ox, gi = k / kg;
                     for (int64_t c = 0; c < cg; c++)
                         for (int64_t r = 0; r < R; r++)
                             for (int64_t q = 0; q < S; q++) {
@@ -49,11 +50,30 @@ static void conv_reference(const conv_case *cc, const float *x, const float *w, 
                                 int64_t ix =
                                     ox * cc->p.stride[1] - cc->p.padding[1] + q * cc->p.dilation[1];
                                 if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
-                                s += (double)x[((n * C + gi * cg + c) * H + iy) * W + ix] *
-                                     w[((k * cg + c) * R + r) * S + q];
+                                fn(ctx, ((n * C + gi * cg + c) * H + iy) * W + ix,
+                                   ((k * cg + c) * R + r) * S + q, yi);
                             }
-                    y[((n * K + k) * oh + oy) * ow + ox] = s;
                 }
+}
+
+typedef struct conv_sums {
+    const float *x, *w, *gy;
+    double *y, *gx, *gw;
+} conv_sums;
+
+static void add_product(void *ctx, int64_t xi, int64_t wi, int64_t yi)
+{
+    conv_sums *c = ctx;
+    c->y[yi] += (double)c->x[xi] * c->w[wi];
+}
+
+/* Direct convolution in double. */
+static void conv_reference(const conv_case *cc, const float *x, const float *w, const float *b,
+                           int64_t oh, int64_t ow, double *y)
+{
+    int64_t K = cc->w[0], per_k = oh * ow;
+    for (int64_t i = 0; i < cc->x[0] * K * per_k; i++) y[i] = b ? b[i / per_k % K] : 0.0;
+    conv_for_each_tap(cc, oh, ow, add_product, &(conv_sums){.x = x, .w = w, .y = y});
 }
 
 START_TEST(test_conv2d)
@@ -144,34 +164,22 @@ static void expect_bf16_result(const char *what, const float *got, const double 
                   most);
 }
 
+static void add_gradients(void *ctx, int64_t xi, int64_t wi, int64_t yi)
+{
+    conv_sums *c = ctx;
+    c->gx[xi] += (double)c->gy[yi] * c->w[wi];
+    c->gw[wi] += (double)c->gy[yi] * c->x[xi];
+}
+
 /* conv2d's gradients in double: gx = sum gy * w, gw = sum gy * x over the
- * forward's index map (groups 1). */
+ * forward's taps. */
 static void conv_grads_reference(const conv_case *cc, const float *x, const float *w,
                                  const float *gy, int64_t oh, int64_t ow, double *gx, double *gw)
 {
-    int64_t N = cc->x[0], C = cc->x[1], H = cc->x[2], W = cc->x[3], K = cc->w[0], R = cc->w[2],
-            S = cc->w[3];
-    memset(gx, 0, sizeof(double) * (size_t)(N * C * H * W));
-    memset(gw, 0, sizeof(double) * (size_t)(K * C * R * S));
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t k = 0; k < K; k++)
-            for (int64_t oy = 0; oy < oh; oy++)
-                for (int64_t ox = 0; ox < ow; ox++) {
-                    double g = gy[((n * K + k) * oh + oy) * ow + ox];
-                    for (int64_t c = 0; c < C; c++)
-                        for (int64_t r = 0; r < R; r++)
-                            for (int64_t q = 0; q < S; q++) {
-                                int64_t iy =
-                                    oy * cc->p.stride[0] - cc->p.padding[0] + r * cc->p.dilation[0];
-                                int64_t ix =
-                                    ox * cc->p.stride[1] - cc->p.padding[1] + q * cc->p.dilation[1];
-                                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
-                                int64_t xi = ((n * C + c) * H + iy) * W + ix,
-                                        wi = ((k * C + c) * R + r) * S + q;
-                                gx[xi] += g * w[wi];
-                                gw[wi] += g * x[xi];
-                            }
-                }
+    memset(gx, 0, sizeof(double) * (size_t)(cc->x[0] * cc->x[1] * cc->x[2] * cc->x[3]));
+    memset(gw, 0, sizeof(double) * (size_t)(cc->w[0] * cc->w[1] * cc->w[2] * cc->w[3]));
+    conv_for_each_tap(cc, oh, ow, add_gradients,
+                      &(conv_sums){.x = x, .w = w, .gy = gy, .gx = gx, .gw = gw});
 }
 
 START_TEST(test_autocast_bf16_conv2d)

@@ -47,6 +47,19 @@ print(m, "--amp vs f32: val_loss %.4f vs %.4f, weights at most %.2g apart"
 PY
 done
 
+# Micro-batches run on a stage thread, which holds the autocast too: the
+# weights differ from the same micro-batches in f32 (they did not, before).
+run 0 "$STOKE" train $T --model cnn --micro-batches 2 --out f32_micro
+run 0 "$STOKE" train $T --model cnn --micro-batches 2 --amp --out bf16_micro
+"$PYTHON3" - "$STOKE_TESTS/python" <<'PY' || fail "--amp with --micro-batches ran in f32"
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np, st_io
+a, _ = st_io.load("f32_micro/last.safetensors")
+b, _ = st_io.load("bf16_micro/last.safetensors")
+assert any(not np.array_equal(a[k], b[k]) for k in a), "identical weights"
+PY
+
 # Resuming an --amp run continues it exactly; the checkpoint holds the f32
 # master weights.
 run 0 "$STOKE" train $T --model cnn --amp --out resumed --stop-after 1
