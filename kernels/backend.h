@@ -162,9 +162,11 @@ typedef struct stk_backend {
     stk_status (*conv2d_backward_weight_f16)(const stk_conv2d_desc *d, const uint16_t *x,
                                              const uint16_t *gy, uint16_t *gw);
     /* bf16 autocast (--amp on the CPU): the GEMM and convolution passes
-     * above from bf16 roundings of their f32 inputs, with f32 accumulation
-     * and f32 results; STK_ERR_UNSUPPORTED where the CPU cannot. NULL on
-     * backends without them. */
+     * above from bf16 roundings of their f32 inputs, with f32 accumulation;
+     * the GEMM's result and the weights' gradient exact in f32, the
+     * convolutions' outputs and input gradients rounded to bf16 (stored as
+     * f32); STK_ERR_UNSUPPORTED where the CPU cannot. NULL on backends
+     * without them. */
     stk_status (*gemm_batched_bf16)(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n,
                                     int64_t k, const float *a, int64_t lda, int64_t stride_a,
                                     const float *b, int64_t ldb, int64_t stride_b, float *c,
@@ -210,6 +212,9 @@ void stk_cpu_describe(char *buf, size_t n);
  * DNNL_MAX_CPU_ISA / ONEDNN_MAX_CPU_ISA limit, has none (--amp is refused
  * there rather than emulated). */
 const char *stk_cpu_bf16_isa(void);
+/* Why --amp cannot run on this CPU (the rest of a sentence after "--amp on
+ * the CPU "), or NULL when stk_cpu_bf16_isa has an answer. */
+const char *stk_cpu_bf16_missing(void);
 
 #ifdef __cplusplus
 }

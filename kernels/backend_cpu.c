@@ -5,6 +5,7 @@
 #include <dnnl.h>
 #include <omp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static stk_status cpu_copy_bytes(void *dst, const void *src, size_t bytes)
@@ -83,6 +84,16 @@ const char *stk_cpu_bf16_isa(void)
     if ((e & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16)
         return "avx512_core_bf16";
     return NULL;
+}
+
+const char *stk_cpu_bf16_missing(void)
+{
+    if (stk_cpu_bf16_isa()) return NULL;
+    return getenv("DNNL_MAX_CPU_ISA") || getenv("ONEDNN_MAX_CPU_ISA")
+               ? "runs in bf16 and needs bf16 instructions (AVX512_BF16 or AMX), which this CPU "
+                 "(as limited by DNNL_MAX_CPU_ISA / ONEDNN_MAX_CPU_ISA) lacks"
+               : "runs in bf16 and needs bf16 instructions (AVX512_BF16 or AMX), which this CPU "
+                 "lacks";
 }
 
 void stk_cpu_describe(char *buf, size_t n)

@@ -46,7 +46,7 @@ enum {
 
 typedef struct conv_plan {
     stk_conv2d_desc d;
-    bool bf16; /* inputs of each pass in bf16, outputs f32 */
+    bool bf16; /* every operand in bf16 but the weights' gradient (f32) */
     dnnl_memory_desc_t user_src, user_wei, user_dst;
     dnnl_primitive_t fwd, bwd_data, bwd_wei;
     dnnl_primitive_desc_t fwd_pd; /* the hint for the backward descs */

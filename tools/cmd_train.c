@@ -308,14 +308,11 @@ int train_parse_flags(int argc, char **argv, train_args *a)
                              (long long)a->micro_batches, (long long)a->batch);
     if (a->nesterov && (a->optimizer != STK_OPTIM_SGD || a->momentum <= 0))
         return stk_cli_usage("train", "--nesterov needs --optimizer sgd with a --momentum above 0");
-    if (a->amp && a->device.kind != STK_DEVICE_CUDA && !stk_cpu_bf16_isa())
+    if (a->amp && a->device.kind != STK_DEVICE_CUDA && stk_cpu_bf16_missing())
         return stk_cli_usage("train",
-                             "--amp on the CPU runs in bf16 and needs bf16 instructions "
-                             "(AVX512_BF16 or AMX), which this CPU%s lacks (`stoke devices` "
-                             "says what oneDNN uses); train in f32 without --amp, or on a GPU",
-                             getenv("DNNL_MAX_CPU_ISA") || getenv("ONEDNN_MAX_CPU_ISA")
-                                 ? " (as limited by DNNL_MAX_CPU_ISA / ONEDNN_MAX_CPU_ISA)"
-                                 : "");
+                             "--amp on the CPU %s (`stoke devices` says what oneDNN uses); train "
+                             "in f32 without --amp, or on a GPU",
+                             stk_cpu_bf16_missing());
     a->trace_opts = (stk_trace_options){.wait_steps = 0, .active_steps = 20, .ops = a->trace_ops};
     if ((a->trace_steps || a->trace_ops) && !a->trace)
         return stk_cli_usage("train", "--trace-steps and --trace-ops need --trace FILE.json");

@@ -82,13 +82,9 @@ stk_status stk_trainer_create(const stk_trainer_config *c, stk_model *model, stk
     *out = NULL;
     const stk_copy_engine *dev = c->copy_engine ? c->copy_engine : stk_copy_engine_cpu();
     STK_TRY(stk_batch_mix_check(&c->mix));
-    if (c->amp && dev->device != STK_DEVICE_CUDA && !stk_cpu_bf16_isa())
-        return stk_error(STK_ERR_UNSUPPORTED,
-                         "mixed precision (amp) on the CPU runs in bf16 and needs bf16 "
-                         "instructions (AVX512_BF16 or AMX), which this CPU%s lacks",
-                         getenv("DNNL_MAX_CPU_ISA") || getenv("ONEDNN_MAX_CPU_ISA")
-                             ? " (as limited by DNNL_MAX_CPU_ISA / ONEDNN_MAX_CPU_ISA)"
-                             : "");
+    if (c->amp && dev->device != STK_DEVICE_CUDA && stk_cpu_bf16_missing())
+        return stk_error(STK_ERR_UNSUPPORTED, "mixed precision (amp) on the CPU %s",
+                         stk_cpu_bf16_missing());
     if (!(c->label_smoothing >= 0 && c->label_smoothing < 1))
         return stk_error(STK_ERR_INVALID_ARG, "label smoothing %g is not in [0, 1)",
                          (double)c->label_smoothing);
