@@ -67,21 +67,6 @@ static bool same_desc(const stk_conv2d_desc *a, const stk_conv2d_desc *b)
            a->groups == b->groups;
 }
 
-/* A reorder from `from` to `to`, or NULL when they are the same layout. */
-static dnnl_status_t make_reorder(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
-                                  dnnl_primitive_t *out)
-{
-    *out = NULL;
-    if (dnnl_memory_desc_equal(from, to)) return dnnl_success;
-    dnnl_primitive_desc_t pd;
-    dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, from, cpu_dnnl_engine(), to,
-                                                         cpu_dnnl_engine(), NULL);
-    if (s != dnnl_success) return s;
-    s = dnnl_primitive_create(out, pd);
-    dnnl_primitive_desc_destroy(pd);
-    return s;
-}
-
 static dnnl_status_t query(dnnl_primitive_desc_t pd, dnnl_query_t what, dnnl_memory_desc_t *md)
 {
     const dnnl_memory_desc_t *q = dnnl_primitive_desc_query_md(pd, what, 0);
@@ -145,8 +130,8 @@ static dnnl_status_t make_pass(conv_plan *p, const dnnl_convolution_desc_t *cd,
         dnnl_primitive_desc_destroy(pd);
     for (int i = 0; i < 3 && !s; i++) {
         const dnnl_memory_desc_t *want = &p->want[ops[i].slot];
-        s = ops[i].output ? make_reorder(want, ops[i].user, &p->reorder[ops[i].slot])
-                          : make_reorder(ops[i].user, want, &p->reorder[ops[i].slot]);
+        s = ops[i].output ? cpu_dnnl_make_reorder(want, ops[i].user, &p->reorder[ops[i].slot])
+                          : cpu_dnnl_make_reorder(ops[i].user, want, &p->reorder[ops[i].slot]);
     }
     return s;
 }

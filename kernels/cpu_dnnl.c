@@ -61,6 +61,20 @@ dnnl_stream_t cpu_dnnl_stream(void)
     return stream;
 }
 
+dnnl_status_t cpu_dnnl_make_reorder(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                                    dnnl_primitive_t *out)
+{
+    *out = NULL;
+    if (dnnl_memory_desc_equal(from, to)) return dnnl_success;
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, from, cpu_dnnl_engine(), to,
+                                                         cpu_dnnl_engine(), NULL);
+    if (s != dnnl_success) return s;
+    s = dnnl_primitive_create(out, pd);
+    dnnl_primitive_desc_destroy(pd);
+    return s;
+}
+
 dnnl_status_t cpu_dnnl_exec(dnnl_primitive_t prim, int nargs, const dnnl_exec_arg_t *args)
 {
     dnnl_status_t s = dnnl_primitive_execute(prim, stream, nargs, args);

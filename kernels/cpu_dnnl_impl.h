@@ -12,6 +12,10 @@
 dnnl_engine_t cpu_dnnl_engine(void);
 /* This thread's stream (made on first use), or NULL. */
 dnnl_stream_t cpu_dnnl_stream(void);
+/* A reorder primitive from `from` to `to`; *out NULL when they are the
+ * same layout and type (nothing to do). */
+dnnl_status_t cpu_dnnl_make_reorder(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                                    dnnl_primitive_t *out);
 /* Run a primitive on this thread's stream and wait for it. */
 dnnl_status_t cpu_dnnl_exec(dnnl_primitive_t prim, int nargs, const dnnl_exec_arg_t *args);
 

@@ -55,23 +55,16 @@ static dnnl_status_t make_plan(gemm_plan *p)
         return s;
     dnnl_matmul_desc_t md;
     if ((s = dnnl_matmul_desc_init(&md, &any_a, &any_b, NULL, &p->user_c))) return s;
-    dnnl_primitive_desc_t pd, rpd;
+    dnnl_primitive_desc_t pd;
     if ((s = dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL))) return s;
     p->want_a = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     p->want_b = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     s = dnnl_primitive_create(&p->matmul, pd);
     dnnl_primitive_desc_destroy(pd);
     if (s) return s;
-    if ((s = dnnl_reorder_primitive_desc_create(&rpd, &p->user_a, eng, &p->want_a, eng, NULL)))
-        return s;
-    s = dnnl_primitive_create(&p->reorder_a, rpd);
-    dnnl_primitive_desc_destroy(rpd);
-    if (s) return s;
-    if ((s = dnnl_reorder_primitive_desc_create(&rpd, &p->user_b, eng, &p->want_b, eng, NULL)))
-        return s;
-    s = dnnl_primitive_create(&p->reorder_b, rpd);
-    dnnl_primitive_desc_destroy(rpd);
-    return s;
+    /* f32 to bf16: never the same, so the reorders are never NULL */
+    if ((s = cpu_dnnl_make_reorder(&p->user_a, &p->want_a, &p->reorder_a))) return s;
+    return cpu_dnnl_make_reorder(&p->user_b, &p->want_b, &p->reorder_b);
 }
 
 static void free_thread_plans(void);
