@@ -8,7 +8,7 @@
  * (no gradient for that input, or it does not require one). */
 typedef stk_status (*stk_backward_fn)(stk_node *n, stk_tensor *gout, stk_tensor **gin);
 
-#define NODE_MAX_SAVED 4
+#define NODE_MAX_SAVED 5
 
 struct stk_node {
     const char *name; /* the op, for messages */

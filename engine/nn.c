@@ -312,21 +312,38 @@ static uint64_t path_hash(const char *s) /* FNV-1a, 20 bits */
     return h & 0xFFFFF;
 }
 
-static stk_status forward(stk_model *m, stk_module *mod, stk_tensor *x, stk_tensor **out);
+static stk_status forward(stk_model *m, stk_module *mod, const stk_module *act, stk_tensor *x,
+                          stk_tensor **out);
 
 /* The forward this thread runs (dropout streams): pipeline stages run
  * forwards of one model on threads of their own. */
 static _Thread_local uint64_t forward_id;
 
-/* Each layer's output handed to the next, and let go of once that has run
- * (eng_scope_drop: freed unless autograd kept it): the forward holds what
- * backward needs, not every intermediate. With the nodes' input shape handles
- * (autograd_impl.h): resnet18 at 224 px, batch 64, 2,716 -> 1,508 MiB at
- * the peak (2,312 with the handles alone; bench/README.md, "Memory"). */
-static stk_status step_through(stk_model *m, stk_module *mod, stk_tensor **h, stk_tensor *keep)
+/* The ReLU or ReLU6 layer that runs fused into the batch norm `mod`
+ * (stk_batch_norm_act), when `next` is one; NULL otherwise. Not with
+ * synchronised batch norm (its own op). */
+static const stk_module *fused_act(const stk_model *m, const stk_module *mod,
+                                   const stk_module *next)
+{
+    if (mod->kind != MOD_BATCHNORM2D || !next || (m->training && m->sync_bn.sum)) return NULL;
+    return next->kind == MOD_RELU || next->kind == MOD_RELU6 ? next : NULL;
+}
+
+/* Runs mods[*i] on *h (with the activation after it, fused_act) and lets
+ * the input go once that has run (eng_scope_drop: freed unless autograd kept
+ * it): the forward holds what backward needs, not every intermediate. With
+ * the nodes' input shape handles (autograd_impl.h): resnet18 at 224 px,
+ * batch 64, 2,716 -> 1,508 MiB at the peak (2,312 with the handles alone;
+ * bench/README.md, "Memory"). mods[skip] (a residual block's shortcut) is
+ * never fused. Advances *i past what ran. */
+static stk_status step_through(stk_model *m, stk_module *const *mods, int *i, int end, int skip,
+                               stk_tensor **h, stk_tensor *keep)
 {
     stk_tensor *in = *h;
-    STK_TRY(forward(m, mod, in, h));
+    const stk_module *act =
+        *i + 1 < end && *i + 1 != skip ? fused_act(m, mods[*i], mods[*i + 1]) : NULL;
+    STK_TRY(forward(m, mods[*i], act, in, h));
+    *i += act ? 2 : 1;
     if (in != keep) eng_scope_drop(in);
     return STK_OK;
 }
@@ -334,7 +351,8 @@ static stk_status step_through(stk_model *m, stk_module *mod, stk_tensor **h, st
 static stk_status forward_kids(stk_model *m, stk_module *mod, stk_tensor *x, stk_tensor **out)
 {
     stk_tensor *h = x;
-    for (int i = 0; i < mod->n_kids; i++) STK_TRY(step_through(m, mod->kids[i], &h, x));
+    for (int i = 0; i < mod->n_kids;)
+        STK_TRY(step_through(m, mod->kids, &i, mod->n_kids, -1, &h, x));
     *out = h;
     return STK_OK;
 }
@@ -342,9 +360,13 @@ static stk_status forward_kids(stk_model *m, stk_module *mod, stk_tensor *x, stk
 static stk_status residual(stk_model *m, stk_module *b, stk_tensor *x, stk_tensor **out)
 {
     stk_tensor *h = x, *id = x, *s;
-    for (int i = 0; i < b->n_kids; i++)
-        if (i != b->shortcut) STK_TRY(step_through(m, b->kids[i], &h, x));
-    if (b->shortcut >= 0) STK_TRY(forward(m, b->kids[b->shortcut], x, &id)); /* downsample */
+    for (int i = 0; i < b->n_kids;)
+        if (i == b->shortcut)
+            i++;
+        else
+            STK_TRY(step_through(m, b->kids, &i, b->n_kids, b->shortcut, &h, x));
+    if (b->shortcut >= 0) /* downsample */
+        STK_TRY(forward(m, b->kids[b->shortcut], NULL, x, &id));
     STK_TRY(stk_add(h, id, &s));
     if (h != x) eng_scope_drop(h);
     if (id != x) eng_scope_drop(id);
@@ -357,7 +379,8 @@ static stk_status residual(stk_model *m, stk_module *b, stk_tensor *x, stk_tenso
     return STK_OK;
 }
 
-static stk_status forward_one(stk_model *m, stk_module *mod, stk_tensor *x, stk_tensor **out)
+static stk_status forward_one(stk_model *m, stk_module *mod, const stk_module *act, stk_tensor *x,
+                              stk_tensor **out)
 {
     switch (mod->kind) {
     case MOD_SEQUENTIAL: return forward_kids(m, mod, x, out);
@@ -369,8 +392,12 @@ static stk_status forward_one(stk_model *m, stk_module *mod, stk_tensor *x, stk_
                 ? stk_batch_norm_sync(x, mod->weight, mod->bias, mod->running_mean,
                                       mod->running_var, m->cfg.bn_momentum, m->cfg.bn_eps,
                                       &m->sync_bn, out)
-                : stk_batch_norm(x, mod->weight, mod->bias, mod->running_mean, mod->running_var,
-                                 m->training, m->cfg.bn_momentum, m->cfg.bn_eps, out);
+                : stk_batch_norm_act(x, mod->weight, mod->bias, mod->running_mean, mod->running_var,
+                                     m->training, m->cfg.bn_momentum, m->cfg.bn_eps,
+                                     !act                     ? STK_BN_ACT_NONE
+                                     : act->kind == MOD_RELU6 ? STK_BN_ACT_RELU6
+                                                              : STK_BN_ACT_RELU,
+                                     out);
         if (st == STK_OK && m->training) /* as PyTorch: every training forward */
             ((int32_t *)stk_tensor_data(mod->num_batches_tracked))[0]++;
         return st;
@@ -404,11 +431,14 @@ static const char *const kind_names[] = {[MOD_SEQUENTIAL] = "sequential",
                                          [MOD_DROPOUT] = "dropout",
                                          [MOD_RESIDUAL] = "residual"};
 
-/* --trace-ops: each layer a span, named by kind, with its path and input shape. */
-static void trace_layer_begin(const stk_module *mod, const stk_tensor *x)
+/* --trace-ops: each layer a span, named by kind, with its path and input
+ * shape; a batch norm with its activation fused is one span,
+ * "bn1+relu1 [...]". */
+static void trace_layer_begin(const stk_module *mod, const stk_module *act, const stk_tensor *x)
 {
-    char what[64];
-    int n = snprintf(what, sizeof what, "%s [", mod->path && *mod->path ? mod->path : mod->name);
+    char what[96];
+    int n = snprintf(what, sizeof what, "%s%s%s [", mod->path && *mod->path ? mod->path : mod->name,
+                     act ? "+" : "", act ? act->name : "");
     for (int d = 0; d < stk_tensor_ndim(x) && n > 0 && (size_t)n < sizeof what; d++)
         n += snprintf(what + n, sizeof what - (size_t)n, "%s%lld", d ? "," : "",
                       (long long)stk_tensor_dim(x, d));
@@ -416,11 +446,12 @@ static void trace_layer_begin(const stk_module *mod, const stk_tensor *x)
     stk_trace_begin_args(kind_names[mod->kind], "op", what);
 }
 
-static stk_status forward(stk_model *m, stk_module *mod, stk_tensor *x, stk_tensor **out)
+static stk_status forward(stk_model *m, stk_module *mod, const stk_module *act, stk_tensor *x,
+                          stk_tensor **out)
 {
     bool traced = stk_trace_ops() && mod->kind != MOD_SEQUENTIAL;
-    if (traced) trace_layer_begin(mod, x);
-    stk_status st = forward_one(m, mod, x, out);
+    if (traced) trace_layer_begin(mod, act, x);
+    stk_status st = forward_one(m, mod, act, x, out);
     if (traced) stk_trace_end();
     /* Name the innermost failing layer once (containers pass errors through). */
     if (st != STK_OK && mod->kind != MOD_SEQUENTIAL && mod->kind != MOD_RESIDUAL &&
@@ -448,7 +479,7 @@ stk_status stk_model_forward(stk_model *m, stk_tensor *x, stk_tensor **out)
     stk_scope *s;
     STK_TRY(stk_scope_begin(&s));
     stk_tensor *y = NULL;
-    stk_status st = forward(m, m->root, x, &y);
+    stk_status st = forward(m, m->root, NULL, x, &y);
     return eng_compose_end(s, st, y, out);
 }
 
@@ -464,10 +495,6 @@ stk_status stk_model_forward_units(stk_model *m, int from, int to, uint64_t id, 
     STK_TRY(stk_scope_begin(&s));
     stk_tensor *h = x;
     stk_status st = STK_OK;
-    for (int i = from; i < to && st == STK_OK; i++) {
-        stk_tensor *in = h;
-        st = forward(m, m->units[i], in, &h);
-        if (st == STK_OK && in != x) eng_scope_drop(in);
-    }
+    for (int i = from; i < to && st == STK_OK;) st = step_through(m, m->units, &i, to, -1, &h, x);
     return eng_compose_end(s, st, st == STK_OK ? h : NULL, out);
 }

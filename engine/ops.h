@@ -15,6 +15,7 @@
 
 #include "engine/tensor.h"
 #include "kernels/batch_mix_math.h"
+#include "kernels/scalar_math.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -32,7 +33,7 @@ stk_status stk_mul_scalar(stk_tensor *x, float s, stk_tensor **out);
 /* Activations. */
 stk_status stk_relu(stk_tensor *x, stk_tensor **out);
 stk_status stk_relu6(stk_tensor *x, stk_tensor **out); /* torch.nn.ReLU6: min(max(x, 0), 6) */
-stk_status stk_gelu(stk_tensor *x, stk_tensor **out); /* exact (erf) form */
+stk_status stk_gelu(stk_tensor *x, stk_tensor **out);  /* exact (erf) form */
 stk_status stk_sigmoid(stk_tensor *x, stk_tensor **out);
 stk_status stk_tanh(stk_tensor *x, stk_tensor **out);
 /* Dropout with probability p when `training` (identity otherwise). The mask
@@ -65,6 +66,15 @@ stk_status stk_conv2d(stk_tensor *x, stk_tensor *w, stk_tensor *b, const stk_con
 stk_status stk_batch_norm(stk_tensor *x, stk_tensor *gamma, stk_tensor *beta,
                           stk_tensor *running_mean, stk_tensor *running_var, bool training,
                           float momentum, float eps, stk_tensor **out);
+
+/* stk_batch_norm followed by act (ReLU or ReLU6; STK_BN_ACT_NONE: batch norm
+ * alone), the same values as the two ops. In training mode on a backend
+ * with the fused kernels (the CPU) one op: the activation's passes over
+ * memory and its saved output are gone (its gradient mask is recomputed
+ * from x). Otherwise the two ops. */
+stk_status stk_batch_norm_act(stk_tensor *x, stk_tensor *gamma, stk_tensor *beta,
+                              stk_tensor *running_mean, stk_tensor *running_var, bool training,
+                              float momentum, float eps, stk_bn_act act, stk_tensor **out);
 
 /* A sum over the processes of a data-parallel job, in place on n host
  * floats. The engine knows no communicator: distributed/ supplies this (ddp.h). */

@@ -28,7 +28,12 @@ static stk_status bn_backward(stk_node *n, stk_tensor *g, stk_tensor **gin)
     float *gx = gin[0] ? tensor_f32(gin[0]) : NULL;
     float *gg = gin[1] ? tensor_f32(gin[1]) : NULL, *gb = gin[2] ? tensor_f32(gin[2]) : NULL;
     const float *gm = gamma ? tensor_f32(gamma) : NULL;
-    if (n->iv[0]) /* training */
+    stk_bn_act act = (stk_bn_act)n->iv[1];
+    if (act != STK_BN_ACT_NONE) /* training, fused (batch_norm_op) */
+        be->batch_norm_act_backward(
+            N, C, HW, tensor_f32(x), gm, n->saved[4] ? tensor_f32(n->saved[4]) : NULL,
+            tensor_f32(g), tensor_f32(n->saved[1]), tensor_f32(n->saved[2]), gx, gg, gb, act);
+    else if (n->iv[0]) /* training */
         be->batch_norm_backward(N, C, HW, tensor_f32(x), gm, tensor_f32(g), tensor_f32(n->saved[1]),
                                 tensor_f32(n->saved[2]), gx, gg, gb);
     else
@@ -48,9 +53,11 @@ stk_status eng_bn_check_channel_vec(const char *what, const stk_tensor *t, int64
     return STK_OK;
 }
 
-stk_status stk_batch_norm(stk_tensor *x, stk_tensor *gamma, stk_tensor *beta,
-                          stk_tensor *running_mean, stk_tensor *running_var, bool training,
-                          float momentum, float eps, stk_tensor **out)
+/* Batch norm, with act fused into the training-mode kernels (the caller has
+ * checked that the backend has them). */
+static stk_status batch_norm_op(stk_tensor *x, stk_tensor *gamma, stk_tensor *beta,
+                                stk_tensor *running_mean, stk_tensor *running_var, bool training,
+                                float momentum, float eps, stk_bn_act act, stk_tensor **out)
 {
     stk_status st;
     if ((st = eng_check_f32("batch_norm", x, "the input")) != STK_OK) return st;
@@ -83,18 +90,29 @@ stk_status stk_batch_norm(stk_tensor *x, stk_tensor *gamma, stk_tensor *beta,
         if ((st = eng_tensor_new(x->storage->device, STK_F32, 1, &C, false, &mean)) != STK_OK ||
             (st = eng_tensor_new(x->storage->device, STK_F32, 1, &C, false, &invstd)) != STK_OK)
             goto fail;
-        be->batch_norm_train(N, C, HW, tensor_f32(xc), gm, bt, tensor_f32(y), tensor_f32(mean),
-                             tensor_f32(invstd), running_mean ? tensor_f32(running_mean) : NULL,
-                             running_var ? tensor_f32(running_var) : NULL, momentum, eps);
+        float *rm = running_mean ? tensor_f32(running_mean) : NULL;
+        float *rv = running_var ? tensor_f32(running_var) : NULL;
+        if (act != STK_BN_ACT_NONE)
+            be->batch_norm_act_train(N, C, HW, tensor_f32(xc), gm, bt, tensor_f32(y),
+                                     tensor_f32(mean), tensor_f32(invstd), rm, rv, momentum, eps,
+                                     act);
+        else
+            be->batch_norm_train(N, C, HW, tensor_f32(xc), gm, bt, tensor_f32(y), tensor_f32(mean),
+                                 tensor_f32(invstd), rm, rv, momentum, eps);
     } else {
         be->batch_norm_eval(N, C, HW, tensor_f32(xc), gm, bt, tensor_f32(running_mean),
                             tensor_f32(running_var), eps, tensor_f32(y));
     }
     stk_tensor *in[3] = {x, gamma, beta};
     stk_node *n;
-    if ((st = eng_node_attach(y, "batch_norm", bn_backward, 3, in, &n)) != STK_OK) goto fail;
+    const char *name = act == STK_BN_ACT_RELU    ? "batch_norm_relu"
+                       : act == STK_BN_ACT_RELU6 ? "batch_norm_relu6"
+                                                 : "batch_norm";
+    if ((st = eng_node_attach(y, name, bn_backward, 3, in, &n)) != STK_OK) goto fail;
     if (n) {
         n->iv[0] = training;
+        n->iv[1] = act;
+        if (act != STK_BN_ACT_NONE && beta) eng_node_save(n, 4, beta); /* for the mask */
         n->fv[0] = eps;
         eng_node_save(n, 0, xc);
         if (gamma) eng_node_save(n, 3, gamma); /* its values: n->inputs holds shapes only */
@@ -128,6 +146,35 @@ fail:
     stk_tensor_release(mean);
     stk_tensor_release(invstd);
     return st;
+}
+
+stk_status stk_batch_norm(stk_tensor *x, stk_tensor *gamma, stk_tensor *beta,
+                          stk_tensor *running_mean, stk_tensor *running_var, bool training,
+                          float momentum, float eps, stk_tensor **out)
+{
+    return batch_norm_op(x, gamma, beta, running_mean, running_var, training, momentum, eps,
+                         STK_BN_ACT_NONE, out);
+}
+
+stk_status stk_batch_norm_act(stk_tensor *x, stk_tensor *gamma, stk_tensor *beta,
+                              stk_tensor *running_mean, stk_tensor *running_var, bool training,
+                              float momentum, float eps, stk_bn_act act, stk_tensor **out)
+{
+    if (act != STK_BN_ACT_NONE && act != STK_BN_ACT_RELU && act != STK_BN_ACT_RELU6)
+        return stk_error(STK_ERR_INVALID_ARG, "batch_norm_act: unknown activation %d", (int)act);
+    const stk_backend *be;
+    STK_TRY(eng_backend_of(x, &be));
+    if (act == STK_BN_ACT_NONE || (training && be->batch_norm_act_train))
+        return batch_norm_op(x, gamma, beta, running_mean, running_var, training, momentum, eps,
+                             act, out);
+    /* eval mode, or a backend without the fused kernels: the two ops */
+    stk_scope *s;
+    STK_TRY(stk_scope_begin(&s));
+    stk_tensor *h = NULL, *y = NULL;
+    stk_status st =
+        stk_batch_norm(x, gamma, beta, running_mean, running_var, training, momentum, eps, &h);
+    if (st == STK_OK) st = act == STK_BN_ACT_RELU ? stk_relu(h, &y) : stk_relu6(h, &y);
+    return eng_compose_end(s, st, y, out);
 }
 
 /* ---- pooling ----------------------------------------------------------- */

@@ -109,6 +109,19 @@ typedef struct stk_backend {
                                      const float *running_var, float eps, float *gx, float *ggamma,
                                      float *gbeta);
 
+    /* Training-mode batch norm followed by the activation act, forward and
+     * backward (the backward recomputes the activation's mask from x; beta
+     * may be NULL). Optional: NULL where the backend has no fused kernel,
+     * and stk_batch_norm_act then runs batch norm and the activation apart. */
+    void (*batch_norm_act_train)(int64_t n, int64_t c, int64_t hw, const float *x,
+                                 const float *gamma, const float *beta, float *y, float *save_mean,
+                                 float *save_invstd, float *running_mean, float *running_var,
+                                 float momentum, float eps, stk_bn_act act);
+    void (*batch_norm_act_backward)(int64_t n, int64_t c, int64_t hw, const float *x,
+                                    const float *gamma, const float *beta, const float *gy,
+                                    const float *save_mean, const float *save_invstd, float *gx,
+                                    float *ggamma, float *gbeta, stk_bn_act act);
+
     /* Pooling. Max pooling records the argmax (index within the input plane). */
     void (*max_pool2d_forward)(const stk_pool2d_desc *d, const float *x, float *y, int32_t *argmax);
     void (*max_pool2d_backward)(const stk_pool2d_desc *d, const float *gy, const int32_t *argmax,

@@ -69,6 +69,16 @@ stk_status cpu_conv2d_backward_bf16(const stk_conv2d_desc *d, const float *x, co
 void cpu_batch_norm_train(int64_t n, int64_t c, int64_t hw, const float *x, const float *gamma,
                           const float *beta, float *y, float *save_mean, float *save_invstd,
                           float *running_mean, float *running_var, float momentum, float eps);
+/* With the activation act applied to the output (and, backward, to the
+ * gradient: the mask recomputed from x). beta may be NULL. */
+void cpu_batch_norm_act_train(int64_t n, int64_t c, int64_t hw, const float *x, const float *gamma,
+                              const float *beta, float *y, float *save_mean, float *save_invstd,
+                              float *running_mean, float *running_var, float momentum, float eps,
+                              stk_bn_act act);
+void cpu_batch_norm_act_backward(int64_t n, int64_t c, int64_t hw, const float *x,
+                                 const float *gamma, const float *beta, const float *gy,
+                                 const float *save_mean, const float *save_invstd, float *gx,
+                                 float *ggamma, float *gbeta, stk_bn_act act);
 void cpu_batch_norm_eval(int64_t n, int64_t c, int64_t hw, const float *x, const float *gamma,
                          const float *beta, const float *running_mean, const float *running_var,
                          float eps, float *y);

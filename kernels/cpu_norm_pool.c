@@ -8,37 +8,72 @@
 #include <math.h>
 #include <string.h>
 
-void cpu_batch_norm_train(int64_t n, int64_t c, int64_t hw, const float *x, const float *gamma,
-                          const float *beta, float *y, float *save_mean, float *save_invstd,
-                          float *running_mean, float *running_var, float momentum, float eps)
+/* One channel's mean and sum of squared deviations (m2) over its n planes of
+ * hw values (planes `stride` floats apart): the mean, then the squares of
+ * the deviations from it (two passes, for accuracy). A one-pass merge of
+ * per-plane statistics measured no faster here, and it changed the
+ * results' rounding. */
+static void channel_stats(const float *x, int64_t n, int64_t stride, int64_t hw, double *mean,
+                          double *m2)
+{
+    double sum = 0.0, sq = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const float *p = x + i * stride;
+        float s = 0.f;
+#pragma omp simd reduction(+ : s)
+        for (int64_t j = 0; j < hw; j++) s += p[j];
+        sum += s;
+    }
+    *mean = sum / (double)(n * hw);
+    float mf = (float)*mean;
+    for (int64_t i = 0; i < n; i++) {
+        const float *p = x + i * stride;
+        float s = 0.f;
+#pragma omp simd reduction(+ : s)
+        for (int64_t j = 0; j < hw; j++) s += (p[j] - mf) * (p[j] - mf);
+        sq += s;
+    }
+    *m2 = sq;
+}
+
+/* y = act(x * scale + shift) over one channel's planes; act a constant at
+ * each call (the switch below), so each loop vectorises on its own. */
+static inline void normalize_planes(stk_bn_act act, const float *x, float *y, int64_t n,
+                                    int64_t stride, int64_t hw, float scale, float shift)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float *p = x + i * stride;
+        float *q = y + i * stride;
+        for (int64_t j = 0; j < hw; j++) q[j] = stk_bn_act_f(act, p[j] * scale + shift);
+    }
+}
+
+void cpu_batch_norm_act_train(int64_t n, int64_t c, int64_t hw, const float *x, const float *gamma,
+                              const float *beta, float *y, float *save_mean, float *save_invstd,
+                              float *running_mean, float *running_var, float momentum, float eps,
+                              stk_bn_act act)
 {
     int64_t m = n * hw;
 #pragma omp parallel for schedule(static)
     for (int64_t ch = 0; ch < c; ch++) {
-        double sum = 0.0, sq = 0.0;
-        for (int64_t i = 0; i < n; i++) {
-            const float *p = x + (i * c + ch) * hw;
-            float s = 0.f;
-#pragma omp simd reduction(+ : s)
-            for (int64_t j = 0; j < hw; j++) s += p[j];
-            sum += s;
-        }
-        double mean = sum / (double)m;
-        for (int64_t i = 0; i < n; i++) {
-            const float *p = x + (i * c + ch) * hw;
-            float s = 0.f, mf = (float)mean;
-#pragma omp simd reduction(+ : s)
-            for (int64_t j = 0; j < hw; j++) s += (p[j] - mf) * (p[j] - mf);
-            sq += s;
-        }
+        double mean, sq;
+        channel_stats(x + ch * hw, n, c * hw, hw, &mean, &sq);
         double var = sq / (double)m;
         float invstd = (float)(1.0 / sqrt(var + eps));
         float scale = gamma ? gamma[ch] * invstd : invstd;
         float shift = (beta ? beta[ch] : 0.f) - (float)mean * scale;
-        for (int64_t i = 0; i < n; i++) {
-            const float *p = x + (i * c + ch) * hw;
-            float *q = y + (i * c + ch) * hw;
-            for (int64_t j = 0; j < hw; j++) q[j] = p[j] * scale + shift;
+        const float *p = x + ch * hw;
+        float *q = y + ch * hw;
+        switch (act) {
+        case STK_BN_ACT_NONE:
+            normalize_planes(STK_BN_ACT_NONE, p, q, n, c * hw, hw, scale, shift);
+            break;
+        case STK_BN_ACT_RELU:
+            normalize_planes(STK_BN_ACT_RELU, p, q, n, c * hw, hw, scale, shift);
+            break;
+        case STK_BN_ACT_RELU6:
+            normalize_planes(STK_BN_ACT_RELU6, p, q, n, c * hw, hw, scale, shift);
+            break;
         }
         save_mean[ch] = (float)mean;
         save_invstd[ch] = invstd;
@@ -48,6 +83,14 @@ void cpu_batch_norm_train(int64_t n, int64_t c, int64_t hw, const float *x, cons
             running_var[ch] = (1.f - momentum) * running_var[ch] + momentum * (float)unbiased;
         }
     }
+}
+
+void cpu_batch_norm_train(int64_t n, int64_t c, int64_t hw, const float *x, const float *gamma,
+                          const float *beta, float *y, float *save_mean, float *save_invstd,
+                          float *running_mean, float *running_var, float momentum, float eps)
+{
+    cpu_batch_norm_act_train(n, c, hw, x, gamma, beta, y, save_mean, save_invstd, running_mean,
+                             running_var, momentum, eps, STK_BN_ACT_NONE);
 }
 
 void cpu_batch_norm_eval(int64_t n, int64_t c, int64_t hw, const float *x, const float *gamma,
@@ -66,39 +109,81 @@ void cpu_batch_norm_eval(int64_t n, int64_t c, int64_t hw, const float *x, const
     }
 }
 
+/* One channel's backward. With an activation, its gradient mask comes from
+ * the normalised value recomputed by the forward's expression (x * scale +
+ * shift, the same floats), so neither the activation's output nor a mask is
+ * kept, and the activation's own backward pass is gone. */
+static inline void channel_backward(stk_bn_act act, const float *x, const float *gy, float *gx,
+                                    int64_t n, int64_t stride, int64_t hw, float mean, float invstd,
+                                    float gm, float bt, double *sg_out, double *sgx_out)
+{
+    float scale = gm * invstd, shift = bt - mean * scale;
+    double sg = 0.0, sgx = 0.0; /* sum gy, sum gy * (x - mean) */
+    for (int64_t i = 0; i < n; i++) {
+        const float *p = x + i * stride, *g = gy + i * stride;
+        float a = 0.f, b = 0.f;
+#pragma omp simd reduction(+ : a, b)
+        for (int64_t j = 0; j < hw; j++) {
+            float ge = stk_bn_act_grad(act, p[j] * scale + shift, g[j]);
+            a += ge;
+            b += ge * (p[j] - mean);
+        }
+        sg += a;
+        sgx += b;
+    }
+    sgx *= invstd;
+    *sg_out = sg;
+    *sgx_out = sgx;
+    if (!gx) return;
+    /* gx = gamma * invstd * (gy - mean(gy) - xhat * mean(gy * xhat)) */
+    int64_t m = n * hw;
+    float k = gm * invstd, mg = (float)(sg / (double)m), mgx = (float)(sgx / (double)m);
+    for (int64_t i = 0; i < n; i++) {
+        const float *p = x + i * stride, *g = gy + i * stride;
+        float *q = gx + i * stride;
+        for (int64_t j = 0; j < hw; j++) {
+            float ge = stk_bn_act_grad(act, p[j] * scale + shift, g[j]);
+            q[j] = k * (ge - mg - (p[j] - mean) * invstd * mgx);
+        }
+    }
+}
+
+void cpu_batch_norm_act_backward(int64_t n, int64_t c, int64_t hw, const float *x,
+                                 const float *gamma, const float *beta, const float *gy,
+                                 const float *save_mean, const float *save_invstd, float *gx,
+                                 float *ggamma, float *gbeta, stk_bn_act act)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t ch = 0; ch < c; ch++) {
+        float gm = gamma ? gamma[ch] : 1.f, bt = beta ? beta[ch] : 0.f;
+        const float *p = x + ch * hw, *g = gy + ch * hw;
+        float *q = gx ? gx + ch * hw : NULL;
+        double sg = 0.0, sgx = 0.0;
+        switch (act) {
+        case STK_BN_ACT_NONE:
+            channel_backward(STK_BN_ACT_NONE, p, g, q, n, c * hw, hw, save_mean[ch],
+                             save_invstd[ch], gm, bt, &sg, &sgx);
+            break;
+        case STK_BN_ACT_RELU:
+            channel_backward(STK_BN_ACT_RELU, p, g, q, n, c * hw, hw, save_mean[ch],
+                             save_invstd[ch], gm, bt, &sg, &sgx);
+            break;
+        case STK_BN_ACT_RELU6:
+            channel_backward(STK_BN_ACT_RELU6, p, g, q, n, c * hw, hw, save_mean[ch],
+                             save_invstd[ch], gm, bt, &sg, &sgx);
+            break;
+        }
+        if (gbeta) gbeta[ch] = (float)sg;
+        if (ggamma) ggamma[ch] = (float)sgx;
+    }
+}
+
 void cpu_batch_norm_backward(int64_t n, int64_t c, int64_t hw, const float *x, const float *gamma,
                              const float *gy, const float *save_mean, const float *save_invstd,
                              float *gx, float *ggamma, float *gbeta)
 {
-    int64_t m = n * hw;
-#pragma omp parallel for schedule(static)
-    for (int64_t ch = 0; ch < c; ch++) {
-        float mean = save_mean[ch], invstd = save_invstd[ch];
-        double sg = 0.0, sgx = 0.0; /* sum gy, sum gy * xhat */
-        for (int64_t i = 0; i < n; i++) {
-            const float *p = x + (i * c + ch) * hw, *g = gy + (i * c + ch) * hw;
-            float a = 0.f, b = 0.f;
-#pragma omp simd reduction(+ : a, b)
-            for (int64_t j = 0; j < hw; j++) {
-                a += g[j];
-                b += g[j] * (p[j] - mean);
-            }
-            sg += a;
-            sgx += b;
-        }
-        sgx *= invstd;
-        if (gbeta) gbeta[ch] = (float)sg;
-        if (ggamma) ggamma[ch] = (float)sgx;
-        if (!gx) continue;
-        float gm = gamma ? gamma[ch] : 1.f;
-        /* gx = gamma * invstd * (gy - mean(gy) - xhat * mean(gy * xhat)) */
-        float k = gm * invstd, mg = (float)(sg / (double)m), mgx = (float)(sgx / (double)m);
-        for (int64_t i = 0; i < n; i++) {
-            const float *p = x + (i * c + ch) * hw, *g = gy + (i * c + ch) * hw;
-            float *q = gx + (i * c + ch) * hw;
-            for (int64_t j = 0; j < hw; j++) q[j] = k * (g[j] - mg - (p[j] - mean) * invstd * mgx);
-        }
-    }
+    cpu_batch_norm_act_backward(n, c, hw, x, gamma, NULL, gy, save_mean, save_invstd, gx, ggamma,
+                                gbeta, STK_BN_ACT_NONE);
 }
 
 void cpu_batch_norm_eval_backward(int64_t n, int64_t c, int64_t hw, const float *x,

@@ -17,7 +17,7 @@ typedef enum stk_unary_op {
     STK_UNARY_NEG,
     STK_UNARY_RELU,
     STK_UNARY_RELU6, /* min(max(x, 0), 6) (NaN stays NaN, as torch's hardtanh) */
-    STK_UNARY_GELU, /* exact (erf) form, torch.nn.GELU() default */
+    STK_UNARY_GELU,  /* exact (erf) form, torch.nn.GELU() default */
     STK_UNARY_SIGMOID,
     STK_UNARY_TANH,
     STK_UNARY_ADD_SCALAR, /* x + alpha */
@@ -51,7 +51,8 @@ static inline STK_HD float stk_unary_grad(stk_unary_op op, float x, float y, flo
 {
     switch (op) {
     case STK_UNARY_NEG: return -gy;
-    case STK_UNARY_RELU: return y > 0.f ? gy : 0.f; /* the output: y > 0 exactly when x > 0 */
+    case STK_UNARY_RELU:
+        return y > 0.f ? gy : 0.f; /* the output: y > 0 exactly when x > 0 */
     /* torch's hardtanh_backward: the gradient where min < x < max (so 0 at 0
      * and at 6); from the output, which is inside (0, 6) exactly when x is */
     case STK_UNARY_RELU6: return y > 0.f && y < 6.f ? gy : 0.f;
@@ -77,6 +78,41 @@ static inline STK_HD float stk_binary_f(stk_binary_op op, float a, float b)
     case STK_BINARY_DIV: return a / b;
     }
     return 0.f;
+}
+
+/* The activation fused into batch norm (stk_batch_norm_act): nn.c runs a
+ * BatchNorm2d followed by ReLU or ReLU6 as one op, which saves the
+ * activation's own passes over memory. */
+typedef enum stk_bn_act {
+    STK_BN_ACT_NONE,
+    STK_BN_ACT_RELU,
+    STK_BN_ACT_RELU6,
+} stk_bn_act;
+
+/* The activation of the normalised value t: the unfused ops' math. */
+static inline STK_HD float stk_bn_act_f(stk_bn_act act, float t)
+{
+    switch (act) {
+    case STK_BN_ACT_NONE: return t;
+    case STK_BN_ACT_RELU: return stk_unary_f(STK_UNARY_RELU, t, 0.f);
+    case STK_BN_ACT_RELU6: return stk_unary_f(STK_UNARY_RELU6, t, 0.f);
+    }
+    return t;
+}
+
+/* The gradient that reaches batch norm through the activation, from the
+ * normalised value t recomputed by the backward: the value the unfused
+ * activation's backward gives from its output. */
+static inline STK_HD float stk_bn_act_grad(stk_bn_act act, float t, float gy)
+{
+    switch (act) {
+    case STK_BN_ACT_NONE: return gy;
+    case STK_BN_ACT_RELU:
+        return stk_unary_grad(STK_UNARY_RELU, t, stk_unary_f(STK_UNARY_RELU, t, 0.f), gy, 0.f);
+    case STK_BN_ACT_RELU6:
+        return stk_unary_grad(STK_UNARY_RELU6, t, stk_unary_f(STK_UNARY_RELU6, t, 0.f), gy, 0.f);
+    }
+    return gy;
 }
 
 /* SGD with momentum, dampening, Nesterov and (L2) weight decay, as

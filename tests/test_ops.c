@@ -4,6 +4,7 @@
  * (engine_testlib.h explains the tolerances). */
 #include "check_main.h"
 #include "engine/autocast.h"
+#include "engine/autograd_impl.h"
 #include "engine/tensor_impl.h"
 #include "kernels/backend.h"
 #include "kernels/convert_math.h"
@@ -553,6 +554,118 @@ START_TEST(test_batch_norm_sync)
     ck_assert(strstr(stk_last_error(), "more than one value per channel"));
     stk_tensor_release(bad);
     stk_tensor_release(one);
+}
+END_TEST
+
+/* ---- batch norm with its activation fused --------------------------------- */
+
+typedef struct bn_act_run {
+    float *y, *gx, *gg, *gb, *rm, *rv;
+    const char *node; /* the op that made y */
+} bn_act_run;
+
+/* y = act(bn(x)) by stk_batch_norm_act (fused) or by the two ops; loss =
+ * sum(y * w); returns y, the gradients and the running statistics. */
+static bn_act_run bn_act_step(stk_tensor *x, stk_tensor *gamma, stk_tensor *beta, stk_tensor *w,
+                              bool training, stk_bn_act act, bool fused)
+{
+    stk_scope *s;
+    ck_assert_int_eq(stk_scope_begin(&s), STK_OK);
+    int64_t c = stk_tensor_dim(x, 1);
+    float zeros[8] = {0}, ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    stk_tensor *rm, *rv, *y, *yw, *loss;
+    ck_assert_int_eq(stk_tensor_from_host(STK_F32, 1, &c, zeros, &rm), STK_OK);
+    ck_assert_int_eq(stk_tensor_from_host(STK_F32, 1, &c, ones, &rv), STK_OK);
+    for (stk_tensor *t = x; t; t = t == x ? gamma : t == gamma ? beta : NULL)
+        stk_tensor_zero_grad(t);
+    stk_status st;
+    if (fused) {
+        st = stk_batch_norm_act(x, gamma, beta, rm, rv, training, 0.1f, 1e-5f, act, &y);
+    } else {
+        stk_tensor *h;
+        st = stk_batch_norm(x, gamma, beta, rm, rv, training, 0.1f, 1e-5f, &h);
+        if (st == STK_OK) st = act == STK_BN_ACT_RELU ? stk_relu(h, &y) : stk_relu6(h, &y);
+    }
+    ck_assert_msg(st == STK_OK, "%s", stk_last_error());
+    ck_assert_int_eq(stk_mul(y, w, &yw), STK_OK);
+    ck_assert_int_eq(stk_sum(yw, 0, NULL, false, &loss), STK_OK);
+    ck_assert_int_eq(stk_backward(loss, NULL, false), STK_OK);
+    bn_act_run r = {host_f32(y),
+                    host_f32(stk_tensor_grad(x)),
+                    host_f32(stk_tensor_grad(gamma)),
+                    host_f32(stk_tensor_grad(beta)),
+                    host_f32(rm),
+                    host_f32(rv),
+                    eng_node_name(y->grad_fn)};
+    stk_scope_end(s);
+    return r;
+}
+
+static void bn_act_run_free(bn_act_run *r)
+{
+    free(r->y), free(r->gx), free(r->gg), free(r->gb), free(r->rm), free(r->rv);
+}
+
+static void expect_same_floats(const char *what, const float *a, const float *b, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(memcmp(&a[i], &b[i], sizeof *a) == 0, "%s[%lld]: %.9g against %.9g", what,
+                      (long long)i, a[i], b[i]);
+}
+
+static stk_status f_bn_act(stk_tensor **in, void *c, stk_tensor **o)
+{
+    return stk_batch_norm_act(in[0], in[1], in[2], NULL, NULL, true, 0.1f, 1e-5f, *(stk_bn_act *)c,
+                              o);
+}
+
+/* The fused op is the two ops, to the bit: forward, the three gradients and
+ * the running statistics (training, where the CPU fuses them; eval, where
+ * it runs the two ops); ReLU6 with values past 6. And its gradients
+ * against finite differences. */
+START_TEST(test_batch_norm_act)
+{
+    int64_t sx[4] = {4, 3, 5, 6}, sc[1] = {3};
+    stk_tensor *x = leaf(31, 4, sx, -2, 2), *gamma = leaf(32, 1, sc, 0.5f, 4.f),
+               *beta = leaf(33, 1, sc, -1.f, 3.f), *w = rand_tensor(34, 4, sx, -1, 1);
+    int64_t n = 4 * 3 * 5 * 6;
+    const char *names[] = {"", "batch_norm_relu", "batch_norm_relu6"};
+    for (int a = STK_BN_ACT_RELU; a <= STK_BN_ACT_RELU6; a++)
+        for (int training = 1; training >= 0; training--) {
+            bn_act_run f = bn_act_step(x, gamma, beta, w, training, (stk_bn_act)a, true);
+            bn_act_run u = bn_act_step(x, gamma, beta, w, training, (stk_bn_act)a, false);
+            /* the CPU fuses in training; eval runs the two ops */
+            ck_assert_str_eq(f.node, training ? names[a] : a == STK_BN_ACT_RELU ? "relu" : "relu6");
+            int64_t zeroed = 0, capped = 0;
+            for (int64_t i = 0; i < n; i++) {
+                zeroed += f.y[i] == 0.f;
+                capped += f.y[i] == 6.f;
+            }
+            ck_assert_msg(zeroed > n / 10 && (a == STK_BN_ACT_RELU || capped > n / 20),
+                          "the inputs reach both sides of the activation's kinks");
+            expect_same_floats("y", f.y, u.y, n);
+            expect_same_floats("grad x", f.gx, u.gx, n);
+            expect_same_floats("grad gamma", f.gg, u.gg, 3);
+            expect_same_floats("grad beta", f.gb, u.gb, 3);
+            expect_same_floats("running mean", f.rm, u.rm, 3);
+            expect_same_floats("running var", f.rv, u.rv, 3);
+            bn_act_run_free(&f);
+            bn_act_run_free(&u);
+        }
+    /* finite differences (x kept off the kinks: few elements sit near them
+     * and gradcheck samples each of these small inputs in full) */
+    int64_t sm[4] = {3, 2, 2, 3}, c2[1] = {2};
+    stk_tensor *in[3] = {leaf(41, 4, sm, -2, 2), leaf(42, 1, c2, 0.5f, 1.5f),
+                         leaf(43, 1, c2, -0.2f, 0.2f)};
+    stk_bn_act relu = STK_BN_ACT_RELU;
+    gradcheck("batch_norm_relu", f_bn_act, 3, in, &relu, 1e-3, 2e-2);
+    for (int k = 0; k < 3; k++) stk_tensor_release(in[k]);
+    stk_tensor *bad;
+    ck_assert_int_eq(
+        stk_batch_norm_act(x, gamma, beta, NULL, NULL, true, 0.1f, 1e-5f, (stk_bn_act)7, &bad),
+        STK_ERR_INVALID_ARG);
+    stk_tensor_release(x), stk_tensor_release(gamma), stk_tensor_release(beta);
+    stk_tensor_release(w);
 }
 END_TEST
 
@@ -1123,6 +1236,7 @@ static Suite *ops_suite(void)
     tcase_add_test(t, test_autocast_bf16_conv2d);
     tcase_add_test(t, test_autocast_bf16_matmul);
     tcase_add_test(t, test_batch_norm);
+    tcase_add_test(t, test_batch_norm_act);
     tcase_add_test(t, test_batch_norm_sync);
     tcase_add_test(t, test_pooling);
     tcase_add_test(t, test_softmax_and_losses);
