@@ -6,7 +6,7 @@
 #   resnet8: the same as cnn
 # Where --amp runs on this CPU (bf16 instructions: `stoke devices`), resnet8
 # again with --amp, and its test top-1 beside the f32 run's (ONLY=amp runs
-# just those two). Then a JPEG run: resnet18 (ImageNet stem) with rrc:64,flip on a set made by
+# just those two; SEED=N gives both --seed N). Then a JPEG run: resnet18 (ImageNet stem) with rrc:64,flip on a set made by
 # ../shared/data/make-jpeg-set.sh, when JPEG_SET (a packed .stoke) is given.
 #
 #   bench/train_targets.sh [BUILD_DIR] [DATA_DIR]
@@ -27,8 +27,8 @@ run() {
 }
 RESNET8="--model resnet8 --nesterov --lr 0.05 --wd 5e-4 --transform pad:2,crop:28,flip"
 if [ "${ONLY:-}" = amp ]; then
-    run resnet8 $RESNET8
-    run resnet8-amp $RESNET8 --amp
+    run resnet8 $RESNET8 ${SEED:+--seed $SEED}
+    run resnet8-amp $RESNET8 --amp ${SEED:+--seed $SEED}
     "$PY" - "$DATA" <<'PY'
 import json, sys
 f = json.loads(open(sys.argv[1] + "/stoke-resnet8.json").read().splitlines()[-1])

@@ -197,7 +197,8 @@ static const stk_flag flags[] = {
                   "record steps WAIT .. WAIT+ACTIVE-1 only (as PyTorch's\n"
                   "profiler schedule); default 0,20 (ACTIVE 0: every step)"),
     STK_FLAG_BOOL(T, trace_ops, "trace-ops",
-                  "also a span per layer forward (kind, name, input shape) and\n"
+                  "also a span per layer forward (kind, name, input shape; a\n"
+                  "batch norm with its ReLU fused is one span, bn1+relu1) and\n"
                   "per autograd node backward"),
     STK_FLAG_BOOL(T, memory_report, "memory-report",
                   "at the end, the training device's caching allocator as a\n"

@@ -24,6 +24,9 @@ run 0 "$STOKE" train $T --model resnet8 --epochs 2 --out t3 --trace t3.json --tr
 $CHECK t3.json --steps 3 --names "conv2d,batch_norm,relu,residual,linear,cross_entropy" \
     >check.txt 2>&1 || fail "t3: $(cat check.txt)"
 grep -q '"info":"layer1.0.conv1 \[8,16,28,28\]"' t3.json || fail "t3: no layer span with its shape"
+# a batch norm and its ReLU run fused: one span forward, one node backward
+grep -q '"info":"layer1.0.bn1+relu \[8,16,28,28\]"' t3.json || fail "t3: no fused batch norm span"
+grep -q '"name":"batch_norm_relu"' t3.json || fail "t3: no fused batch norm node backward"
 # JPEG decoding in the bench, a window of its batches
 run 0 "$STOKE" bench jpeg.stoke --batch 2 --transform rrc:32,flip --epochs 3 --trace b.json
 $CHECK b.json --names "$LOADER,wait for batch,consume" >check.txt 2>&1 || fail "bench: $(cat check.txt)"
