@@ -5,6 +5,10 @@
  *   (d) the whole train transform rrc:224,flip into u8 HWC (fast decode, the
  *       loader's default for training; (D) the same with the accurate decode)
  *   (e) the eval transform resize:256,center:224 into u8 HWC
+ *   (f) the entropy decode alone (Huffman to DCT coefficients) of every
+ *       restart segment, libjpeg-turbo's (jpeg_read_coefficients) against
+ *       Stoke's (augment/jpeg_entropy.c), in MB of entropy-coded data and
+ *       million symbols per second (a set packed with --restart)
  * Each is reported in images/s and as a ratio to (a).
  *
  *   bench_augment DATA.stoke [--seconds S] [--only LETTERS]   (e.g. --only ad)
@@ -12,12 +16,15 @@
 #include "augment/augment.h"
 #include "augment/geometry.h"
 #include "augment/jpeg_decoder.h"
+#include "augment/jpeg_entropy.h"
+#include "augment/jpeg_segments.h"
 #include "common/clock.h"
 #include "storage/dataset.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <jpeglib.h>
 #include <turbojpeg.h>
 
 typedef struct item {
@@ -96,6 +103,81 @@ static int stk_transform_one(void *p, size_t i)
     return stk_augment_apply(p, &s, 0, i, &out);
 }
 
+/* ---- (f): the entropy decode alone ---- */
+
+typedef struct entropy_ctx {
+    stk_jpeg_segments seg;
+    int16_t *coef;
+    size_t coef_cap;
+    int64_t symbols, bytes; /* per pass over the set, counted by Stoke's decoder */
+} entropy_ctx;
+
+static int libjpeg_coefficients(void *p, size_t i)
+{
+    (void)p;
+    struct jpeg_decompress_struct d;
+    struct jpeg_error_mgr e;
+    d.err = jpeg_std_error(&e);
+    jpeg_create_decompress(&d);
+    jpeg_mem_src(&d, items[i].data, (unsigned long)items[i].len);
+    jpeg_read_header(&d, TRUE);
+    int bad = jpeg_read_coefficients(&d) == NULL;
+    jpeg_destroy_decompress(&d);
+    return bad;
+}
+
+static int stoke_coefficients(void *p, size_t i)
+{
+    entropy_ctx *c = p;
+    stk_jpeg_entropy e;
+    if (stk_jpeg_segments_parse(items[i].data, items[i].len, &c->seg) != STK_OK)
+        return 0; /* no restart grid: nothing of Stoke's to time */
+    if (stk_jpeg_entropy_init(items[i].data, items[i].len, &e) != STK_OK) return -1;
+    size_t need = (size_t)c->seg.interval * (size_t)e.blocks * 64;
+    if (need > c->coef_cap) {
+        free(c->coef);
+        c->coef = malloc(need * sizeof *c->coef);
+        c->coef_cap = need;
+    }
+    for (size_t k = 0; k < c->seg.count; k++) {
+        size_t begin = k ? c->seg.end[k - 1] + 2 : c->seg.data_at;
+        int64_t n;
+        if (stk_jpeg_entropy_decode(&e, items[i].data + begin, c->seg.end[k] - begin,
+                                    c->seg.interval, c->coef, &n) != STK_OK)
+            return -1;
+        c->symbols += n;
+        c->bytes += (int64_t)(c->seg.end[k] - begin);
+    }
+    return 0;
+}
+
+/* Both decoders over the set; the rates in MB and symbols (Stoke's counts,
+ * the same stream for both) per second. */
+static void entropy_lines(void)
+{
+    if (only && !strchr(only, 'f')) return;
+    entropy_ctx c = {0};
+    stoke_coefficients(&c, 0);
+    c.symbols = c.bytes = 0;
+    for (size_t i = 0; i < n_items; i++) stoke_coefficients(&c, i);
+    int64_t symbols = c.symbols, bytes = c.bytes;
+    if (!bytes) {
+        printf("(f) entropy decode: no restart segments in this set (pack it with --restart)\n");
+        return;
+    }
+    double rl =
+        run("(f) libjpeg-turbo entropy decode (coefficients)", libjpeg_coefficients, NULL, 0) *
+        (double)bytes / (double)n_items;
+    double rs = run("(f) stoke entropy decode of the segments", stoke_coefficients, &c, 0) *
+                (double)bytes / (double)n_items;
+    double per_byte = (double)symbols / (double)bytes;
+    printf("(f) entropy decode: libjpeg-turbo %.1f MB/s %.1f Msymbols/s, stoke %.1f MB/s %.1f "
+           "Msymbols/s: %.2fx\n",
+           rl / 1e6, rl * per_byte / 1e6, rs / 1e6, rs * per_byte / 1e6, rs / rl);
+    stk_jpeg_segments_free(&c.seg);
+    free(c.coef);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -167,6 +249,7 @@ int main(int argc, char **argv)
         run(names[k], stk_transform_one, a, ref);
         stk_augment_destroy(a);
     }
+    entropy_lines();
     for (size_t i = 0; i < n_items; i++) free(items[i].data);
     free(items);
     free(rgb);

@@ -1,8 +1,11 @@
 /* Restart-marker segments (augment/jpeg_segments.h) from untrusted bytes:
  * parse the grid, and for crops over the whole image (corners, middle,
  * single MCUs) assemble the crop's JPEG and decode a region from it, in
- * both IDCT modes. The seeds are the JPEG fixtures with restart markers. */
+ * both IDCT modes; and the entropy decode of every segment into DCT
+ * coefficients (augment/jpeg_entropy.h). The seeds are the JPEG fixtures
+ * with restart markers. */
 #include "augment/jpeg_decoder.h"
+#include "augment/jpeg_entropy.h"
 #include "augment/jpeg_segments.h"
 
 #include <stdlib.h>
@@ -14,6 +17,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!dec && stk_jpeg_decoder_create(4u << 20, &dec) != STK_OK) return 0;
     if (stk_jpeg_segments_parse(data, size, &seg) != STK_OK) return 0;
+    stk_jpeg_entropy e;
+    if (stk_jpeg_entropy_init(data, size, &e) == STK_OK) {
+        int16_t *coef = malloc((size_t)seg.interval * (size_t)e.blocks * 64 * sizeof *coef);
+        for (size_t k = 0; coef && k < seg.count; k++) {
+            size_t begin = k ? seg.end[k - 1] + 2 : seg.data_at;
+            stk_jpeg_entropy_decode(&e, data + begin, seg.end[k] - begin, seg.interval, coef, NULL);
+        }
+        free(coef);
+    }
     int w = (int)seg.width, h = (int)seg.height;
     int crops[][4] = {{0, 0, w, h},
                       {w / 2, h / 2, w, h},

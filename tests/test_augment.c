@@ -6,6 +6,7 @@
 #include "augment/jpeg_decoder.h"
 #include "augment/jpeg_huffman.h"
 #include "augment/jpeg_prepare.h"
+#include "augment/jpeg_entropy.h"
 #include "augment/jpeg_segments.h"
 #include "augment/resize.h"
 #include "augment/transform_spec.h"
@@ -739,6 +740,87 @@ START_TEST(segment_decode_equals_the_whole_stream_decode)
 }
 END_TEST
 
+/* Segment k's entropy-coded bytes: [*begin, end). */
+static size_t segment_bytes(const stk_jpeg_segments *s, size_t k, size_t *begin)
+{
+    *begin = k ? s->end[k - 1] + 2 : s->data_at;
+    return s->end[k] - *begin;
+}
+
+/* jpeg_entropy.c's coefficients of every segment are libjpeg-turbo's
+ * (jpeg_read_coefficients), block for block, on every fixture and interval. */
+START_TEST(entropy_decode_equals_libjpeg)
+{
+    size_t blocks_checked = 0;
+    for (size_t f = 0; f < sizeof seg_files / sizeof *seg_files; f++)
+        for (int target = 1; target <= 8; target *= 4) {
+            size_t len;
+            uint8_t *d = segmented(seg_files[f], target, &len, NULL);
+            stk_jpeg_segments s = {0};
+            stk_jpeg_entropy e;
+            ck_assert_int_eq(stk_jpeg_segments_parse(d, len, &s), STK_OK);
+            ck_assert_msg(stk_jpeg_entropy_init(d, len, &e) == STK_OK, "%s: %s", seg_files[f],
+                          stk_last_error());
+            coefs c;
+            read_coefs(&c, d, len);
+            int16_t *coef = malloc((size_t)s.interval * (size_t)e.blocks * 64 * sizeof *coef);
+            for (size_t k = 0; k < s.count; k++) {
+                size_t begin, n = segment_bytes(&s, k, &begin);
+                int64_t symbols;
+                ck_assert_msg(
+                    stk_jpeg_entropy_decode(&e, d + begin, n, s.interval, coef, &symbols) == STK_OK,
+                    "%s segment %zu: %s", seg_files[f], k, stk_last_error());
+                ck_assert_int_ge(symbols, (int64_t)s.interval * e.blocks * 2);
+                int my = (int)(k / (size_t)s.per_row);
+                for (int m = 0; m < s.interval; m++) {
+                    int mx = (int)(k % (size_t)s.per_row) * s.interval + m;
+                    for (int b = 0, first = 0; b < e.blocks; b++) {
+                        int ci = e.comp_of_block[b];
+                        if (b && e.comp_of_block[b - 1] != ci) first = b;
+                        jpeg_component_info *comp = &c.d.comp_info[ci];
+                        int h = e.ncomp == 1 ? 1 : comp->h_samp_factor;
+                        int v = e.ncomp == 1 ? 1 : comp->v_samp_factor;
+                        int row = my * v + (b - first) / h, col = mx * h + (b - first) % h;
+                        JBLOCKARRAY r = c.d.mem->access_virt_barray(
+                            (j_common_ptr)&c.d, c.arrays[ci], (JDIMENSION)row, 1, FALSE);
+                        const int16_t *mine =
+                            coef + ((size_t)m * (size_t)e.blocks + (size_t)b) * 64;
+                        ck_assert_msg(!memcmp(mine, r[0][col], 64 * sizeof *mine),
+                                      "%s interval %d: segment %zu MCU %d block %d differs",
+                                      seg_files[f], s.interval, k, m, b);
+                        blocks_checked++;
+                    }
+                }
+            }
+            /* a segment cut in half ends before its MCUs do: refused */
+            size_t begin, n = segment_bytes(&s, s.count / 2, &begin);
+            if (n > 64) {
+                ck_assert_int_eq(
+                    stk_jpeg_entropy_decode(&e, d + begin, n / 2, s.interval, coef, NULL),
+                    STK_ERR_CORRUPT);
+            }
+            /* damaged bytes: an error or some coefficients, never a crash */
+            uint8_t *bad = malloc(len);
+            for (size_t at = begin; at < begin + n; at += n / 13 + 1) {
+                memcpy(bad, d, len);
+                bad[at] ^= 0x5A;
+                stk_jpeg_entropy_decode(&e, bad + begin, n, s.interval, coef, NULL);
+            }
+            free(bad);
+            /* every cut header: refused */
+            for (size_t cut = 0; cut < s.data_at; cut += 7) {
+                stk_jpeg_entropy t;
+                ck_assert_int_ne(stk_jpeg_entropy_init(d, cut, &t), STK_OK);
+            }
+            free(coef);
+            jpeg_destroy_decompress(&c.d);
+            stk_jpeg_segments_free(&s);
+            free(d);
+        }
+    ck_assert_uint_gt(blocks_checked, 10000);
+}
+END_TEST
+
 START_TEST(damaged_segments_fail_cleanly)
 {
     size_t len;
@@ -1454,6 +1536,7 @@ int main(void)
     tcase_add_test(tc, optimal_tables_equal_libjpegs);
     tcase_add_test(tc, segment_decode_equals_the_whole_stream_decode);
     tcase_add_test(tc, damaged_segments_fail_cleanly);
+    tcase_add_test(tc, entropy_decode_equals_libjpeg);
     tcase_add_test(tc, roi_decode_rejects_a_wrong_size_and_bad_bounds);
     tcase_add_test(tc, scan_limit_refuses_progressive_files);
     tcase_add_test(tc, truncations_and_flips_fail_cleanly);

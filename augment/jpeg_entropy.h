@@ -1,0 +1,70 @@
+/* Baseline Huffman decoding of restart segments into DCT coefficients.
+ *
+ * The segment path (jpeg_segments.h) hands libjpeg-turbo a small JPEG of
+ * the segments a crop needs, and libjpeg-turbo decodes its entropy-coded
+ * data one symbol after another in one stream. The segments are
+ * independent streams (each starts with fresh DC predictions and a fresh
+ * bit buffer), so a decoder of its own can work on several at once. This
+ * is that decoder, stream by stream for now: the coefficients libjpeg-turbo
+ * produces, bit for bit (tests/test_augment.c compares them on every
+ * fixture and interval), and its rate beside libjpeg-turbo's own entropy
+ * decode (`bench_augment`, line (f)). Wiring it into the decode of a crop
+ * (libjpeg-turbo's IDCT and colour conversion reading these coefficients)
+ * comes next; until then the loader does not call it.
+ *
+ *     stk_jpeg_entropy e;
+ *     if (stk_jpeg_entropy_init(data, len, &e) == STK_OK)         // tables and scan layout
+ *         st = stk_jpeg_entropy_decode(&e, data + begin, end - begin, mcus, coef, &symbols);
+ *
+ * Everything here reads untrusted bytes. A stream that libjpeg-turbo would
+ * decode only with a warning (a code no table has, data that ends before
+ * the segment's MCUs do) is STK_ERR_CORRUPT: the caller falls back to
+ * libjpeg-turbo, which then decodes it its way.
+ */
+#pragma once
+
+#include "common/status.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define STK_JPEG_MAX_MCU_BLOCKS 10 /* JPEG's limit on the blocks of one MCU */
+
+/* One Huffman table, ready to decode: codes of up to LOOKUP_BITS bits in
+ * one lookup, longer ones by their length (JPEG's Annex F.2.2.3). */
+#define STK_JPEG_LOOKUP_BITS 9
+typedef struct stk_jpeg_huff {
+    uint16_t lookup[1 << STK_JPEG_LOOKUP_BITS]; /* length << 8 | symbol; 0: longer code */
+    int32_t maxcode[18];                        /* the largest code of each length, -1: none */
+    int32_t valoffset[18];                      /* symbol index - code, per length */
+    uint8_t symbols[256];
+} stk_jpeg_huff;
+
+typedef struct stk_jpeg_entropy {
+    int blocks;                                     /* blocks in one MCU */
+    uint8_t comp_of_block[STK_JPEG_MAX_MCU_BLOCKS]; /* the scan component of each */
+    int ncomp;                                      /* components in the scan */
+    stk_jpeg_huff dc[4], ac[4];                     /* by table slot */
+    uint8_t dc_of[4], ac_of[4];                     /* each scan component's slots */
+} stk_jpeg_entropy;
+
+/* The tables (DHT), frame (SOF0/SOF1) and scan header (SOS) of a baseline
+ * JPEG with one scan holding every component. STK_ERR_UNSUPPORTED for
+ * anything else, STK_ERR_CORRUPT for a damaged header or table. */
+stk_status stk_jpeg_entropy_init(const uint8_t *data, size_t len, stk_jpeg_entropy *e);
+
+/* Decode one segment: `mcus` MCUs from the entropy-coded bytes [data,
+ * data + len) (up to the marker after them) into coef: mcus x blocks x 64
+ * coefficients in natural (row-major) order, the DC coefficient absolute,
+ * as libjpeg-turbo stores them. *symbols (may be NULL) receives the number
+ * of Huffman symbols decoded. */
+stk_status stk_jpeg_entropy_decode(const stk_jpeg_entropy *e, const uint8_t *data, size_t len,
+                                   int mcus, int16_t *coef, int64_t *symbols);
+
+#ifdef __cplusplus
+}
+#endif
