@@ -17,6 +17,25 @@ static const uint8_t natural_of[80] = {
     29, 22, 15, 23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54,
     47, 55, 62, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63};
 
+/* The value of `size` extra bits v: JPEG's EXTEND (F.2.2.1). */
+static inline int extend(uint32_t v, int size)
+{
+    return v < (1u << (size - 1)) ? (int)v - ((1 << size) - 1) : (int)v;
+}
+
+/* The `fast` entries of symbol sym, whose code is `code` of l bits: every
+ * FAST_BITS-bit window that starts with it, when the extra bits fit too. */
+static void fill_fast(stk_jpeg_huff *t, int32_t code, int l, int sym, bool dc)
+{
+    int size = dc ? sym : sym & 15, run = dc ? 0 : sym >> 4, rest = STK_JPEG_FAST_BITS - l;
+    if (l > STK_JPEG_FAST_BITS || size > rest) return;
+    for (int j = 0; j < 1 << rest; j++) {
+        int value = size ? extend((uint32_t)j >> (rest - size), size) : 0;
+        t->fast[(code << rest) | j] =
+            (int32_t)((uint32_t)value << 16) | (size ? 0 : 1 << 12) | run << 8 | (l + size);
+    }
+}
+
 /* A DHT table: 16 counts of codes by length, then the symbols. */
 static stk_status build_table(const uint8_t *counts, const uint8_t *syms, int total, bool dc,
                               stk_jpeg_huff *t)
@@ -34,6 +53,7 @@ static stk_status build_table(const uint8_t *counts, const uint8_t *syms, int to
                     return stk_error(STK_ERR_CORRUPT, "Huffman table with bad counts");
                 if (dc && syms[p] > 15)
                     return stk_error(STK_ERR_CORRUPT, "DC Huffman symbol %d", syms[p]);
+                fill_fast(t, code, l, syms[p], dc);
                 if (l <= STK_JPEG_LOOKUP_BITS) {
                     int shift = STK_JPEG_LOOKUP_BITS - l;
                     for (int j = 0; j < 1 << shift; j++)
@@ -171,6 +191,19 @@ typedef struct bit_reader {
 
 static inline void refill(bit_reader *r)
 {
+    if (r->end - r->p >= 8) { /* whole bytes at once when none of them is 0xFF */
+        uint64_t w;
+        memcpy(&w, r->p, 8);
+        w = __builtin_bswap64(w);
+        int k = (64 - r->n) >> 3;
+        uint64_t t = ~w, top = ~(uint64_t)0 << (64 - 8 * k);
+        if (!((t - 0x0101010101010101u) & ~t & 0x8080808080808080u & top)) {
+            r->buf |= (w & top) >> r->n;
+            r->n += 8 * k;
+            r->p += k;
+            return;
+        }
+    }
     while (r->n <= 56) {
         uint64_t byte = 0;
         if (r->p < r->end) {
@@ -221,23 +254,49 @@ static inline int decode_symbol(bit_reader *r, const stk_jpeg_huff *t)
     return t->symbols[(code + t->valoffset[l]) & 0xFF];
 }
 
-/* The value of `size` extra bits v: JPEG's EXTEND (F.2.2.1). */
-static inline int extend(uint32_t v, int size)
+/* The fast entry under the reader's next bits (0: decode the slow way). */
+static inline int32_t fast_entry(const bit_reader *r, const stk_jpeg_huff *t)
 {
-    return v < (1u << (size - 1)) ? (int)v - ((1 << size) - 1) : (int)v;
+    return t->fast[r->buf >> (64 - STK_JPEG_FAST_BITS)];
+}
+
+static inline void drop(bit_reader *r, int k)
+{
+    r->buf <<= k;
+    r->n -= k;
 }
 
 static bool decode_block(bit_reader *r, const stk_jpeg_huff *dc, const stk_jpeg_huff *ac,
                          int32_t *pred, int16_t *block, int64_t *symbols)
 {
     if (r->n < 32) refill(r);
-    int s = decode_symbol(r, dc);
-    if (s < 0) return false;
-    if (s) *pred += extend(take(r, s), s);
+    int32_t f = fast_entry(r, dc);
+    if (f) {
+        drop(r, f & 0xFF);
+        *pred += f >> 16;
+    } else {
+        int s = decode_symbol(r, dc);
+        if (s < 0) return false;
+        if (s) *pred += extend(take(r, s), s);
+    }
     block[0] = (int16_t)*pred; /* libjpeg-turbo stores the running sum as a JCOEF */
     int64_t count = 1;
     for (int k = 1; k < 64; k++) {
         if (r->n < 32) refill(r);
+        f = fast_entry(r, ac);
+        if (f) {
+            drop(r, f & 0xFF);
+            count++;
+            int run = f >> 8 & 15;
+            if (f & 1 << 12) { /* EOB or ZRL */
+                if (run != 15) break;
+                k += 15;
+                continue;
+            }
+            k += run;
+            block[natural_of[k]] = (int16_t)(f >> 16);
+            continue;
+        }
         int rs = decode_symbol(r, ac);
         if (rs < 0) return false;
         count++;

@@ -34,10 +34,15 @@ extern "C" {
 
 #define STK_JPEG_MAX_MCU_BLOCKS 10 /* JPEG's limit on the blocks of one MCU */
 
-/* One Huffman table, ready to decode: codes of up to LOOKUP_BITS bits in
- * one lookup, longer ones by their length (JPEG's Annex F.2.2.3). */
+/* One Huffman table, ready to decode: a code and its extra bits of up to
+ * FAST_BITS bits together in one lookup (`fast`: the coefficient's value,
+ * its zero run and the bits to drop), codes of up to LOOKUP_BITS bits in
+ * another, longer ones by their length (JPEG's Annex F.2.2.3). */
+#define STK_JPEG_FAST_BITS   10
 #define STK_JPEG_LOOKUP_BITS 9
 typedef struct stk_jpeg_huff {
+    /* value << 16 | zero-size symbol (EOB, ZRL) << 12 | run << 8 | bits; 0: not in one lookup */
+    int32_t fast[1 << STK_JPEG_FAST_BITS];
     uint16_t lookup[1 << STK_JPEG_LOOKUP_BITS]; /* length << 8 | symbol; 0: longer code */
     int32_t maxcode[18];                        /* the largest code of each length, -1: none */
     int32_t valoffset[18];                      /* symbol index - code, per length */
