@@ -266,8 +266,8 @@ static inline void drop(bit_reader *r, int k)
     r->n -= k;
 }
 
-static bool decode_block(bit_reader *r, const stk_jpeg_huff *dc, const stk_jpeg_huff *ac,
-                         int32_t *pred, int16_t *block, int64_t *symbols)
+/* The DC coefficient of a block: its difference added to the prediction. */
+static inline bool decode_dc(bit_reader *r, const stk_jpeg_huff *dc, int32_t *pred, int16_t *block)
 {
     if (r->n < 32) refill(r);
     int32_t f = fast_entry(r, dc);
@@ -280,36 +280,51 @@ static bool decode_block(bit_reader *r, const stk_jpeg_huff *dc, const stk_jpeg_
         if (s) *pred += extend(take(r, s), s);
     }
     block[0] = (int16_t)*pred; /* libjpeg-turbo stores the running sum as a JCOEF */
-    int64_t count = 1;
-    for (int k = 1; k < 64; k++) {
-        if (r->n < 32) refill(r);
-        f = fast_entry(r, ac);
-        if (f) {
-            drop(r, f & 0xFF);
-            count++;
-            int run = f >> 8 & 15;
-            if (f & 1 << 12) { /* EOB or ZRL */
-                if (run != 15) break;
-                k += 15;
-                continue;
-            }
-            k += run;
-            block[natural_of[k]] = (int16_t)(f >> 16);
-            continue;
-        }
+    return true;
+}
+
+/* One AC symbol of a block at zigzag position *k: a coefficient, 16 zeros
+ * (ZRL) or the end of the block (*k = 64). */
+static inline bool decode_ac(bit_reader *r, const stk_jpeg_huff *ac, int *k,
+                             int16_t *restrict block)
+{
+    if (r->n < 32) refill(r);
+    int32_t f = fast_entry(r, ac);
+    int run, value;
+    if (__builtin_expect(f != 0, 1)) {
+        drop(r, f & 0xFF);
+        run = f >> 8 & 15;
+        value = f >> 16;
+    } else {
         int rs = decode_symbol(r, ac);
         if (rs < 0) return false;
-        count++;
-        int run = rs >> 4, size = rs & 15;
-        if (size) {
-            k += run;
-            block[natural_of[k]] = (int16_t)extend(take(r, size), size);
-        } else {
-            if (run != 15) break; /* end of block */
-            k += 15;              /* 16 zeros */
-        }
+        run = rs >> 4;
+        int size = rs & 15;
+        value = size ? extend(take(r, size), size) : 0;
+        f = size ? 0 : 1 << 12;
     }
+    if (f & 1 << 12) {                 /* no coefficient */
+        *k = run == 15 ? *k + 16 : 64; /* 16 zeros, or the end of the block */
+        return true;
+    }
+    *k += run;
+    block[natural_of[*k]] = (int16_t)value;
+    *k += 1;
+    return true;
+}
+
+/* One block (the reader copied into locals: through the pointer, GCC
+ * reloaded it around every store of a coefficient). */
+static bool decode_block(bit_reader *rp, const stk_jpeg_huff *dc, const stk_jpeg_huff *ac,
+                         int32_t *pred, int16_t *restrict block, int64_t *symbols)
+{
+    bit_reader r = *rp;
+    if (!decode_dc(&r, dc, pred, block)) return false;
+    int k = 1, count = 1;
+    for (; k < 64; count++)
+        if (!decode_ac(&r, ac, &k, block)) return false;
     *symbols += count;
+    *rp = r;
     return true;
 }
 

@@ -8,7 +8,7 @@
  * is that decoder, stream by stream for now: the coefficients libjpeg-turbo
  * produces, bit for bit (tests/test_augment.c compares them on every
  * fixture and interval), and its rate beside libjpeg-turbo's own entropy
- * decode (`bench_augment`, line (f)). Wiring it into the decode of a crop
+ * decode (`bench_augment`, line (f); bench/README.md). Wiring it into the decode of a crop
  * (libjpeg-turbo's IDCT and colour conversion reading these coefficients)
  * comes next; until then the loader does not call it.
  *
