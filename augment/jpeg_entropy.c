@@ -9,13 +9,19 @@
 
 static unsigned be16(const uint8_t *p) { return (unsigned)p[0] << 8 | p[1]; }
 
-/* Natural (row-major) position of each zigzag position; 16 more entries
- * catch runs that a corrupt stream sends past the end (jdhuff.c's table). */
-static const uint8_t natural_of[80] = {
-    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33,
-    40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36,
-    29, 22, 15, 23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54,
-    47, 55, 62, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63};
+/* Natural (row-major) position of each zigzag position. The entries past
+ * 63 send a position past the end to the 63rd: a corrupt stream's run
+ * past the end lands there as in libjpeg-turbo (jdhuff.c's table has 16
+ * such entries), and the zero that decode_ac writes for an end of block
+ * (at k + 63) or 16 zeros (at k + 15) lands on a coefficient not written
+ * yet. */
+static const uint8_t natural_of[128] = {
+    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33, 40, 48,
+    41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23,
+    30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63, 63, 63,
+    63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63,
+    63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63,
+    63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63};
 
 /* The value of `size` extra bits v: JPEG's EXTEND (F.2.2.1). */
 static inline int extend(uint32_t v, int size)
@@ -23,16 +29,23 @@ static inline int extend(uint32_t v, int size)
     return v < (1u << (size - 1)) ? (int)v - ((1 << size) - 1) : (int)v;
 }
 
+/* How far an AC symbol moves the zigzag position: past its zero run and
+ * its coefficient, past 16 zeros (ZRL), or out of the block (EOB). */
+static int ac_step(int sym)
+{
+    int run = sym >> 4, size = sym & 15;
+    return size ? run + 1 : run == 15 ? 16 : 64;
+}
+
 /* The `fast` entries of symbol sym, whose code is `code` of l bits: every
  * FAST_BITS-bit window that starts with it, when the extra bits fit too. */
 static void fill_fast(stk_jpeg_huff *t, int32_t code, int l, int sym, bool dc)
 {
-    int size = dc ? sym : sym & 15, run = dc ? 0 : sym >> 4, rest = STK_JPEG_FAST_BITS - l;
+    int size = dc ? sym : sym & 15, step = dc ? 0 : ac_step(sym), rest = STK_JPEG_FAST_BITS - l;
     if (l > STK_JPEG_FAST_BITS || size > rest) return;
     for (int j = 0; j < 1 << rest; j++) {
         int value = size ? extend((uint32_t)j >> (rest - size), size) : 0;
-        t->fast[(code << rest) | j] =
-            (int32_t)((uint32_t)value << 16) | (size ? 0 : 1 << 12) | run << 8 | (l + size);
+        t->fast[(code << rest) | j] = (int32_t)((uint32_t)value << 16) | step << 8 | (l + size);
     }
 }
 
@@ -283,33 +296,29 @@ static inline bool decode_dc(bit_reader *r, const stk_jpeg_huff *dc, int32_t *pr
     return true;
 }
 
-/* One AC symbol of a block at zigzag position *k: a coefficient, 16 zeros
- * (ZRL) or the end of the block (*k = 64). */
+/* One AC symbol of a block at zigzag position *k: a coefficient after its
+ * run of zeros, 16 zeros (ZRL) or the end of the block (*k past 63). No
+ * branch on which: each writes its value at k + step - 1 (a zero for ZRL
+ * and EOB, where natural_of says no coefficient is yet). */
 static inline bool decode_ac(bit_reader *r, const stk_jpeg_huff *ac, int *k,
                              int16_t *restrict block)
 {
     if (r->n < 32) refill(r);
     int32_t f = fast_entry(r, ac);
-    int run, value;
+    int step, value;
     if (__builtin_expect(f != 0, 1)) {
         drop(r, f & 0xFF);
-        run = f >> 8 & 15;
+        step = f >> 8 & 0x7F;
         value = f >> 16;
     } else {
         int rs = decode_symbol(r, ac);
         if (rs < 0) return false;
-        run = rs >> 4;
         int size = rs & 15;
         value = size ? extend(take(r, size), size) : 0;
-        f = size ? 0 : 1 << 12;
+        step = ac_step(rs);
     }
-    if (f & 1 << 12) {                 /* no coefficient */
-        *k = run == 15 ? *k + 16 : 64; /* 16 zeros, or the end of the block */
-        return true;
-    }
-    *k += run;
-    block[natural_of[*k]] = (int16_t)value;
-    *k += 1;
+    block[natural_of[*k + step - 1]] = (int16_t)value;
+    *k += step;
     return true;
 }
 

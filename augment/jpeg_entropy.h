@@ -41,7 +41,8 @@ extern "C" {
 #define STK_JPEG_FAST_BITS   10
 #define STK_JPEG_LOOKUP_BITS 9
 typedef struct stk_jpeg_huff {
-    /* value << 16 | zero-size symbol (EOB, ZRL) << 12 | run << 8 | bits; 0: not in one lookup */
+    /* value << 16 | zigzag step (AC: run + 1, 16 for ZRL, 64 for EOB) << 8 | bits;
+     * 0: not in one lookup */
     int32_t fast[1 << STK_JPEG_FAST_BITS];
     uint16_t lookup[1 << STK_JPEG_LOOKUP_BITS]; /* length << 8 | symbol; 0: longer code */
     int32_t maxcode[18];                        /* the largest code of each length, -1: none */
