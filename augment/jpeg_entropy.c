@@ -284,15 +284,20 @@ static inline bool decode_dc(bit_reader *r, const stk_jpeg_huff *dc, int32_t *pr
 {
     if (r->n < 32) refill(r);
     int32_t f = fast_entry(r, dc);
+    int diff = 0;
     if (f) {
         drop(r, f & 0xFF);
-        *pred += f >> 16;
+        diff = f >> 16;
     } else {
         int s = decode_symbol(r, dc);
         if (s < 0) return false;
-        if (s) *pred += extend(take(r, s), s);
+        if (s) diff = extend(take(r, s), s);
     }
-    block[0] = (int16_t)*pred; /* libjpeg-turbo stores the running sum as a JCOEF */
+    /* A damaged stream's differences can carry the sum past 32 bits:
+     * wrapped, not undefined; libjpeg-turbo stores the sum as a JCOEF, its
+     * low 16 bits, the same either way. */
+    *pred = (int32_t)((uint32_t)*pred + (uint32_t)diff);
+    block[0] = (int16_t)*pred;
     return true;
 }
 
