@@ -36,6 +36,17 @@ static void channel_stats(const float *x, int64_t n, int64_t stride, int64_t hw,
     *m2 = sq;
 }
 
+/* Channel ch's affine map y = x * scale + shift from its mean and
+ * 1/sqrt(var + eps): one expression for the training and eval forwards and
+ * for the backward, whose recomputed activation mask must see the floats
+ * the forward saw. gamma, beta may be NULL. */
+static inline void bn_affine(const float *gamma, const float *beta, int64_t ch, float mean,
+                             float invstd, float *scale, float *shift)
+{
+    *scale = gamma ? gamma[ch] * invstd : invstd;
+    *shift = (beta ? beta[ch] : 0.f) - mean * *scale;
+}
+
 /* y = act(x * scale + shift) over one channel's planes; act a constant at
  * each call (the switch below), so each loop vectorises on its own. */
 static inline void normalize_planes(stk_bn_act act, const float *x, float *y, int64_t n,
@@ -60,8 +71,8 @@ void cpu_batch_norm_act_train(int64_t n, int64_t c, int64_t hw, const float *x, 
         channel_stats(x + ch * hw, n, c * hw, hw, &mean, &sq);
         double var = sq / (double)m;
         float invstd = (float)(1.0 / sqrt(var + eps));
-        float scale = gamma ? gamma[ch] * invstd : invstd;
-        float shift = (beta ? beta[ch] : 0.f) - (float)mean * scale;
+        float scale, shift;
+        bn_affine(gamma, beta, ch, (float)mean, invstd, &scale, &shift);
         const float *p = x + ch * hw;
         float *q = y + ch * hw;
         switch (act) {
@@ -101,8 +112,8 @@ void cpu_batch_norm_eval(int64_t n, int64_t c, int64_t hw, const float *x, const
     for (int64_t i = 0; i < n * c; i++) {
         int64_t ch = i % c;
         float invstd = 1.f / sqrtf(running_var[ch] + eps);
-        float scale = gamma ? gamma[ch] * invstd : invstd;
-        float shift = (beta ? beta[ch] : 0.f) - running_mean[ch] * scale;
+        float scale, shift;
+        bn_affine(gamma, beta, ch, running_mean[ch], invstd, &scale, &shift);
         const float *p = x + i * hw;
         float *q = y + i * hw;
         for (int64_t j = 0; j < hw; j++) q[j] = p[j] * scale + shift;
@@ -115,9 +126,8 @@ void cpu_batch_norm_eval(int64_t n, int64_t c, int64_t hw, const float *x, const
  * kept, and the activation's own backward pass is gone. */
 static inline void channel_backward(stk_bn_act act, const float *x, const float *gy, float *gx,
                                     int64_t n, int64_t stride, int64_t hw, float mean, float invstd,
-                                    float gm, float bt, double *sg_out, double *sgx_out)
+                                    float scale, float shift, double *sg_out, double *sgx_out)
 {
-    float scale = gm * invstd, shift = bt - mean * scale;
     double sg = 0.0, sgx = 0.0; /* sum gy, sum gy * (x - mean) */
     for (int64_t i = 0; i < n; i++) {
         const float *p = x + i * stride, *g = gy + i * stride;
@@ -135,9 +145,9 @@ static inline void channel_backward(stk_bn_act act, const float *x, const float 
     *sg_out = sg;
     *sgx_out = sgx;
     if (!gx) return;
-    /* gx = gamma * invstd * (gy - mean(gy) - xhat * mean(gy * xhat)) */
+    /* gx = gamma * invstd * (gy - mean(gy) - xhat * mean(gy * xhat)); gamma * invstd is scale */
     int64_t m = n * hw;
-    float k = gm * invstd, mg = (float)(sg / (double)m), mgx = (float)(sgx / (double)m);
+    float k = scale, mg = (float)(sg / (double)m), mgx = (float)(sgx / (double)m);
     for (int64_t i = 0; i < n; i++) {
         const float *p = x + i * stride, *g = gy + i * stride;
         float *q = gx + i * stride;
@@ -155,22 +165,23 @@ void cpu_batch_norm_act_backward(int64_t n, int64_t c, int64_t hw, const float *
 {
 #pragma omp parallel for schedule(static)
     for (int64_t ch = 0; ch < c; ch++) {
-        float gm = gamma ? gamma[ch] : 1.f, bt = beta ? beta[ch] : 0.f;
+        float scale, shift;
+        bn_affine(gamma, beta, ch, save_mean[ch], save_invstd[ch], &scale, &shift);
         const float *p = x + ch * hw, *g = gy + ch * hw;
         float *q = gx ? gx + ch * hw : NULL;
         double sg = 0.0, sgx = 0.0;
         switch (act) {
         case STK_BN_ACT_NONE:
             channel_backward(STK_BN_ACT_NONE, p, g, q, n, c * hw, hw, save_mean[ch],
-                             save_invstd[ch], gm, bt, &sg, &sgx);
+                             save_invstd[ch], scale, shift, &sg, &sgx);
             break;
         case STK_BN_ACT_RELU:
             channel_backward(STK_BN_ACT_RELU, p, g, q, n, c * hw, hw, save_mean[ch],
-                             save_invstd[ch], gm, bt, &sg, &sgx);
+                             save_invstd[ch], scale, shift, &sg, &sgx);
             break;
         case STK_BN_ACT_RELU6:
             channel_backward(STK_BN_ACT_RELU6, p, g, q, n, c * hw, hw, save_mean[ch],
-                             save_invstd[ch], gm, bt, &sg, &sgx);
+                             save_invstd[ch], scale, shift, &sg, &sgx);
             break;
         }
         if (gbeta) gbeta[ch] = (float)sg;
