@@ -72,6 +72,16 @@ void stk_jpeg_decoder_set_fast(stk_jpeg_decoder *dec, bool fast);
  * On by default; off decodes every file the whole-stream way. */
 void stk_jpeg_decoder_set_segments(stk_jpeg_decoder *dec, bool on);
 
+/* Who decodes those segments' Huffman-coded data: Stoke's entropy decoder
+ * (true, the default; jpeg_entropy_hook.h: the same coefficients, so the
+ * same pixels) or libjpeg-turbo's own (false). False only when out of
+ * memory for it. */
+bool stk_jpeg_decoder_set_entropy(stk_jpeg_decoder *dec, bool stoke);
+
+/* MCUs Stoke's entropy decoder has decoded for this decoder (0 with
+ * libjpeg-turbo's): tests check which one ran. */
+int64_t stk_jpeg_decoder_entropy_mcus(const stk_jpeg_decoder *dec);
+
 /* Refuse progressive files with more than `max_scans` scans (default
  * STK_JPEG_MAX_SCANS): a tiny file with thousands of scans costs minutes. */
 void stk_jpeg_decoder_set_max_scans(stk_jpeg_decoder *dec, int max_scans);

@@ -155,7 +155,9 @@ static stk_status parse_sos(const uint8_t *p, size_t n, const frame *f, const ui
 
 stk_status stk_jpeg_entropy_init(const uint8_t *d, size_t len, stk_jpeg_entropy *e)
 {
-    memset(e, 0, sizeof *e);
+    /* Not the tables (40 KB, cleared as each is built; the scan uses only
+     * tables its file defines): this runs once per image of the loader. */
+    e->blocks = e->ncomp = 0;
     if (len < 4 || d[0] != 0xFF || d[1] != 0xD8)
         return stk_error(STK_ERR_UNSUPPORTED, "not a JPEG");
     frame f = {0};
@@ -190,19 +192,13 @@ stk_status stk_jpeg_entropy_init(const uint8_t *d, size_t len, stk_jpeg_entropy 
 
 /* ---- decoding ---------------------------------------------------------- */
 
-/* The bit reader: up to 64 bits, the next one the most significant. A 0xFF
- * byte is followed by a stuffed 0x00 in the data; any other byte after it
- * is a marker, where the data ends; past the end the reader feeds zeros
- * (as libjpeg-turbo does) and counts them, so that a segment that used them
+/* The bit reader (stk_jpeg_bits): up to 64 bits in buf, the next one the
+ * most significant. A 0xFF byte is followed by a stuffed 0x00 in the data;
+ * any other byte after it is a marker (or the fill bytes before one),
+ * where the data ends; past the end the reader feeds zeros (as
+ * libjpeg-turbo does) and counts them, so that a segment that used them
  * can be refused. */
-typedef struct bit_reader {
-    uint64_t buf;
-    int n;
-    const uint8_t *p, *end;
-    int64_t zeros;
-} bit_reader;
-
-static inline void refill(bit_reader *r)
+static inline void refill(stk_jpeg_bits *r)
 {
     if (r->end - r->p >= 8) { /* whole bytes at once when none of them is 0xFF */
         uint64_t w;
@@ -238,7 +234,7 @@ static inline void refill(bit_reader *r)
     }
 }
 
-static inline uint32_t take(bit_reader *r, int k)
+static inline uint32_t take(stk_jpeg_bits *r, int k)
 {
     uint32_t v = (uint32_t)(r->buf >> (64 - k));
     r->buf <<= k;
@@ -248,7 +244,7 @@ static inline uint32_t take(bit_reader *r, int k)
 
 /* The next symbol of table t (the reader holds at least 16 bits); -1 for a
  * code no table has. */
-static inline int decode_symbol(bit_reader *r, const stk_jpeg_huff *t)
+static inline int decode_symbol(stk_jpeg_bits *r, const stk_jpeg_huff *t)
 {
     uint16_t hit = t->lookup[r->buf >> (64 - STK_JPEG_LOOKUP_BITS)];
     if (hit) {
@@ -268,19 +264,20 @@ static inline int decode_symbol(bit_reader *r, const stk_jpeg_huff *t)
 }
 
 /* The fast entry under the reader's next bits (0: decode the slow way). */
-static inline int32_t fast_entry(const bit_reader *r, const stk_jpeg_huff *t)
+static inline int32_t fast_entry(const stk_jpeg_bits *r, const stk_jpeg_huff *t)
 {
     return t->fast[r->buf >> (64 - STK_JPEG_FAST_BITS)];
 }
 
-static inline void drop(bit_reader *r, int k)
+static inline void drop(stk_jpeg_bits *r, int k)
 {
     r->buf <<= k;
     r->n -= k;
 }
 
 /* The DC coefficient of a block: its difference added to the prediction. */
-static inline bool decode_dc(bit_reader *r, const stk_jpeg_huff *dc, int32_t *pred, int16_t *block)
+static inline bool decode_dc(stk_jpeg_bits *r, const stk_jpeg_huff *dc, int32_t *pred,
+                             int16_t *block)
 {
     if (r->n < 32) refill(r);
     int32_t f = fast_entry(r, dc);
@@ -305,7 +302,7 @@ static inline bool decode_dc(bit_reader *r, const stk_jpeg_huff *dc, int32_t *pr
  * run of zeros, 16 zeros (ZRL) or the end of the block (*k past 63). No
  * branch on which: each writes its value at k + step - 1 (a zero for ZRL
  * and EOB, where natural_of says no coefficient is yet). */
-static inline bool decode_ac(bit_reader *r, const stk_jpeg_huff *ac, int *k,
+static inline bool decode_ac(stk_jpeg_bits *r, const stk_jpeg_huff *ac, int *k,
                              int16_t *restrict block)
 {
     if (r->n < 32) refill(r);
@@ -327,38 +324,67 @@ static inline bool decode_ac(bit_reader *r, const stk_jpeg_huff *ac, int *k,
     return true;
 }
 
-/* One block (the reader copied into locals: through the pointer, GCC
- * reloaded it around every store of a coefficient). */
-static bool decode_block(bit_reader *rp, const stk_jpeg_huff *dc, const stk_jpeg_huff *ac,
-                         int32_t *pred, int16_t *restrict block, int64_t *symbols)
+/* One block. */
+static inline __attribute__((always_inline)) bool
+decode_block(stk_jpeg_bits *r, const stk_jpeg_huff *dc, const stk_jpeg_huff *ac, int32_t *pred,
+             int16_t *restrict block, int64_t *symbols)
 {
-    bit_reader r = *rp;
-    if (!decode_dc(&r, dc, pred, block)) return false;
+    if (!decode_dc(r, dc, pred, block)) return false;
     int k = 1, count = 1;
     for (; k < 64; count++)
-        if (!decode_ac(&r, ac, &k, block)) return false;
+        if (!decode_ac(r, ac, &k, block)) return false;
     *symbols += count;
-    *rp = r;
     return true;
+}
+
+void stk_jpeg_stream_start(stk_jpeg_stream *s, const uint8_t *data, size_t len)
+{
+    memset(s, 0, sizeof *s);
+    s->bits.p = data;
+    s->bits.end = data + len;
+}
+
+bool stk_jpeg_stream_mcu(const stk_jpeg_entropy *e, stk_jpeg_stream *s, int16_t *const *blocks)
+{
+    /* The reader in locals for the whole MCU, written back once: through
+     * the pointer, GCC reloaded it around every store of a coefficient. */
+    stk_jpeg_bits r = s->bits;
+    int64_t symbols = s->symbols;
+    for (int b = 0; b < e->blocks; b++) {
+        int c = e->comp_of_block[b];
+        if (!decode_block(&r, &e->dc[e->dc_of[c]], &e->ac[e->ac_of[c]], &s->pred[c], blocks[b],
+                          &symbols))
+            return false;
+    }
+    s->bits = r;
+    s->symbols = symbols;
+    return r.zeros <= r.n; /* bits past the data used: libjpeg-turbo warns */
+}
+
+/* libjpeg-turbo counts the whole bytes left in its bit buffer at a marker
+ * (and any it skips to reach it) as extraneous data, and warns. */
+bool stk_jpeg_stream_done(const stk_jpeg_stream *s)
+{
+    return s->bits.p == s->bits.end && s->bits.n - s->bits.zeros < 8;
 }
 
 stk_status stk_jpeg_entropy_decode(const stk_jpeg_entropy *e, const uint8_t *data, size_t len,
                                    int mcus, int16_t *coef, int64_t *symbols)
 {
-    bit_reader r = {0, 0, data, data + len, 0};
-    int32_t pred[4] = {0, 0, 0, 0};
-    int64_t count = 0;
+    stk_jpeg_stream s;
+    stk_jpeg_stream_start(&s, data, len);
     memset(coef, 0, (size_t)mcus * (size_t)e->blocks * 64 * sizeof *coef);
-    for (int m = 0; m < mcus; m++)
-        for (int b = 0; b < e->blocks; b++) {
-            int c = e->comp_of_block[b];
-            if (!decode_block(&r, &e->dc[e->dc_of[c]], &e->ac[e->ac_of[c]], &pred[c],
-                              coef + ((size_t)m * (size_t)e->blocks + (size_t)b) * 64, &count))
-                return stk_error(STK_ERR_CORRUPT, "a Huffman code no table has (MCU %d)", m);
-            if (r.zeros > r.n) /* bits past the data used: libjpeg-turbo warns */
-                return stk_error(STK_ERR_CORRUPT, "the segment's data ends in MCU %d of %d", m,
-                                 mcus);
-        }
-    if (symbols) *symbols = count;
+    int16_t *blocks[STK_JPEG_MAX_MCU_BLOCKS];
+    for (int m = 0; m < mcus; m++) {
+        for (int b = 0; b < e->blocks; b++)
+            blocks[b] = coef + ((size_t)m * (size_t)e->blocks + (size_t)b) * 64;
+        if (!stk_jpeg_stream_mcu(e, &s, blocks))
+            return stk_error(STK_ERR_CORRUPT,
+                             "a Huffman code no table has, or the data ends, in MCU %d of %d", m,
+                             mcus);
+    }
+    if (!stk_jpeg_stream_done(&s))
+        return stk_error(STK_ERR_CORRUPT, "data left over after the segment's %d MCUs", mcus);
+    if (symbols) *symbols = s.symbols;
     return STK_OK;
 }

@@ -25,6 +25,7 @@
 
 #include "common/status.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -62,6 +63,34 @@ typedef struct stk_jpeg_entropy {
  * JPEG with one scan holding every component. STK_ERR_UNSUPPORTED for
  * anything else, STK_ERR_CORRUPT for a damaged header or table. */
 stk_status stk_jpeg_entropy_init(const uint8_t *data, size_t len, stk_jpeg_entropy *e);
+
+/* One segment's decoding state: its bit reader and the DC predictions. */
+typedef struct stk_jpeg_bits {
+    uint64_t buf;           /* the next bits, the next one the most significant */
+    int64_t n;              /* bits in buf */
+    const uint8_t *p, *end; /* the bytes not yet in buf */
+    int64_t zeros;          /* bits fed past the data's end */
+} stk_jpeg_bits;
+
+typedef struct stk_jpeg_stream {
+    stk_jpeg_bits bits;
+    int32_t pred[4]; /* the last DC of each scan component */
+    int64_t symbols; /* Huffman symbols decoded */
+} stk_jpeg_stream;
+
+/* Begin a segment: its entropy-coded bytes [data, data + len), up to the
+ * marker after them. */
+void stk_jpeg_stream_start(stk_jpeg_stream *s, const uint8_t *data, size_t len);
+
+/* The segment's next MCU into blocks[0 .. e->blocks), each 64 coefficients
+ * that the caller zeroed (as libjpeg-turbo's coefficient controller does),
+ * written in natural order with the DC absolute. False for a code no table
+ * has or data that ends before the MCU does. */
+bool stk_jpeg_stream_mcu(const stk_jpeg_entropy *e, stk_jpeg_stream *s, int16_t *const *blocks);
+
+/* After the segment's last MCU: false when a whole byte of data is left
+ * over (libjpeg-turbo would warn of extraneous data). */
+bool stk_jpeg_stream_done(const stk_jpeg_stream *s);
 
 /* Decode one segment: `mcus` MCUs from the entropy-coded bytes [data,
  * data + len) (up to the marker after them) into coef: mcus x blocks x 64

@@ -700,6 +700,7 @@ START_TEST(segment_decode_equals_the_whole_stream_decode)
 {
     stk_rng r;
     stk_rng_init(&r, 11, 0, 0);
+    int64_t mcus = stk_jpeg_decoder_entropy_mcus(dec);
     for (int fast = 0; fast < 2; fast++) {
         stk_jpeg_decoder_set_fast(dec, fast);
         for (size_t f = 0; f < sizeof seg_files / sizeof *seg_files; f++)
@@ -737,6 +738,75 @@ START_TEST(segment_decode_equals_the_whole_stream_decode)
             }
     }
     stk_jpeg_decoder_set_fast(dec, false);
+    /* the segments went through Stoke's entropy decoder (jpeg_entropy_hook.h) */
+    ck_assert_int_gt(stk_jpeg_decoder_entropy_mcus(dec), mcus + 10000);
+}
+END_TEST
+
+/* Damaged entropy-coded data in the segments a crop needs: Stoke's entropy
+ * decoder gives what libjpeg-turbo's gives, the same pixels or the same
+ * error (it refuses what libjpeg-turbo would decode only with a warning, and
+ * the decode falls back). Bytes flipped, dropped and added before a marker. */
+START_TEST(damaged_segments_decode_as_libjpeg_does)
+{
+    size_t len;
+    uint8_t *d = segmented("single/large.jpg", 4, &len, NULL);
+    stk_jpeg_segments s = {0};
+    ck_assert_int_eq(stk_jpeg_segments_parse(d, len, &s), STK_OK);
+    stk_jpeg_info info;
+    ck_assert_int_eq(stk_jpeg_decoder_header(dec, d, len, &info), STK_OK);
+    int w = (int)info.width, h = (int)info.height;
+    uint8_t *bad = malloc(len + 1), *ref = NULL;
+    int same_pixels = 0, same_errors = 0;
+    for (int edit = 0; edit < 3 * 120; edit++) {
+        size_t at = s.data_at + (len - s.data_at - 2) * (size_t)(edit / 3) / 120, n = len;
+        if (edit % 3 == 0) { /* a byte flipped */
+            memcpy(bad, d, len);
+            bad[at] ^= 0x24;
+        } else if (edit % 3 == 1) { /* a byte gone */
+            memcpy(bad, d, at);
+            memcpy(bad + at, d + at + 1, len - at - 1);
+            n = len - 1;
+        } else { /* a byte more, before the next marker: data libjpeg-turbo calls extraneous */
+            size_t k = 0;
+            while (k + 1 < s.count && s.end[k] < at) k++;
+            memcpy(bad, d, s.end[k]);
+            bad[s.end[k]] = 0x5A;
+            memcpy(bad + s.end[k] + 1, d + s.end[k], len - s.end[k]);
+            n = len + 1;
+        }
+        stk_jpeg_region a, b;
+        stk_jpeg_decoder_set_entropy(dec, false);
+        stk_status sa =
+            stk_jpeg_decoder_region(dec, bad, n, 0, h / 8, w, h, w, h - h / 8, 64, 64, 3, 0, 0, &a);
+        if (sa == STK_OK) {
+            free(ref);
+            ref = malloc(a.stride * (size_t)a.height);
+            memcpy(ref, a.pixels, a.stride * (size_t)a.height);
+        }
+        ck_assert(stk_jpeg_decoder_set_entropy(dec, true));
+        stk_status sb =
+            stk_jpeg_decoder_region(dec, bad, n, 0, h / 8, w, h, w, h - h / 8, 64, 64, 3, 0, 0, &b);
+        ck_assert_msg(sa == sb, "edit %d at %zu: libjpeg-turbo's decoder %d, Stoke's %d", edit, at,
+                      sa, sb);
+        if (sa != STK_OK) {
+            same_errors++;
+            continue;
+        }
+        ck_assert(a.width == b.width && a.height == b.height && a.origin_x == b.origin_x &&
+                  a.origin_y == b.origin_y);
+        ck_assert_msg(!memcmp(ref, b.pixels, a.stride * (size_t)a.height),
+                      "edit %d at %zu: the pixels differ", edit, at);
+        same_pixels++;
+    }
+    /* both outcomes were reached (damage above the crop's rows, or that
+     * libjpeg-turbo decodes without a warning; and damage it reports) */
+    ck_assert_int_gt(same_pixels, 20);
+    ck_assert_int_gt(same_errors, 20);
+    free(ref);
+    free(bad);
+    stk_jpeg_segments_free(&s);
+    free(d);
 }
 END_TEST
 
@@ -1536,6 +1606,7 @@ int main(void)
     tcase_add_test(tc, optimal_tables_equal_libjpegs);
     tcase_add_test(tc, segment_decode_equals_the_whole_stream_decode);
     tcase_add_test(tc, damaged_segments_fail_cleanly);
+    tcase_add_test(tc, damaged_segments_decode_as_libjpeg_does);
     tcase_add_test(tc, entropy_decode_equals_libjpeg);
     tcase_add_test(tc, roi_decode_rejects_a_wrong_size_and_bad_bounds);
     tcase_add_test(tc, scan_limit_refuses_progressive_files);
