@@ -23,7 +23,7 @@ struct stk_jpeg_decoder {
     stk_jpeg_segments seg; /* the last image's segment grid */
     uint8_t *sub;          /* the JPEG of a crop's segments */
     size_t sub_cap;
-    stk_jpeg_hook *hook; /* Stoke's entropy decoder for them; NULL: libjpeg-turbo's */
+    stk_jpeg_hook *hook; /* Stoke's entropy decoder for them; NULL (the default): libjpeg-turbo's */
 };
 
 /* The segments a crop's JPEG was assembled from (for the hook). */
@@ -38,15 +38,9 @@ stk_status stk_jpeg_decoder_create(uint64_t max_pixels, stk_jpeg_decoder **out)
     if (!dec) return stk_error(STK_ERR_NOMEM, "out of memory");
     dec->max_pixels = max_pixels;
     dec->segments = true;
-    dec->hook = stk_jpeg_hook_create();
-    if (!dec->hook) {
-        free(dec);
-        return stk_error(STK_ERR_NOMEM, "out of memory");
-    }
     dec->d.err = stk_jpeg_error_init(&dec->err, STK_JPEG_MAX_SCANS);
     if (setjmp(dec->err.jump)) { /* jpeg_create_decompress fails only without memory */
         stk_error(STK_ERR_NOMEM, "cannot create a JPEG decoder: %s", dec->err.message);
-        stk_jpeg_hook_destroy(dec->hook);
         free(dec);
         return STK_ERR_NOMEM;
     }

@@ -72,9 +72,12 @@ void stk_jpeg_decoder_set_fast(stk_jpeg_decoder *dec, bool fast);
  * On by default; off decodes every file the whole-stream way. */
 void stk_jpeg_decoder_set_segments(stk_jpeg_decoder *dec, bool on);
 
-/* Who decodes those segments' Huffman-coded data: Stoke's entropy decoder
- * (true, the default; jpeg_entropy_hook.h: the same coefficients, so the
- * same pixels) or libjpeg-turbo's own (false). False only when out of
+/* Who decodes those segments' Huffman-coded data: libjpeg-turbo's own
+ * entropy decoder (false, the default) or Stoke's (true;
+ * jpeg_entropy_hook.h: the same coefficients, so the same pixels, and a
+ * segment it refuses decoded again by libjpeg-turbo). Off by default:
+ * inside the crop decode it measured no faster than libjpeg-turbo's
+ * (bench_augment line (g), bench/README.md). False only when out of
  * memory for it. */
 bool stk_jpeg_decoder_set_entropy(stk_jpeg_decoder *dec, bool stoke);
 

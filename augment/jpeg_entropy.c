@@ -324,17 +324,37 @@ static inline bool decode_ac(stk_jpeg_bits *r, const stk_jpeg_huff *ac, int *k,
     return true;
 }
 
-/* One block. */
+/* One block; with count, its symbols added to *symbols. */
 static inline __attribute__((always_inline)) bool
 decode_block(stk_jpeg_bits *r, const stk_jpeg_huff *dc, const stk_jpeg_huff *ac, int32_t *pred,
-             int16_t *restrict block, int64_t *symbols)
+             int16_t *restrict block, bool count, int64_t *symbols)
 {
     if (!decode_dc(r, dc, pred, block)) return false;
-    int k = 1, count = 1;
-    for (; k < 64; count++)
+    int k = 1;
+    int64_t n = 1;
+    for (; k < 64; n++)
         if (!decode_ac(r, ac, &k, block)) return false;
-    *symbols += count;
+    if (count) *symbols += n;
     return true;
+}
+
+/* One MCU (the reader in locals for the whole MCU, written back once:
+ * through the pointer, GCC reloaded it around every store of a
+ * coefficient). */
+static inline __attribute__((always_inline)) bool decode_mcu(const stk_jpeg_entropy *e,
+                                                             stk_jpeg_stream *s,
+                                                             int16_t *const *blocks, bool count,
+                                                             int64_t *symbols)
+{
+    stk_jpeg_bits r = s->bits;
+    for (int b = 0; b < e->blocks; b++) {
+        int c = e->comp_of_block[b];
+        if (!decode_block(&r, &e->dc[e->dc_of[c]], &e->ac[e->ac_of[c]], &s->pred[c], blocks[b],
+                          count, symbols))
+            return false;
+    }
+    s->bits = r;
+    return r.zeros <= r.n; /* bits past the data used: libjpeg-turbo warns */
 }
 
 void stk_jpeg_stream_start(stk_jpeg_stream *s, const uint8_t *data, size_t len)
@@ -346,19 +366,7 @@ void stk_jpeg_stream_start(stk_jpeg_stream *s, const uint8_t *data, size_t len)
 
 bool stk_jpeg_stream_mcu(const stk_jpeg_entropy *e, stk_jpeg_stream *s, int16_t *const *blocks)
 {
-    /* The reader in locals for the whole MCU, written back once: through
-     * the pointer, GCC reloaded it around every store of a coefficient. */
-    stk_jpeg_bits r = s->bits;
-    int64_t symbols = s->symbols;
-    for (int b = 0; b < e->blocks; b++) {
-        int c = e->comp_of_block[b];
-        if (!decode_block(&r, &e->dc[e->dc_of[c]], &e->ac[e->ac_of[c]], &s->pred[c], blocks[b],
-                          &symbols))
-            return false;
-    }
-    s->bits = r;
-    s->symbols = symbols;
-    return r.zeros <= r.n; /* bits past the data used: libjpeg-turbo warns */
+    return decode_mcu(e, s, blocks, false, NULL);
 }
 
 /* libjpeg-turbo counts the whole bytes left in its bit buffer at a marker
@@ -375,16 +383,18 @@ stk_status stk_jpeg_entropy_decode(const stk_jpeg_entropy *e, const uint8_t *dat
     stk_jpeg_stream_start(&s, data, len);
     memset(coef, 0, (size_t)mcus * (size_t)e->blocks * 64 * sizeof *coef);
     int16_t *blocks[STK_JPEG_MAX_MCU_BLOCKS];
+    int64_t count = 0;
     for (int m = 0; m < mcus; m++) {
         for (int b = 0; b < e->blocks; b++)
             blocks[b] = coef + ((size_t)m * (size_t)e->blocks + (size_t)b) * 64;
-        if (!stk_jpeg_stream_mcu(e, &s, blocks))
+        if (!(symbols ? decode_mcu(e, &s, blocks, true, &count)
+                      : stk_jpeg_stream_mcu(e, &s, blocks)))
             return stk_error(STK_ERR_CORRUPT,
                              "a Huffman code no table has, or the data ends, in MCU %d of %d", m,
                              mcus);
     }
     if (!stk_jpeg_stream_done(&s))
         return stk_error(STK_ERR_CORRUPT, "data left over after the segment's %d MCUs", mcus);
-    if (symbols) *symbols = s.symbols;
+    if (symbols) *symbols = count;
     return STK_OK;
 }

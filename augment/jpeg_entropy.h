@@ -5,12 +5,13 @@
  * data one symbol after another in one stream. The segments are
  * independent streams (each starts with fresh DC predictions and a fresh
  * bit buffer), so a decoder of its own can work on several at once. This
- * is that decoder, stream by stream for now: the coefficients libjpeg-turbo
- * produces, bit for bit (tests/test_augment.c compares them on every
- * fixture and interval), and its rate beside libjpeg-turbo's own entropy
- * decode (`bench_augment`, line (f); bench/README.md). Wiring it into the decode of a crop
- * (libjpeg-turbo's IDCT and colour conversion reading these coefficients)
- * comes next; until then the loader does not call it.
+ * is that decoder, stream by stream (decoding two at once measured no
+ * faster): the coefficients libjpeg-turbo produces, bit for bit
+ * (tests/test_augment.c compares them on every fixture and interval), and
+ * its rate beside libjpeg-turbo's own entropy decode (`bench_augment`,
+ * lines (f) and (g); bench/README.md). jpeg_entropy_hook.h puts it inside
+ * libjpeg-turbo's crop decode, one MCU at a time (stk_jpeg_stream_mcu);
+ * the loader leaves that off, as it measured no faster there.
  *
  *     stk_jpeg_entropy e;
  *     if (stk_jpeg_entropy_init(data, len, &e) == STK_OK)         // tables and scan layout
@@ -18,7 +19,8 @@
  *
  * Everything here reads untrusted bytes. A stream that libjpeg-turbo would
  * decode only with a warning (a code no table has, data that ends before
- * the segment's MCUs do) is STK_ERR_CORRUPT: the caller falls back to
+ * the segment's MCUs do, or runs on after them) is STK_ERR_CORRUPT (or
+ * false from the stream functions): the caller falls back to
  * libjpeg-turbo, which then decodes it its way.
  */
 #pragma once
@@ -42,8 +44,9 @@ extern "C" {
 #define STK_JPEG_FAST_BITS   10
 #define STK_JPEG_LOOKUP_BITS 9
 typedef struct stk_jpeg_huff {
-    /* value << 16 | zigzag step (AC: run + 1, 16 for ZRL, 64 for EOB) << 8 | bits;
-     * 0: not in one lookup */
+    /* value << 16 | zigzag step (AC: run + 1, 16 for ZRL, 64 for EOB; DC: 0) << 8 | bits;
+     * 0: not in one lookup. One word: taking the fields out of it measured
+     * faster than loading them one by one from a struct (bench/README.md). */
     int32_t fast[1 << STK_JPEG_FAST_BITS];
     uint16_t lookup[1 << STK_JPEG_LOOKUP_BITS]; /* length << 8 | symbol; 0: longer code */
     int32_t maxcode[18];                        /* the largest code of each length, -1: none */
@@ -75,7 +78,6 @@ typedef struct stk_jpeg_bits {
 typedef struct stk_jpeg_stream {
     stk_jpeg_bits bits;
     int32_t pred[4]; /* the last DC of each scan component */
-    int64_t symbols; /* Huffman symbols decoded */
 } stk_jpeg_stream;
 
 /* Begin a segment: its entropy-coded bytes [data, data + len), up to the
@@ -95,8 +97,9 @@ bool stk_jpeg_stream_done(const stk_jpeg_stream *s);
 /* Decode one segment: `mcus` MCUs from the entropy-coded bytes [data,
  * data + len) (up to the marker after them) into coef: mcus x blocks x 64
  * coefficients in natural (row-major) order, the DC coefficient absolute,
- * as libjpeg-turbo stores them. *symbols (may be NULL) receives the number
- * of Huffman symbols decoded. */
+ * as libjpeg-turbo stores them. STK_ERR_CORRUPT also for data left over
+ * after them. With symbols (else NULL; a slower decode that counts them),
+ * *symbols receives the number of Huffman symbols decoded. */
 stk_status stk_jpeg_entropy_decode(const stk_jpeg_entropy *e, const uint8_t *data, size_t len,
                                    int mcus, int16_t *coef, int64_t *symbols);
 

@@ -2,13 +2,16 @@
  * parse the grid, and for crops over the whole image (corners, middle,
  * single MCUs) assemble the crop's JPEG and decode a region from it, in
  * both IDCT modes; and the entropy decode of every segment into DCT
- * coefficients (augment/jpeg_entropy.h). The seeds are the JPEG fixtures
+ * coefficients (augment/jpeg_entropy.h), and Stoke's entropy decoder
+ * against libjpeg-turbo's inside the crop decode (the same status and
+ * pixels, or the fuzzer aborts). The seeds are the JPEG fixtures
  * with restart markers. */
 #include "augment/jpeg_decoder.h"
 #include "augment/jpeg_entropy.h"
 #include "augment/jpeg_segments.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static stk_jpeg_decoder *dec;
 static stk_jpeg_segments seg;
@@ -48,14 +51,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
              info.height != stk_jpeg_segments_height(&seg, my0, my1)))
             abort(); /* the frame header says the assembled size */
         free(out);
-        for (int fast = 0; fast < 2; fast++) {
-            stk_jpeg_decoder_set_fast(dec, fast);
+        /* accurate and fast IDCT; fast with libjpeg-turbo's entropy decoder
+         * too, which must give the same status and pixels as Stoke's */
+        uint8_t *first = NULL;
+        stk_status first_st = STK_OK;
+        for (int pass = 0; pass < 3; pass++) {
+            stk_jpeg_decoder_set_fast(dec, pass > 0);
+            stk_jpeg_decoder_set_entropy(dec, pass < 2);
             stk_jpeg_region r;
             int bw = crops[c][2] - crops[c][0], bh = crops[c][3] - crops[c][1];
-            stk_jpeg_decoder_region(dec, data, size, crops[c][0], crops[c][1], crops[c][2],
-                                    crops[c][3], bw, bh, bw < 16 ? bw : 16, bh < 16 ? bh : 16, 3,
-                                    seg.width, seg.height, &r);
+            stk_status st = stk_jpeg_decoder_region(
+                dec, data, size, crops[c][0], crops[c][1], crops[c][2], crops[c][3], bw, bh,
+                bw < 16 ? bw : 16, bh < 16 ? bh : 16, 3, seg.width, seg.height, &r);
+            size_t bytes = st == STK_OK ? r.stride * (size_t)r.height : 0;
+            if (pass == 1) {
+                first_st = st;
+                first = malloc(bytes ? bytes : 1);
+                if (!first) return 0;
+                if (bytes) memcpy(first, r.pixels, bytes);
+            } else if (pass == 2 && (st != first_st || (bytes && memcmp(first, r.pixels, bytes))))
+                abort(); /* the two entropy decoders disagree */
         }
+        free(first);
+        stk_jpeg_decoder_set_entropy(dec, false);
     }
     return 0;
 }
