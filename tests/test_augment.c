@@ -514,6 +514,16 @@ static uint8_t *segmented(const char *rel, int target, size_t *len, stk_jpeg_act
     return prepared(rel, target, true, len, action);
 }
 
+/* segmented(), its segment grid (parsed) and its header (read by dec). */
+static uint8_t *segmented_grid(const char *rel, int target, size_t *len, stk_jpeg_segments *s,
+                               stk_jpeg_info *info)
+{
+    uint8_t *d = segmented(rel, target, len, NULL);
+    ck_assert_int_eq(stk_jpeg_segments_parse(d, *len, s), STK_OK);
+    ck_assert_int_eq(stk_jpeg_decoder_header(dec, d, *len, info), STK_OK);
+    return d;
+}
+
 typedef struct coefs {
     struct jpeg_decompress_struct d;
     struct jpeg_error_mgr e;
@@ -755,11 +765,9 @@ END_TEST
 START_TEST(damaged_segments_decode_as_libjpeg_does)
 {
     size_t len;
-    uint8_t *d = segmented("single/large.jpg", 4, &len, NULL);
     stk_jpeg_segments s = {0};
-    ck_assert_int_eq(stk_jpeg_segments_parse(d, len, &s), STK_OK);
     stk_jpeg_info info;
-    ck_assert_int_eq(stk_jpeg_decoder_header(dec, d, len, &info), STK_OK);
+    uint8_t *d = segmented_grid("single/large.jpg", 4, &len, &s, &info);
     int w = (int)info.width, h = (int)info.height;
     uint8_t *bad = malloc(len + 1), *ref = NULL;
     int same_pixels = 0, same_errors = 0;
@@ -900,13 +908,11 @@ END_TEST
 START_TEST(damaged_segments_fail_cleanly)
 {
     size_t len;
-    uint8_t *d = segmented("single/large.jpg", 1, &len, NULL);
     stk_jpeg_segments s = {0};
-    ck_assert_int_eq(stk_jpeg_segments_parse(d, len, &s), STK_OK);
+    stk_jpeg_info info;
+    uint8_t *d = segmented_grid("single/large.jpg", 1, &len, &s, &info);
     size_t marker = s.end[s.count / 2]; /* a restart marker in the middle */
     uint8_t *bad = malloc(len);
-    stk_jpeg_info info;
-    ck_assert_int_eq(stk_jpeg_decoder_header(dec, d, len, &info), STK_OK);
     int w = (int)info.width, h = (int)info.height;
     struct {
         size_t at;
