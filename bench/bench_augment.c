@@ -10,7 +10,10 @@
  *       Stoke's (augment/jpeg_entropy.c), in MB of entropy-coded data and
  *       million symbols per second (a set packed with --restart)
  *   (g) (c) in fast mode with libjpeg-turbo's entropy decoder against
- *       Stoke's (jpeg_entropy_hook.h), a pass of the set each in turn
+ *       Stoke's (jpeg_entropy_hook.h), 64 images of each in turn
+ *   (h) Stoke's entropy decode loop alone, the best of 15 passes over the
+ *       segments of 40 images, in ns a symbol (steady enough to compare
+ *       builds of the loop on a noisy machine)
  * Each is reported in images/s and as a ratio to (a).
  *
  *   bench_augment DATA.stoke [--seconds S] [--only LETTERS]   (e.g. --only ad)
@@ -213,6 +216,61 @@ static void entropy_lines(void)
     free(c.coef);
 }
 
+/* (h): Stoke's loop alone, for comparing builds of it: the segments of the
+ * first 40 images (their grids and tables made beforehand, all in cache)
+ * decoded 15 times, the fastest pass reported. Whole runs on this kind of
+ * VM drift by 10-30%; the best of 15 short passes repeats to ~1%. */
+static void loop_line(void)
+{
+    if (only && !strchr(only, 'h')) return;
+    enum { N = 40, PASSES = 15 };
+    size_t n = n_items < N ? n_items : N, used = 0, at[N];
+    stk_jpeg_segments seg[N];
+    stk_jpeg_entropy *e = calloc(N, sizeof *e);
+    int16_t *coef = NULL;
+    size_t cap = 0;
+    int64_t symbols = 0;
+    memset(seg, 0, sizeof seg);
+    for (size_t i = 0; i < n; i++) {
+        if (stk_jpeg_segments_parse(items[i].data, items[i].len, &seg[used]) != STK_OK ||
+            stk_jpeg_entropy_init(items[i].data, items[i].len, &e[used]) != STK_OK)
+            continue;
+        size_t need = (size_t)seg[used].interval * (size_t)e[used].blocks * 64;
+        if (need > cap) {
+            free(coef);
+            coef = malloc(need * sizeof *coef);
+            cap = need;
+        }
+        for (size_t k = 0; k < seg[used].count; k++) {
+            size_t b = k ? seg[used].end[k - 1] + 2 : seg[used].data_at;
+            int64_t c = 0;
+            stk_jpeg_entropy_decode(&e[used], items[i].data + b, seg[used].end[k] - b,
+                                    seg[used].interval, coef, &c);
+            symbols += c;
+        }
+        at[used++] = i; /* an image with a grid */
+    }
+    double best = 1e30;
+    for (int pass = 0; used && pass < PASSES; pass++) {
+        double t0 = stk_clock_sec();
+        for (size_t i = 0; i < used; i++)
+            for (size_t k = 0; k < seg[i].count; k++) {
+                size_t b = k ? seg[i].end[k - 1] + 2 : seg[i].data_at;
+                stk_jpeg_entropy_decode(&e[i], items[at[i]].data + b, seg[i].end[k] - b,
+                                        seg[i].interval, coef, NULL);
+            }
+        double t = stk_clock_sec() - t0;
+        if (t < best) best = t;
+    }
+    if (used)
+        printf("(h) stoke entropy decode loop, best of %d passes over %zu images: %.2f ns a "
+               "symbol (%.1f Msymbols/s)\n",
+               PASSES, used, best * 1e9 / (double)symbols, (double)symbols / best / 1e6);
+    for (size_t i = 0; i < N; i++) stk_jpeg_segments_free(&seg[i]);
+    free(coef);
+    free(e);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -296,6 +354,7 @@ int main(int argc, char **argv)
         stk_augment_destroy(a);
     }
     entropy_lines();
+    loop_line();
     for (size_t i = 0; i < n_items; i++) free(items[i].data);
     free(items);
     free(rgb);
