@@ -1,4 +1,5 @@
 #include "augment/jpeg_decoder.h"
+#include "augment/jpeg_entropy.h"
 #include "augment/jpeg_entropy_hook.h"
 #include "augment/jpeg_segments.h"
 
@@ -23,7 +24,7 @@ struct stk_jpeg_decoder {
     stk_jpeg_segments seg; /* the last image's segment grid */
     uint8_t *sub;          /* the JPEG of a crop's segments */
     size_t sub_cap;
-    stk_jpeg_hook *hook; /* Stoke's entropy decoder for them; NULL (the default): libjpeg-turbo's */
+    stk_jpeg_hook *hook; /* Stoke's entropy decoder for them; NULL: libjpeg-turbo's */
 };
 
 /* The segments a crop's JPEG was assembled from (for the hook). */
@@ -38,6 +39,10 @@ stk_status stk_jpeg_decoder_create(uint64_t max_pixels, stk_jpeg_decoder **out)
     if (!dec) return stk_error(STK_ERR_NOMEM, "out of memory");
     dec->max_pixels = max_pixels;
     dec->segments = true;
+    /* Stoke's entropy decoder for the segments where it is the faster one:
+     * its vector decoder (jpeg_entropy_simd.c; the scalar one measured no
+     * faster than libjpeg-turbo's). Without memory for it, libjpeg-turbo's. */
+    if (stk_jpeg_entropy_vector()) dec->hook = stk_jpeg_hook_create();
     dec->d.err = stk_jpeg_error_init(&dec->err, STK_JPEG_MAX_SCANS);
     if (setjmp(dec->err.jump)) { /* jpeg_create_decompress fails only without memory */
         stk_error(STK_ERR_NOMEM, "cannot create a JPEG decoder: %s", dec->err.message);
@@ -335,24 +340,18 @@ static int pick_scale(double win_w, double win_h, int out_w, int out_h)
 }
 
 /* Decode pixels [bx0, bx1) x [by0, by1) of data. With segs (data is then
- * the JPEG assembled of their segments), Stoke's entropy decoder reads the
- * segments where it can; *refused: it refused one, and nothing was decoded
- * (the caller decodes again without segs). */
+ * the JPEG assembled of their segments), Stoke's entropy decoder decodes
+ * the segments where it can (jpeg_entropy_hook.h). */
 static stk_status region_decode(stk_jpeg_decoder *dec, const uint8_t *data, size_t len, int bx0,
                                 int by0, int bx1, int by1, double win_w, double win_h, int out_w,
                                 int out_h, int channels, uint32_t expect_w, uint32_t expect_h,
-                                const crop_segments *segs, bool *refused, stk_jpeg_region *out)
+                                const crop_segments *segs, stk_jpeg_region *out)
 {
     struct jpeg_decompress_struct *d = &dec->d;
-    volatile bool hooked = false; /* read after the jump */
+    volatile bool hooked = false; /* set after the setjmp */
     dec->err.status = STK_OK;
-    *refused = false;
     if (setjmp(dec->err.jump)) {
         jpeg_abort_decompress(d);
-        if (hooked && stk_jpeg_hook_failed(dec->hook)) {
-            *refused = true;
-            return stk_error(STK_ERR_CORRUPT, "a restart segment Stoke's decoder refuses");
-        }
         return stk_jpeg_error_status(&dec->err);
     }
     stk_jpeg_info info;
@@ -394,7 +393,7 @@ static stk_status region_decode(stk_jpeg_decoder *dec, const uint8_t *data, size
     jpeg_start_decompress(d);
     if (segs && dec->hook)
         hooked = stk_jpeg_hook_install(dec->hook, d, segs->data, &dec->seg, segs->mx0, segs->mx1,
-                                       segs->my0, segs->my1, &dec->err.jump);
+                                       segs->my0, segs->my1);
     int sw = (int)d->output_width, sh = (int)d->output_height;
     int sx0 = (int)floor(bx0 * s / 8.0), sx1 = (int)ceil(bx1 * s / 8.0);
     int sy0 = (int)floor(by0 * s / 8.0), sy1 = (int)ceil(by1 * s / 8.0);
@@ -456,7 +455,6 @@ stk_status stk_jpeg_decoder_region(stk_jpeg_decoder *dec, const uint8_t *data, s
 {
     stk_jpeg_segments *s = &dec->seg;
     int mx0, mx1, my0, my1;
-    bool refused;
     /* Anything unusual (no usable grid, a wrong size, bad bounds, damaged
      * markers) takes the whole-stream path, which reports it as before. The
      * accurate decode's fancy upsampling reads one chroma sample across a
@@ -467,7 +465,7 @@ stk_status stk_jpeg_decoder_region(stk_jpeg_decoder *dec, const uint8_t *data, s
         by0 < 0 || bx1 > (int)s->width || by1 > (int)s->height || bx0 >= bx1 || by0 >= by1 ||
         !stk_jpeg_segments_cover(s, bx0, by0, bx1, by1, dec->fast ? 0 : 1, &mx0, &mx1, &my0, &my1))
         return region_decode(dec, data, len, bx0, by0, bx1, by1, win_w, win_h, out_w, out_h,
-                             channels, expect_w, expect_h, NULL, &refused, out);
+                             channels, expect_w, expect_h, NULL, out);
     size_t need = stk_jpeg_segments_bound(s, mx0, mx1, my0, my1);
     if (need > dec->sub_cap) {
         uint8_t *p = realloc(dec->sub, need);
@@ -478,12 +476,8 @@ stk_status stk_jpeg_decoder_region(stk_jpeg_decoder *dec, const uint8_t *data, s
     size_t n = stk_jpeg_segments_assemble(s, data, mx0, mx1, my0, my1, dec->sub, need);
     int ox = mx0 * s->mcu_w, oy = my0 * s->mcu_h; /* multiples of 8: exact at every scale */
     crop_segments segs = {data, mx0, mx1, my0, my1};
-    stk_status st = region_decode(dec, dec->sub, n, bx0 - ox, by0 - oy, bx1 - ox, by1 - oy, win_w,
-                                  win_h, out_w, out_h, channels, 0, 0, &segs, &refused, out);
-    if (refused) /* libjpeg-turbo's entropy decoder: its pixels or its report of the damage */
-        st = region_decode(dec, dec->sub, n, bx0 - ox, by0 - oy, bx1 - ox, by1 - oy, win_w, win_h,
-                           out_w, out_h, channels, 0, 0, NULL, &refused, out);
-    STK_TRY(st);
+    STK_TRY(region_decode(dec, dec->sub, n, bx0 - ox, by0 - oy, bx1 - ox, by1 - oy, win_w, win_h,
+                          out_w, out_h, channels, 0, 0, &segs, out));
     out->origin_x += ox * out->scale / 8;
     out->origin_y += oy * out->scale / 8;
     return STK_OK;

@@ -72,13 +72,13 @@ void stk_jpeg_decoder_set_fast(stk_jpeg_decoder *dec, bool fast);
  * On by default; off decodes every file the whole-stream way. */
 void stk_jpeg_decoder_set_segments(stk_jpeg_decoder *dec, bool on);
 
-/* Who decodes those segments' Huffman-coded data: libjpeg-turbo's own
- * entropy decoder (false, the default) or Stoke's (true;
- * jpeg_entropy_hook.h: the same coefficients, so the same pixels, and a
- * segment it refuses decoded again by libjpeg-turbo). Off by default:
- * inside the crop decode it measured no faster than libjpeg-turbo's
- * (bench_augment line (g), bench/README.md). False only when out of
- * memory for it. */
+/* Who decodes those segments' Huffman-coded data: Stoke's entropy decoder
+ * (true; jpeg_entropy_hook.h: the same coefficients, so the same pixels,
+ * and a segment it refuses decoded by libjpeg-turbo, which reports it) or
+ * libjpeg-turbo's own (false). The default is Stoke's where the CPU has
+ * AVX-512 (its vector decoder: bench_augment line (g), bench/README.md),
+ * libjpeg-turbo's elsewhere (the scalar one measured no faster). False
+ * only when out of memory for it. */
 bool stk_jpeg_decoder_set_entropy(stk_jpeg_decoder *dec, bool stoke);
 
 /* MCUs Stoke's entropy decoder has decoded for this decoder (0 with

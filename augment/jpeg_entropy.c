@@ -15,7 +15,7 @@ static unsigned be16(const uint8_t *p) { return (unsigned)p[0] << 8 | p[1]; }
  * such entries), and the zero that decode_ac writes for an end of block
  * (at k + 63) or 16 zeros (at k + 15) lands on a coefficient not written
  * yet. */
-static const uint8_t natural_of[128] = {
+const uint8_t stk_jpeg_natural_of[128] = {
     0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33, 40, 48,
     41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23,
     30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63, 63, 63,
@@ -38,14 +38,21 @@ static int ac_step(int sym)
 }
 
 /* The `fast` entries of symbol sym, whose code is `code` of l bits: every
- * FAST_BITS-bit window that starts with it, when the extra bits fit too. */
+ * FAST_BITS-bit window that starts with it, when the extra bits fit too.
+ * The value depends only on the extra bits, so each value fills a run of
+ * windows (4,096 entries a table: this runs for every image). DC entries
+ * step 1 (the vector decoder moves every lane's position by the step; the
+ * scalar one ignores it there). */
 static void fill_fast(stk_jpeg_huff *t, int32_t code, int l, int sym, bool dc)
 {
-    int size = dc ? sym : sym & 15, step = dc ? 0 : ac_step(sym), rest = STK_JPEG_FAST_BITS - l;
+    int size = dc ? sym : sym & 15, step = dc ? 1 : ac_step(sym), rest = STK_JPEG_FAST_BITS - l;
     if (l > STK_JPEG_FAST_BITS || size > rest) return;
-    for (int j = 0; j < 1 << rest; j++) {
-        int value = size ? extend((uint32_t)j >> (rest - size), size) : 0;
-        t->fast[(code << rest) | j] = (int32_t)((uint32_t)value << 16) | step << 8 | (l + size);
+    int32_t *at = t->fast + (code << rest);
+    int run = 1 << (rest - size);
+    for (int v = 0; v < 1 << size; v++) {
+        int value = size ? extend((uint32_t)v, size) : 0;
+        int32_t entry = (int32_t)((uint32_t)value << 16) | step << 8 | (l + size);
+        for (int j = 0; j < run; j++) at[v * run + j] = entry;
     }
 }
 
@@ -263,6 +270,18 @@ static inline int decode_symbol(stk_jpeg_bits *r, const stk_jpeg_huff *t)
     return t->symbols[(code + t->valoffset[l]) & 0xFF];
 }
 
+bool stk_jpeg_slow_entry(const stk_jpeg_huff *t, uint64_t bits, bool dc, int32_t *entry)
+{
+    stk_jpeg_bits r = {bits, 64, NULL, NULL, 0};
+    int sym = decode_symbol(&r, t);
+    if (sym < 0) return false;
+    int size = dc ? sym : sym & 15, value = size ? extend(take(&r, size), size) : 0;
+    int used = 64 - (int)r.n;
+    *entry =
+        (int32_t)((uint32_t)value << 16 | (uint32_t)(dc ? 1 : ac_step(sym)) << 8 | (uint32_t)used);
+    return true;
+}
+
 /* The fast entry under the reader's next bits (0: decode the slow way). */
 static inline int32_t fast_entry(const stk_jpeg_bits *r, const stk_jpeg_huff *t)
 {
@@ -301,7 +320,7 @@ static inline bool decode_dc(stk_jpeg_bits *r, const stk_jpeg_huff *dc, int32_t 
 /* One AC symbol of a block at zigzag position *k: a coefficient after its
  * run of zeros, 16 zeros (ZRL) or the end of the block (*k past 63). No
  * branch on which: each writes its value at k + step - 1 (a zero for ZRL
- * and EOB, where natural_of says no coefficient is yet). */
+ * and EOB, where stk_jpeg_natural_of says no coefficient is yet). */
 static inline bool decode_ac(stk_jpeg_bits *r, const stk_jpeg_huff *ac, int *k,
                              int16_t *restrict block)
 {
@@ -319,7 +338,7 @@ static inline bool decode_ac(stk_jpeg_bits *r, const stk_jpeg_huff *ac, int *k,
         value = size ? extend(take(r, size), size) : 0;
         step = ac_step(rs);
     }
-    block[natural_of[*k + step - 1]] = (int16_t)value;
+    block[stk_jpeg_natural_of[*k + step - 1]] = (int16_t)value;
     *k += step;
     return true;
 }

@@ -41,10 +41,10 @@ extern "C" {
  * FAST_BITS bits together in one lookup (`fast`: the coefficient's value,
  * its zero run and the bits to drop), codes of up to LOOKUP_BITS bits in
  * another, longer ones by their length (JPEG's Annex F.2.2.3). */
-#define STK_JPEG_FAST_BITS   10
+#define STK_JPEG_FAST_BITS   12
 #define STK_JPEG_LOOKUP_BITS 9
 typedef struct stk_jpeg_huff {
-    /* value << 16 | zigzag step (AC: run + 1, 16 for ZRL, 64 for EOB; DC: 0) << 8 | bits;
+    /* value << 16 | zigzag step (AC: run + 1, 16 for ZRL, 64 for EOB; DC: 1) << 8 | bits;
      * 0: not in one lookup. One word: taking the fields out of it measured
      * faster than loading them one by one from a struct (bench/README.md). */
     int32_t fast[1 << STK_JPEG_FAST_BITS];
@@ -102,6 +102,47 @@ bool stk_jpeg_stream_done(const stk_jpeg_stream *s);
  * *symbols receives the number of Huffman symbols decoded. */
 stk_status stk_jpeg_entropy_decode(const stk_jpeg_entropy *e, const uint8_t *data, size_t len,
                                    int mcus, int16_t *coef, int64_t *symbols);
+
+/* One segment's entropy-coded bytes, up to the marker after it. */
+typedef struct stk_jpeg_segment_bytes {
+    const uint8_t *data;
+    size_t len;
+} stk_jpeg_segment_bytes;
+
+/* Memory stk_jpeg_entropy_decode_all reuses from call to call ({0} to
+ * start; stk_jpeg_entropy_scratch_free at the end). */
+typedef struct stk_jpeg_entropy_scratch {
+    uint8_t *clean; /* the segments without their stuffed zero bytes */
+    size_t clean_cap;
+    uint64_t *at; /* where each segment starts there, and its length */
+    size_t at_cap;
+    void *log; /* the vector decoder's coefficient log */
+} stk_jpeg_entropy_scratch;
+
+void stk_jpeg_entropy_scratch_free(stk_jpeg_entropy_scratch *s);
+
+/* Decode n segments of `mcus` MCUs each into coef: n x mcus x blocks x 64
+ * coefficients, natural order, DC absolute (zeroed here first). Where the
+ * CPU has AVX-512 (F, BW, DQ, VL), 16 segments at once, one in each 64-bit
+ * lane of two groups of eight (jpeg_entropy_simd.c); elsewhere one after
+ * another with stk_jpeg_entropy_decode. The same coefficients either way;
+ * STK_ERR_CORRUPT when any segment is what stk_jpeg_entropy_decode
+ * refuses, STK_ERR_NOMEM. */
+stk_status stk_jpeg_entropy_decode_all(const stk_jpeg_entropy *e,
+                                       const stk_jpeg_segment_bytes *segs, size_t n, int mcus,
+                                       int16_t *coef, stk_jpeg_entropy_scratch *scratch);
+
+/* Whether stk_jpeg_entropy_decode_all runs the vector decoder here;
+ * set_vector(false) makes it run the scalar one (tests, benchmarks). */
+bool stk_jpeg_entropy_vector(void);
+void stk_jpeg_entropy_set_vector(bool on);
+
+/* For jpeg_entropy_simd.c: the natural position of each zigzag position
+ * (64 more entries send a run past the end to the 63rd), and one symbol
+ * decoded the slow way from the top of `bits` into *entry as a `fast`
+ * entry (false: a code no table has). */
+extern const uint8_t stk_jpeg_natural_of[128];
+bool stk_jpeg_slow_entry(const stk_jpeg_huff *t, uint64_t bits, bool dc, int32_t *entry);
 
 #ifdef __cplusplus
 }

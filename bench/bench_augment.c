@@ -8,7 +8,8 @@
  *   (f) the entropy decode alone (Huffman to DCT coefficients) of every
  *       restart segment, libjpeg-turbo's (jpeg_read_coefficients) against
  *       Stoke's (augment/jpeg_entropy.c), in MB of entropy-coded data and
- *       million symbols per second (a set packed with --restart)
+ *       million symbols per second (a set packed with --restart); then
+ *       Stoke's all at once (stk_jpeg_entropy_decode_all: AVX-512 lanes)
  *   (g) (c) in fast mode with libjpeg-turbo's entropy decoder against
  *       Stoke's (jpeg_entropy_hook.h), 64 images of each in turn
  *   (h) Stoke's entropy decode loop alone, the best of 15 passes over the
@@ -149,8 +150,13 @@ typedef struct entropy_ctx {
     stk_jpeg_segments seg;
     int16_t *coef;
     size_t coef_cap;
-    int64_t symbols, bytes; /* per pass over the set, counted by Stoke's decoder */
-    bool count;             /* count the symbols (a slower decode: not while timed) */
+    int64_t symbols, bytes;       /* per pass over the set, counted by Stoke's decoder */
+    bool count;                   /* count the symbols (a slower decode: not while timed) */
+    stk_jpeg_segment_bytes *segs; /* all_coefficients: the image's segments */
+    size_t segs_cap;
+    int16_t *all;
+    size_t all_cap;
+    stk_jpeg_entropy_scratch scratch;
 } entropy_ctx;
 
 static int libjpeg_coefficients(void *p, size_t i)
@@ -192,6 +198,33 @@ static int stoke_coefficients(void *p, size_t i)
     return 0;
 }
 
+/* Every segment of image i at once: stk_jpeg_entropy_decode_all (16 at a
+ * time on AVX-512), as the crop decode runs it. */
+static int all_coefficients(void *p, size_t i)
+{
+    entropy_ctx *c = p;
+    stk_jpeg_entropy e;
+    if (stk_jpeg_segments_parse(items[i].data, items[i].len, &c->seg) != STK_OK) return 0;
+    if (stk_jpeg_entropy_init(items[i].data, items[i].len, &e) != STK_OK) return -1;
+    size_t n = c->seg.count, need = n * (size_t)c->seg.interval * (size_t)e.blocks * 64;
+    if (n > c->segs_cap) {
+        free(c->segs);
+        c->segs = malloc(n * sizeof *c->segs);
+        c->segs_cap = n;
+    }
+    if (need > c->all_cap) {
+        free(c->all);
+        c->all = malloc(need * sizeof *c->all);
+        c->all_cap = need;
+    }
+    for (size_t k = 0; k < n; k++) {
+        size_t begin = k ? c->seg.end[k - 1] + 2 : c->seg.data_at;
+        c->segs[k] = (stk_jpeg_segment_bytes){items[i].data + begin, c->seg.end[k] - begin};
+    }
+    return stk_jpeg_entropy_decode_all(&e, c->segs, n, c->seg.interval, c->all, &c->scratch) !=
+           STK_OK;
+}
+
 /* Both decoders over the set; the rates in MB and symbols (Stoke's counts,
  * the same stream for both) per second. */
 static void entropy_lines(void)
@@ -212,8 +245,19 @@ static void entropy_lines(void)
     printf("(f) entropy decode: libjpeg-turbo %.1f MB/s %.1f Msymbols/s, stoke %.1f MB/s %.1f "
            "Msymbols/s: %.2fx\n",
            rl / 1e6, rl * per_byte / 1e6, rs / 1e6, rs * per_byte / 1e6, rs / rl);
+    t = paired("(f) libjpeg-turbo entropy decode (coefficients)", libjpeg_coefficients, NULL,
+               stk_jpeg_entropy_vector() ? "(f) stoke, all segments at once (AVX-512)"
+                                         : "(f) stoke, all segments at once (no AVX-512: scalar)",
+               all_coefficients, &c);
+    rl = last_rate_a * (double)bytes / (double)n_items, rs = rl * t;
+    printf("(f) all at once: libjpeg-turbo %.1f MB/s %.1f Msymbols/s, stoke %.1f MB/s %.1f "
+           "Msymbols/s: %.2fx\n",
+           rl / 1e6, rl * per_byte / 1e6, rs / 1e6, rs * per_byte / 1e6, rs / rl);
     stk_jpeg_segments_free(&c.seg);
+    stk_jpeg_entropy_scratch_free(&c.scratch);
     free(c.coef);
+    free(c.segs);
+    free(c.all);
 }
 
 /* (h): Stoke's loop alone, for comparing builds of it: the segments of the
@@ -326,7 +370,8 @@ int main(int argc, char **argv)
      * loader's default for training) */
     stk_jpeg_decoder *lj;
     stk_jpeg_decoder_create(64000000, &lj);
-    stk_jpeg_decoder_set_fast(lj, true); /* libjpeg-turbo's entropy decoder: the default */
+    stk_jpeg_decoder_set_entropy(lj, false);
+    stk_jpeg_decoder_set_fast(lj, true);
     stk_jpeg_decoder_set_fast(dec, true);
     stk_jpeg_decoder_set_entropy(dec, true);
     roi_ctx rl = {lj, rc.t};

@@ -2,7 +2,8 @@
  * parse the grid, and for crops over the whole image (corners, middle,
  * single MCUs) assemble the crop's JPEG and decode a region from it, in
  * both IDCT modes; and the entropy decode of every segment into DCT
- * coefficients (augment/jpeg_entropy.h), and Stoke's entropy decoder
+ * coefficients (augment/jpeg_entropy.h) one by one and all at once (the
+ * AVX-512 decoder, which must agree), and Stoke's entropy decoder
  * against libjpeg-turbo's inside the crop decode (the same status and
  * pixels, or the fuzzer aborts). The seeds are the JPEG fixtures
  * with restart markers. */
@@ -20,14 +21,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!dec && stk_jpeg_decoder_create(4u << 20, &dec) != STK_OK) return 0;
     if (stk_jpeg_segments_parse(data, size, &seg) != STK_OK) return 0;
-    stk_jpeg_entropy e;
-    if (stk_jpeg_entropy_init(data, size, &e) == STK_OK) {
-        int16_t *coef = malloc((size_t)seg.interval * (size_t)e.blocks * 64 * sizeof *coef);
-        for (size_t k = 0; coef && k < seg.count; k++) {
+    static stk_jpeg_entropy e; /* 130 KB of tables */
+    static stk_jpeg_entropy_scratch scratch;
+    size_t whole = (size_t)seg.mcus_x * (size_t)seg.mcus_y; /* MCUs: a forged size can be huge */
+    if (stk_jpeg_entropy_init(data, size, &e) == STK_OK && whole * (size_t)e.blocks <= 1u << 16) {
+        /* every segment one by one, then all at once (the vector decoder
+         * where the CPU has it): the same status, the same coefficients */
+        size_t per = (size_t)seg.interval * (size_t)e.blocks * 64;
+        int16_t *one = malloc(seg.count * per * sizeof *one);
+        int16_t *all = malloc(seg.count * per * sizeof *all);
+        stk_jpeg_segment_bytes *segs = malloc(seg.count * sizeof *segs);
+        stk_status each = STK_OK;
+        for (size_t k = 0; one && all && segs && k < seg.count; k++) {
             size_t begin = k ? seg.end[k - 1] + 2 : seg.data_at;
-            stk_jpeg_entropy_decode(&e, data + begin, seg.end[k] - begin, seg.interval, coef, NULL);
+            segs[k] = (stk_jpeg_segment_bytes){data + begin, seg.end[k] - begin};
+            stk_status st = stk_jpeg_entropy_decode(&e, segs[k].data, segs[k].len, seg.interval,
+                                                    one + k * per, NULL);
+            if (each == STK_OK) each = st;
         }
-        free(coef);
+        if (one && all && segs) {
+            stk_status st =
+                stk_jpeg_entropy_decode_all(&e, segs, seg.count, seg.interval, all, &scratch);
+            if (st != STK_ERR_NOMEM &&
+                (st != each || (st == STK_OK && memcmp(one, all, seg.count * per * sizeof *one))))
+                abort(); /* the two ways disagree */
+        }
+        free(one);
+        free(all);
+        free(segs);
     }
     int w = (int)seg.width, h = (int)seg.height;
     int crops[][4] = {{0, 0, w, h},
@@ -73,7 +94,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort(); /* the two entropy decoders disagree */
         }
         free(first);
-        stk_jpeg_decoder_set_entropy(dec, false);
+        stk_jpeg_decoder_set_entropy(dec, stk_jpeg_entropy_vector()); /* the default */
     }
     return 0;
 }
