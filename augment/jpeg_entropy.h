@@ -5,13 +5,15 @@
  * data one symbol after another in one stream. The segments are
  * independent streams (each starts with fresh DC predictions and a fresh
  * bit buffer), so a decoder of its own can work on several at once. This
- * is that decoder, stream by stream (decoding two at once measured no
- * faster): the coefficients libjpeg-turbo produces, bit for bit
- * (tests/test_augment.c compares them on every fixture and interval), and
- * its rate beside libjpeg-turbo's own entropy decode (`bench_augment`,
- * lines (f) and (g); bench/README.md). jpeg_entropy_hook.h puts it inside
- * libjpeg-turbo's crop decode, one MCU at a time (stk_jpeg_stream_mcu);
- * the loader leaves that off, as it measured no faster there.
+ * is that decoder: the coefficients libjpeg-turbo produces, bit for bit
+ * (tests/test_augment.c compares them on every fixture and interval), one
+ * segment at a time (stk_jpeg_entropy_decode, the stream functions) or
+ * many at once (stk_jpeg_entropy_decode_all: on AVX-512 a segment in each
+ * 64-bit lane, jpeg_entropy_simd.c), with its rate beside libjpeg-turbo's
+ * own entropy decode in `bench_augment` lines (f), (g) and (h)
+ * (bench/README.md). jpeg_entropy_hook.h puts it inside libjpeg-turbo's
+ * crop decode; the loader does so where the CPU has AVX-512 (one segment
+ * at a time measured no faster than libjpeg-turbo).
  *
  *     stk_jpeg_entropy e;
  *     if (stk_jpeg_entropy_init(data, len, &e) == STK_OK)         // tables and scan layout
