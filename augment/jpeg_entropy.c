@@ -5,6 +5,7 @@
  * the 63rd. */
 #include "augment/jpeg_entropy.h"
 
+#include <stddef.h>
 #include <string.h>
 
 static unsigned be16(const uint8_t *p) { return (unsigned)p[0] << 8 | p[1]; }
@@ -37,17 +38,21 @@ static int ac_step(int sym)
     return size ? run + 1 : run == 15 ? 16 : 64;
 }
 
-/* The `fast` entries of symbol sym, whose code is `code` of l bits: every
- * FAST_BITS-bit window that starts with it, when the extra bits fit too.
- * The value depends only on the extra bits, so each value fills a run of
- * windows (4,096 entries a table: this runs for every image). DC entries
- * step 1 (the vector decoder moves every lane's position by the step; the
- * scalar one ignores it there). */
+/* The `fast` entries of symbol sym, whose code is `code` of l <= FAST_BITS
+ * bits: every FAST_BITS-bit window that starts with it, its value when
+ * the extra bits fit too, else 0 (decode the slow way). The value depends
+ * only on the extra bits, so each value fills a run of windows (4,096
+ * entries a table, and every image has its own tables: this runs for
+ * each). DC entries step 1 (the vector decoder moves every lane's position
+ * by the step; the scalar one ignores it there). */
 static void fill_fast(stk_jpeg_huff *t, int32_t code, int l, int sym, bool dc)
 {
     int size = dc ? sym : sym & 15, step = dc ? 1 : ac_step(sym), rest = STK_JPEG_FAST_BITS - l;
-    if (l > STK_JPEG_FAST_BITS || size > rest) return;
     int32_t *at = t->fast + (code << rest);
+    if (size > rest) {
+        memset(at, 0, sizeof *at << rest);
+        return;
+    }
     int run = 1 << (rest - size);
     for (int v = 0; v < 1 << size; v++) {
         int value = size ? extend((uint32_t)v, size) : 0;
@@ -60,8 +65,9 @@ static void fill_fast(stk_jpeg_huff *t, int32_t code, int l, int sym, bool dc)
 static stk_status build_table(const uint8_t *counts, const uint8_t *syms, int total, bool dc,
                               stk_jpeg_huff *t)
 {
-    memset(t, 0, sizeof *t);
-    int32_t code = 0;
+    /* everything but `fast`, which fill_fast and the tail below write once */
+    memset(t->lookup, 0, sizeof *t - offsetof(stk_jpeg_huff, lookup));
+    int32_t code = 0, fast_end = 0; /* windows filled: canonical codes come in order */
     int p = 0;
     for (int l = 1; l <= 16; l++) {
         int n = counts[l - 1];
@@ -73,7 +79,10 @@ static stk_status build_table(const uint8_t *counts, const uint8_t *syms, int to
                     return stk_error(STK_ERR_CORRUPT, "Huffman table with bad counts");
                 if (dc && syms[p] > 15)
                     return stk_error(STK_ERR_CORRUPT, "DC Huffman symbol %d", syms[p]);
-                fill_fast(t, code, l, syms[p], dc);
+                if (l <= STK_JPEG_FAST_BITS) {
+                    fill_fast(t, code, l, syms[p], dc);
+                    fast_end = (code + 1) << (STK_JPEG_FAST_BITS - l);
+                }
                 if (l <= STK_JPEG_LOOKUP_BITS) {
                     int shift = STK_JPEG_LOOKUP_BITS - l;
                     for (int j = 0; j < 1 << shift; j++)
@@ -84,6 +93,8 @@ static stk_status build_table(const uint8_t *counts, const uint8_t *syms, int to
         }
         code <<= 1;
     }
+    /* windows of longer codes, or of none */
+    memset(t->fast + fast_end, 0, sizeof *t->fast * (size_t)((1 << STK_JPEG_FAST_BITS) - fast_end));
     t->maxcode[17] = 0x7FFFFFFF; /* a sentinel: every code ends by 17 bits */
     memcpy(t->symbols, syms, (size_t)total);
     return STK_OK;
