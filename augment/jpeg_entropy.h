@@ -134,10 +134,8 @@ stk_status stk_jpeg_entropy_decode_all(const stk_jpeg_entropy *e,
                                        const stk_jpeg_segment_bytes *segs, size_t n, int mcus,
                                        int16_t *coef, stk_jpeg_entropy_scratch *scratch);
 
-/* Whether stk_jpeg_entropy_decode_all runs the vector decoder here;
- * set_vector(false) makes it run the scalar one (tests, benchmarks). */
+/* Whether stk_jpeg_entropy_decode_all runs the vector decoder here. */
 bool stk_jpeg_entropy_vector(void);
-void stk_jpeg_entropy_set_vector(bool on);
 
 /* For jpeg_entropy_simd.c: the natural position of each zigzag position
  * (64 more entries send a run past the end to the 63rd), and one symbol

@@ -92,8 +92,6 @@ static stk_status unstuff(const stk_jpeg_segment_bytes *segs, size_t n, stk_jpeg
     return STK_OK;
 }
 
-static bool vector_off; /* stk_jpeg_entropy_set_vector(false) */
-
 #ifdef STK_ENTROPY_AVX512
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
@@ -277,9 +275,9 @@ AVX512 static bool decode_vector(const stk_jpeg_entropy *e, size_t n, int mcus, 
     return !failed;
 }
 
+/* (libgcc's constructor has run __builtin_cpu_init by now) */
 static bool cpu_has_avx512(void)
 {
-    __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
 }
@@ -288,13 +286,11 @@ static bool cpu_has_avx512(void)
 bool stk_jpeg_entropy_vector(void)
 {
 #ifdef STK_ENTROPY_AVX512
-    return !vector_off && cpu_has_avx512();
+    return cpu_has_avx512();
 #else
     return false;
 #endif
 }
-
-void stk_jpeg_entropy_set_vector(bool on) { vector_off = !on; }
 
 stk_status stk_jpeg_entropy_decode_all(const stk_jpeg_entropy *e,
                                        const stk_jpeg_segment_bytes *segs, size_t n, int mcus,
