@@ -100,6 +100,7 @@ enum { GROUPS = 2, LOG = 256 };
 typedef struct entropy_log {
     int64_t block[LOG][GROUPS][8];  /* the lane's block (int16_t *) */
     uint32_t entry[LOG][GROUPS][8]; /* value << 16 | zigzag position */
+    int16_t sink[64]; /* where dead lanes' entries land (never read; per decoder: threads) */
 } entropy_log;
 
 static void replay(const entropy_log *log, int steps)
@@ -157,9 +158,8 @@ AVX512 static bool decode_vector(const stk_jpeg_entropy *e, size_t n, int mcus, 
     const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi64(1);
     const __m512i n63 = _mm512_set1_epi64(63), n64 = _mm512_set1_epi64(64);
     const __m512i vblocks = _mm512_set1_epi64(e->blocks), vnblk = _mm512_set1_epi64(nblk);
-    static int16_t sink[64]; /* where dead lanes' log entries land (never read) */
-    const __m512i sinkv = _mm512_set1_epi64((int64_t)sink);
     entropy_log *log = s->log;
+    const __m512i sinkv = _mm512_set1_epi64((int64_t)log->sink);
     bool failed = false;
 
     lanes ln[GROUPS];
