@@ -150,7 +150,88 @@ static stk_status write_all(int fd, const void *p, size_t n, const char *path)
     return STK_OK;
 }
 
-stk_status stk_file_write_atomic(const char *path, const stk_file_part *parts, int n)
+/* The file a write to `path` lands in: symbolic links followed (at most 40, as
+ * the kernel does), a relative target taken from the link's own folder. A
+ * dangling link gives its missing target, which the write then creates. The
+ * result is malloc'd; *sb is lstat of it (st_mode 0 when it does not exist). */
+static stk_status resolve_links(const char *path, char **out, struct stat *sb)
+{
+    char *cur = strdup(path);
+    if (!cur) return stk_error(STK_ERR_NOMEM, "%s: no memory", path);
+    for (int hops = 0;; hops++) {
+        if (lstat(cur, sb) != 0) {
+            int err = errno;
+            if (err != ENOENT) {
+                stk_status st = stk_error(STK_ERR_IO, "%s: cannot stat: %s", path, strerror(err));
+                free(cur);
+                return st;
+            }
+            memset(sb, 0, sizeof *sb);
+            break;
+        }
+        if (!S_ISLNK(sb->st_mode)) break;
+        if (hops == 40) {
+            free(cur);
+            return stk_error(STK_ERR_IO, "%s: cannot write: %s", path, strerror(ELOOP));
+        }
+        char target[4096];
+        ssize_t len = readlink(cur, target, sizeof target - 1);
+        if (len < 0) {
+            stk_status st =
+                stk_error(STK_ERR_IO, "%s: cannot read the link: %s", path, strerror(errno));
+            free(cur);
+            return st;
+        }
+        target[len] = '\0';
+        char *next;
+        if (target[0] == '/') {
+            next = strdup(target);
+        } else {
+            const char *slash = strrchr(cur, '/');
+            size_t dlen = slash ? (size_t)(slash - cur) + 1 : 0;
+            next = malloc(dlen + (size_t)len + 1);
+            if (next) {
+                memcpy(next, cur, dlen);
+                memcpy(next + dlen, target, (size_t)len + 1);
+            }
+        }
+        free(cur);
+        if (!next) return stk_error(STK_ERR_NOMEM, "%s: no memory", path);
+        cur = next;
+    }
+    *out = cur;
+    return STK_OK;
+}
+
+/* A character device (/dev/null, a terminal) or a FIFO has no old content to
+ * keep: the parts go straight to it. A FIFO with no reader is refused rather
+ * than waited on. */
+static stk_status write_through(const char *path, const char *shown, bool fifo,
+                                const stk_file_part *parts, int n)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY | (fifo ? O_NONBLOCK : 0));
+    if (fd < 0)
+        return stk_error(STK_ERR_IO, "%s: cannot open for writing: %s", shown,
+                         fifo && errno == ENXIO ? "a FIFO with no reader" : strerror(errno));
+    if (fifo) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    stk_status st = STK_OK;
+    for (int i = 0; i < n && st == STK_OK; i++)
+        st = write_all(fd, parts[i].data, parts[i].len, shown);
+    if (close(fd) != 0 && st == STK_OK)
+        st = stk_error(STK_ERR_IO, "%s: close failed: %s", shown, strerror(errno));
+    return st;
+}
+
+static const char *kind_of(mode_t m)
+{
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a regular file";
+}
+
+/* The temporary-and-rename write of a regular file (or a new one). */
+static stk_status write_regular(const char *path, const stk_file_part *parts, int n)
 {
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
@@ -186,6 +267,26 @@ fail:
 out:
     free(tmp);
     return st;
+}
+
+stk_status stk_file_write_atomic(const char *path, const stk_file_part *parts, int n)
+{
+    /* Never replace what `path` names with a new regular file: a link is
+     * followed (it stays a link), a device or FIFO written through, anything
+     * else refused. Only a regular file (or a new one) is written atomically. */
+    char *target;
+    struct stat sb;
+    STK_TRY(resolve_links(path, &target, &sb));
+    stk_status res = STK_OK;
+    if (S_ISCHR(sb.st_mode) || S_ISFIFO(sb.st_mode))
+        res = write_through(target, path, S_ISFIFO(sb.st_mode), parts, n);
+    else if (sb.st_mode != 0 && !S_ISREG(sb.st_mode))
+        res = stk_error(STK_ERR_UNSUPPORTED, "%s: will not write over it: %s", path,
+                        kind_of(sb.st_mode));
+    else
+        res = write_regular(target, parts, n);
+    free(target);
+    return res;
 }
 
 /* The pid holding a flock on the file (dev, ino), from /proc/locks; 0 when
@@ -227,12 +328,12 @@ static void command_of(long pid, char *buf, size_t size)
     stk_printable(raw, buf, size);
 }
 
-stk_status stk_dir_lock(const char *dir, int *fd_out)
+static stk_status dir_lock(const char *dir, int op, int *fd_out)
 {
     *fd_out = -1;
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return stk_error(STK_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+    if (flock(fd, op | LOCK_NB) == 0) {
         *fd_out = fd;
         return STK_OK;
     }
@@ -240,8 +341,7 @@ stk_status stk_dir_lock(const char *dir, int *fd_out)
     struct stat sb;
     long pid = err == EWOULDBLOCK && fstat(fd, &sb) == 0 ? lock_holder(sb.st_dev, sb.st_ino) : 0;
     close(fd);
-    if (err != EWOULDBLOCK)
-        return stk_error(STK_ERR_IO, "%s: cannot lock: %s", dir, strerror(err));
+    if (err != EWOULDBLOCK) return stk_error(STK_ERR_IO, "%s: cannot lock: %s", dir, strerror(err));
     char cmd[300];
     if (pid > 0) command_of(pid, cmd, sizeof cmd);
     if (pid > 0 && cmd[0])
@@ -249,6 +349,10 @@ stk_status stk_dir_lock(const char *dir, int *fd_out)
     if (pid > 0) return stk_error(STK_ERR_BUSY, "%s is in use by pid %ld", dir, pid);
     return stk_error(STK_ERR_BUSY, "%s is in use by another process", dir);
 }
+
+stk_status stk_dir_lock(const char *dir, int *fd) { return dir_lock(dir, LOCK_EX, fd); }
+
+stk_status stk_dir_lock_shared(const char *dir, int *fd) { return dir_lock(dir, LOCK_SH, fd); }
 
 int stk_remove_stale_temporaries(const char *dir, const char *const *names, int n)
 {

@@ -39,8 +39,12 @@ typedef struct stk_file_part {
  * `path`, then the directory fsynced. After a full disk, an I/O error or a
  * crash, `path` is the old file or the new one, never a torn one; a failed
  * write removes its temporary (a killed writer may leave it). Mode 0644.
- * Errors: STK_ERR_IO ("PATH: write failed: No space left on device", ...),
- * STK_ERR_NOMEM. */
+ * What `path` names is never replaced by a new file: a symbolic link is
+ * followed and its target written (the link stays), a character device
+ * (/dev/null) or FIFO is written straight through, and a directory, block
+ * device or socket is refused (STK_ERR_UNSUPPORTED).
+ * Errors: STK_ERR_IO ("PATH: write failed: No space left on device", "a FIFO
+ * with no reader", ...), STK_ERR_UNSUPPORTED, STK_ERR_NOMEM. */
 stk_status stk_file_write_atomic(const char *path, const stk_file_part *parts, int n);
 
 /* fsync the directory holding `path`, so a rename into it is durable. */
@@ -53,6 +57,12 @@ stk_status stk_fsync_parent_dir(const char *path);
  * /proc/locks when it can be), STK_ERR_IO. The message is the reason only;
  * callers prefix the flag. */
 stk_status stk_dir_lock(const char *dir, int *fd);
+
+/* The same lock shared: any number of holders, refused (STK_ERR_BUSY) while
+ * one holds it exclusively. A job's ranks share a folder this way, and an
+ * exclusive stk_dir_lock then tells whether any of them is still alive;
+ * flock(*fd, LOCK_SH) turns an exclusive lock into a shared one. */
+stk_status stk_dir_lock_shared(const char *dir, int *fd);
 
 /* Remove DIR/NAME.tmp.XXXXXX files (stk_file_write_atomic's temporaries,
  * left by a writer that was killed) for each of the n names; call it only

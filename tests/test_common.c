@@ -336,6 +336,60 @@ START_TEST(read_all_refuses_fifo_without_blocking)
 }
 END_TEST
 
+START_TEST(write_atomic_keeps_links_and_devices)
+{
+    const char *dir = getenv("STOKE_TEST_TMP") ? getenv("STOKE_TEST_TMP") : "/tmp";
+    char real[512], link[512], dangling[512], fifo[512], null_link[512];
+    mkdir(dir, 0755);
+    snprintf(real, sizeof real, "%s/atomic_real.txt", dir);
+    snprintf(link, sizeof link, "%s/atomic_link.txt", dir);
+    snprintf(dangling, sizeof dangling, "%s/atomic_dangling.txt", dir);
+    snprintf(fifo, sizeof fifo, "%s/atomic_fifo", dir);
+    snprintf(null_link, sizeof null_link, "%s/atomic_null", dir);
+    unlink(real), unlink(link), unlink(dangling), unlink(fifo), unlink(null_link);
+    stk_file_part part = {"new", 3};
+    /* A link given as the output: its target gets the content, the link stays. */
+    ck_assert_int_eq(symlink("atomic_real.txt", link), 0);
+    ck_assert_int_eq(stk_file_write_atomic(link, &part, 1), STK_OK);
+    struct stat sb;
+    ck_assert_int_eq(lstat(link, &sb), 0);
+    ck_assert(S_ISLNK(sb.st_mode));
+    uint8_t *data;
+    size_t len;
+    ck_assert_int_eq(stk_file_read_all(real, 100, &data, &len), STK_OK);
+    ck_assert(len == 3 && memcmp(data, "new", 3) == 0);
+    free(data);
+    /* A link to /dev/null: written through, still a link, /dev/null still a device. */
+    ck_assert_int_eq(symlink("/dev/null", null_link), 0);
+    ck_assert_int_eq(stk_file_write_atomic(null_link, &part, 1), STK_OK);
+    ck_assert_int_eq(lstat(null_link, &sb), 0);
+    ck_assert(S_ISLNK(sb.st_mode));
+    ck_assert_int_eq(stat("/dev/null", &sb), 0);
+    ck_assert(S_ISCHR(sb.st_mode));
+    ck_assert_int_eq(stk_file_write_atomic("/dev/null", &part, 1), STK_OK);
+    ck_assert_int_eq(stat("/dev/null", &sb), 0);
+    ck_assert(S_ISCHR(sb.st_mode));
+    /* A FIFO nobody reads is refused at once, not waited on, and stays a FIFO. */
+    ck_assert_int_eq(mkfifo(fifo, 0644), 0);
+    ck_assert_int_eq(stk_file_write_atomic(fifo, &part, 1), STK_ERR_IO);
+    ck_assert(strstr(stk_last_error(), "no reader"));
+    ck_assert_int_eq(lstat(fifo, &sb), 0);
+    ck_assert(S_ISFIFO(sb.st_mode));
+    /* A directory is refused by name. */
+    ck_assert_int_eq(stk_file_write_atomic(dir, &part, 1), STK_ERR_UNSUPPORTED);
+    ck_assert(strstr(stk_last_error(), "a directory"));
+    /* A dangling link creates its target. */
+    ck_assert_int_eq(symlink("atomic_made.txt", dangling), 0);
+    ck_assert_int_eq(stk_file_write_atomic(dangling, &part, 1), STK_OK);
+    snprintf(real, sizeof real, "%s/atomic_made.txt", dir);
+    ck_assert_int_eq(lstat(real, &sb), 0);
+    ck_assert(S_ISREG(sb.st_mode) && sb.st_size == 3);
+    ck_assert_int_eq(lstat(dangling, &sb), 0);
+    ck_assert(S_ISLNK(sb.st_mode));
+    unlink(real), unlink(link), unlink(dangling), unlink(fifo), unlink(null_link);
+}
+END_TEST
+
 START_TEST(log_levels_and_clock)
 {
     ck_assert_int_eq(stk_log_parse_level("debug"), STK_LOG_DEBUG);
@@ -635,6 +689,7 @@ int main(void)
     tcase_add_test(tc, progress_tty_redraws_one_line);
     tcase_add_test(tc, utf8_validation);
     tcase_add_test(tc, read_all_refuses_fifo_without_blocking);
+    tcase_add_test(tc, write_atomic_keeps_links_and_devices);
     tcase_add_test(tc, log_levels_and_clock);
     tcase_add_test(tc, trace_records_threads_flows_and_the_schedule);
     tcase_add_test(tc, json_numbers_and_strings_stay_json);

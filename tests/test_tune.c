@@ -96,6 +96,30 @@ START_TEST(test_grid_is_cartesian_last_key_fastest)
 }
 END_TEST
 
+START_TEST(test_trial_count_is_bounded_without_wrapping)
+{
+    /* 11 keys of 64 grid values: 64^11 = 2^66 wraps an int64 to 0 */
+    stk_space s = {0};
+    char spec[512];
+    for (int k = 0; k < 11; k++) {
+        int o = snprintf(spec, sizeof spec, "k%d=grid(", k);
+        for (int v = 0; v < 64; v++)
+            o += snprintf(spec + o, sizeof spec - (size_t)o, "%s%d", v ? "," : "", v);
+        snprintf(spec + o, sizeof spec - (size_t)o, ")");
+        ck_assert_int_eq(stk_space_parse(&s, spec), STK_OK);
+    }
+    ck_assert_int_eq(stk_space_trials(&s, 1), -1);
+    stk_space_free(&s);
+    stk_space t = {0};
+    ck_assert_int_eq(stk_space_parse(&t, "a=grid(1,2,3,4,5,6,7,8,9,10) b=grid(1,2,3,4,5)"), STK_OK);
+    ck_assert_int_eq(stk_space_trials(&t, 200), STK_SPACE_MAX_TRIALS);
+    ck_assert_int_eq(stk_space_trials(&t, 201), -1);
+    ck_assert_int_eq(stk_space_trials(&t, INT64_MAX), -1);
+    ck_assert_int_eq(stk_space_trials(&t, 0), -1);
+    stk_space_free(&t);
+}
+END_TEST
+
 static void expect_bad(const char *spec, const char *message)
 {
     stk_space s = {0};
@@ -326,6 +350,7 @@ static Suite *tune_suite(void)
     tcase_add_test(t, test_space_parses_ray_distributions);
     tcase_add_test(t, test_space_draws_are_reproducible_and_prefix_stable);
     tcase_add_test(t, test_grid_is_cartesian_last_key_fastest);
+    tcase_add_test(t, test_trial_count_is_bounded_without_wrapping);
     tcase_add_test(t, test_bad_specs_name_the_key);
     suite_add_tcase(s, t);
     t = tcase_create("schedulers");

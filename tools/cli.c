@@ -22,7 +22,8 @@ int stk_cli_usage(const char *cmd, const char *fmt, ...)
 
 int stk_cli_fail(void)
 {
-    fprintf(stderr, "stoke: %s\n", stk_last_error());
+    const char *why = stk_last_error();
+    fprintf(stderr, "stoke: %s\n", why[0] ? why : "failed, and no reason was recorded (a bug)");
     return stk_cli_interrupted ? STK_EXIT_INTERRUPTED : STK_EXIT_ERROR;
 }
 

@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,7 +38,8 @@ static const stk_flag flags[] = {
     STK_FLAG_SECTION("the search"),
     STK_FLAG_TEXT(tune_args, config, "config", "FILE",
                   "a .json object or .toml file of flags (keys without --; a list\n"
-                  "repeats a flag; true a flag alone), read before the command line's"),
+                  "repeats a flag; true a flag alone), read before the command line's;\n"
+                  "repeatable: the files in order, a later one's flag after an earlier's"),
     STK_FLAG_LIST(tune_args, space, n_space, "space", "SPEC",
                   "KEY=DIST(ARGS) entries (repeatable; ';' or spaces between\n"
                   "entries): uniform(lo,hi), quniform(lo,hi,q), loguniform(lo,hi),\n"
@@ -45,8 +47,9 @@ static const stk_flag flags[] = {
                   "(cartesian, each point --samples times); KEY is a stoke train flag\n"
                   "(lr, momentum, wd, batch, optimizer, schedule, label-smoothing,\n"
                   "warmup-epochs, transform, model, ...); 'a,b' quotes a value with commas"),
-    STK_FLAG_INT(tune_args, samples, "samples", "N", 1, 100000,
-                 "trials drawn from the space (times the grid's points), default 1"),
+    STK_FLAG_INT(tune_args, samples, "samples", "N", 1, STK_SPACE_MAX_TRIALS,
+                 "trials drawn from the space (times the grid's points), default 1;\n"
+                 "a sweep holds at most 10000 trials"),
     STK_FLAG_INT(tune_args, epochs, "epochs", "MAX_T", 1, 100000,
                  "epochs of a trial that is not stopped, default 10"),
     STK_FLAG_INT(tune_args, concurrent, "concurrent", "K", 1, 1024,
@@ -277,6 +280,15 @@ static int configure(tune_args *a, tune_config *c, char **theirs, int n_theirs)
     c->sched.perturbation_interval = a->perturbation_interval;
     c->sched.quantile = a->quantile;
     c->resample_probability = a->resample_probability;
+    if (stk_space_trials(&c->space, a->samples) < 0) {
+        double points = 1;
+        for (int k = 0; k < c->space.n; k++)
+            if (c->space.keys[k].dist == STK_DIST_GRID) points *= c->space.keys[k].n_values;
+        return stk_cli_usage("tune",
+                             "--samples %" PRId64 " times the grid's %.0f points is more than "
+                             "%d trials, the most a sweep holds",
+                             a->samples, points, STK_SPACE_MAX_TRIALS);
+    }
     if (a->scheduler == STK_SCHED_PBT) {
         for (int k = 0; k < c->space.n; k++)
             if (!tune_pbt_key(c->space.keys[k].name))
@@ -333,6 +345,37 @@ static stk_status folder_made(tune_config *c, stk_status made)
     stk_status st = stk_comm_broadcast(c->comm, &ok, sizeof ok, 0);
     if (st == STK_OK && !ok)
         st = c->rank ? stk_error(STK_ERR_IO, "rank 0 could not make --out %s", c->out) : made;
+    return st;
+}
+
+/* The sweep's folder is this process's while it runs: rank 0 holds DIR
+ * exclusively and every rank holds DIR/trials shared, so a second `stoke
+ * tune` on DIR (a --resume while the sweep runs, or a new job while ranks of
+ * a killed one live on) is refused before it reads or writes anything.
+ * fds[0..1] are closed by the caller (the locks go with them). */
+static stk_status lock_sweep(tune_config *c, int fds[2])
+{
+    char trials[1100];
+    snprintf(trials, sizeof trials, "%s/trials", c->out);
+    stk_status st = STK_OK;
+    if (c->rank == 0 && (st = stk_dir_lock(c->out, &fds[0])) == STK_OK &&
+        (st = stk_dir_lock(trials, &fds[1])) == STK_OK && flock(fds[1], LOCK_SH) != 0)
+        st = stk_error(STK_ERR_IO, "%s: cannot lock: %s", trials, strerror(errno));
+    if (st != STK_OK) st = stk_error(st, "--out: %s", stk_last_error());
+    if (c->world == 1) return st;
+    /* the others take their shares once rank 0 has made its check */
+    int32_t ok0 = st == STK_OK;
+    STK_TRY(stk_comm_broadcast(c->comm, &ok0, sizeof ok0, 0));
+    if (!ok0)
+        return c->rank ? stk_error(STK_ERR_BUSY, "--out %s: rank 0 could not lock it", c->out) : st;
+    if (c->rank != 0 && (st = stk_dir_lock_shared(trials, &fds[1])) != STK_OK)
+        st = stk_error(st, "--out: %s", stk_last_error());
+    /* every rank's outcome (a sum of failures), so none goes on alone */
+    float failed = st != STK_OK;
+    stk_status ag = stk_comm_allreduce_sum(c->comm, &failed, 1);
+    if (ag != STK_OK) return ag;
+    if (st == STK_OK && failed > 0)
+        st = stk_error(STK_ERR_BUSY, "--out %s: %.0f rank(s) could not lock it", c->out, failed);
     return st;
 }
 
@@ -418,6 +461,7 @@ static int tune_with_flags(int argc, char **argv)
     char **mine = calloc((size_t)argc + 1, sizeof *mine),
          **theirs = calloc((size_t)argc + 1, sizeof *theirs);
     if (!mine || !theirs) {
+        stk_error(STK_ERR_NOMEM, "out of memory");
         free(mine), free(theirs);
         tune_free_flags(eff, n_eff);
         return stk_cli_fail();
@@ -438,6 +482,7 @@ static int tune_with_flags(int argc, char **argv)
     tune_trial *trials = NULL;
     int64_t n = 0;
     char *out_buf = NULL;
+    int locks[2] = {-1, -1};
     char **pos;
     int n_pos, rc = stk_cli_parse(&cli, &a, n_mine, mine, &pos, &n_pos);
     if (rc < 0) rc = configure(&a, &c, theirs, n_theirs);
@@ -445,7 +490,10 @@ static int tune_with_flags(int argc, char **argv)
     c.out = a.out;
     if (rc < 0) {
         n = stk_space_trials(&c.space, c.samples);
-        if (!(trials = calloc((size_t)n, sizeof *trials))) rc = stk_cli_fail();
+        if (!(trials = calloc((size_t)n, sizeof *trials))) {
+            stk_error(STK_ERR_NOMEM, "out of memory for %" PRId64 " trials", n);
+            rc = stk_cli_fail();
+        }
     }
     if (rc < 0 && tune_prepare(&c, trials, n) != STK_OK)
         rc = stk_cli_usage("tune", "%s", stk_last_error());
@@ -461,7 +509,7 @@ static int tune_with_flags(int argc, char **argv)
         if (c.rank == 0 && !resume && (made = make_out(c.out)) == STK_OK)
             made = tune_save_flags(c.out, argc, argv);
         if (c.world > 1) made = folder_made(&c, made);
-        if (made != STK_OK) rc = stk_cli_fail();
+        if (made != STK_OK || lock_sweep(&c, locks) != STK_OK) rc = stk_cli_fail();
     }
     if (rc < 0) rc = run_sweep(&a, &c, trials, n, resume);
     tune_trials_free(trials, n);
@@ -471,6 +519,8 @@ static int tune_with_flags(int argc, char **argv)
     free(theirs);
     tune_free_flags(eff, n_eff);
     stk_comm_close(c.comm);
+    for (int i = 0; i < 2; i++)
+        if (locks[i] >= 0) close(locks[i]);
     return rc;
 }
 

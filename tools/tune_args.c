@@ -13,15 +13,16 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Whether a is --resume or --json: flags that are not part of what a sweep is. */
-static bool session_flag(const char *a) { return !strcmp(a, "--resume") || !strcmp(a, "--json"); }
-
-/* --stop-after N is per call too: argv[i] and its value are skipped. */
-static int session_skip(char **argv, int i)
+/* Flags of one call, not of what the sweep is: --resume, --json,
+ * --stop-after N, and --out DIR (a resume writes into the folder it is
+ * given, wherever the sweep was first made: a copy resumes as the copy).
+ * Returns how many of argv's items from i are one (0: a flag of the sweep). */
+static int session_skip(int argc, char **argv, int i)
 {
-    if (!strcmp(argv[i], "--stop-after")) return 2;
-    if (!strncmp(argv[i], "--stop-after=", 13)) return 1;
-    return session_flag(argv[i]) ? 1 : 0;
+    const char *a = argv[i];
+    if (!strcmp(a, "--resume") || !strcmp(a, "--json")) return 1;
+    if (!strcmp(a, "--stop-after") || !strcmp(a, "--out")) return i + 1 < argc ? 2 : 1;
+    return !strncmp(a, "--stop-after=", 13) || !strncmp(a, "--out=", 6);
 }
 
 typedef struct args {
@@ -29,13 +30,27 @@ typedef struct args {
     char **argv;
 } args;
 
+/* sweep.txt's first line: the flags below it have '\' and newline escaped
+ * (\\ and \n), so any value, a multi-line --space among them, round-trips.
+ * A file without it (an older Stoke's) holds them as they are. */
+static const char sweep_header[] = "# stoke tune flags, one per line (\\\\ and \\n escaped)";
+
 static void flags_text(FILE *f, const void *ctx)
 {
     const args *a = ctx;
+    fprintf(f, "%s\n", sweep_header);
     for (int i = 1; i < a->argc;) {
-        int skip = session_skip(a->argv, i);
-        if (!skip) fprintf(f, "%s\n", a->argv[i++]);
-        i += skip;
+        int skip = session_skip(a->argc, a->argv, i);
+        if (skip) {
+            i += skip;
+            continue;
+        }
+        for (const char *c = a->argv[i++]; *c; c++)
+            if (*c == '\\' || *c == '\n')
+                fputs(*c == '\\' ? "\\\\" : "\\n", f);
+            else
+                fputc(*c, f);
+        fputc('\n', f);
     }
 }
 
@@ -48,15 +63,30 @@ stk_status tune_save_flags(const char *out, int argc, char **argv)
     return tune_write_text(path, flags_text, &a);
 }
 
-/* The saved flags of DIR (argv[0] first), NULL-terminated; *n of them. */
-static char **load_flags(const char *out, int *n)
+/* s with \\ and \n undone, in place. */
+static void unescape(char *s)
+{
+    char *o = s;
+    for (; *s; s++) {
+        if (*s == '\\' && (s[1] == '\\' || s[1] == 'n'))
+            *o++ = *++s == 'n' ? '\n' : '\\';
+        else
+            *o++ = *s;
+    }
+    *o = '\0';
+}
+
+/* The saved flags of DIR (argv[0] first), with room for `extra` more and a
+ * NULL; *n of them. An --out an older Stoke saved is dropped (the folder is
+ * the one given). */
+static char **load_flags(const char *out, int extra, int *n)
 {
     char path[1100];
     snprintf(path, sizeof path, "%s/sweep.txt", out);
     uint8_t *data;
     size_t len;
     if (stk_file_read_all(path, 1 << 20, &data, &len) != STK_OK) return NULL;
-    char **v = calloc(len + 6, sizeof *v); /* + "tune", --json, --stop-after N */
+    char **v = calloc(len + (size_t)extra + 2, sizeof *v); /* lines <= len, + "tune" */
     char *text = realloc(data, len + 1);
     if (!v || !text) {
         free(v);
@@ -65,11 +95,26 @@ static char **load_flags(const char *out, int *n)
         return NULL;
     }
     text[len] = '\0';
+    bool escaped = !strncmp(text, sweep_header, strlen(sweep_header));
     *n = 0;
     v[(*n)++] = strdup("tune");
-    for (char *save = NULL, *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+    for (char *save = NULL, *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        if (escaped && l[0] == '#') continue;
+        if (escaped) unescape(l);
         v[(*n)++] = strdup(l);
+    }
     free(text);
+    int k = 1; /* --out DIR or --out=DIR of an older sweep.txt */
+    for (int i = 1; i < *n; i++) {
+        int skip = !strcmp(v[i], "--out") ? (i + 1 < *n ? 2 : 1) : !strncmp(v[i], "--out=", 6);
+        for (int j = 0; j < skip; j++) free(v[i + j]);
+        if (skip)
+            i += skip - 1;
+        else
+            v[k++] = v[i];
+    }
+    *n = k;
+    v[k] = NULL;
     return v;
 }
 
@@ -97,79 +142,107 @@ int tune_resume_argv(int argc, char **argv, char ***eff, int *n_eff)
     const char *out = out_flag(argc, argv);
     if (!out) return stk_cli_usage("tune", "--resume needs --out DIR, the sweep to continue");
     int n_saved;
-    char **saved = load_flags(out, &n_saved);
+    char **saved = load_flags(out, argc, &n_saved);
     if (!saved)
         return stk_cli_usage("tune", "--resume: %s/sweep.txt: %s", out,
                              access(out, F_OK) ? "no such sweep" : stk_last_error());
     int given = 0;
     for (int i = 1; i < argc;) {
-        int skip = session_skip(argv, i);
+        int skip = session_skip(argc, argv, i);
         given += !skip;
         i += skip ? skip : 1;
     }
-    bool only_out = given == 2 || (given == 1 && !strncmp(argv[1], "--out=", 6));
-    if (!only_out) {
-        int j = 1;
-        for (int i = 1; i < argc; i++) {
-            int skip = session_skip(argv, i);
-            if (skip) {
-                i += skip - 1;
-                continue;
-            }
-            if (j >= n_saved || strcmp(argv[i], saved[j])) {
-                int rc =
-                    stk_cli_usage("tune",
-                                  "--resume: '%s' differs from the sweep in %s (%s/sweep.txt "
-                                  "has '%s'); give --resume --out %s alone to continue it",
-                                  argv[i], out, out, j < n_saved ? saved[j] : "(nothing)", out);
-                tune_free_flags(saved, n_saved);
-                return rc;
-            }
-            j++;
+    int j = 1;
+    for (int i = 1; given && i < argc; i++) {
+        int skip = session_skip(argc, argv, i);
+        if (skip) {
+            i += skip - 1;
+            continue;
         }
+        if (j >= n_saved || strcmp(argv[i], saved[j])) {
+            int rc = stk_cli_usage("tune",
+                                   "--resume: '%s' differs from the sweep in %s (%s/sweep.txt "
+                                   "has '%s'); give --resume --out %s alone to continue it",
+                                   argv[i], out, out, j < n_saved ? saved[j] : "(nothing)", out);
+            tune_free_flags(saved, n_saved);
+            return rc;
+        }
+        j++;
     }
-    for (int i = 1; i < argc; i++) /* this call's own: --json, --stop-after N */
-        if (session_skip(argv, i) && strcmp(argv[i], "--resume")) {
-            saved[n_saved++] = strdup(argv[i]);
-            if (!strcmp(argv[i], "--stop-after") && i + 1 < argc)
-                saved[n_saved++] = strdup(argv[++i]);
-        }
+    if (given && j < n_saved) { /* given in full, but fewer */
+        int rc = stk_cli_usage("tune",
+                               "--resume: %s/sweep.txt also has '%s'; give --resume --out %s "
+                               "alone to continue it",
+                               out, saved[j], out);
+        tune_free_flags(saved, n_saved);
+        return rc;
+    }
+    /* this call's own: --out DIR, --json, --stop-after N (room: load_flags' extra) */
+    for (int i = 1; i < argc; i++) {
+        int skip = session_skip(argc, argv, i);
+        for (int k = 0; k < skip && strcmp(argv[i], "--resume"); k++)
+            saved[n_saved++] = strdup(argv[i + k]);
+        if (skip) i += skip - 1;
+    }
     saved[n_saved] = NULL;
     *eff = saved;
     *n_eff = n_saved;
     return -1;
 }
 
-/* argv with --config FILE's flags in its place (owned: *n_eff), or argv
- * itself (*eff NULL). -1 to go on, or the exit code. */
+/* argv with every --config FILE's flags first, in the order given (a later
+ * file's flag after an earlier's, the command line's after both), owned:
+ * *eff, *n_eff; or *eff NULL when there is none. -1 to go on, or the exit
+ * code. */
 int tune_expand_config(int argc, char **argv, config_known known, char ***eff, int *n_eff)
 {
     *eff = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *path = !strcmp(argv[i], "--config") && i + 1 < argc ? argv[i + 1]
-                           : !strncmp(argv[i], "--config=", 9)          ? argv[i] + 9
-                                                                        : NULL;
-        if (!path) continue;
-        char **file_flags;
-        int n;
-        if (tune_config_flags(path, known, &file_flags, &n) >= 0)
-            return stk_cli_usage("tune", "%s", stk_last_error());
-        int skip = argv[i][8] == '=' ? 1 : 2;
-        char **v = calloc((size_t)(argc + n + 1), sizeof *v);
-        if (!v) {
-            for (int k = 0; k < n; k++) free(file_flags[k]);
+    char **v = NULL;
+    int m = 0;
+    bool any = false;
+    for (int pass = 0; pass < 2; pass++) { /* the files' flags, then argv's others */
+        if (pass == 1 && !any) return -1;
+        for (int i = 1; i < argc; i++) {
+            const char *path = !strcmp(argv[i], "--config") && i + 1 < argc ? argv[i + 1]
+                               : !strncmp(argv[i], "--config=", 9)          ? argv[i] + 9
+                                                                            : NULL;
+            int skip = !path ? 0 : argv[i][8] == '=' ? 1 : 2;
+            if (pass == 1) {
+                if (skip)
+                    i += skip - 1;
+                else if (!(v[m++] = strdup(argv[i])))
+                    goto nomem;
+                continue;
+            }
+            if (!path) continue;
+            char **file_flags;
+            int n;
+            if (tune_config_flags(path, known, &file_flags, &n) >= 0) {
+                tune_free_flags(v, m);
+                return stk_cli_usage("tune", "%s", stk_last_error());
+            }
+            char **grown = realloc(v, (size_t)(m + n + argc + 1) * sizeof *v);
+            if (!grown) {
+                for (int k = 0; k < n; k++) free(file_flags[k]);
+                free(file_flags);
+                goto nomem;
+            }
+            v = grown;
+            if (!any && !(v[m++] = strdup(argv[0]))) {
+                free(file_flags);
+                goto nomem;
+            }
+            any = true;
+            for (int k = 0; k < n; k++) v[m++] = file_flags[k];
             free(file_flags);
-            return stk_cli_fail();
+            i += skip - 1;
         }
-        int m = 0;
-        v[m++] = strdup(argv[0]);
-        for (int k = 0; k < n; k++) v[m++] = file_flags[k]; /* the file's first */
-        for (int k = 1; k < argc; k++)
-            if (k < i || k >= i + skip) v[m++] = strdup(argv[k]);
-        free(file_flags);
-        *eff = v;
-        *n_eff = m;
-        return -1;
     }
+    v[m] = NULL;
+    *eff = v;
+    *n_eff = m;
     return -1;
+nomem:
+    tune_free_flags(v, m);
+    return stk_cli_fail();
 }

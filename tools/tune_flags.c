@@ -95,6 +95,12 @@ static stk_status trial_flags(const tune_config *c, tune_trial *t)
 
 stk_status tune_prepare(const tune_config *c, tune_trial *trials, int64_t n)
 {
+    /* DIR/trials/NNNN/pbt.safetensors and its kin must fit the sweep's
+     * path buffers (tune_trial.out, 1100-byte paths): refused, not cut. */
+    if (strlen(c->out) > TUNE_OUT_MAX)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--out is %zu bytes long: a sweep's folder name may be at most %d",
+                         strlen(c->out), TUNE_OUT_MAX);
     for (int64_t i = 0; i < n; i++) {
         tune_trial *t = &trials[i];
         t->id = i;

@@ -4,6 +4,7 @@
 
 #include "common/crc32c.h"
 #include "common/rng.h"
+#include "tools/flags.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -124,10 +125,15 @@ static void explore(const tune_config *c, tune_trial *t, const tune_trial *src)
 {
     stk_trial_params p;
     stk_space_explore(&c->space, c->explore, c->resample_probability, &src->params, &p);
-    /* values PBT takes out of range (momentum 0.99 * 1.2) stay at the clone's */
-    for (int k = 0; k < p.n; k++)
-        if (!strcmp(p.key[k], "momentum") && strtod(p.value[k], NULL) >= 1)
-            snprintf(p.value[k], sizeof p.value[k], "%s", src->params.value[k]);
+    /* A value PBT takes out of its stoke train flag's range (momentum 0.99 *
+     * 1.2, label smoothing 0.9 * 1.2) is clamped into it, as the flag's own
+     * parser would accept it. */
+    for (int k = 0; k < p.n; k++) {
+        const stk_flag *f = stk_cli_find(train_cli, p.key[k]);
+        double v = strtod(p.value[k], NULL);
+        if (!f || f->kind != STK_FLAG_KIND_NUMBER || (v >= f->min && v <= f->max)) continue;
+        stk_number_text(v < f->min ? f->min : f->max, p.value[k]);
+    }
     t->params = p;
     t->cloned = true;
 }

@@ -35,6 +35,10 @@ typedef enum trial_status {
     TRIAL_ERROR,         /* failed (diverged, ...): error */
 } trial_status;
 
+/* The longest --out a sweep takes (its trials' folders and files below it
+ * must fit tune_trial.out and the 1100-byte paths of tune_*.c). */
+#define TUNE_OUT_MAX 1000
+
 typedef struct tune_trial {
     int64_t id;
     int64_t saved_epoch; /* PBT: the epoch of its kept state (0: none) */

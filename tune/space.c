@@ -188,15 +188,25 @@ stk_status stk_space_parse(stk_space *s, const char *text)
     return st;
 }
 
+/* The grid's points, or -1 past STK_SPACE_MAX_TRIALS (checked at each
+ * factor: 11 keys of 64 values would wrap an int64). */
 static int64_t grid_size(const stk_space *s)
 {
     int64_t g = 1;
     for (int i = 0; i < s->n; i++)
-        if (s->keys[i].dist == STK_DIST_GRID) g *= s->keys[i].n_values;
+        if (s->keys[i].dist == STK_DIST_GRID) {
+            g *= s->keys[i].n_values;
+            if (g > STK_SPACE_MAX_TRIALS) return -1;
+        }
     return g;
 }
 
-int64_t stk_space_trials(const stk_space *s, int64_t samples) { return samples * grid_size(s); }
+int64_t stk_space_trials(const stk_space *s, int64_t samples)
+{
+    int64_t g = grid_size(s);
+    if (g < 0 || samples < 1 || samples > STK_SPACE_MAX_TRIALS / g) return -1;
+    return samples * g;
+}
 
 /* A numeric key's value for the uniform draw u, as text. */
 static void sample_number(const stk_space_key *k, double u, char *v)

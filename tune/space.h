@@ -68,7 +68,12 @@ typedef struct stk_space {
  * white space. On error nothing of `text` is added. */
 stk_status stk_space_parse(stk_space *s, const char *text);
 
-/* The number of trials for `samples` samples: samples times the grid's size. */
+/* The most trials a sweep may hold: each keeps its values and flags in
+ * memory and a line of trials.csv, which is rewritten as trials end. */
+#define STK_SPACE_MAX_TRIALS 10000
+
+/* The number of trials for `samples` samples: samples times the grid's size;
+ * -1 when that is more than STK_SPACE_MAX_TRIALS (or samples < 1). */
 int64_t stk_space_trials(const stk_space *s, int64_t samples);
 
 typedef struct stk_trial_params {

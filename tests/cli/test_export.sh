@@ -22,6 +22,22 @@ run 0 "$STOKE" export run/best.safetensors --format safetensors --out w.safetens
 expect out.txt '"out": "w.safetensors", "format": "safetensors"'
 sha=$(sha256sum run/best.safetensors | cut -d' ' -f1)
 expect out.txt "\"source_sha256\": \"$sha\""
+# an --out that is a symbolic link or a device is written through, never
+# replaced by a file (as root, /dev/null itself would have been)
+ln -s w.safetensors link.safetensors
+run 0 "$STOKE" export run/best.safetensors --format safetensors --out link.safetensors
+[ -L link.safetensors ] || fail "export replaced the symbolic link --out with a file"
+cmp -s w.safetensors link.safetensors || fail "export did not write the link's target"
+ln -s /dev/null null.onnx
+run 0 "$STOKE" export run/best.safetensors --out null.onnx
+[ -L null.onnx ] && [ -c /dev/null ] || fail "export replaced a link to /dev/null"
+if mknod node c 1 3 2>/dev/null; then
+    run 0 "$STOKE" export run/best.safetensors --out node
+    [ -c node ] || fail "export --out onto a character device made it a regular file"
+fi
+mkdir adir
+run 1 "$STOKE" export run/best.safetensors --out adir
+expect err.txt "adir: will not write over it: a directory"
 "$PYTHON3" - "$STOKE_TESTS" "$sha" <<'PY' || fail "the weights file"
 import json, sys
 sys.path.insert(0, sys.argv[1] + "/python")
