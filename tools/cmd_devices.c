@@ -14,20 +14,22 @@ typedef struct devices_args {
 
 static const stk_flag flags[] = {
     STK_FLAG_SECTION("options"),
-    STK_FLAG_JSON(devices_args, json,
-                  "one JSON object: cpu (text), cpu_bf16 (the instruction set oneDNN\n"
-                  "runs bf16 with for --amp on the CPU, or null), cuda_built (the CUDA backend module\n"
-                  "loaded), cuda_module (its file, or why not), cuda_backend (what it was\n"
-                  "built with), cuda_runtime, cuda_driver,\n"
-                  "gpus [{name, memory_bytes, compute_capability, multiprocessors}],\n"
-                  "cuda_reason (when there is no GPU)"),
+    STK_FLAG_JSON(
+        devices_args, json,
+        "one JSON object: cpu (text), cpu_bf16 (the instruction set oneDNN\n"
+        "runs bf16 with for --amp on the CPU, or null), cuda_built (the CUDA backend module\n"
+        "loaded), cuda_module (its file, or why not), cuda_backend (what it was\n"
+        "built with), cuda_runtime, cuda_driver,\n"
+        "gpus [{name, memory_bytes, compute_capability, multiprocessors}],\n"
+        "cuda_reason (when there is no GPU)"),
     STK_FLAG_END};
 
 static const stk_cli cli = {
     .cmd = "devices",
     .usage = "stoke devices [--json]",
     .about = "List the devices stoke train can use: the CPU backend (cores, oneDNN and the\n"
-             "instruction set it runs, and whether it has bf16 instructions for --amp) and every CUDA GPU (name, memory, compute capability,\n"
+             "instruction set it runs, and whether it has bf16 instructions for --amp) and every "
+             "CUDA GPU (name, memory, compute capability,\n"
              "driver and runtime versions). The CUDA backend is a module, libstoke_cuda.so,\n"
              "loaded only by commands that use a GPU (and by this one): says which file was\n"
              "loaded, or plainly why no GPU is usable (no CUDA backend in this build, CUDA\n"

@@ -397,6 +397,7 @@ static int train_main(int argc, char **argv)
             a->model, a->data, a->epochs - start, (int64_t)stk_loader_batches(r.loader), a->batch,
             stk_optim_kind_name((stk_optim_kind)a->optimizer), a->lr, r.transform,
             start ? " (resumed)" : "");
+    train_print_dropped(p.lines, &r);
     train_print_params(p.lines, r.model, a->n_freeze > 0);
     train_print_memory(p.lines, &r);
     const stk_pipeline *pipe = stk_trainer_pipeline(r.trainer);

@@ -42,6 +42,9 @@ int main(int argc, char **argv)
      * killing the process: the writer then removes its temporary and says
      * which file could not be written (as Python does). */
     signal(SIGXFSZ, SIG_IGN);
+    /* `stoke train ... > run.log` (or | tee) shows each epoch's line as it
+     * ends, as on a terminal, not all of them when the run is over. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2) {
         print_overview(stderr);
         return STK_EXIT_USAGE;

@@ -2,7 +2,8 @@
  * list of images, in order. A file is one image (JPEG or PNG, told by its
  * bytes); a folder, recursively in name order, gives its files with an
  * image name (.jpg .jpeg .jpe .jfif .png; others are counted, not read); a
- * .stoke file gives each of its records ("FILE.stoke#INDEX"). A path that
+ * .stoke file gives each of its records ("FILE.stoke#INDEX"), and
+ * "FILE.stoke#INDEX" (no file of that name) the one record. A path that
  * cannot be opened is one image that will fail, named with the reason. */
 #pragma once
 
@@ -21,6 +22,7 @@ typedef struct predict_inputs {
     predict_item *items;
     uint64_t n, cap;
     stk_dataset **datasets;
+    char **dataset_paths; /* each one's path: a dataset named twice is opened once */
     int n_datasets;
     uint64_t not_images; /* files in folders without an image name */
 } predict_inputs;

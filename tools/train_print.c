@@ -5,9 +5,11 @@
 #include "common/memory_budget.h"
 #include "kernels/backend.h"
 #include "tools/cli.h"
+#include "storage/dataset.h"
 #include "tools/memory_report.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -55,6 +57,25 @@ stk_status train_reduce(void *ctx, stk_fit_epoch *e)
     return stk_ddp_reduce_epoch(p->r->ddp, e->train, e->val, e->val_ema, allowance);
 }
 
+/* A newcomer's first run at a small batch and a high --lr can evaluate at
+ * losses many times the training loss: eval mode uses batch norm's running
+ * statistics, which lag the weights. Said once a run, on stderr. */
+static void warn_eval_far_above(train_printer *p, const stk_fit_epoch *e)
+{
+    uint32_t classes = stk_model_get_config(p->r->model)->classes;
+    double chance = log(classes > 1 ? (double)classes : 2.0);
+    if (p->warned_eval || !e->val || !(e->val->loss > 4 * e->train->loss) ||
+        !(e->val->loss > 2 * chance))
+        return;
+    p->warned_eval = true;
+    fprintf(stderr,
+            "stoke: warning: epoch %" PRId64 ": validation loss %.4g is far above the training "
+            "loss %.4g. Evaluation uses batch norm's running statistics, which lag the weights "
+            "early in a run or at a high --lr (now %g); if it lasts, lower --lr, raise --batch or "
+            "add --warmup-epochs\n",
+            e->epoch + 1, e->val->loss, e->train->loss, p->r->a.lr);
+}
+
 /* metrics.csv, TensorBoard and the epoch line (rank 0). */
 stk_status train_on_epoch(void *ctx, const stk_fit_epoch *e, bool *stop)
 {
@@ -86,7 +107,21 @@ stk_status train_on_epoch(void *ctx, const stk_fit_epoch *e, bool *stop)
         es->images_per_sec, es->stall_pct, es->seconds, stk_device_name(r->a.device.kind),
         mem.heap.allocated / 1e6, mem.heap.peak_allocated / 1e6, mem.peak_rss_mb,
         e->improved ? " *" : "");
+    if (p->lines) warn_eval_far_above(p, e);
     return STK_OK;
+}
+
+void train_print_dropped(FILE *f, const run_state *r)
+{
+    uint64_t total = stk_dataset_count(stk_loader_dataset(r->loader));
+    uint64_t used = stk_loader_samples(r->loader) * (uint64_t)r->data_world;
+    if (!f || used >= total || (total - used) * 20 <= total) return; /* 5% or less */
+    say(f,
+        "note: batch %" PRId64 "%s leaves out %" PRIu64 " of the %" PRIu64 " images (%.1f%%) "
+        "each epoch: the last, partial batch is dropped; a batch that divides the images "
+        "wastes none\n",
+        r->a.batch, r->data_world > 1 ? " per replica" : "", total - used, total,
+        100.0 * (double)(total - used) / (double)total);
 }
 
 /* 11181642 -> "11,181,642" */
@@ -205,6 +240,15 @@ void train_print_summary(train_printer *p, const stk_fit_result *f, int64_t star
             f->best_epoch, a->monitor, f->best_value, stk_fit_stop_name(f->reason),
             a->restore_best && f->best_epoch ? " (the best epoch's weights restored)" : "");
     }
+    uint32_t classes = stk_model_get_config(r->model)->classes;
+    double chance = 100.0 / (classes ? classes : 1);
+    if (a->restore_best && a->val && f->best_epoch && r->rank == 0 && f->epochs_run &&
+        f->best_val.top1 <= 1.5 * chance)
+        fprintf(stderr,
+                "stoke: warning: --restore-best restored epoch %" PRId64 ", whose validation "
+                "top-1 %.2f%% is at chance level (%.1f%% for %u classes): no epoch learned "
+                "anything to keep; see the epoch lines above\n",
+                f->best_epoch, f->best_val.top1, chance, classes);
     if (r->ddp && r->rank == 0) { /* on stderr: --json keeps stdout one object */
         stk_ddp_stats ds;
         stk_ddp_get_stats(r->ddp, &ds);

@@ -15,6 +15,7 @@ typedef struct train_printer {
     stk_progress bar;
     double ips_sum, stall_sum;
     uint64_t run_peak; /* the highest epoch peak of the device heap */
+    bool warned_eval;  /* the warning of a validation loss far above training's was given */
 } train_printer;
 
 /* fprintf, except to NULL */
@@ -36,6 +37,8 @@ void train_print_params(FILE *f, const stk_model *m, bool per_module);
  * against what the machine or its memory cgroup allows, and a warning with
  * a batch that fits when it exceeds it (the CPU; a GPU's memory is its own). */
 void train_print_memory(FILE *f, const run_state *r);
+/* A note when drop_last leaves out more than 5% of --data each epoch. */
+void train_print_dropped(FILE *f, const run_state *r);
 
 /* The last lines (or --json's object), the data-parallel, memory and amp notes. */
 void train_print_summary(train_printer *p, const stk_fit_result *f, int64_t start, double seconds);

@@ -17,7 +17,8 @@ stk_status tune_save_flags(const char *out, int argc, char **argv);
 
 /* --resume: the flags of the sweep in --out (owned: *eff, *n_eff): read from
  * DIR/sweep.txt when argv gives --out alone, else argv's once checked to be
- * the same; --out is always argv's (a copy of a sweep resumes in the copy). -1 to go on, or the exit code of a usage error (printed). */
+ * the same; --out is always argv's (a copy of a sweep resumes in the copy). -1 to go on, or the
+ * exit code of a usage error (printed). */
 int tune_resume_argv(int argc, char **argv, char ***eff, int *n_eff);
 
 /* NULL is a no-op. */
