@@ -269,6 +269,35 @@ out:
     return st;
 }
 
+stk_status stk_output_path_check(const char *path)
+{
+    char *target;
+    struct stat sb;
+    STK_TRY(resolve_links(path, &target, &sb));
+    stk_status st = STK_OK;
+    if (sb.st_mode != 0 && !S_ISREG(sb.st_mode) && !S_ISCHR(sb.st_mode) && !S_ISFIFO(sb.st_mode)) {
+        st = stk_error(STK_ERR_UNSUPPORTED, "%s: will not write over it: %s", path,
+                       kind_of(sb.st_mode));
+    } else if (sb.st_mode == 0 || S_ISREG(sb.st_mode)) { /* the folder the temporary goes in */
+        char *copy = strdup(target);
+        const char *dir = copy ? dirname(copy) : NULL;
+        struct stat db;
+        if (!dir)
+            st = stk_error(STK_ERR_NOMEM, "%s: no memory", path);
+        else if (stat(dir, &db) != 0)
+            st = stk_error(STK_ERR_IO, "%s: no folder %s: %s", path, dir, strerror(errno));
+        else if (!S_ISDIR(db.st_mode))
+            st = stk_error(STK_ERR_IO, "%s: %s is not a folder", path, dir);
+        else if (access(dir, W_OK | X_OK) != 0)
+            st = stk_error(STK_ERR_IO, "%s: cannot write in %s: %s", path, dir, strerror(errno));
+        free(copy);
+    } else if (access(target, W_OK) != 0) {
+        st = stk_error(STK_ERR_IO, "%s: cannot write to it: %s", path, strerror(errno));
+    }
+    free(target);
+    return st;
+}
+
 stk_status stk_file_write_atomic(const char *path, const stk_file_part *parts, int n)
 {
     /* Never replace what `path` names with a new regular file: a link is

@@ -47,6 +47,13 @@ typedef struct stk_file_part {
  * with no reader", ...), STK_ERR_UNSUPPORTED, STK_ERR_NOMEM. */
 stk_status stk_file_write_atomic(const char *path, const stk_file_part *parts, int n);
 
+/* Whether stk_file_write_atomic(path) could write there, checked before
+ * the work that makes the content (an evaluation, an export): the folder
+ * exists and is writable, and path is not a directory, block device or
+ * socket. Errors: STK_ERR_IO ("x/y.csv: no folder x: No such file or
+ * directory"), STK_ERR_UNSUPPORTED, STK_ERR_NOMEM. */
+stk_status stk_output_path_check(const char *path);
+
 /* fsync the directory holding `path`, so a rename into it is durable. */
 stk_status stk_fsync_parent_dir(const char *path);
 

@@ -92,9 +92,11 @@ static const char *skip_space(const char *p)
     return p;
 }
 
-static int hex4(const char *p)
+/* Four hex digits at p (none read at or past end), or -1. */
+static long hex4(const char *p, const char *end)
 {
-    int v = 0;
+    if (end - p < 4) return -1;
+    long v = 0;
     for (int i = 0; i < 4; i++) {
         int c = p[i], d = c >= '0' && c <= '9'   ? c - '0'
                           : c >= 'a' && c <= 'f' ? c - 'a' + 10
@@ -104,6 +106,41 @@ static int hex4(const char *p)
         v = v * 16 + d;
     }
     return v;
+}
+
+int stk_json_unicode_escape(const char *p, const char *end, char out[4], size_t *used)
+{
+    long u = hex4(p, end);
+    *used = 4;
+    if (u < 0) return -1;
+    if (u >= 0xd800 && u < 0xdc00) { /* a surrogate pair: \uD83D\uDE00 */
+        long lo = end - p >= 6 && p[4] == '\\' && p[5] == 'u' ? hex4(p + 6, end) : -1;
+        if (lo < 0xdc00 || lo >= 0xe000) return -1;
+        u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
+        *used = 10;
+    } else if ((u >= 0xdc00 && u < 0xe000) || u == 0) { /* a lone low half; NUL ends a C string */
+        return -1;
+    }
+    if (u < 0x80) {
+        out[0] = (char)u;
+        return 1;
+    }
+    if (u < 0x800) {
+        out[0] = (char)(0xc0 | u >> 6);
+        out[1] = (char)(0x80 | (u & 0x3f));
+        return 2;
+    }
+    if (u < 0x10000) {
+        out[0] = (char)(0xe0 | u >> 12);
+        out[1] = (char)(0x80 | ((u >> 6) & 0x3f));
+        out[2] = (char)(0x80 | (u & 0x3f));
+        return 3;
+    }
+    out[0] = (char)(0xf0 | u >> 18);
+    out[1] = (char)(0x80 | ((u >> 12) & 0x3f));
+    out[2] = (char)(0x80 | ((u >> 6) & 0x3f));
+    out[3] = (char)(0x80 | (u & 0x3f));
+    return 4;
 }
 
 /* One string literal at *p (its opening quote) into a malloc'd buffer. */
@@ -127,33 +164,11 @@ static char *string_at(const char **pp)
             continue;
         }
         if (e != 'u') goto bad;
-        long u = hex4(p);
-        if (u < 0) goto bad;
-        p += 4;
-        if (u >= 0xd800 && u < 0xdc00) { /* a surrogate pair */
-            int lo = p[0] == '\\' && p[1] == 'u' ? hex4(p + 2) : -1;
-            if (lo < 0xdc00 || lo >= 0xe000) goto bad;
-            u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
-            p += 6;
-        } else if (u >= 0xdc00 && u < 0xe000) {
-            goto bad;
-        }
-        if (u == 0) goto bad; /* C strings */
-        if (u < 0x80) {
-            out[n++] = (char)u;
-        } else if (u < 0x800) {
-            out[n++] = (char)(0xc0 | u >> 6);
-            out[n++] = (char)(0x80 | (u & 0x3f));
-        } else if (u < 0x10000) {
-            out[n++] = (char)(0xe0 | u >> 12);
-            out[n++] = (char)(0x80 | ((u >> 6) & 0x3f));
-            out[n++] = (char)(0x80 | (u & 0x3f));
-        } else {
-            out[n++] = (char)(0xf0 | u >> 18);
-            out[n++] = (char)(0x80 | ((u >> 12) & 0x3f));
-            out[n++] = (char)(0x80 | ((u >> 6) & 0x3f));
-            out[n++] = (char)(0x80 | (u & 0x3f));
-        }
+        size_t used;
+        int k = stk_json_unicode_escape(p, p + strnlen(p, 10), out + n, &used);
+        if (k < 0) goto bad;
+        p += used;
+        n += (size_t)k;
     }
     if (*p != '"') goto bad;
     out[n] = '\0';

@@ -39,6 +39,12 @@ char *stk_json_string_array(char *const *items, int n);
 bool stk_json_parse_string_array(const char *text, int max, char ***items, int *n);
 void stk_json_strings_free(char **items, int n);
 
+/* The \uXXXX escape whose four hex digits start at p (a surrogate pair:
+ * both escapes) as UTF-8 in out: returns its 1..4 bytes, *used the bytes
+ * read from p. -1 when malformed: not hex, a lone surrogate, or U+0000 (a
+ * C string cannot hold it). Reads nothing at or past end. */
+int stk_json_unicode_escape(const char *p, const char *end, char out[4], size_t *used);
+
 #ifdef __cplusplus
 }
 #endif

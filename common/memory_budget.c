@@ -1,6 +1,7 @@
 #include "common/memory_budget.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,26 @@ static uint64_t cgroup_limit(void)
     return limit;
 }
 
+/* STOKE_MEMORY_LIMIT_MB in MiB, or 0 when unset or not a number above 0. */
+static double env_limit_mb(void)
+{
+    const char *env = getenv("STOKE_MEMORY_LIMIT_MB");
+    char *end = NULL;
+    double mb = env ? strtod(env, &end) : 0;
+    return env && end != env && !*end && mb > 0 && isfinite(mb) ? mb : 0;
+}
+
+stk_status stk_memory_limit_env_check(void)
+{
+    const char *env = getenv("STOKE_MEMORY_LIMIT_MB");
+    if (!env || env_limit_mb() > 0) return STK_OK;
+    char shown[64];
+    snprintf(shown, sizeof shown, "%s", env);
+    return stk_error(STK_ERR_INVALID_ARG,
+                     "STOKE_MEMORY_LIMIT_MB=%s: expected a number of MiB above 0 (or unset it)",
+                     shown);
+}
+
 uint64_t stk_memory_budget(char *why, size_t size)
 {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -74,10 +95,8 @@ uint64_t stk_memory_budget(char *why, size_t size)
     }
     /* a share of the machine the kernel does not know of (another job's
      * memory, a scheduler's allotment); also how the tests set one */
-    const char *env = getenv("STOKE_MEMORY_LIMIT_MB");
-    char *end = NULL;
-    double mb = env ? strtod(env, &end) : 0;
-    if (env && end != env && !*end && mb > 0 && mb * 1048576.0 < (double)budget) {
+    double mb = env_limit_mb();
+    if (mb > 0 && mb * 1048576.0 < (double)budget) {
         budget = (uint64_t)(mb * 1048576.0);
         from = "STOKE_MEMORY_LIMIT_MB";
     }

@@ -11,6 +11,8 @@
  */
 #pragma once
 
+#include "common/status.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,8 +20,15 @@
 extern "C" {
 #endif
 
-/* Bytes; `why` (may be NULL) gets where the figure comes from. */
+/* Bytes; `why` (may be NULL) gets where the figure comes from. A
+ * STOKE_MEMORY_LIMIT_MB that is not a number above 0 is not used (see
+ * stk_memory_limit_env_check). */
 uint64_t stk_memory_budget(char *why, size_t size);
+
+/* STK_OK when STOKE_MEMORY_LIMIT_MB is unset or a number of MiB above 0;
+ * else STK_ERR_INVALID_ARG naming the variable, its value and what it
+ * takes. A program calls it at its start so that a typo is not ignored. */
+stk_status stk_memory_limit_env_check(void);
 
 #ifdef __cplusplus
 }

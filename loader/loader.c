@@ -562,6 +562,7 @@ static stk_status fit_memory(stk_loader *l, const char *path, uint64_t ring_byte
 {
     stk_loader_options *o = &l->o;
     char why[64];
+    STK_TRY(stk_memory_limit_env_check()); /* the C API and Python refuse a typo as the CLI does */
     uint64_t budget = stk_memory_budget(why, sizeof why);
     uint64_t cache = (uint64_t)o->cache_mib << 20, size = stk_dataset_file_size(l->ds);
     if (cache && cache + ring_bytes > budget / 2)

@@ -160,7 +160,7 @@ static bool expect(parser *ps, char c)
     return true;
 }
 
-/* A JSON string (escapes \" \\ \/ \b \f \n \r \t \uXXXX below 0x80; others refused). */
+/* A JSON string (escapes \" \\ \/ \b \f \n \r \t \uXXXX, surrogate pairs; others refused). */
 static char *parse_string(parser *ps)
 {
     skip_ws(ps);
@@ -173,40 +173,28 @@ static char *parse_string(parser *ps)
     char *s = malloc(cap);
     if (!s) return NULL;
     while (ps->p < ps->end && *ps->p != '"') {
-        char c = *ps->p++;
-        if (c == '\\') {
+        char b[4] = {*ps->p++}; /* the bytes this step adds: 1, or a \u escape's UTF-8 */
+        int nb = 1;
+        if (b[0] == '\\') {
             if (ps->p >= ps->end) break;
             char e = *ps->p++;
             switch (e) {
             case '"':
             case '\\':
-            case '/': c = e; break;
-            case 'b': c = '\b'; break;
-            case 'f': c = '\f'; break;
-            case 'n': c = '\n'; break;
-            case 'r': c = '\r'; break;
-            case 't': c = '\t'; break;
-            case 'u': {
-                /* Exactly four hex digits, read within the header's bounds
-                 * (the header is not NUL-terminated). */
-                unsigned v = 0;
-                bool hex = ps->end - ps->p >= 4;
-                for (int k = 0; hex && k < 4; k++) {
-                    char h = ps->p[k];
-                    int d = h >= '0' && h <= '9'   ? h - '0'
-                            : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                            : h >= 'A' && h <= 'F' ? h - 'A' + 10
-                                                   : -1;
-                    hex = d >= 0;
-                    v = v << 4 | (unsigned)(d & 15);
-                }
-                if (!hex || v >= 0x80 || !v) {
+            case '/': b[0] = e; break;
+            case 'b': b[0] = '\b'; break;
+            case 'f': b[0] = '\f'; break;
+            case 'n': b[0] = '\n'; break;
+            case 'r': b[0] = '\r'; break;
+            case 't': b[0] = '\t'; break;
+            case 'u': { /* any code point, as UTF-8 (Python's json writes \u00e9) */
+                size_t used;
+                if ((nb = stk_json_unicode_escape(ps->p, ps->end, b, &used)) < 0) {
                     free(s);
-                    fail_(ps, "unsupported \\u escape in the JSON header");
+                    fail_(ps, "bad \\u escape in the JSON header");
                     return NULL;
                 }
-                ps->p += 4;
-                c = (char)v;
+                ps->p += used;
                 break;
             }
             default:
@@ -215,7 +203,7 @@ static char *parse_string(parser *ps)
                 return NULL;
             }
         }
-        if (n + 2 > cap) {
+        if (n + (size_t)nb + 1 > cap) {
             char *t = realloc(s, cap *= 2);
             if (!t) {
                 free(s);
@@ -223,7 +211,8 @@ static char *parse_string(parser *ps)
             }
             s = t;
         }
-        s[n++] = c;
+        memcpy(s + n, b, (size_t)nb);
+        n += (size_t)nb;
     }
     if (ps->p >= ps->end) {
         free(s);

@@ -289,6 +289,20 @@ START_TEST(test_hostile_headers)
     write_st(p, "{\"\\u00zz\":1}", 0);
     ck_assert_int_eq(read_st(p), STK_ERR_FORMAT);
     ck_assert_msg(strstr(stk_last_error(), "\\u escape"), "%s", stk_last_error());
+    /* \u escapes of any code point (Python's json.dumps writes class names so) */
+    write_st(p,
+             "{\"__metadata__\":{\"classes\":\"caf\\u00e9 \\ud83d\\ude00 \\u4e2d\"},"
+             "\"t\\u00e9\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
+             1);
+    stk_safetensors *sf;
+    ck_assert_int_eq(stk_safetensors_read(p, &sf), STK_OK);
+    ck_assert_str_eq(stk_safetensors_meta(sf, "classes"), "caf\xc3\xa9 \xf0\x9f\x98\x80 \xe4\xb8\xad");
+    ck_assert_ptr_nonnull(stk_safetensors_find(sf, "t\xc3\xa9"));
+    stk_safetensors_free(sf);
+    write_st(p, "{\"\\ud83d\":1}", 0); /* a lone surrogate */
+    ck_assert_int_eq(read_st(p), STK_ERR_FORMAT);
+    write_st(p, "{\"\\u0000\":1}", 0); /* NUL: a C string cannot hold it */
+    ck_assert_int_eq(read_st(p), STK_ERR_FORMAT);
     /* 200,000 one-byte tensors, the last two with the same name. */
     enum { N = 200000 };
     size_t cap = (size_t)N * 96 + 16, n = 0; /* an entry is at most ~75 bytes */

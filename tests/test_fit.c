@@ -425,6 +425,7 @@ START_TEST(lr_sweep_on_a_scripted_loss)
     ck_assert_int_eq(stk_lr_sweep_init(&s, 0, 1, 10, 0.98, 4), STK_ERR_INVALID_ARG);
     ck_assert_int_eq(stk_lr_sweep_init(&s, 1, 0.5, 10, 0.98, 4), STK_ERR_INVALID_ARG);
     ck_assert_int_eq(stk_lr_sweep_init(&s, 1e-5, 1, 1, 0.98, 4), STK_ERR_INVALID_ARG);
+    ck_assert_int_eq(stk_lr_sweep_init(&s, 1e-5, 1, 2, 0.98, 4), STK_ERR_INVALID_ARG); /* no suggestion from 2 */
     ck_assert_int_eq(stk_lr_sweep_init(&s, 1e-5, 1, 10, 1, 4), STK_ERR_INVALID_ARG);
     ck_assert_int_eq(stk_lr_sweep_init(&s, 1e-5, 1, 10, 0.98, 1), STK_ERR_INVALID_ARG);
 }

@@ -89,6 +89,9 @@ static int eval_main(int argc, char **argv)
                                  "--confusion %s: the file name must end in .csv, .json "
                                  "or .png",
                                  a.confusion[i]);
+    for (int i = 0; i < a.n_confusion; i++) /* before the evaluation, not after it */
+        if (stk_output_path_check(a.confusion[i]) != STK_OK)
+            return stk_cli_usage("eval", "--confusion %s", stk_last_error());
     stk_cpu_set_threads((int)threads);
     const stk_copy_engine *ce; /* the device before any loader (pinned batch memory) */
     if (stk_device_spec_open(&device, &ce) != STK_OK) return stk_cli_fail();

@@ -51,9 +51,10 @@ static const stk_flag flags[] = {
     STK_FLAG_SECTION("the sweep"),
     STK_FLAG_NUMBER(T, start, "start", "LR", 1e-12, 1e6, "the first learning rate, default 1e-7"),
     STK_FLAG_NUMBER(T, end, "end", "LR", 1e-12, 1e6, "the last learning rate, default 10"),
-    STK_FLAG_INT(T, steps, "steps", "N", 2, 100000,
-                 "steps from --start to --end, exponentially spaced (default 100;\n"
-                 "more than an epoch goes on into the next)"),
+    STK_FLAG_INT(T, steps, "steps", "N", 3, 100000,
+                 "steps from --start to --end, exponentially spaced (default 100,\n"
+                 "at least 3: the suggestion needs them; more than an epoch goes on\n"
+                 "into the next)"),
     STK_FLAG_NUMBER(T, smooth, "smooth", "BETA", 0, 0.9999,
                     "the loss's moving average, bias-corrected (default 0.98, as fastai)"),
     STK_FLAG_NUMBER(T, stop_factor, "stop-factor", "F", 1.0001, 1e6,
@@ -279,11 +280,11 @@ static int lr_find_main(int argc, char **argv)
     stk_lr_suggestion g;
     if (st == STK_OK) {
         stk_lr_sweep_suggest(&s, &g);
-        if (s.n < 3)
+        if (s.n < 3) /* (--steps >= 3: it stopped early) */
             st = stk_error(STK_ERR_INVALID_ARG,
-                           "lr-find: the loss was not finite from the first steps (at lr %g): "
-                           "lower --start",
-                           a.start);
+                           "lr-find: the loss passed %g x its minimum or was not finite by step "
+                           "%d (lr %.3g): lower --start or raise --stop-factor",
+                           a.stop_factor, s.n, s.n ? s.lr[s.n - 1] : a.start);
     }
     if (st == STK_OK) st = plot(&a, &s, &g);
     if (st == STK_OK) {

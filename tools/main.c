@@ -1,4 +1,5 @@
 /* stoke: pack, inspect, verify and benchmark datasets; train and evaluate models. */
+#include "common/memory_budget.h"
 #include "tools/cli.h"
 #include "tools/flags.h"
 
@@ -47,6 +48,10 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2) {
         print_overview(stderr);
+        return STK_EXIT_USAGE;
+    }
+    if (stk_memory_limit_env_check() != STK_OK) {
+        fprintf(stderr, "stoke: %s\n", stk_last_error());
         return STK_EXIT_USAGE;
     }
     const char *cmd = argv[1];

@@ -14,8 +14,9 @@ stk_status stk_lr_sweep_init(stk_lr_sweep *s, double start, double end, int step
     if (!(start > 0 && end > start && isfinite(end)))
         return stk_error(STK_ERR_INVALID_ARG,
                          "lr-find: the sweep from %g to %g must rise from above 0", start, end);
-    if (steps < 2 || steps > 100000)
-        return stk_error(STK_ERR_INVALID_ARG, "lr-find: %d steps (2..100000)", steps);
+    /* the suggestion (steepest descent of the smoothed loss) needs 3 points */
+    if (steps < 3 || steps > 100000)
+        return stk_error(STK_ERR_INVALID_ARG, "lr-find: %d steps (3..100000)", steps);
     if (!(beta >= 0 && beta < 1))
         return stk_error(STK_ERR_INVALID_ARG, "lr-find: smoothing %g is not in [0, 1)", beta);
     if (!(stop_factor > 1 && isfinite(stop_factor)))

@@ -46,7 +46,7 @@ typedef struct stk_lr_sweep {
     bool diverged; /* stopped by the rule (else: ran its steps) */
 } stk_lr_sweep;
 
-/* Errors: INVALID_ARG (0 < start < end finite, steps 2..100000, beta in
+/* Errors: INVALID_ARG (0 < start < end finite, steps 3..100000, beta in
  * [0, 1), stop_factor > 1), NOMEM. */
 stk_status stk_lr_sweep_init(stk_lr_sweep *s, double start, double end, int steps, double beta,
                              double stop_factor);

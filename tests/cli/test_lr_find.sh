@@ -43,4 +43,10 @@ run 2 "$STOKE" lr-find --data tiny.stoke
 expect err.txt "--data and --model are required"
 run 1 "$STOKE" lr-find $T --transform rrc:224
 expect err.txt "rrc:224"
+# the fewest steps a suggestion can come from: 3 (2 was accepted, then failed
+# blaming --start)
+run 2 "$STOKE" lr-find $T --steps 2
+expect err.txt "--steps 2: expected an integer in 3..100000"
+run 0 "$STOKE" lr-find $T --steps 3 --end 1e-3 --out three.svg
+expect out.txt "suggested learning rate"
 finish

@@ -43,6 +43,11 @@ run 0 env STOKE_MEMORY_LIMIT_MB=1 "$STOKE" train $T --model mlp --epochs 1 --out
     --no-tensorboard
 expect err.txt "stoke: warning: this run needs about "
 expect err.txt "STOKE_MEMORY_LIMIT_MB allows (less a tenth), even at batch 1: train at a smaller image size"
+# a limit that is not a number is refused, not ignored (by every command)
+run 2 env STOKE_MEMORY_LIMIT_MB=abc "$STOKE" train $T --model mlp --epochs 1 --out mem2
+expect err.txt "stoke: STOKE_MEMORY_LIMIT_MB=abc: expected a number of MiB above 0"
+run 2 env STOKE_MEMORY_LIMIT_MB=0 "$STOKE" bench tiny.stoke
+expect err.txt "STOKE_MEMORY_LIMIT_MB=0: expected a number of MiB above 0"
 
 # Gradient clipping: the norm before clipping in steps.csv (empty cells
 # without --clip-grad-norm), a run that clips differs from one that does
@@ -162,8 +167,10 @@ run 0 "$STOKE" eval --data tiny.stoke --checkpoint r1/last.safetensors --per-cla
 expect out.txt "precision"
 run 2 "$STOKE" eval --data tiny.stoke --checkpoint r1/last.safetensors --confusion cm.txt
 expect err.txt "--confusion cm.txt: the file name must end in .csv, .json or .png"
-run 1 "$STOKE" eval --data tiny.stoke --checkpoint r1/last.safetensors --confusion no/such/dir/cm.csv
-expect err.txt "--confusion no/such/dir/cm.csv"
+# refused before the evaluation (it used to fail only after it), exit 2
+run 2 "$STOKE" eval --data tiny.stoke --checkpoint r1/last.safetensors --confusion no/such/dir/cm.csv
+expect err.txt "--confusion no/such/dir/cm.csv: no folder no/such/dir: No such file or directory"
+grep -q "(100%)" err.txt && fail "eval --confusion into a missing folder evaluated first"
 
 # Resume: a 3-epoch run stopped after epoch 1, then resumed, equals 3 straight
 # epochs bit for bit (the schedule, the optimizer state and the loader's order

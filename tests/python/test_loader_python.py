@@ -173,6 +173,13 @@ def test_read_orders(tiny):
             stoke.Loader(tiny, 5, **bad)
 
 
+def test_memory_limit_typo_is_refused(tiny, monkeypatch):
+    # STOKE_MEMORY_LIMIT_MB that is not a number: refused as the CLI refuses it
+    monkeypatch.setenv("STOKE_MEMORY_LIMIT_MB", "abc")
+    with pytest.raises(stoke.StokeError, match="STOKE_MEMORY_LIMIT_MB=abc: expected a number"):
+        stoke.Loader(tiny, 5)
+
+
 def cli_message(*args):
     r = subprocess.run([STOKE, "bench", *args], capture_output=True, text=True)
     assert r.returncode != 0
