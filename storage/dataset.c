@@ -428,11 +428,13 @@ stk_status stk_dataset_get(stk_dataset *ds, uint64_t index, stk_record *out, boo
     size_t len = ds->lengths[index];
     st = stk_dataset_decode(ds, val, len, check_crc, out);
     if (st != STK_OK) {
-        /* Name the source when the header is sane enough to find it. */
+        /* Name the source when the header is sane enough to find it: from
+         * the bytes (a record whose lengths disagree is decoded with no name). */
         if (out->name_len > 0 && out->name_len <= STK_RECORD_MAX_NAME &&
             STK_RECORD_HEADER_SIZE + (size_t)out->name_len <= len)
             return stk_error_prefix(st, "%s: record %" PRIu64 " (%.*s)", ds->path, index,
-                                    (int)out->name_len, out->name);
+                                    (int)out->name_len,
+                                    (const char *)val + STK_RECORD_HEADER_SIZE);
         return stk_error_prefix(st, "%s: record %" PRIu64, ds->path, index);
     }
     return STK_OK;

@@ -605,6 +605,15 @@ START_TEST(version2_checks_headers_and_meta)
                   stk_last_error());
     stk_dataset_close(ds);
     flip_byte(path, off + 16, 0x01);
+    /* Its payload length changed: the message names the record from its
+     * bytes (the decoder leaves no name; this printed from NULL) */
+    flip_byte(path, off + 24, 0x01);
+    ck_assert_int_eq(stk_dataset_open(path, &ds), STK_OK);
+    ck_assert_int_eq(stk_dataset_get(ds, 7, &r, true), STK_ERR_CORRUPT);
+    ck_assert_msg(strstr(stk_last_error(), "record 7 (synth/00007.jpg): record is"), "%s",
+                  stk_last_error());
+    stk_dataset_close(ds);
+    flip_byte(path, off + 24, 0x01);
     /* A meta value changed in place (same length): the checksum catches it. */
     size_t flen;
     char *bytes = NULL;
