@@ -40,6 +40,13 @@ typedef struct block {
     int users;        /* requests holding its bytes */
     bool cached;      /* part of the static cache: never freed */
     uint32_t uses[2]; /* reads left per epoch parity (not for cached blocks) */
+    /* Bit p: its read failed in the epoch of parity p, which is not tried
+     * again in that epoch (each of its records would re-read the whole block:
+     * a truncated file read at ~100 images/s); fail_* say how. The next plan
+     * of that parity clears it, so a passing fault is retried next epoch. */
+    uint8_t failed;
+    stk_status fail_st;
+    char *fail_msg;
 } block;
 
 struct stk_block_store {
@@ -58,7 +65,7 @@ struct stk_block_store {
     bool active[2];
     uint64_t held; /* bytes of blocks in memory outside the arena; guarded by lock */
     struct {
-        uint64_t hits, served, loads, bytes;
+        uint64_t hits, served, loads, failed, bytes;
     } n[2]; /* guarded by lock */
 };
 
@@ -217,7 +224,10 @@ static void drop(stk_block_store *bs, block *b)
 void stk_block_store_destroy(stk_block_store *bs)
 {
     if (!bs) return;
-    for (uint64_t k = 0; bs->blocks && k < bs->nblocks; k++) drop(bs, &bs->blocks[k]);
+    for (uint64_t k = 0; bs->blocks && k < bs->nblocks; k++) {
+        drop(bs, &bs->blocks[k]);
+        free(bs->blocks[k].fail_msg);
+    }
     if (bs->arena) munmap(bs->arena, bs->arena_bytes);
     stk_dataset_fds_close(bs->fds, bs->nfds);
     free(bs->blocks);
@@ -234,7 +244,10 @@ bool stk_block_store_serves(const stk_block_store *bs, uint64_t index)
 
 void stk_block_store_plan(stk_block_store *bs, int parity, const stk_sampler *s, uint64_t from)
 {
-    for (uint64_t k = 0; k < bs->nblocks; k++) bs->blocks[k].uses[parity] = 0;
+    for (uint64_t k = 0; k < bs->nblocks; k++) {
+        bs->blocks[k].uses[parity] = 0;
+        bs->blocks[k].failed &= (uint8_t)~(1u << parity);
+    }
     if (!bs->o.all) return;
     for (uint64_t k = from; k < s->samples; k++) {
         block *b = &bs->blocks[stk_sampler_index(s, k) / bs->o.block_records];
@@ -268,6 +281,7 @@ void stk_block_store_reset(stk_block_store *bs)
     bs->active[0] = bs->active[1] = false;
     for (uint64_t k = 0; k < bs->nblocks; k++) {
         bs->blocks[k].uses[0] = bs->blocks[k].uses[1] = 0;
+        bs->blocks[k].failed = 0;
         drop(bs, &bs->blocks[k]);
     }
     pthread_mutex_unlock(&bs->lock);
@@ -321,6 +335,13 @@ void stk_block_store_acquire(stk_block_store *bs, int parity, stk_read_req *reqs
         q->status = STK_OK;
         block *b = &bs->blocks[q->index / bs->o.block_records];
         while (b->state == BLOCK_LOADING) pthread_cond_wait(&bs->loaded, &bs->lock);
+        if (b->failed >> parity & 1) { /* this epoch's read of it failed: the same answer */
+            q->status = b->fail_st;
+            snprintf(q->error, sizeof q->error, "%s", b->fail_msg ? b->fail_msg : "read failed");
+            q->data = NULL;
+            q->len = 0;
+            continue;
+        }
         if (b->state == BLOCK_READY) {
             bs->n[parity].hits += b->cached;
         } else {
@@ -334,6 +355,11 @@ void stk_block_store_acquire(stk_block_store *bs, int parity, stk_read_req *reqs
             if (st != STK_OK) {
                 q->status = st;
                 snprintf(q->error, sizeof q->error, "%s", stk_last_error());
+                b->failed |= (uint8_t)(1u << parity);
+                bs->n[parity].failed++;
+                b->fail_st = st;
+                free(b->fail_msg);
+                b->fail_msg = strdup(q->error); /* NULL: "read failed" */
                 q->data = NULL;
                 q->len = 0;
                 continue;
@@ -376,6 +402,7 @@ void stk_block_store_stats_get(stk_block_store *bs, int parity, stk_block_store_
         out->hits += bs->n[p].hits;
         out->served += bs->n[p].served;
         out->loads += bs->n[p].loads;
+        out->failed_loads += bs->n[p].failed;
         out->bytes_read += bs->n[p].bytes;
     }
     out->cache_bytes = bs->arena_bytes;

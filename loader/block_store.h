@@ -64,6 +64,7 @@ typedef struct stk_block_store_stats {
     uint64_t hits;          /* records served from a cached block already in memory */
     uint64_t served;        /* records served by the store */
     uint64_t loads;         /* block reads */
+    uint64_t failed_loads;  /* block reads that failed (once a block an epoch) */
     uint64_t bytes_read;    /* their bytes */
     uint64_t cache_bytes;   /* the static cache's size (whole blocks) */
     uint64_t cached_blocks; /* blocks in it */
@@ -93,7 +94,10 @@ void stk_block_store_reset(stk_block_store *bs);
 
 /* For every request with `given`: point data/len at the record's bytes in
  * its block (reading the block first if needed), or set status and error
- * (STK_ERR_IO: the read failed; STK_ERR_CORRUPT: short read). Bytes read
+ * (STK_ERR_IO: the read failed; STK_ERR_CORRUPT: short read). A block
+ * whose read failed gives that same error to every later request of its
+ * epoch without reading again (the next plan of the parity retries it).
+ * Bytes read
  * from the file are added to *bytes. The bytes stay valid until release. */
 void stk_block_store_acquire(stk_block_store *bs, int parity, stk_read_req *reqs, int n,
                              uint64_t *bytes);

@@ -693,6 +693,50 @@ static uint64_t store_epoch(stk_block_store *bs, stk_dataset *ds, stk_sampler *s
     return most;
 }
 
+/* A block whose read fails (the file cut short under the store) is read
+ * once an epoch, not once per record: every record of it gets the error. */
+START_TEST(block_store_reads_a_failed_block_once_an_epoch)
+{
+    const char *path = tpath("cutblock.stoke");
+    make_dataset(path, 40, -1);
+    stk_dataset *ds;
+    ck_assert_int_eq(stk_dataset_open(path, &ds), STK_OK);
+    stk_block_store *bs;
+    stk_block_store_options bo = {.block_records = 8, .all = true};
+    ck_assert_int_eq(stk_block_store_create(ds, &bo, &bs), STK_OK);
+    uint64_t off;
+    uint32_t len;
+    stk_dataset_span(ds, 36, &off, &len); /* in the last block, 32..39 */
+    ck_assert_int_eq(truncate(path, (off_t)(off + len / 2)), 0);
+    stk_sampler s;
+    stk_sampler_options so = {.count = 40, .batch_size = 8, .world = 1, .block_records = 8};
+    ck_assert_int_eq(stk_sampler_init(&s, &so), STK_OK);
+    for (uint64_t e = 0; e < 2; e++) {
+        int p = (int)(e & 1);
+        stk_sampler_epoch(&s, e);
+        stk_block_store_stats_reset(bs, p);
+        stk_block_store_plan(bs, p, &s, 0);
+        stk_block_store_activate(bs, p, true);
+        stk_block_store_activate(bs, !p, false);
+        for (uint64_t i = 32; i < 40; i++) {
+            stk_read_req q = {.index = i, .given = true};
+            stk_block_store_acquire(bs, p, &q, 1, NULL);
+            ck_assert_int_eq(q.status, STK_ERR_CORRUPT);
+            ck_assert_msg(strstr(q.error, "short read"), "%s", q.error);
+            stk_block_store_release(bs, p, &q, 1);
+        }
+        stk_block_store_stats st;
+        stk_block_store_stats_get(bs, p, &st);
+        ck_assert_uint_eq(st.loads, 0); /* no read succeeded */
+        ck_assert_uint_eq(st.served, 0);
+        ck_assert_uint_eq(st.failed_loads, 1); /* read once this epoch, not 8 times */
+    }
+    stk_block_store_destroy(bs);
+    stk_dataset_close(ds);
+    make_dataset(path, 40, -1);
+}
+END_TEST
+
 START_TEST(block_store_reads_each_block_once_and_frees_it)
 {
     stk_dataset *ds;
@@ -844,6 +888,7 @@ int main(void)
     tcase_add_test(tc, edge_sizes);
     tcase_add_test(tc, direct_io_gives_the_same_batches);
     tcase_add_test(tc, block_store_reads_each_block_once_and_frees_it);
+    tcase_add_test(tc, block_store_reads_a_failed_block_once_an_epoch);
     tcase_add_test(tc, block_store_short_read_is_an_error);
     tcase_add_test(tc, block_order_and_cache_deliver_the_same_samples);
     suite_add_tcase(s, tc);
