@@ -146,6 +146,7 @@ static stk_status make_sample(worker *w, slot *s, int j, const uint8_t *bytes, s
     stk_loader *l = w->l;
     stk_record r;
     stk_status st = stk_dataset_decode(l->ds, bytes, len, !l->o.read_only, &r);
+    if (st == STK_OK) st = stk_dataset_check_entry(l->ds, index, &r);
     if (st != STK_OK) return st;
     s->b.labels[j] = r.label;
     s->b.indices[j] = index;

@@ -166,6 +166,38 @@ static stk_status find_value(void *ctx, const uint8_t *key, uint32_t key_len, ui
     return STK_OK;
 }
 
+static uint32_t le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The index is bound to the file by its transaction id, which a copy that
+ * moves the records defeats (mdb_copy -c numbers transactions from 1 again:
+ * one commit later the ids agree), as does an index forged with a valid
+ * CRC. So up to 17 entries, spread over the file, are checked against the
+ * record headers they point at (magic, lengths, CRC, label): 17 small reads. */
+static stk_status spot_check(const stk_dataset *ds, const stk_index_entry *e, uint64_t n,
+                             uint64_t *reads)
+{
+    uint64_t checks = n < 17 ? n : 17;
+    for (uint64_t k = 0; k < checks; k++) {
+        uint64_t i = checks < 2 ? 0 : k * (n - 1) / (checks - 1);
+        uint8_t h[STK_RECORD_HEADER_SIZE];
+        bool read = e[i].length >= sizeof h &&
+                    pread(ds->fd, h, sizeof h, (off_t)e[i].offset) == (ssize_t)sizeof h;
+        (*reads)++;
+        if (!read || le32(h) != STK_RECORD_MAGIC ||
+            (uint64_t)STK_RECORD_HEADER_SIZE + le32(h + 20) + le32(h + 24) != e[i].length ||
+            le32(h + 28) != e[i].crc || (int32_t)le32(h + 16) != e[i].label)
+            return stk_error(STK_ERR_CORRUPT,
+                             "entry %" PRIu64 " does not match the record at offset %" PRIu64
+                             ": not this file's index (a copy that moved the records, such as "
+                             "mdb_copy -c, or a forged index)",
+                             i, e[i].offset);
+    }
+    return STK_OK;
+}
+
 /* The entries of the file's persisted index (record_index.h), checked
  * against the file: a few large reads, no walk of the records. STK_END: the
  * file has none. */
@@ -193,10 +225,15 @@ static stk_status read_index(const stk_dataset *ds, stk_lmdb_file *f, stk_index_
     stk_status st =
         stk_record_index_parse(buf, v.len, f->txnid, ds->meta.count, ds->file_size, out);
     free(buf);
+    if (st == STK_OK && (st = spot_check(ds, *out, ds->meta.count, reads)) != STK_OK) {
+        free(*out);
+        *out = NULL;
+    }
     return st;
 }
 
-/* The persisted index into ds's record index. */
+/* The persisted index into ds's record index (and each record's CRC and
+ * label, which reads check records against: stk_dataset_check_entry). */
 static stk_status load_index(stk_dataset *ds, stk_lmdb_file *f)
 {
     stk_index_entry *e;
@@ -204,13 +241,17 @@ static stk_status load_index(stk_dataset *ds, stk_lmdb_file *f)
     uint64_t n = ds->meta.count;
     ds->offsets = calloc(n ? n : 1, sizeof *ds->offsets);
     ds->lengths = calloc(n ? n : 1, sizeof *ds->lengths);
-    if (!ds->offsets || !ds->lengths) {
+    ds->crcs = calloc(n ? n : 1, sizeof *ds->crcs);
+    ds->labels = calloc(n ? n : 1, sizeof *ds->labels);
+    if (!ds->offsets || !ds->lengths || !ds->crcs || !ds->labels) {
         free(e);
         return stk_error(STK_ERR_NOMEM, "out of memory");
     }
     for (uint64_t i = 0; i < n; i++) {
         ds->offsets[i] = e[i].offset;
         ds->lengths[i] = e[i].length;
+        ds->crcs[i] = e[i].crc;
+        ds->labels[i] = e[i].label;
         if (e[i].length > ds->max_length) ds->max_length = e[i].length;
     }
     free(e);
@@ -264,8 +305,9 @@ static stk_status read_dataset(stk_dataset *ds, bool walk)
         stk_log_warn("%s: its record index cannot be used (%s); reading the records instead "
                      "(`stoke index %s` writes it anew)",
                      ds->path, stk_last_error(), ds->path);
-        free(ds->offsets), free(ds->lengths);
+        free(ds->offsets), free(ds->lengths), free(ds->crcs), free(ds->labels);
         ds->offsets = NULL, ds->lengths = NULL, ds->max_length = 0;
+        ds->crcs = NULL, ds->labels = NULL;
     } else if (st == STK_END && !walk) {
         stk_log_info("%s: no record index: opening reads every record page (`stoke index %s` "
                      "adds one)",
@@ -401,6 +443,8 @@ void stk_dataset_close(stk_dataset *ds)
     stk_meta_deinit(&ds->meta);
     free(ds->offsets);
     free(ds->lengths);
+    free(ds->crcs);
+    free(ds->labels);
     free(ds->path);
     free(ds);
 }
@@ -427,6 +471,7 @@ stk_status stk_dataset_get(stk_dataset *ds, uint64_t index, stk_record *out, boo
     const uint8_t *val = map_at(ds, ds->offsets[index]);
     size_t len = ds->lengths[index];
     st = stk_dataset_decode(ds, val, len, check_crc, out);
+    if (st == STK_OK) st = stk_dataset_check_entry(ds, index, out);
     if (st != STK_OK) {
         /* Name the source when the header is sane enough to find it: from
          * the bytes (a record whose lengths disagree is decoded with no name). */
@@ -460,6 +505,17 @@ stk_status stk_dataset_decode(const stk_dataset *ds, const void *bytes, size_t l
                          stk_encoding_name(out->encoding), out->width, out->height,
                          stk_encoding_name(m->encoding), m->min_width, m->max_width, m->min_height,
                          m->max_height);
+    return STK_OK;
+}
+
+stk_status stk_dataset_check_entry(const stk_dataset *ds, uint64_t index, const stk_record *r)
+{
+    if (!ds->crcs || index >= ds->meta.count) return STK_OK; /* no index: nothing to compare */
+    if (r->crc != ds->crcs[index] || r->label != ds->labels[index])
+        return stk_error(STK_ERR_CORRUPT,
+                         "CRC %08X and label %d, but the record index says %08X and %d: the "
+                         "index is not this file's (`stoke index %s` writes it anew)",
+                         r->crc, r->label, ds->crcs[index], ds->labels[index], ds->path);
     return STK_OK;
 }
 

@@ -75,6 +75,13 @@ uint64_t stk_dataset_file_size(const stk_dataset *ds);
  * of range), STK_ERR_CORRUPT / STK_ERR_FORMAT with "PATH: record N (name): reason". */
 stk_status stk_dataset_get(stk_dataset *ds, uint64_t index, stk_record *out, bool check_crc);
 
+/* Check a decoded record (stk_dataset_decode) against record `index`'s
+ * entry in the file's persisted index: its CRC and label must be the
+ * entry's (an index that is not the file's would give other samples
+ * silently). STK_OK when the dataset was opened without an index. Errors:
+ * STK_ERR_CORRUPT (the caller adds which record). */
+stk_status stk_dataset_check_entry(const stk_dataset *ds, uint64_t index, const stk_record *r);
+
 /* Decode a record's bytes (however they were read) and check them against
  * the dataset: stk_record_decode's checks, the record version equal to the
  * file's, the label below the class count, the encoding and the size within

@@ -41,7 +41,8 @@ stk_status stk_dataset_fingerprint(const stk_dataset *ds, uint64_t *out)
         size_t len;
         stk_record r;
         if ((st = stk_dataset_pread(ds, i, buf, cap, &len)) != STK_OK) break;
-        if ((st = stk_dataset_decode(ds, buf, len, true, &r)) != STK_OK) {
+        if ((st = stk_dataset_decode(ds, buf, len, true, &r)) != STK_OK ||
+            (st = stk_dataset_check_entry(ds, i, &r)) != STK_OK) {
             st = stk_error_prefix(st, "%s: record %" PRIu64, stk_dataset_path(ds), i);
             break;
         }

@@ -11,6 +11,8 @@ struct stk_dataset {
     stk_meta meta;
     uint64_t *offsets; /* record index: file offset of each record's value */
     uint32_t *lengths;
+    uint32_t *crcs;  /* from the persisted index: each record's CRC and label, */
+    int32_t *labels; /* which reads compare with the record (NULL: walked) */
     uint32_t max_length;
     bool indexed; /* the index came from the file's own (record_index.h), not a walk */
     uint64_t open_pages, open_reads; /* what the open touched (stk_dataset_open_cost) */

@@ -163,16 +163,23 @@ static stk_status join_indexes(stk_dataset *ds)
     ds->offsets = malloc((n ? n : 1) * sizeof *ds->offsets);
     ds->lengths = malloc((n ? n : 1) * sizeof *ds->lengths);
     if (!ds->offsets || !ds->lengths) return stk_error(STK_ERR_NOMEM, "out of memory");
+    bool entries = true; /* every shard's index gave CRCs and labels */
+    for (int k = 0; k < ds->nparts; k++) entries = entries && ds->parts[k]->crcs;
+    if (entries && (!(ds->crcs = malloc((n ? n : 1) * sizeof *ds->crcs)) ||
+                    !(ds->labels = malloc((n ? n : 1) * sizeof *ds->labels))))
+        return stk_error(STK_ERR_NOMEM, "out of memory");
     for (int k = 0; k < ds->nparts; k++) {
         stk_dataset *p = ds->parts[k];
         ds->part_base[k] = base;
         for (uint64_t i = 0; i < p->meta.count; i++, at++) {
             ds->offsets[at] = base + p->offsets[i];
             ds->lengths[at] = p->lengths[i];
+            if (entries) ds->crcs[at] = p->crcs[i], ds->labels[at] = p->labels[i];
         }
         if (p->max_length > ds->max_length) ds->max_length = p->max_length;
         free(p->offsets), free(p->lengths); /* the joined index serves every read */
-        p->offsets = NULL, p->lengths = NULL;
+        free(p->crcs), free(p->labels);
+        p->offsets = NULL, p->lengths = NULL, p->crcs = NULL, p->labels = NULL;
         base += (p->file_size + SHARD_ALIGN - 1) / SHARD_ALIGN * SHARD_ALIGN;
     }
     ds->file_size = base;

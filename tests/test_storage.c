@@ -1,4 +1,5 @@
 /* storage/: record codec, meta, writer, reader + record index, sources, pack. */
+#include "common/crc32c.h"
 #include "common/fs.h"
 #include "common/rng.h"
 #include "storage/dataset.h"
@@ -397,7 +398,7 @@ START_TEST(persisted_index_opens_without_the_walk)
     stk_dataset_open_cost(ds, &pages, &reads);
     stk_dataset_open_cost(walked, &wpages, &wreads);
     ck_assert_uint_le(pages, 8); /* main, meta and index databases: a page or two each */
-    ck_assert_uint_eq(reads, 1);
+    ck_assert_uint_eq(reads, 1 + 17); /* the index, then 17 record headers it points at */
     ck_assert_uint_gt(wpages, n / 100); /* every leaf page of the records */
     ck_assert_uint_eq(wreads, 0);
     for (uint64_t i = 0; i < n; i++) {
@@ -461,6 +462,63 @@ START_TEST(persisted_index_opens_without_the_walk)
     }
     free(file);
     free(v);
+}
+END_TEST
+
+/* The index's transaction id does not bind it to the file when a copy
+ * moves the records (mdb_copy -c numbers transactions from 1 again: one
+ * commit later the ids agree); its entries are checked against the records
+ * they point at. A forged index (an entry pointed elsewhere, CRC and txn
+ * made right) that passes those checks is caught when a record is read. */
+START_TEST(index_not_bound_to_the_file_is_caught)
+{
+    const char *path = tpath("orig.stoke"), *moved = tpath("moved.stoke"),
+               *forged = tpath("forged.stoke");
+    const uint64_t n = 5000;
+    write_tiny(path, n);
+    unlink(moved);
+    MDB_env *env;
+    ck_assert_int_eq(mdb_env_create(&env), 0);
+    ck_assert_int_eq(mdb_env_set_maxdbs(env, 4), 0);
+    ck_assert_int_eq(mdb_env_open(env, path, MDB_NOSUBDIR | MDB_NOLOCK | MDB_RDONLY, 0644), 0);
+    ck_assert_int_eq(mdb_env_copy2(env, moved, MDB_CP_COMPACT), 0);
+    mdb_env_close(env);
+    uint8_t x = 1;
+    lmdb_put(moved, "extra", "x", &x, 1, false); /* txn 2: the index's id again */
+    stk_dataset *ds;
+    ck_assert_int_eq(stk_dataset_open(moved, &ds), STK_OK); /* by the walk */
+    ck_assert(!stk_dataset_indexed(ds));
+    stk_index_entry *e;
+    ck_assert_int_eq(stk_dataset_read_index(ds, &e), STK_ERR_CORRUPT);
+    ck_assert_msg(strstr(stk_last_error(), "does not match the record at offset"), "%s",
+                  stk_last_error());
+    for (uint64_t i = 0; i < n; i += 97) {
+        stk_record r;
+        ck_assert_int_eq(stk_dataset_get(ds, i, &r, true), STK_OK);
+        ck_assert_int_eq(r.label, (int)(i % 3));
+    }
+    stk_dataset_close(ds);
+
+    /* entry 3 pointed at record 4's bytes (no spot check looks there), the
+     * entries' CRC made right: record 4 would be served as record 3 */
+    copy_file(path, forged, -1);
+    size_t len;
+    uint8_t *v = index_value(forged, &len);
+    uint8_t *e3 = v + STK_INDEX_HEADER + 3 * STK_INDEX_ENTRY_SIZE, *e4 = e3 + STK_INDEX_ENTRY_SIZE;
+    memcpy(e3, e4, 12); /* offset u64 and length u32; its CRC and label stay record 3's */
+    uint32_t crc = stk_crc32c(0, v + STK_INDEX_HEADER, len - STK_INDEX_HEADER);
+    for (int i = 0; i < 4; i++) v[28 + i] = (uint8_t)(crc >> (8 * i));
+    lmdb_put(forged, "index", "v1", v, len, true);
+    free(v);
+    ck_assert_int_eq(stk_dataset_open(forged, &ds), STK_OK);
+    ck_assert(stk_dataset_indexed(ds)); /* it passes the open's checks */
+    stk_record r;
+    ck_assert_int_eq(stk_dataset_get(ds, 2, &r, true), STK_OK);
+    ck_assert_int_eq(stk_dataset_get(ds, 3, &r, true), STK_ERR_CORRUPT);
+    ck_assert_msg(strstr(stk_last_error(), "record 3") &&
+                      strstr(stk_last_error(), "but the record index says"),
+                  "%s", stk_last_error());
+    stk_dataset_close(ds);
 }
 END_TEST
 
@@ -1006,6 +1064,7 @@ int main(void)
     tcase_add_test(tc, meta_roundtrip_and_version);
     tcase_add_test(tc, writer_reader_roundtrip_index_matches_lmdb);
     tcase_add_test(tc, persisted_index_opens_without_the_walk);
+    tcase_add_test(tc, index_not_bound_to_the_file_is_caught);
     tcase_add_test(tc, version2_checks_headers_and_meta);
     tcase_add_test(tc, version1_files_still_read);
     tcase_add_test(tc, reader_refuses_a_hostile_record_count);
