@@ -51,6 +51,13 @@ static stk_status checkpoint_metadata(run_state *r, const stk_meta *m)
     memcpy(r->meta_keys, keys, sizeof keys);
     memcpy(r->meta_values, vals, sizeof vals);
     r->n_meta = 6;
+    /* what --data holds, so that --resume knows it reads the same records in
+     * the same order (not the path: a copy elsewhere is the same data) */
+    uint64_t fp;
+    STK_TRY(stk_dataset_fingerprint(stk_loader_dataset(r->loader), &fp));
+    snprintf(r->meta_text[3], sizeof r->meta_text[3], "%016" PRIx64, fp);
+    r->meta_keys[r->n_meta] = "data_fingerprint";
+    r->meta_values[r->n_meta++] = r->meta_text[3];
     if (r->a.order == STK_ORDER_BLOCK) { /* the blocks in use: the order follows them */
         block_params_text(r, r->meta_text[2], sizeof r->meta_text[2]);
         r->meta_keys[r->n_meta] = "block";
@@ -104,7 +111,8 @@ static stk_status continue_on_this_world(run_state *r)
 }
 
 /* A run goes on in the read order it was saved with (a checkpoint from
- * before --order: random). */
+ * before --order: random), on the same records (from before the data's
+ * fingerprint: not checked). */
 static stk_status same_order(const run_state *r)
 {
     stk_safetensors *f;
@@ -116,6 +124,16 @@ static stk_status same_order(const run_state *r)
         st = stk_error(STK_ERR_INVALID_ARG, "--resume: %s was trained with --order %s, not %s",
                        r->path_last, stk_printable(saved, shown, sizeof shown),
                        stk_read_order_names[r->a.order]);
+    const char *fp = stk_safetensors_meta(f, "data_fingerprint"),
+               *data = stk_safetensors_meta(f, "data");
+    char shown_data[256];
+    if (st == STK_OK && fp && strcmp(fp, r->meta_text[3]))
+        st = stk_error(STK_ERR_INVALID_ARG,
+                       "--resume: %s was trained on other records than --data %s holds (it was "
+                       "--data %s): other files, shards in another order, or a file changed "
+                       "since; give the run's data",
+                       r->path_last, r->a.data,
+                       data ? stk_printable(data, shown_data, sizeof shown_data) : "?");
     const char *blocks = stk_safetensors_meta(f, "block");
     char now[24];
     block_params_text(r, now, sizeof now);

@@ -74,7 +74,7 @@ typedef struct run_state {
     uint64_t *confusion;        /* --per-class: classes x classes (owned; NULL: not asked) */
     stk_memory_estimate memory; /* the run's training memory, measured before it starts */
     uint64_t ring_bytes;        /* the loader's ring of batches (host memory) */
-    const char *meta_keys[8], *meta_values[8]; /* the run's checkpoint metadata */
+    const char *meta_keys[10], *meta_values[10]; /* the run's checkpoint metadata */
     int n_meta;
     stk_comm *comm; /* the data-parallel job (a world of one alone) */
     stk_ddp *ddp;   /* with more than one rank */

@@ -61,6 +61,12 @@ done
 # trains from shards
 run 0 "$STOKE" train --data part.shards --model mlp --epochs 1 --batch 100 --out run
 expect out.txt "done: 1 epoch"
+# resumed on the shards in another order (other records at each index): refused
+REV=part-00002-of-00003.stoke,part-00001-of-00003.stoke,part-00000-of-00003.stoke
+run 1 "$STOKE" train --data $REV --model mlp --epochs 2 --batch 100 --out run --resume
+expect err.txt "run/last.safetensors was trained on other records than --data $REV holds (it was --data part.shards)"
+run 0 "$STOKE" train --data $COMMAS --model mlp --epochs 2 --batch 100 --out run --resume
+expect out.txt "done: 1 epoch"
 
 # refused: another dataset's file among the shards, a missing one, a bad size
 run 0 "$STOKE" pack "$FX/good" photos.stoke
