@@ -2,6 +2,7 @@
 #include "loader/pack_job.h"
 
 #include "augment/jpeg_prepare.h"
+#include "augment/raw_prepare.h"
 #include "common/text.h"
 
 #include <stdlib.h>
@@ -9,8 +10,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-const char *const stk_pack_action_names[STK_PACK_ACTIONS] = {"stored", "transcoded", "converted",
-                                                             "resized", "segmented", "encoded"};
+const char *const stk_pack_action_names[STK_PACK_ACTIONS] = {"stored",  "transcoded", "converted",
+                                                             "resized", "segmented",  "encoded"};
 
 stk_pack_request stk_pack_request_defaults(void)
 {
@@ -47,17 +48,19 @@ const char *stk_pack_guess_kind(const char *src, bool with_labels)
     return "imagefolder";
 }
 
-typedef struct jpeg_hook {
-    stk_jpeg_preparer **workers;
+/* The prepare hook's state: a preparer per worker, JPEG's or raw's. */
+typedef struct prepare_hook {
+    stk_jpeg_preparer **jpeg;
+    stk_raw_preparer **raw;
     int n;
-} jpeg_hook;
+} prepare_hook;
 
 static stk_status prepare_jpeg(void *ctx, int worker, const uint8_t *in, size_t len,
                                stk_pack_item *out)
 {
-    jpeg_hook *h = ctx;
+    prepare_hook *h = ctx;
     stk_jpeg_prepared r;
-    stk_status st = stk_jpeg_prepare(h->workers[worker], in, len, &r);
+    stk_status st = stk_jpeg_prepare(h->jpeg[worker], in, len, &r);
     if (st != STK_OK) return st;
     *out = (stk_pack_item){.action = (int)r.action,
                            .data = r.data,
@@ -66,6 +69,27 @@ static stk_status prepare_jpeg(void *ctx, int worker, const uint8_t *in, size_t 
                            .height = r.height,
                            .channels = r.channels,
                            .has_stats = r.has_stats,
+                           .pixels = r.stats.pixels};
+    for (int c = 0; c < 3; c++) {
+        out->sum[c] = r.stats.sum[c];
+        out->sumsq[c] = r.stats.sumsq[c];
+    }
+    return STK_OK;
+}
+
+/* --store raw: the file decoded to RGB pixels. */
+static stk_status prepare_raw(void *ctx, int worker, const uint8_t *in, size_t len,
+                              stk_pack_item *out)
+{
+    prepare_hook *h = ctx;
+    stk_raw_prepared r;
+    STK_TRY(stk_raw_prepare(h->raw[worker], in, len, &r));
+    *out = (stk_pack_item){.data = r.pixels,
+                           .len = (size_t)r.width * r.height * 3,
+                           .width = r.width,
+                           .height = r.height,
+                           .channels = 3,
+                           .has_stats = true,
                            .pixels = r.stats.pixels};
     for (int c = 0; c < 3; c++) {
         out->sum[c] = r.stats.sum[c];
@@ -97,6 +121,17 @@ static stk_status check_request(const stk_pack_request *r, const char *from)
     if (r->restart_mcus < 0 || r->restart_mcus > 64)
         return stk_error(STK_ERR_INVALID_ARG, "restart %d: expected an integer in 0..64",
                          r->restart_mcus);
+    bool files = !strcmp(from, "imagefolder") || !strcmp(from, "list");
+    if (r->store && strcmp(r->store, "jpeg") && strcmp(r->store, "raw"))
+        return stk_error(STK_ERR_INVALID_ARG, "store %s: expected jpeg or raw", r->store);
+    if (r->store && !strcmp(r->store, "jpeg") && !files)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "store jpeg: %s is stored as its raw pixels (it has no files to keep)",
+                         from);
+    if (r->store && !strcmp(r->store, "raw") && files && r->max_side)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "max_side with store raw: raw storage keeps every pixel; resize before "
+                         "packing, or store jpeg");
     if (r->labels && strcmp(from, "idx") != 0)
         return stk_error(STK_ERR_INVALID_ARG,
                          "three paths are only for --from idx (IMAGES LABELS OUT)");
@@ -144,6 +179,8 @@ static void describe(const stk_pack_request *r, const char *from, stk_encoding e
     if (r->shuffle) ADD(" --shuffle --seed %llu", (unsigned long long)r->seed);
     if (r->skip_bad) ADD(" --skip-bad");
     if (r->shard_bytes) ADD(" --shard-size %llu", (unsigned long long)r->shard_bytes);
+    if (enc == STK_ENCODING_RAW_U8 && strcmp(from, "idx") && strcmp(from, "cifar10"))
+        ADD(" --store raw --max-pixels %llu", (unsigned long long)r->max_pixels);
     if (enc == STK_ENCODING_JPEG) {
         if (!r->validate) ADD(" --no-validate");
         if (r->max_side) ADD(" --max-side %u --quality %d", r->max_side, r->quality);
@@ -163,19 +200,25 @@ stk_status stk_pack_job_run(const stk_pack_request *r, stk_pack_summary *summary
         stk_source_destroy(src);
         return st;
     }
+    bool raw_files = src->encoding == STK_ENCODING_JPEG && r->store && !strcmp(r->store, "raw");
+    if (raw_files) { /* every file decoded, stored as RGB pixels */
+        src->encoding = STK_ENCODING_RAW_U8;
+        src->channels = 3;
+    }
     if (encoding) *encoding = src->encoding;
     char packed_with[512];
     describe(r, from, src->encoding, packed_with, sizeof packed_with);
 
-    jpeg_hook hook = {0};
+    prepare_hook hook = {0};
     char *skipped_path = stk_text_printf("%s.skipped.txt", r->out);
     if (!skipped_path) {
         st = stk_error(STK_ERR_NOMEM, "out of memory");
         goto out;
     }
-    if (src->encoding == STK_ENCODING_JPEG) {
-        hook.workers = calloc((size_t)r->workers, sizeof *hook.workers);
-        if (!hook.workers) {
+    if (src->encoding == STK_ENCODING_JPEG || raw_files) {
+        hook.jpeg = calloc((size_t)r->workers, sizeof *hook.jpeg);
+        hook.raw = calloc((size_t)r->workers, sizeof *hook.raw);
+        if (!hook.jpeg || !hook.raw) {
             st = stk_error(STK_ERR_NOMEM, "out of memory");
             goto out;
         }
@@ -185,14 +228,15 @@ stk_status stk_pack_job_run(const stk_pack_request *r, stk_pack_summary *summary
                                        .validate = r->validate,
                                        .restart_mcus = r->restart_mcus};
         for (; hook.n < r->workers; hook.n++) {
-            st = stk_jpeg_preparer_create(&jo, &hook.workers[hook.n]);
+            st = raw_files ? stk_raw_preparer_create(r->max_pixels, &hook.raw[hook.n])
+                           : stk_jpeg_preparer_create(&jo, &hook.jpeg[hook.n]);
             if (st != STK_OK) goto out;
         }
     }
     stk_pack_options o = {.workers = r->workers,
                           .skip_bad = r->skip_bad,
                           .skipped_path = skipped_path,
-                          .prepare_jpeg = prepare_jpeg,
+                          .prepare_file = raw_files ? prepare_raw : prepare_jpeg,
                           .prepare_ctx = &hook,
                           .max_file_bytes = 0,
                           .cancel = r->cancel,
@@ -201,8 +245,12 @@ stk_status stk_pack_job_run(const stk_pack_request *r, stk_pack_summary *summary
                           .shard_bytes = r->shard_bytes};
     st = stk_pack_run(src, r->out, &o, summary);
 out:
-    for (int i = 0; i < hook.n; i++) stk_jpeg_preparer_destroy(hook.workers[i]);
-    free(hook.workers);
+    for (int i = 0; i < hook.n; i++) {
+        stk_jpeg_preparer_destroy(hook.jpeg[i]);
+        stk_raw_preparer_destroy(hook.raw[i]);
+    }
+    free(hook.jpeg);
+    free(hook.raw);
     free(skipped_path);
     stk_source_destroy(src);
     return st;

@@ -44,6 +44,8 @@ typedef struct stk_pack_request {
     int quality;          /* 1..100, for re-encoded images */
     int restart_mcus;     /* JPEG restart markers about every N MCUs (0: none) */
     uint64_t shard_bytes; /* > 0: shards of about this many bytes (storage/pack_output.h) */
+    const char *store;    /* "jpeg" or "raw" (lossless: every file decoded to RGB u8
+                             pixels); NULL: jpeg for folders and lists, raw for idx/cifar10 */
     const volatile sig_atomic_t *cancel;
     FILE *progress; /* NULL: no progress bar */
 } stk_pack_request;
@@ -63,7 +65,7 @@ const char *stk_pack_guess_kind(const char *src, bool with_labels);
  * ("quality 0: expected an integer in 1..100"; the CLI's flag parser
  * refuses its own flags first, with the "--"), a path combination
  * (STK_ERR_INVALID_ARG), the source's, the first bad item's, I/O,
- * STK_ERR_CANCELLED. *encoding (optional) says whether the source was JPEG
+ * STK_ERR_CANCELLED. *encoding (optional) says whether the records are JPEG
  * (the summary's actions count JPEG handling only then). On error nothing is
  * left at out. */
 stk_status stk_pack_job_run(const stk_pack_request *req, stk_pack_summary *summary,

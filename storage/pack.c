@@ -69,7 +69,7 @@ static void prepare_one(void *p, size_t i, int worker)
     const stk_source_item *it = &ctx->src->items[ctx->first + i];
     slot *s = &ctx->slots[i];
     memset(s, 0, sizeof *s);
-    if (ctx->src->encoding == STK_ENCODING_RAW_U8) {
+    if (!it->path) { /* pixels the source holds (IDX, CIFAR-10) */
         prepare_raw(ctx->src, it, s);
         return;
     }
@@ -86,7 +86,7 @@ static void prepare_one(void *p, size_t i, int worker)
         st = stk_file_read_all(it->path, limit, &s->file, &len);
         if (st == STK_OK) {
             s->bytes_in = len;
-            st = ctx->opts->prepare_jpeg(ctx->opts->prepare_ctx, worker, s->file, len, &s->item);
+            st = ctx->opts->prepare_file(ctx->opts->prepare_ctx, worker, s->file, len, &s->item);
         }
     }
     s->status = st;
@@ -109,11 +109,12 @@ stk_status stk_pack_run(stk_source *src, const char *out_path, const stk_pack_op
     if (src->count == 0)
         return stk_error(STK_ERR_INVALID_ARG, "%s: nothing to pack (no images found)",
                          src->description);
-    if (src->encoding == STK_ENCODING_JPEG && !opts->prepare_jpeg)
-        return stk_error(STK_ERR_INVALID_ARG, "pack: no JPEG prepare function given");
+    bool files = src->items[0].path != NULL; /* file sources (folder, list) */
+    if (files && !opts->prepare_file)
+        return stk_error(STK_ERR_INVALID_ARG, "pack: no prepare function given for files");
     int workers = opts->workers > 0 ? opts->workers : 1;
     /* Raw items cost microseconds: bigger chunks keep the pool's wake-ups rare. */
-    size_t chunk = src->encoding == STK_ENCODING_RAW_U8 ? 8192 : (size_t)workers * CHUNK_PER_WORKER;
+    size_t chunk = !files ? 8192 : (size_t)workers * CHUNK_PER_WORKER;
     stk_pool *pool = NULL;
     stk_pack_output *w = NULL;
     slot *slots = calloc(chunk, sizeof *slots);

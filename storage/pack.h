@@ -1,13 +1,15 @@
 /* Packing a source into a Stoke dataset, in parallel, deterministically.
  *
- *     stk_pack_options o = {.workers = 4, .prepare_jpeg = my_prepare, .progress = stderr};
+ *     stk_pack_options o = {.workers = 4, .prepare_file = my_prepare, .progress = stderr};
  *     stk_pack_summary sum;
  *     if (stk_pack_run(src, "train.stoke", &o, &sum) != STK_OK)
  *         fprintf(stderr, "stoke: %s\n", stk_last_error());   // "<file>: <reason>"
  *
  * Items are prepared in chunks on a thread pool (read the file, then the
- * prepare hook: for JPEG that is augment's stk_jpeg_prepare, wired in by the
- * CLI so storage/ does not depend on augment/), and one writer appends the
+ * prepare hook, which gives what to store in src->encoding: augment's
+ * stk_jpeg_prepare for JPEG, stk_raw_prepare for raw pixels, wired in by
+ * loader/pack_job.c so storage/ does not depend on augment/; raw sources'
+ * pixels go as they are), and one writer appends the
  * results in item order. The output is byte-identical whatever `workers` is.
  * The first bad item stops the pack and nothing is left at the target, unless
  * `skip_bad`, which skips it, counts it and lists it in `skipped_path`.
@@ -29,7 +31,8 @@ extern "C" {
 
 #define STK_PACK_ACTIONS 6
 
-/* What the prepare hook returns for one encoded file. */
+/* What the prepare hook returns for one file: the bytes to store in the
+ * source's encoding (JPEG, or raw u8 pixels). */
 typedef struct stk_pack_item {
     int action;    /* what was done to it, 0..STK_PACK_ACTIONS-1 (the hook's
                       own numbering, counted in the summary) */
@@ -50,7 +53,7 @@ typedef struct stk_pack_options {
     int workers;                      /* threads preparing items (>= 1) */
     bool skip_bad;                    /* skip bad inputs instead of stopping */
     const char *skipped_path;         /* with skip_bad: where to list them ("path<TAB>reason") */
-    stk_pack_prepare_fn prepare_jpeg; /* required for JPEG sources */
+    stk_pack_prepare_fn prepare_file; /* required for file sources (folder, list) */
     void *prepare_ctx;
     uint64_t max_file_bytes; /* larger files are bad input (0: 1 GiB) */
     const volatile sig_atomic_t *cancel;

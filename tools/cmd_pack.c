@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 
 typedef struct pack_args {
-    int from, split; /* indexes in from_names, split_names; -1: not given */
+    int from, split, store; /* indexes in from_names, split_names, store_names; -1: not given */
     const char *classes, *shard_size;
     int64_t workers, seed, max_pixels, max_side, quality, restart;
     bool shuffle, skip_bad, no_validate, json;
@@ -20,6 +20,7 @@ typedef struct pack_args {
 
 static const char *const from_names[] = {"imagefolder", "list", "idx", "cifar10", NULL};
 static const char *const split_names[] = {"train", "val", "test", NULL};
+static const char *const store_names[] = {"jpeg", "raw", NULL};
 
 #define T pack_args
 static const stk_flag flags[] = {
@@ -38,6 +39,11 @@ static const stk_flag flags[] = {
                   "the first with its file name and reason, and write nothing)"),
     STK_FLAG_BOOL(T, no_validate, "no-validate",
                   "do not decode every JPEG (faster; no mean/std in the meta)"),
+    STK_FLAG_CHOICE(T, store, "store", "HOW", store_names,
+                    "how a folder's or list's images are stored: jpeg (default; JPEG\n"
+                    "files kept, others encoded at --quality) or raw (every image\n"
+                    "decoded to RGB pixels: lossless, for PNG or synthetic data where\n"
+                    "JPEG's loss matters; larger files, no decode when loading)"),
     STK_FLAG_INT(T, max_pixels, "max-pixels", "N", 1, INT64_MAX,
                  "refuse images over N pixels, e.g. decompression bombs (default 64000000)"),
     STK_FLAG_INT(T, max_side, "max-side", "N", 1, 65500,
@@ -74,7 +80,8 @@ static const stk_cli cli = {
         "  idx          MNIST/Fashion-MNIST IDX files, gzipped or not: a folder holding\n"
         "               train-/t10k-images-idx3-ubyte[.gz] and their labels, or IMAGES LABELS\n"
         "  cifar10      the CIFAR-10 binary batches: a folder with data_batch_*.bin, or one .bin\n"
-        "IDX and CIFAR-10 are stored as raw u8 pixels; imagefolder and list as JPEG.\n"
+        "IDX and CIFAR-10 are stored as raw u8 pixels; imagefolder and list as JPEG,\n"
+        "or with --store raw as their decoded RGB pixels (lossless).\n"
         "Limits every reader shares: labels 0..999999 (1,000,000 classes), image sides\n"
         "up to 65535; inputs past them are refused, naming the line or file.\n"
         "\n"
@@ -123,6 +130,7 @@ static int pack_main(int argc, char **argv)
 {
     pack_args a = {.from = -1,
                    .split = -1,
+                   .store = -1,
                    .workers = stk_cpu_count(),
                    .max_pixels = 64000000,
                    .quality = 90,
@@ -137,6 +145,7 @@ static int pack_main(int argc, char **argv)
     r.labels = npos == 3 ? pos[1] : NULL;
     r.from = a.from >= 0 ? from_names[a.from] : stk_pack_guess_kind(r.src, npos == 3);
     r.split = a.split >= 0 ? split_names[a.split] : NULL;
+    r.store = a.store >= 0 ? store_names[a.store] : NULL;
     r.classes = a.classes;
     r.workers = (int)a.workers;
     r.shuffle = a.shuffle;
@@ -162,6 +171,12 @@ static int pack_main(int argc, char **argv)
     if (a.classes && strcmp(r.from, "imagefolder") == 0)
         return stk_cli_usage(
             "pack", "--classes does not apply to imagefolder (folder names are the classes)");
+    bool files = !strcmp(r.from, "imagefolder") || !strcmp(r.from, "list");
+    if (a.store == 0 && !files)
+        return stk_cli_usage("pack", "--store jpeg: %s is stored as its raw pixels", r.from);
+    if (a.store == 1 && files && a.max_side)
+        return stk_cli_usage("pack", "--max-side with --store raw: raw storage keeps every "
+                                     "pixel; resize before packing, or --store jpeg");
     struct stat sb;
     if (stat(r.out, &sb) == 0 && S_ISDIR(sb.st_mode))
         return stk_cli_usage("pack", "%s: OUT is a folder; give a file name", r.out);

@@ -416,7 +416,12 @@ static stk_status backward_op(step_ctx *c, stk_pipe_runner *r, int s, int i, hel
             STK_TRY(stk_pipe_recv(r, s, i, true, &payload));
         g = payload;
     }
-    stk_status st = stk_backward(h->out, g, false);
+    /* A first stage with nothing to train (frozen layers, or units without
+     * parameters such as mlp's flatten) made an output that needs no
+     * gradient: its backward has nothing to do, and no stage before it
+     * waits for one. */
+    bool nothing = s == 0 && !stk_tensor_requires_grad(h->out);
+    stk_status st = nothing ? STK_OK : stk_backward(h->out, g, false);
     stk_tensor_release(g);
     stk_tensor_release(h->out);
     h->out = NULL;

@@ -151,17 +151,17 @@ static PyObject *py_pack(PyObject *self, PyObject *args, PyObject *kw)
     static char *names[] = {"src",      "out",        "labels",   "kind",    "split",
                             "classes",  "workers",    "shuffle",  "seed",    "skip_bad",
                             "validate", "max_pixels", "max_side", "quality", "progress",
-                            "restart",  "shard_size", NULL};
+                            "restart",  "shard_size", "store",    NULL};
     PyObject *src = NULL, *out = NULL, *labels = NULL, *classes = NULL, *result = NULL;
-    const char *kind = NULL, *split = NULL;
+    const char *kind = NULL, *split = NULL, *store = NULL;
     int shuffle = 0, skip_bad = 0, validate = 1, progress = 0;
     PyObject *workers_o = NULL, *seed_o = NULL, *max_pixels_o = NULL, *max_side_o = NULL,
              *quality_o = NULL, *restart_o = NULL, *shard_o = NULL;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "O&O&|$O&zzO&OpOppOOOpOO", names, PyUnicode_FSConverter, &src,
+            args, kw, "O&O&|$O&zzO&OpOppOOOpOOz", names, PyUnicode_FSConverter, &src,
             PyUnicode_FSConverter, &out, stoke_path_or_none, &labels, &kind, &split,
             stoke_path_or_none, &classes, &workers_o, &shuffle, &seed_o, &skip_bad, &validate,
-            &max_pixels_o, &max_side_o, &quality_o, &progress, &restart_o, &shard_o))
+            &max_pixels_o, &max_side_o, &quality_o, &progress, &restart_o, &shard_o, &store))
         goto fail;
     /* the CLI's ranges; 0 workers: one per core, max_side 0 or None: no limit */
     long long workers = 0, seed = 0, max_pixels = 64000000, max_side = 0, quality = 90,
@@ -199,6 +199,7 @@ static PyObject *py_pack(PyObject *self, PyObject *args, PyObject *kw)
     t->req.quality = (int)quality;
     t->req.restart_mcus = (int)restart;
     t->req.shard_bytes = (uint64_t)shard_size;
+    t->req.store = store;
     t->req.progress = progress ? stderr : NULL;
     t->req.cancel = &t->cancel;
     pthread_mutex_init(&t->mu, NULL);
@@ -302,9 +303,11 @@ PyMethodDef stoke_dataset_functions[] = {
     {"pack", (PyCFunction)(void (*)(void))py_pack, METH_VARARGS | METH_KEYWORDS,
      "pack(src, out, *, labels=None, kind=None, split=None, classes=None, workers=0,\n"
      "     shuffle=False, seed=0, skip_bad=False, validate=True, max_pixels=64000000,\n"
-     "     max_side=0, quality=90, progress=False, restart=4, shard_size=None)\n--\n\n"
+     "     max_side=0, quality=90, progress=False, restart=4, shard_size=None, store=None)\n"
+     "--\n\n"
      "Pack an image dataset into one .stoke file, as `stoke pack` (see `stoke pack --help`);\n"
-     "shard_size (bytes, 1 MiB..1 TiB): shards and their list, as --shard-size.\n"
+     "shard_size (bytes, 1 MiB..1 TiB): shards and their list, as --shard-size; store\n"
+     "'jpeg' or 'raw' (lossless RGB pixels), as --store (None: jpeg for folders and lists).\n"
      "kind is --from (imagefolder, list, idx, cifar10; None: guessed from src), workers 0\n"
      "means one per core. Returns the summary `stoke pack --json` prints. Errors raise\n"
      "StokeError with the CLI's message; Ctrl-C stops the pack and leaves nothing at out."},

@@ -86,6 +86,38 @@ PY
     i=$((i + 1))
 done
 
+# --store raw: the same folder stored losslessly as RGB pixels: every record is
+# PIL's convert("RGB") of its file exactly (the JPEG: libjpeg-turbo's decode,
+# within 1 of PIL's), and the loader reads it
+run 0 "$STOKE" pack --store raw src raw.stoke --json
+expect out.txt '"records": 13'
+run 0 "$STOKE" info --json raw.stoke
+expect out.txt '"encoding": "raw'
+expect out.txt "--store raw"
+i=0
+for f in $(cd src && find . -type f | sort); do
+    run 0 "$STOKE" peek --index $i --transform none --out "raw$i.ppm" raw.stoke
+    "$PYTHON3" - "src/$f" "raw$i.ppm" <<'PY' || fail "$f: --store raw is not lossless"
+import sys
+import numpy as np
+from PIL import Image
+a = np.asarray(Image.open(sys.argv[1]).convert("RGB"), dtype=np.int16)
+b = np.asarray(Image.open(sys.argv[2]).convert("RGB"), dtype=np.int16)
+jpeg = open(sys.argv[1], "rb").read(2) == b"\xff\xd8"
+assert a.shape == b.shape, (a.shape, b.shape)
+d = int(np.abs(a - b).max())
+sys.exit(0 if d <= (1 if jpeg else 0) else 1)
+PY
+    i=$((i + 1))
+done
+run 0 "$STOKE" bench --epochs 1 --batch 4 --transform resize:32,center:32 raw.stoke
+run 2 "$STOKE" pack --store raw --max-side 16 src x.stoke
+expect err.txt "--max-side with --store raw"
+run 2 "$STOKE" pack --from idx --store jpeg "$FX/idx" x.stoke
+expect err.txt "--store jpeg: idx is stored as its raw pixels"
+run 2 "$STOKE" pack --store png src x.stoke
+expect err.txt "--store"
+
 # Files that are not files.
 rm -rf src && mkdir -p src/a out
 cp "$FX/good/cat/cat_0.jpg" src/a/

@@ -52,6 +52,27 @@ PY
 run 0 "$STOKE" train $T --model cnn --epochs 2 --resume --out pipe
 expect out.txt "(resumed)"
 run 0 "$STOKE" export pipe/last.safetensors --format safetensors --out w.safetensors
+# a first stage with nothing to train: parameter-free units (mlp's flatten),
+# or frozen layers; the same weights as accumulation with the same freeze
+run 0 "$STOKE" train $T --model mlp --epochs 1 --micro-batches 4 --pipeline 2 --split-after flatten \
+    --out flat
+expect out.txt "stage 0: flatten .. flatten (1 units)"
+run 0 "$STOKE" train $T --model cnn --epochs 1 --micro-batches 2 --freeze conv1 --freeze bn1 --out accf
+run 0 "$STOKE" train $T --model cnn --epochs 1 --micro-batches 2 --pipeline 2 --split-after relu1 \
+    --freeze conv1 --freeze bn1 --out pipef
+"$PYTHON3" - "$STOKE_TESTS" <<'PY' || fail "a frozen first stage: weights differ from accumulation"
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1] + "/python")
+import st_io
+a, _ = st_io.load("accf/last.safetensors")
+b, _ = st_io.load("pipef/last.safetensors")
+for k in a:
+    if a[k].dtype != np.float32:
+        continue
+    scale = max(float(np.abs(a[k]).max()), 1e-6)
+    assert float(np.abs(a[k] - b[k]).max()) / scale <= 1e-4, k
+PY
 # refusals
 run 2 "$STOKE" train $T --model cnn --pipeline 2 --out x
 expect err.txt "--pipeline 2 needs --micro-batches"

@@ -40,6 +40,7 @@ def without_timing(summary):
      ["--shuffle", "--seed", "5", "--max-side", "16", "--quality", "80"]),
     ("good", dict(restart=0), ["--restart", "0"]),
     ("good", dict(restart=1, workers=2), ["--restart", "1", "--workers", "2"]),
+    ("good", dict(store="raw", workers=2), ["--store", "raw", "--workers", "2"]),
 ])
 def test_pack_writes_the_cli_bytes(tmp_path, src, kw, flags):
     ours = tmp_path / "py.stoke"
@@ -101,6 +102,10 @@ def test_errors_carry_the_cli_messages(tmp_path):
         stoke.pack(f"{FIX}/idx", tmp_path)
     with pytest.raises(stoke.StokeError, match="^split x: expected train or test"):
         stoke.pack(f"{FIX}/idx", out, split="x")
+    with pytest.raises(stoke.StokeError, match="^store png: expected jpeg or raw"):
+        stoke.pack(f"{FIX}/good", out, store="png")
+    with pytest.raises(stoke.StokeError, match="^max_side with store raw"):
+        stoke.pack(f"{FIX}/good", out, store="raw", max_side=16)
     # every integer in the CLI's range, never wrapped into another value
     for kw, text in [(dict(quality=0), "quality=0: expected an integer in 1..100"),
                      (dict(workers=-1), "workers=-1: expected an integer in 0..1024"),
