@@ -141,15 +141,48 @@ run 0 $MPI "$STOKE" train $T3 --batch 8 --out chain2 --resume
 expect out.txt "resume: the global batch changes from 8 to 16"
 
 # sync batch norm: cnn on 2 ranks x 8 with --sync-bn is cnn on 1 x 16; with
-# per-rank statistics (the default) it is not
-TC="--data tiny.stoke --val tiny.stoke --threads 1 --workers 1 --model cnn --epochs 2 --transform center:28"
+# per-rank statistics (the default) it is not. One step (16 images): the two
+# differ in summation order only (~1e-7 relative a step, measured). Over more
+# steps they may not stay close on any CPU: a ReLU input or max-pool pair
+# within that rounding of a tie flips its gradient's route, which moves a
+# conv weight's gradient by about one position of 16 x 28 x 28 (~1e-4, as
+# seen on an AVX2 EPYC at step 8: 3.9e-7 after step 7, 1.7e-4 after step 8),
+# and training amplifies it from there. So: the running statistics (a
+# continuous function of the inputs: within 1e-5) and everything else after
+# the step within 1e-3 (one such flip, not a missing synchronisation: per-rank
+# statistics differ by ~1e-2, ~1e-3 in the running ones after a step).
+"$PYTHON3" - "$STOKE_FIXTURES/idx" <<'PY' || fail "making the 16-image set"
+import gzip, os, struct, sys
+im = gzip.open(os.path.join(sys.argv[1], "train-images-idx3-ubyte.gz")).read()
+lb = gzip.open(os.path.join(sys.argv[1], "train-labels-idx1-ubyte.gz")).read()
+os.makedirs("idx16", exist_ok=True)
+open("idx16/train-images-idx3-ubyte", "wb").write(struct.pack(">IIII", 0x803, 16, 28, 28) + im[16:16 + 16 * 784])
+open("idx16/train-labels-idx1-ubyte", "wb").write(struct.pack(">II", 0x801, 16) + lb[8:8 + 16])
+PY
+run 0 "$STOKE" pack --from idx idx16 t16.stoke
+TC="--data t16.stoke --threads 1 --workers 1 --model cnn --epochs 1 --transform center:28"
 run 0 "$STOKE" train $TC --batch 16 --out cnn1
 run 0 $MPI "$STOKE" train $TC --batch 8 --out cnn2 --sync-bn
 expect out.txt "global batch 16, batch norm synchronised"
 run 0 $MPI "$STOKE" train $TC --batch 8 --out cnn2l
 close straight chain 1e-5
-close cnn1 cnn2 1e-5    # running statistics included
-apart cnn1 cnn2l 1e-4
+close cnn1 cnn2 1e-3
+# stats RUN_A RUN_B: the largest relative difference of the running statistics
+stats() {
+    "$PYTHON3" - "$STOKE_TESTS/python" "$1/last.safetensors" "$2/last.safetensors" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np, st_io
+a, _ = st_io.load(sys.argv[2])
+b, _ = st_io.load(sys.argv[3])
+print(max(float(np.abs(a[k].astype(np.float64) - b[k]).max() / (1 + np.abs(a[k]).max()))
+          for k in a if k.endswith(("running_mean", "running_var"))))
+PY
+}
+d=$(stats cnn1 cnn2)
+awk -v d="$d" 'BEGIN { exit !(d <= 1e-5) }' || fail "sync batch norm: running statistics $d apart"
+d=$(stats cnn1 cnn2l)
+awk -v d="$d" 'BEGIN { exit !(d > 1e-4) }' || fail "per-rank batch norm: statistics only $d apart"
 
 # early stopping decides alike on every rank (rank 0's evaluation is given
 # to all): both ranks stop after the same epoch and the job exits 0
