@@ -732,6 +732,7 @@ START_TEST(block_store_reads_a_failed_block_once_an_epoch)
         ck_assert_uint_eq(st.failed_loads, 1); /* read once this epoch, not 8 times */
     }
     stk_block_store_destroy(bs);
+    stk_sampler_deinit(&s);
     stk_dataset_close(ds);
     make_dataset(path, 40, -1);
 }

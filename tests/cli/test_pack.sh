@@ -70,46 +70,41 @@ run 0 "$STOKE" pack --quality 95 src formats.stoke
 expect out.txt "packed 13 records (2 classes)"
 expect out.txt "1 given restart markers"
 expect out.txt "12 encoded from PNG/WebP/BMP/PPM" # png_named.jpg: a PNG, told by its bytes
-i=0
-for f in $(cd src && find . -type f | sort); do
-    run 0 "$STOKE" peek --index $i --transform none --out "peek$i.ppm" formats.stoke
-    "$PYTHON3" - "src/$f" "peek$i.ppm" <<'PY' || fail "$f: pixels far from PIL's decode"
+# each_record DATA PREFIX MODE: every record of DATA (the files of src/ in
+# order) against PIL's decode of its file: MODE psnr25 (PSNR of at least
+# 25 dB: noisy 37x23 fixtures, 4:2:0) or lossless (equal; a JPEG within 1:
+# libjpeg-turbo's decode against PIL's)
+each_record() {
+    i=0
+    for f in $(cd src && find . -type f | sort); do
+        run 0 "$STOKE" peek --index $i --transform none --out "$2$i.ppm" "$1"
+        "$PYTHON3" - "src/$f" "$2$i.ppm" "$3" <<'PY' || fail "$1: $f: pixels far from PIL's decode ($3)"
 import sys
 import numpy as np
 from PIL import Image
 a = np.asarray(Image.open(sys.argv[1]).convert("RGB"), dtype=np.float64)
 b = np.asarray(Image.open(sys.argv[2]).convert("RGB"), dtype=np.float64)
+assert a.shape == b.shape, (a.shape, b.shape)
+if sys.argv[3] == "lossless":
+    jpeg = open(sys.argv[1], "rb").read(2) == b"\xff\xd8"
+    sys.exit(0 if np.abs(a - b).max() <= (1 if jpeg else 0) else 1)
 psnr = 10 * np.log10(255 ** 2 / max(((a - b) ** 2).mean(), 1e-9))
 print(f"{sys.argv[1]}: {psnr:.1f} dB")
-sys.exit(0 if a.shape == b.shape and psnr >= 25 else 1)  # noisy 37x23 fixtures, 4:2:0
+sys.exit(0 if psnr >= 25 else 1)
 PY
-    i=$((i + 1))
-done
+        i=$((i + 1))
+    done
+}
+each_record formats.stoke peek psnr25
 
-# --store raw: the same folder stored losslessly as RGB pixels: every record is
-# PIL's convert("RGB") of its file exactly (the JPEG: libjpeg-turbo's decode,
-# within 1 of PIL's), and the loader reads it
+# --store raw: the same folder stored losslessly as RGB pixels, which the
+# loader reads
 run 0 "$STOKE" pack --store raw src raw.stoke --json
 expect out.txt '"records": 13'
 run 0 "$STOKE" info --json raw.stoke
 expect out.txt '"encoding": "raw'
 expect out.txt "--store raw"
-i=0
-for f in $(cd src && find . -type f | sort); do
-    run 0 "$STOKE" peek --index $i --transform none --out "raw$i.ppm" raw.stoke
-    "$PYTHON3" - "src/$f" "raw$i.ppm" <<'PY' || fail "$f: --store raw is not lossless"
-import sys
-import numpy as np
-from PIL import Image
-a = np.asarray(Image.open(sys.argv[1]).convert("RGB"), dtype=np.int16)
-b = np.asarray(Image.open(sys.argv[2]).convert("RGB"), dtype=np.int16)
-jpeg = open(sys.argv[1], "rb").read(2) == b"\xff\xd8"
-assert a.shape == b.shape, (a.shape, b.shape)
-d = int(np.abs(a - b).max())
-sys.exit(0 if d <= (1 if jpeg else 0) else 1)
-PY
-    i=$((i + 1))
-done
+each_record raw.stoke raw lossless
 run 0 "$STOKE" bench --epochs 1 --batch 4 --transform resize:32,center:32 raw.stoke
 run 2 "$STOKE" pack --store raw --max-side 16 src x.stoke
 expect err.txt "--max-side with --store raw"
