@@ -138,16 +138,43 @@ static bool ends_with(const char *s, const char *suffix)
     return a >= b && !strcasecmp(s + a - b, suffix);
 }
 
-/* PNG: the SVG written beside the output, rasterised by rsvg-convert. */
+/* A new empty file $TMPDIR/stoke-plot-XXXXXX.EXT (malloc'd name; NULL with
+ * the error set). */
+static char *temp_file(const char *ext)
+{
+    const char *dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    char *name = stk_text_printf("%s/stoke-plot-XXXXXX.%s", dir, ext);
+    if (!name) {
+        stk_error(STK_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    int fd = mkstemps(name, (int)strlen(ext) + 1);
+    if (fd < 0) {
+        stk_error(STK_ERR_IO, "%s: cannot create a temporary file: %s", dir, strerror(errno));
+        free(name);
+        return NULL;
+    }
+    close(fd);
+    return name;
+}
+
+/* PNG: the SVG rasterised by rsvg-convert into a temporary (both in
+ * $TMPDIR, never beside the output: that may be /dev/null), then written
+ * to `out` as every output is (stk_file_write_atomic: a link followed, a
+ * device written through, a torn file never left). */
 static stk_status write_png(const char *out, const char *svg, size_t len)
 {
-    char *tmp = stk_text_printf("%s.svg.tmp", out);
-    if (!tmp) return stk_error(STK_ERR_NOMEM, "out of memory");
+    char *svg_tmp = temp_file("svg"), *png_tmp = svg_tmp ? temp_file("png") : NULL;
+    if (!png_tmp) {
+        if (svg_tmp) unlink(svg_tmp);
+        free(svg_tmp);
+        return stk_error_prefix(STK_ERR_IO, "--out %s", out);
+    }
     stk_file_part part = {svg, len};
-    stk_status st = stk_file_write_atomic(tmp, &part, 1);
+    stk_status st = stk_file_write_atomic(svg_tmp, &part, 1);
     if (st == STK_OK) {
         char *argv[] = {
-            "rsvg-convert", "--background-color", "white", "-o", (char *)out, tmp, NULL};
+            "rsvg-convert", "--background-color", "white", "-o", png_tmp, svg_tmp, NULL};
         pid_t pid;
         int rc = posix_spawnp(&pid, "rsvg-convert", NULL, NULL, argv, environ), status = 0;
         if (rc != 0)
@@ -158,8 +185,19 @@ static stk_status write_png(const char *out, const char *svg, size_t len)
         else if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
             st = stk_error(STK_ERR_IO, "--out %s: rsvg-convert failed", out);
     }
-    unlink(tmp);
-    free(tmp);
+    uint8_t *png = NULL;
+    size_t png_len = 0;
+    if (st == STK_OK && (st = stk_file_read_all(png_tmp, 1u << 30, &png, &png_len)) != STK_OK)
+        st = stk_error_prefix(st, "%s", png_tmp);
+    if (st == STK_OK) {
+        stk_file_part image = {png, png_len};
+        st = stk_file_write_atomic(out, &image, 1);
+    }
+    free(png);
+    unlink(svg_tmp);
+    unlink(png_tmp);
+    free(svg_tmp);
+    free(png_tmp);
     return st;
 }
 

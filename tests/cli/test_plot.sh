@@ -36,6 +36,17 @@ for name in ("two_svg.png", "two.png"):
     white = max(colours)[1]
     assert white == (255, 255, 255), (name, white)
 PY
+    # a PNG --out that is a link is written through it; one that is a device
+    # stays a device, and nothing is made beside it (its folder may be /dev)
+    ln -s linked.png link.png
+    run 0 "$STOKE" plot a b --out link.png
+    [ -L link.png ] && cmp -s linked.png two.png || fail "plot --out LINK.png: the link replaced or not written"
+    mkdir devdir
+    if mknod devdir/node.png c 1 3 2>/dev/null; then
+        run 0 "$STOKE" plot a b --out devdir/node.png
+        [ -c devdir/node.png ] || fail "plot --out onto a device made it a file"
+        only_entries devdir 1
+    fi
 else
     echo "note: no rsvg-convert: the PNG path is not checked"
 fi
