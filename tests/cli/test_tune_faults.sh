@@ -40,7 +40,8 @@ expect out.txt '"trials": 4'
 # (or a rank of a killed job still alive, holding its share) is refused
 lock_then() { # lock_then MODE DIR: hold DIR's lock in the background until 'stop' exists
     flock "$1" "$2" sh -c 'touch held; while [ ! -e stop ]; do sleep 0.1; done' &
-    while [ ! -e held ]; do sleep 0.1; done
+    i=0
+    while [ ! -e held ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
 }
 rm -rf busy held stop
 # shellcheck disable=SC2086
@@ -61,7 +62,8 @@ rm -rf busy2
 "$STOKE" tune $D --space 'lr=grid(0.01,0.02,0.03,0.04)' --epochs 30 --concurrent 1 --seed 1 \
     --out busy2 > first.txt 2>&1 &
 first=$!
-while [ ! -e busy2/trials/0000 ]; do sleep 0.1; done
+i=0
+while [ ! -e busy2/trials/0000 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
 run 1 "$STOKE" tune --resume --out busy2
 expect err.txt "busy2 is in use by pid $first"
 kill -INT "$first"; wait "$first"
