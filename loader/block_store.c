@@ -40,13 +40,13 @@ typedef struct block {
     int users;        /* requests holding its bytes */
     bool cached;      /* part of the static cache: never freed */
     uint32_t uses[2]; /* reads left per epoch parity (not for cached blocks) */
-    /* Bit p: its read failed in the epoch of parity p, which is not tried
+    /* [p]: its read failed in the epoch of parity p, which is not tried
      * again in that epoch (each of its records would re-read the whole block:
      * a truncated file read at ~100 images/s); fail_* say how. The next plan
      * of that parity clears it, so a passing fault is retried next epoch. */
-    uint8_t failed;
-    stk_status fail_st;
-    char *fail_msg;
+    bool failed[2];
+    stk_status fail_st[2];
+    char *fail_msg[2];
 } block;
 
 struct stk_block_store {
@@ -226,7 +226,8 @@ void stk_block_store_destroy(stk_block_store *bs)
     if (!bs) return;
     for (uint64_t k = 0; bs->blocks && k < bs->nblocks; k++) {
         drop(bs, &bs->blocks[k]);
-        free(bs->blocks[k].fail_msg);
+        free(bs->blocks[k].fail_msg[0]);
+        free(bs->blocks[k].fail_msg[1]);
     }
     if (bs->arena) munmap(bs->arena, bs->arena_bytes);
     stk_dataset_fds_close(bs->fds, bs->nfds);
@@ -245,8 +246,11 @@ bool stk_block_store_serves(const stk_block_store *bs, uint64_t index)
 void stk_block_store_plan(stk_block_store *bs, int parity, const stk_sampler *s, uint64_t from)
 {
     for (uint64_t k = 0; k < bs->nblocks; k++) {
-        bs->blocks[k].uses[parity] = 0;
-        bs->blocks[k].failed &= (uint8_t)~(1u << parity);
+        block *b = &bs->blocks[k];
+        b->uses[parity] = 0;
+        b->failed[parity] = false; /* (this parity's alone: the other's workers may run) */
+        free(b->fail_msg[parity]);
+        b->fail_msg[parity] = NULL;
     }
     if (!bs->o.all) return;
     for (uint64_t k = from; k < s->samples; k++) {
@@ -281,7 +285,11 @@ void stk_block_store_reset(stk_block_store *bs)
     bs->active[0] = bs->active[1] = false;
     for (uint64_t k = 0; k < bs->nblocks; k++) {
         bs->blocks[k].uses[0] = bs->blocks[k].uses[1] = 0;
-        bs->blocks[k].failed = 0;
+        for (int p = 0; p < 2; p++) {
+            bs->blocks[k].failed[p] = false;
+            free(bs->blocks[k].fail_msg[p]);
+            bs->blocks[k].fail_msg[p] = NULL;
+        }
         drop(bs, &bs->blocks[k]);
     }
     pthread_mutex_unlock(&bs->lock);
@@ -335,9 +343,10 @@ void stk_block_store_acquire(stk_block_store *bs, int parity, stk_read_req *reqs
         q->status = STK_OK;
         block *b = &bs->blocks[q->index / bs->o.block_records];
         while (b->state == BLOCK_LOADING) pthread_cond_wait(&bs->loaded, &bs->lock);
-        if (b->failed >> parity & 1) { /* this epoch's read of it failed: the same answer */
-            q->status = b->fail_st;
-            snprintf(q->error, sizeof q->error, "%s", b->fail_msg ? b->fail_msg : "read failed");
+        if (b->failed[parity]) { /* this epoch's read of it failed: the same answer */
+            q->status = b->fail_st[parity];
+            snprintf(q->error, sizeof q->error, "%s",
+                     b->fail_msg[parity] ? b->fail_msg[parity] : "read failed");
             q->data = NULL;
             q->len = 0;
             continue;
@@ -355,11 +364,11 @@ void stk_block_store_acquire(stk_block_store *bs, int parity, stk_read_req *reqs
             if (st != STK_OK) {
                 q->status = st;
                 snprintf(q->error, sizeof q->error, "%s", stk_last_error());
-                b->failed |= (uint8_t)(1u << parity);
+                b->failed[parity] = true;
                 bs->n[parity].failed++;
-                b->fail_st = st;
-                free(b->fail_msg);
-                b->fail_msg = strdup(q->error); /* NULL: "read failed" */
+                b->fail_st[parity] = st;
+                free(b->fail_msg[parity]);
+                b->fail_msg[parity] = strdup(q->error); /* NULL: "read failed" */
                 q->data = NULL;
                 q->len = 0;
                 continue;
