@@ -48,9 +48,9 @@ static const stk_cli cli = {
     .usage = "stoke predict CHECKPOINT INPUT... [--top-k K] [--json]",
     .about = "Classify images with a checkpoint written by stoke train. An INPUT is a JPEG,\n"
              "PNG, WebP, BMP or PPM/PGM file (told by its bytes), a folder (its .jpg/.jpeg/\n"
-             ".jpe/.jfif/.png/.webp/.bmp/.ppm/.pgm files, recursively, in name order) or a .stoke "
-             "dataset (each record, shown\n"
-             "as FILE.stoke#INDEX). Every image goes through the checkpoint's evaluation\n"
+             ".jpe/.jfif/.png/.webp/.bmp/.ppm/.pgm files, recursively, in name order), a\n"
+             ".stoke dataset (each record, shown as FILE.stoke#INDEX) or one record of it\n"
+             "(FILE.stoke#INDEX). Every image goes through the checkpoint's evaluation\n"
              "transform and its normalisation, in batches decoded on --workers threads;\n"
              "the classes are named as the training set named them (stoke pack). An image\n"
              "that cannot be read (damaged, not an image, too small for the transform) is\n"
