@@ -222,12 +222,16 @@ static stk_status write_through(const char *path, const char *shown, bool fifo,
     return st;
 }
 
-static const char *kind_of(mode_t m)
+/* What a write may land in (mode 0: nothing yet), or the refusal naming
+ * what path is: a directory, block device or socket. */
+static stk_status writable_kind(const char *path, mode_t m)
 {
-    return S_ISDIR(m)    ? "a directory"
-           : S_ISBLK(m)  ? "a block device"
-           : S_ISSOCK(m) ? "a socket"
-                         : "not a regular file";
+    if (m == 0 || S_ISREG(m) || S_ISCHR(m) || S_ISFIFO(m)) return STK_OK;
+    return stk_error(STK_ERR_UNSUPPORTED, "%s: will not write over it: %s", path,
+                     S_ISDIR(m)    ? "a directory"
+                     : S_ISBLK(m)  ? "a block device"
+                     : S_ISSOCK(m) ? "a socket"
+                                   : "not a regular file");
 }
 
 /* The temporary-and-rename write of a regular file (or a new one). */
@@ -269,31 +273,34 @@ out:
     return st;
 }
 
+/* The folder of `target` (where the temporary goes) exists and is writable. */
+static stk_status folder_writable(const char *path, const char *target)
+{
+    char *copy = strdup(target);
+    if (!copy) return stk_error(STK_ERR_NOMEM, "%s: no memory", path);
+    const char *dir = dirname(copy);
+    struct stat db;
+    stk_status st = STK_OK;
+    if (stat(dir, &db) != 0)
+        st = stk_error(STK_ERR_IO, "%s: no folder %s: %s", path, dir, strerror(errno));
+    else if (!S_ISDIR(db.st_mode))
+        st = stk_error(STK_ERR_IO, "%s: %s is not a folder", path, dir);
+    else if (access(dir, W_OK | X_OK) != 0)
+        st = stk_error(STK_ERR_IO, "%s: cannot write in %s: %s", path, dir, strerror(errno));
+    free(copy);
+    return st;
+}
+
 stk_status stk_output_path_check(const char *path)
 {
     char *target;
     struct stat sb;
     STK_TRY(resolve_links(path, &target, &sb));
-    stk_status st = STK_OK;
-    if (sb.st_mode != 0 && !S_ISREG(sb.st_mode) && !S_ISCHR(sb.st_mode) && !S_ISFIFO(sb.st_mode)) {
-        st = stk_error(STK_ERR_UNSUPPORTED, "%s: will not write over it: %s", path,
-                       kind_of(sb.st_mode));
-    } else if (sb.st_mode == 0 || S_ISREG(sb.st_mode)) { /* the folder the temporary goes in */
-        char *copy = strdup(target);
-        const char *dir = copy ? dirname(copy) : NULL;
-        struct stat db;
-        if (!dir)
-            st = stk_error(STK_ERR_NOMEM, "%s: no memory", path);
-        else if (stat(dir, &db) != 0)
-            st = stk_error(STK_ERR_IO, "%s: no folder %s: %s", path, dir, strerror(errno));
-        else if (!S_ISDIR(db.st_mode))
-            st = stk_error(STK_ERR_IO, "%s: %s is not a folder", path, dir);
-        else if (access(dir, W_OK | X_OK) != 0)
-            st = stk_error(STK_ERR_IO, "%s: cannot write in %s: %s", path, dir, strerror(errno));
-        free(copy);
-    } else if (access(target, W_OK) != 0) {
+    stk_status st = writable_kind(path, sb.st_mode);
+    if (st == STK_OK && (sb.st_mode == 0 || S_ISREG(sb.st_mode)))
+        st = folder_writable(path, target);
+    else if (st == STK_OK && access(target, W_OK) != 0) /* a device or FIFO */
         st = stk_error(STK_ERR_IO, "%s: cannot write to it: %s", path, strerror(errno));
-    }
     free(target);
     return st;
 }
@@ -306,13 +313,10 @@ stk_status stk_file_write_atomic(const char *path, const stk_file_part *parts, i
     char *target;
     struct stat sb;
     STK_TRY(resolve_links(path, &target, &sb));
-    stk_status res = STK_OK;
-    if (S_ISCHR(sb.st_mode) || S_ISFIFO(sb.st_mode))
+    stk_status res = writable_kind(path, sb.st_mode);
+    if (res == STK_OK && (S_ISCHR(sb.st_mode) || S_ISFIFO(sb.st_mode)))
         res = write_through(target, path, S_ISFIFO(sb.st_mode), parts, n);
-    else if (sb.st_mode != 0 && !S_ISREG(sb.st_mode))
-        res = stk_error(STK_ERR_UNSUPPORTED, "%s: will not write over it: %s", path,
-                        kind_of(sb.st_mode));
-    else
+    else if (res == STK_OK)
         res = write_regular(target, parts, n);
     free(target);
     return res;

@@ -693,21 +693,31 @@ static uint64_t store_epoch(stk_block_store *bs, stk_dataset *ds, stk_sampler *s
     return most;
 }
 
+/* A store of blocks of `block_records` over a 40-record dataset at path,
+ * the file then cut in the middle of record `cut_in` (after the open, as a
+ * file truncated under a reader). */
+static stk_block_store *store_over_cut_file(const char *path, uint64_t block_records,
+                                            uint64_t cut_in, stk_dataset **ds)
+{
+    make_dataset(path, 40, -1);
+    ck_assert_int_eq(stk_dataset_open(path, ds), STK_OK);
+    stk_block_store *bs;
+    stk_block_store_options bo = {.block_records = block_records, .all = true};
+    ck_assert_int_eq(stk_block_store_create(*ds, &bo, &bs), STK_OK);
+    uint64_t off;
+    uint32_t len;
+    stk_dataset_span(*ds, cut_in, &off, &len);
+    ck_assert_int_eq(truncate(path, (off_t)(off + len / 2)), 0);
+    return bs;
+}
+
 /* A block whose read fails (the file cut short under the store) is read
  * once an epoch, not once per record: every record of it gets the error. */
 START_TEST(block_store_reads_a_failed_block_once_an_epoch)
 {
     const char *path = tpath("cutblock.stoke");
-    make_dataset(path, 40, -1);
     stk_dataset *ds;
-    ck_assert_int_eq(stk_dataset_open(path, &ds), STK_OK);
-    stk_block_store *bs;
-    stk_block_store_options bo = {.block_records = 8, .all = true};
-    ck_assert_int_eq(stk_block_store_create(ds, &bo, &bs), STK_OK);
-    uint64_t off;
-    uint32_t len;
-    stk_dataset_span(ds, 36, &off, &len); /* in the last block, 32..39 */
-    ck_assert_int_eq(truncate(path, (off_t)(off + len / 2)), 0);
+    stk_block_store *bs = store_over_cut_file(path, 8, 36, &ds); /* in the last block, 32..39 */
     stk_sampler s;
     stk_sampler_options so = {.count = 40, .batch_size = 8, .world = 1, .block_records = 8};
     ck_assert_int_eq(stk_sampler_init(&s, &so), STK_OK);
@@ -801,16 +811,8 @@ END_TEST
 START_TEST(block_store_short_read_is_an_error)
 {
     const char *path = tpath("cut-blocks.stoke");
-    make_dataset(path, 40, -1);
     stk_dataset *ds;
-    ck_assert_int_eq(stk_dataset_open(path, &ds), STK_OK);
-    stk_block_store *bs;
-    stk_block_store_options bo = {.block_records = 10, .all = true};
-    ck_assert_int_eq(stk_block_store_create(ds, &bo, &bs), STK_OK);
-    uint64_t off;
-    uint32_t len;
-    stk_dataset_span(ds, 35, &off, &len);
-    ck_assert_int_eq(truncate(path, (off_t)(off + len / 2)), 0);
+    stk_block_store *bs = store_over_cut_file(path, 10, 35, &ds);
     stk_read_req q[2] = {{.index = 5, .given = true}, {.index = 35, .given = true}};
     stk_block_store_acquire(bs, 0, q, 2, NULL);
     ck_assert_int_eq(q[0].status, STK_OK);

@@ -53,9 +53,7 @@ static stk_status checkpoint_metadata(run_state *r, const stk_meta *m)
     r->n_meta = 6;
     /* what --data holds, so that --resume knows it reads the same records in
      * the same order (not the path: a copy elsewhere is the same data) */
-    uint64_t fp;
-    STK_TRY(stk_dataset_fingerprint(stk_loader_dataset(r->loader), &fp));
-    snprintf(r->meta_text[3], sizeof r->meta_text[3], "%016" PRIx64, fp);
+    snprintf(r->meta_text[3], sizeof r->meta_text[3], "%016" PRIx64, r->data_fingerprint);
     r->meta_keys[r->n_meta] = "data_fingerprint";
     r->meta_values[r->n_meta++] = r->meta_text[3];
     if (r->a.order == STK_ORDER_BLOCK) { /* the blocks in use: the order follows them */
@@ -452,11 +450,10 @@ static stk_status sync_stage_buffers(void *ctx, const stk_step_info *info)
 /* Data-parallel: every rank must compute the same thing, so before the
  * first step the ranks compare everything that changes what is computed or
  * when they synchronise (ddp.h names the first difference on every rank). */
-static stk_status attach_ranks(run_state *r, stk_dataset *ds, int64_t per_epoch)
+static stk_status attach_ranks(run_state *r, int64_t per_epoch)
 {
     const train_args *a = &r->a;
-    uint64_t fp;
-    STK_TRY(stk_dataset_fingerprint(ds, &fp));
+    uint64_t fp = r->data_fingerprint;
     char freeze[512] = "", v[23][48];
     for (int i = 0; i < a->n_freeze; i++)
         snprintf(freeze + strlen(freeze), sizeof freeze - strlen(freeze), "%s%s", i ? "," : "",
@@ -606,7 +603,9 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
             stk_trainer_eval_options(r->trainer, r->val_transform, (int)a->batch, (int)a->workers);
         STK_TRY(stk_loader_open(a->val, &vo, &r->val_loader));
     }
-    if (r->world > 1) STK_TRY(attach_ranks(r, ds, per_epoch));
+    /* once: the ranks compare it, and every checkpoint records it */
+    STK_TRY(stk_dataset_fingerprint(ds, &r->data_fingerprint));
+    if (r->world > 1) STK_TRY(attach_ranks(r, per_epoch));
     if (!r->borrowed_data) STK_TRY(stk_h2d_open(r->loader, r->ce, &r->h2d));
     if (r->rank == 0) STK_TRY(prepare_run_folder(r));
     if (!(r->path_last = stk_text_printf("%s/last.safetensors", a->out)))

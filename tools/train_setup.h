@@ -84,6 +84,7 @@ typedef struct run_state {
     int data_rank, data_world;
     stk_pipe_link link;
     uint64_t val_count;        /* images in --val */
+    uint64_t data_fingerprint; /* stk_dataset_fingerprint of --data (ranks, checkpoints) */
     bool ranks_agree_on_error; /* every rank failed alike: no need to stop the others */
     int out_lock;              /* RUNDIR's lock: its descriptor + 1 (0: none) */
 } run_state;
