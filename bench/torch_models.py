@@ -101,6 +101,97 @@ def mobilenet_v2(cin, classes, size):
     return m
 
 
+def _stem_conv(old, cin, stride, padding):
+    """old's Conv2d with cin input channels and the given stride/padding."""
+    c = nn.Conv2d(cin, old.out_channels, old.kernel_size, stride, padding, bias=old.bias is not None)
+    nn.init.kaiming_normal_(c.weight, mode="fan_out")
+    if c.bias is not None:
+        nn.init.zeros_(c.bias)
+    return c
+
+
+def efficientnet_b0(cin, classes, size):
+    """torchvision's; below 64 px the stem and the first stride-2 block
+    (features.2.0's depthwise conv) at stride 1, as Stoke builds it."""
+    import torchvision
+    m = torchvision.models.efficientnet_b0(num_classes=classes)
+    small = size < 64
+    if cin != 3 or small:
+        m.features[0][0] = _stem_conv(m.features[0][0], cin, 1 if small else 2, 1)
+    if small:
+        m.features[2][0].block[1][0].stride = (1, 1)
+    return m
+
+
+def mobilenet_v3(cin, classes, size, large):
+    """torchvision's; below 64 px the stem and the first stride-2 block's
+    depthwise conv at stride 1."""
+    import torchvision
+    m = (torchvision.models.mobilenet_v3_large if large else torchvision.models.mobilenet_v3_small)(
+        num_classes=classes)
+    small = size < 64
+    if cin != 3 or small:
+        m.features[0][0] = _stem_conv(m.features[0][0], cin, 1 if small else 2, 1)
+    if small:
+        if large:
+            m.features[2].block[1][0].stride = (1, 1)
+        else:
+            m.features[1].block[0][0].stride = (1, 1)
+    return m
+
+
+def convnext_tiny(cin, classes, size):
+    """torchvision's; below 64 px the 4x4 stem at stride 2, padding 1."""
+    import torchvision
+    m = torchvision.models.convnext_tiny(num_classes=classes)
+    small = size < 64
+    if cin != 3 or small:
+        c = nn.Conv2d(cin, 96, 4, 2 if small else 4, 1 if small else 0)
+        nn.init.trunc_normal_(c.weight, std=0.02)
+        nn.init.zeros_(c.bias)
+        m.features[0][0] = c
+    return m
+
+
+def regnet_y_400mf(cin, classes, size):
+    """torchvision's; below 64 px the stem and block1-0 at stride 1."""
+    import torchvision
+    m = torchvision.models.regnet_y_400mf(num_classes=classes)
+    small = size < 64
+    if cin != 3 or small:
+        m.stem[0] = _stem_conv(m.stem[0], cin, 1 if small else 2, 1)
+    if small:
+        b = m.trunk_output.block1[0]
+        b.proj[0].stride = (1, 1)
+        b.f.b[0].stride = (1, 1)
+    return m
+
+
+def vit_tiny_patch(size):
+    """Stoke's vit_tiny patch: the largest of 16, 8, 4, 2 leaving 7 or more per side."""
+    for p in (16, 8, 4, 2):
+        if size % p == 0 and size // p >= 7:
+            return p
+    raise ValueError(f"vit_tiny: no patch fits {size} px")
+
+
+def vit(cin, classes, size, base):
+    """torchvision's VisionTransformer: vit_b_16, or vit_tiny (timm's
+    vit_tiny_patch16_224 sizes: 12 layers, 3 heads, 192 wide, MLP 768)."""
+    from torchvision.models.vision_transformer import VisionTransformer
+    if base:
+        m = VisionTransformer(size, 16, 12, 12, 768, 3072, num_classes=classes)
+    else:
+        m = VisionTransformer(size, vit_tiny_patch(size), 12, 3, 192, 768, num_classes=classes)
+    if cin != 3:
+        old = m.conv_proj
+        m.conv_proj = nn.Conv2d(cin, old.out_channels, old.kernel_size, old.stride)
+        fan_in = m.conv_proj.in_channels * old.kernel_size[0] * old.kernel_size[1]
+        nn.init.trunc_normal_(m.conv_proj.weight, std=(1.0 / fan_in) ** 0.5)
+        nn.init.zeros_(m.conv_proj.bias)
+    return m
+
+
 def make(name, cin, classes, size):
     if name == "mlp":
         return MLP(cin, classes, size)
@@ -112,6 +203,16 @@ def make(name, cin, classes, size):
         return torchvision_resnet(name, cin, classes, size)
     if name == "mobilenet_v2":
         return mobilenet_v2(cin, classes, size)
+    if name == "efficientnet_b0":
+        return efficientnet_b0(cin, classes, size)
+    if name in ("mobilenet_v3_small", "mobilenet_v3_large"):
+        return mobilenet_v3(cin, classes, size, name.endswith("large"))
+    if name == "convnext_tiny":
+        return convnext_tiny(cin, classes, size)
+    if name == "regnet_y_400mf":
+        return regnet_y_400mf(cin, classes, size)
+    if name in ("vit_b_16", "vit_tiny"):
+        return vit(cin, classes, size, name == "vit_b_16")
     raise ValueError(name)
 
 

@@ -2,7 +2,7 @@
  * initialisation. */
 #include "common/rng.h"
 #include "engine/autograd.h"
-#include "engine/nn_impl.h"
+#include "engine/models_impl.h"
 #include "engine/tensor_impl.h"
 
 #include <math.h>
@@ -10,8 +10,21 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const model_names[] = {"mlp",      "cnn",      "resnet8",      "resnet18",
-                                          "resnet34", "resnet50", "mobilenet_v2", NULL};
+static const char *const model_names[] = {"mlp",
+                                          "cnn",
+                                          "resnet8",
+                                          "resnet18",
+                                          "resnet34",
+                                          "resnet50",
+                                          "mobilenet_v2",
+                                          "efficientnet_b0",
+                                          "mobilenet_v3_small",
+                                          "mobilenet_v3_large",
+                                          "convnext_tiny",
+                                          "regnet_y_400mf",
+                                          "vit_b_16",
+                                          "vit_tiny",
+                                          NULL};
 
 const char *const *stk_model_names(void) { return model_names; }
 
@@ -69,19 +82,67 @@ static void init_layer(stk_module *m, eng_init_kind kind, uint64_t seed, int *co
     fill_uniform(m->bias, &r, 1.0 / sqrt((double)fi));
 }
 
+/* A tensor of N(0, std) values redrawn outside [-2, 2] (torch's trunc_normal_'s
+ * absolute bounds). */
+static void fill_trunc_normal(stk_tensor *t, stk_rng *r, double std)
+{
+    fill_normal(t, r, std);
+    float *v = stk_tensor_data(t);
+    for (int64_t i = 0; i < stk_tensor_numel(t); i++)
+        while (v[i] < -2.f || v[i] > 2.f) {
+            double u1 = 1.0 - stk_rng_uniform(r), u2 = stk_rng_uniform(r);
+            v[i] = (float)(std * sqrt(-2.0 * log(u1)) * cos(2 * M_PI * u2));
+        }
+}
+
+/* A module's explicit scheme (m->init, set by its builder). */
+static void init_explicit(stk_module *m, uint64_t seed, int *counter)
+{
+    stk_rng r;
+    stk_tensor *w = m->weight;
+    int64_t fi = fan_in(w), fo = stk_tensor_dim(w, 0);
+    for (int d = 2; d < stk_tensor_ndim(w); d++) fo *= stk_tensor_dim(w, d);
+    stk_rng_init(&r, seed, (uint64_t)(*counter += 1), 0);
+    bool bias_zero = true;
+    switch (m->init) {
+    case WINIT_TORCH_DEFAULT: break; /* not reached: init_layer */
+    case WINIT_DEFAULT_BIAS_0: fill_uniform(w, &r, 1.0 / sqrt((double)fi)); break;
+    case WINIT_KAIMING_FAN_OUT: fill_normal(w, &r, sqrt(2.0 / (double)fo)); break;
+    case WINIT_NORMAL_001: fill_normal(w, &r, 0.01); break;
+    case WINIT_UNIFORM_FAN_OUT:
+        fill_uniform(w, &r, 1.0 / sqrt((double)stk_tensor_dim(w, 0)));
+        break;
+    case WINIT_TRUNC_NORMAL_002: fill_trunc_normal(w, &r, 0.02); break;
+    case WINIT_TRUNC_NORMAL_FAN_IN: fill_trunc_normal(w, &r, sqrt(1.0 / (double)fi)); break;
+    case WINIT_XAVIER_BIAS_1E6:
+    case WINIT_XAVIER_BIAS_0:
+        fill_uniform(w, &r, sqrt(6.0 / (double)(fi + stk_tensor_dim(w, 0))));
+        bias_zero = m->init == WINIT_XAVIER_BIAS_0;
+        break;
+    case WINIT_ZERO: stk_tensor_fill(w, 0.0); break;
+    case WINIT_NORMAL_002: fill_normal(w, &r, 0.02); break;
+    case WINIT_CONST: stk_tensor_fill(w, m->init_value); break;
+    }
+    if (!m->bias) return;
+    if (bias_zero) {
+        stk_tensor_fill(m->bias, 0.0);
+        return;
+    }
+    stk_rng_init(&r, seed, (uint64_t)(*counter += 1), 0);
+    fill_normal(m->bias, &r, 1e-6);
+}
+
 stk_status eng_mod_init(stk_module *m, eng_init_kind kind, uint64_t seed, int *counter)
 {
-    if (m->kind == MOD_LINEAR || m->kind == MOD_CONV2D) init_layer(m, kind, seed, counter);
+    if (m->weight && m->init != WINIT_TORCH_DEFAULT)
+        init_explicit(m, seed, counter);
+    else if (m->kind == MOD_LINEAR || m->kind == MOD_CONV2D)
+        init_layer(m, kind, seed, counter);
     for (int i = 0; i < m->n_kids; i++) STK_TRY(eng_mod_init(m->kids[i], kind, seed, counter));
     return STK_OK;
 }
 
 /* ---- builders --------------------------------------------------------------- */
-
-#define ADD(parent, child)                                                                         \
-    do {                                                                                           \
-        if (!eng_mod_add((parent), (child))) goto nomem;                                           \
-    } while (0)
 
 static stk_module *simple(eng_module_kind kind, const char *name, int k, int s, int p)
 {
@@ -332,9 +393,42 @@ nomem:
 
 void eng_model_io_tensors(const char *name, const char **first, const char **classifier)
 {
-    bool mlp = name && !strcmp(name, "mlp"), mobilenet = name && !strcmp(name, "mobilenet_v2");
-    *first = mlp ? "fc1.weight" : mobilenet ? "features.0.0.weight" : "conv1.weight";
-    *classifier = mlp ? "fc3.weight" : mobilenet ? "classifier.1.weight" : "fc.weight";
+    static const struct {
+        const char *name, *first, *classifier;
+    } io[] = {{"mlp", "fc1.weight", "fc3.weight"},
+              {"mobilenet_v2", "features.0.0.weight", "classifier.1.weight"},
+              {"efficientnet_b0", "features.0.0.weight", "classifier.1.weight"},
+              {"mobilenet_v3_small", "features.0.0.weight", "classifier.3.weight"},
+              {"mobilenet_v3_large", "features.0.0.weight", "classifier.3.weight"},
+              {"convnext_tiny", "features.0.0.weight", "classifier.2.weight"},
+              {"regnet_y_400mf", "stem.0.weight", "fc.weight"},
+              {"vit_b_16", "conv_proj.weight", "heads.head.weight"},
+              {"vit_tiny", "conv_proj.weight", "heads.head.weight"}};
+    *first = "conv1.weight";
+    *classifier = "fc.weight";
+    for (size_t i = 0; name && i < sizeof io / sizeof io[0]; i++)
+        if (!strcmp(name, io[i].name)) *first = io[i].first, *classifier = io[i].classifier;
+}
+
+/* The sizes a zoo model can take, beyond the common ranges: a message, or NULL. */
+static stk_status check_size(const char *name, const stk_model_config *cfg)
+{
+    if (!strcmp(name, "cnn") && cfg->image_size < 4)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "cnn: images of %d px are too small for two 2x2 pools", cfg->image_size);
+    if (!strcmp(name, "vit_b_16") && cfg->image_size % 16)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "vit_b_16: the image size %d is not a multiple of its 16 px patches",
+                         cfg->image_size);
+    if (!strcmp(name, "vit_tiny") && !eng_vit_tiny_patch(cfg->image_size))
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "vit_tiny: no patch of 16, 8, 4 or 2 px divides %d px into 7 or more per "
+                         "side (use a size such as 28, 32, 64 or 224)",
+                         cfg->image_size);
+    if (!(cfg->drop_path < 1.f) || cfg->drop_path != cfg->drop_path)
+        return stk_error(STK_ERR_INVALID_ARG, "%s: drop path %g must be below 1", name,
+                         (double)cfg->drop_path);
+    return STK_OK;
 }
 
 stk_status stk_model_create(const stk_model_config *cfg, stk_model **out)
@@ -353,19 +447,20 @@ stk_status stk_model_create(const stk_model_config *cfg, stk_model **out)
                          "%s: input channels %d (1..16), classes %d (>= 1) or image size %d "
                          "(1..4096) out of range",
                          name, cfg->in_channels, cfg->classes, cfg->image_size);
-    if (which == 1 && cfg->image_size < 4)
-        return stk_error(STK_ERR_INVALID_ARG,
-                         "cnn: images of %d px are too small for two 2x2 pools", cfg->image_size);
+    STK_TRY(check_size(name, cfg));
     stk_model *m = calloc(1, sizeof *m);
     if (!m) return stk_error(STK_ERR_NOMEM, "no memory for a model");
     m->cfg = *cfg;
-    if (m->cfg.bn_momentum == 0.f) m->cfg.bn_momentum = 0.1f;
-    if (m->cfg.bn_eps == 0.f) m->cfg.bn_eps = 1e-5f;
+    bool v3 = which == 8 || which == 9; /* torchvision's BatchNorm2d(eps=1e-3, momentum=0.01) */
+    if (m->cfg.bn_momentum == 0.f) m->cfg.bn_momentum = v3 ? 0.01f : 0.1f;
+    if (m->cfg.bn_eps == 0.f) m->cfg.bn_eps = v3 ? 1e-3f : 1e-5f;
     snprintf(m->name, sizeof m->name, "%s", name);
     m->cfg.name = m->name;
     m->training = true;
     static const resnet_spec *const resnets[] = {NULL,           NULL,           &resnet8_spec,
                                                  &resnet18_spec, &resnet34_spec, &resnet50_spec};
+    /* the model-wide scheme for modules without their own (models_convnets.c
+     * and models_vit.c set each module's) */
     eng_init_kind init = which >= 3 ? INIT_KAIMING_NORMAL_FAN_OUT : INIT_TORCH_DEFAULT;
     switch (which) {
     case 0: m->root = build_mlp(cfg); break;
@@ -374,6 +469,13 @@ stk_status stk_model_create(const stk_model_config *cfg, stk_model **out)
         m->root = build_mobilenet_v2(cfg);
         init = INIT_MOBILENET;
         break;
+    case 7: m->root = eng_build_efficientnet_b0(cfg); break;
+    case 8:
+    case 9: m->root = eng_build_mobilenet_v3(cfg, which == 9); break;
+    case 10: m->root = eng_build_convnext_tiny(cfg); break;
+    case 11: m->root = eng_build_regnet_y_400mf(cfg); break;
+    case 12:
+    case 13: m->root = eng_build_vit(cfg, which == 12); break;
     default: m->root = build_resnet(cfg, resnets[which]); break;
     }
     stk_status st;

@@ -1,5 +1,6 @@
 /* Modules: construction, the state dict, forward. */
 #include "engine/autograd.h"
+#include "engine/nn_blocks_impl.h"
 #include "engine/nn_impl.h"
 #include "common/trace.h"
 #include "engine/ops_impl.h"
@@ -114,6 +115,106 @@ stk_module *eng_mod_bn(const char *name, int64_t c)
     return m;
 }
 
+stk_module *eng_mod_act(const char *name, stk_activation act)
+{
+    stk_module *m = eng_mod_new(act == STK_ACT_RELU    ? MOD_RELU
+                                : act == STK_ACT_RELU6 ? MOD_RELU6
+                                                       : MOD_ACT,
+                                name);
+    if (m) m->act = act;
+    return m;
+}
+
+stk_module *eng_mod_layer_norm(const char *name, int64_t c, float eps, bool channels)
+{
+    stk_module *m = eng_mod_new(channels ? MOD_LAYERNORM2D : MOD_LAYERNORM, name);
+    if (!m) return NULL;
+    m->eps = eps;
+    m->weight = param_new(1, &c, true);
+    m->bias = param_new(1, &c, true);
+    if (!m->weight || !m->bias) {
+        eng_mod_free(m);
+        return NULL;
+    }
+    stk_tensor_fill(m->weight, 1.0);
+    return m;
+}
+
+stk_module *eng_mod_permute(const char *name, int ndim, const int *dims)
+{
+    stk_module *m = eng_mod_new(MOD_PERMUTE, name);
+    if (!m) return NULL;
+    m->ndim = ndim;
+    for (int d = 0; d < ndim; d++) m->dims[d] = dims[d];
+    return m;
+}
+
+stk_module *eng_mod_se(const char *name, int64_t c, int64_t squeeze, stk_activation act,
+                       stk_activation gate)
+{
+    stk_module *m = eng_mod_new(MOD_SE, name);
+    if (!m) return NULL;
+    m->act = act;
+    m->gate = gate;
+    if (!eng_mod_add(m, eng_mod_conv("fc1", c, squeeze, 1, 1, 0, true)) ||
+        !eng_mod_add(m, eng_mod_conv("fc2", squeeze, c, 1, 1, 0, true))) {
+        eng_mod_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+stk_module *eng_mod_drop_path(const char *name, float p)
+{
+    stk_module *m = eng_mod_new(MOD_DROP_PATH, name);
+    if (m) m->p = p;
+    return m;
+}
+
+stk_module *eng_mod_parent_param(eng_module_kind kind, const char *name, int ndim,
+                                 const int64_t *shape)
+{
+    stk_module *m = eng_mod_new(kind, name);
+    if (!m) return NULL;
+    m->param_of_parent = true;
+    if (!(m->weight = param_new(ndim, shape, true))) {
+        eng_mod_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+stk_module *eng_mod_layer_scale(const char *name, int64_t c, int ndim, float value)
+{
+    int64_t shape[3] = {c, 1, 1};
+    stk_module *m = eng_mod_parent_param(MOD_LAYER_SCALE, name, ndim, shape);
+    if (m) {
+        m->init = WINIT_CONST;
+        m->init_value = value;
+    }
+    return m;
+}
+
+stk_module *eng_mod_attention(const char *name, int64_t dim, int heads)
+{
+    stk_module *m = eng_mod_new(MOD_ATTENTION, name);
+    if (!m) return NULL;
+    int64_t ws[2] = {3 * dim, dim}, bs = 3 * dim;
+    m->heads = heads;
+    m->weight_name = "in_proj_weight";
+    m->bias_name = "in_proj_bias";
+    m->init = WINIT_XAVIER_BIAS_0;
+    m->weight = param_new(2, ws, true);
+    m->bias = param_new(1, &bs, true);
+    stk_module *out = eng_mod_linear("out_proj", dim, dim, true);
+    if (out) out->init = WINIT_DEFAULT_BIAS_0; /* MultiheadAttention zeroes its bias */
+    if (!m->weight || !m->bias || !eng_mod_add(m, out)) {
+        eng_mod_free(m);
+        return NULL;
+    }
+    return m;
+}
+
 /* ---- state dict ---------------------------------------------------------- */
 
 static stk_status push_param(stk_model *m, const char *prefix, const char *leaf, stk_tensor *t,
@@ -137,37 +238,62 @@ static stk_status collect(stk_model *m, stk_module *mod, const char *prefix)
     mod->path = strdup(prefix);
     if (!mod->path) return stk_error(STK_ERR_NOMEM, "no memory for the state dict");
     stk_status st;
-    if ((st = push_param(m, prefix, "weight", mod->weight, false)) != STK_OK ||
-        (st = push_param(m, prefix, "bias", mod->bias, false)) != STK_OK ||
+    if (mod->param_of_parent) return STK_OK; /* pushed by the parent, under its path */
+    if ((st = push_param(m, prefix, mod->weight_name ? mod->weight_name : "weight", mod->weight,
+                         false)) != STK_OK ||
+        (st = push_param(m, prefix, mod->bias_name ? mod->bias_name : "bias", mod->bias, false)) !=
+            STK_OK ||
         (st = push_param(m, prefix, "running_mean", mod->running_mean, true)) != STK_OK ||
         (st = push_param(m, prefix, "running_var", mod->running_var, true)) != STK_OK ||
         (st = push_param(m, prefix, "num_batches_tracked", mod->num_batches_tracked, true)) !=
             STK_OK)
         return st;
+    /* a module's own parameters come before its children's, as in
+     * PyTorch's state dict ("class_token", then "conv_proj.weight") */
     for (int i = 0; i < mod->n_kids; i++) {
+        stk_module *k = mod->kids[i];
+        if (!k->param_of_parent) continue;
+        free((char *)k->path);
+        if (!(k->path = strdup(prefix)))
+            return stk_error(STK_ERR_NOMEM, "no memory for the state dict");
+        if ((st = push_param(m, prefix, k->name, k->weight, false)) != STK_OK) return st;
+    }
+    for (int i = 0; i < mod->n_kids; i++) {
+        stk_module *k = mod->kids[i];
+        if (k->param_of_parent) continue;
+        /* a child without a name groups its children under this path
+         * (torchvision's encoder layer: two residual sums, one name) */
         char sub[256];
-        snprintf(sub, sizeof sub, "%s%s%s", prefix, *prefix ? "." : "", mod->kids[i]->name);
-        if ((st = collect(m, mod->kids[i], sub)) != STK_OK) return st;
+        snprintf(sub, sizeof sub, "%s%s%s", prefix, *prefix && *k->name ? "." : "", k->name);
+        if ((st = collect(m, k, sub)) != STK_OK) return st;
     }
     return STK_OK;
 }
 
-/* The chain of units: root's children, sequential ones opened one level. */
+/* Appends k's units to m->units (when not NULL) and counts them: k itself,
+ * or, for a sequential that is open (the root's children, and those marked
+ * open_units: a stage of blocks), its children's units. */
+static int add_units(stk_model *m, stk_module *k, bool open, int n)
+{
+    if (!open || k->kind != MOD_SEQUENTIAL || !k->n_kids) {
+        if (m->units) m->units[n] = k;
+        return n + 1;
+    }
+    for (int j = 0; j < k->n_kids; j++) n = add_units(m, k->kids[j], k->kids[j]->open_units, n);
+    return n;
+}
+
+/* The chain of units: root's children, sequential ones opened one level
+ * (deeper where a builder marked a sequential open_units). */
 static stk_status collect_units(stk_model *m)
 {
-    int n = 0;
     stk_module *r = m->root;
-    for (int pass = 0; pass < 2; pass++) {
-        n = 0;
-        for (int i = 0; i < r->n_kids; i++) {
-            stk_module *k = r->kids[i];
-            bool open = k->kind == MOD_SEQUENTIAL && k->n_kids;
-            for (int j = 0; j < (open ? k->n_kids : 1); j++, n++)
-                if (pass) m->units[n] = open ? k->kids[j] : k;
-        }
-        if (!pass && !(m->units = calloc((size_t)(n ? n : 1), sizeof *m->units)))
-            return stk_error(STK_ERR_NOMEM, "no memory for the model's units");
-    }
+    int n = 0;
+    for (int i = 0; i < r->n_kids; i++) n = add_units(m, r->kids[i], true, n);
+    if (!(m->units = calloc((size_t)(n ? n : 1), sizeof *m->units)))
+        return stk_error(STK_ERR_NOMEM, "no memory for the model's units");
+    n = 0;
+    for (int i = 0; i < r->n_kids; i++) n = add_units(m, r->kids[i], true, n);
     m->n_units = r->kind == MOD_SEQUENTIAL ? n : 0;
     return STK_OK;
 }
@@ -370,13 +496,29 @@ static stk_status residual(stk_model *m, stk_module *b, stk_tensor *x, stk_tenso
     STK_TRY(stk_add(h, id, &s));
     if (h != x) eng_scope_drop(h);
     if (id != x) eng_scope_drop(id);
-    if (!b->relu_after) {
+    stk_activation after = b->relu_after ? STK_ACT_RELU : b->act;
+    if (after == STK_ACT_NONE) {
         *out = s;
         return STK_OK;
     }
-    STK_TRY(stk_relu(s, out));
+    STK_TRY(stk_activate(s, after, out));
     eng_scope_drop(s);
     return STK_OK;
+}
+
+/* Each child on x, the results side by side along dim 1 (channels). */
+static stk_status concat(stk_model *m, stk_module *mod, stk_tensor *x, stk_tensor **out)
+{
+    if (!mod->n_kids) return stk_error(STK_ERR_INVALID_ARG, "concat %s has no branches", mod->name);
+    stk_tensor *small[8], **ys = small;
+    if (mod->n_kids > 8 && !(ys = calloc((size_t)mod->n_kids, sizeof *ys)))
+        return stk_error(STK_ERR_NOMEM, "out of memory");
+    stk_status st = STK_OK;
+    for (int i = 0; i < mod->n_kids && st == STK_OK; i++)
+        st = forward(m, mod->kids[i], NULL, x, &ys[i]);
+    if (st == STK_OK) st = stk_cat(mod->n_kids, ys, 1, out);
+    if (ys != small) free(ys);
+    return st;
 }
 
 static stk_status forward_one(stk_model *m, stk_module *mod, const stk_module *act, stk_tensor *x,
@@ -413,6 +555,29 @@ static stk_status forward_one(stk_model *m, stk_module *mod, const stk_module *a
         return stk_dropout(x, mod->p, m->training, m->cfg.seed,
                            (forward_id << 20) ^ path_hash(mod->path), out);
     case MOD_RESIDUAL: return residual(m, mod, x, out);
+    case MOD_ACT: return stk_activate(x, mod->act, out);
+    case MOD_LAYERNORM: return stk_layer_norm(x, mod->weight, mod->bias, mod->eps, out);
+    case MOD_LAYERNORM2D: return stk_layer_norm2d(x, mod->weight, mod->bias, mod->eps, out);
+    case MOD_PERMUTE:
+        if (stk_tensor_ndim(x) != mod->ndim)
+            return stk_error(STK_ERR_INVALID_ARG, "permute: input %s must have %d dimensions",
+                             stk_tensor_shape_str(x), mod->ndim);
+        return stk_permute(x, mod->dims, out);
+    case MOD_SE:
+        return eng_se_forward(x, mod->kids[0]->weight, mod->kids[0]->bias, mod->kids[1]->weight,
+                              mod->kids[1]->bias, mod->act, mod->gate, out);
+    case MOD_DROP_PATH:
+        return stk_drop_path(x, mod->p, m->training, m->cfg.seed,
+                             (forward_id << 20) ^ path_hash(mod->path), out);
+    case MOD_LAYER_SCALE: return stk_mul(x, mod->weight, out);
+    case MOD_CONCAT: return concat(m, mod, x, out);
+    case MOD_ATTENTION:
+        return eng_attention_forward(x, mod->weight, mod->bias, mod->kids[0]->weight,
+                                     mod->kids[0]->bias, mod->heads, out);
+    case MOD_TOKENS: return eng_tokens_forward(x, out);
+    case MOD_CLASS_TOKEN: return eng_class_token_forward(mod->weight, x, out);
+    case MOD_POS_EMBED: return eng_pos_embed_forward(mod->weight, x, out);
+    case MOD_SELECT_TOKEN: return eng_select_token_forward(x, out);
     }
     return stk_error(STK_ERR_INTERNAL, "unknown module kind %d", (int)mod->kind);
 }
@@ -429,7 +594,20 @@ static const char *const kind_names[] = {[MOD_SEQUENTIAL] = "sequential",
                                          [MOD_GLOBAL_AVGPOOL] = "global_avg_pool",
                                          [MOD_FLATTEN] = "flatten",
                                          [MOD_DROPOUT] = "dropout",
-                                         [MOD_RESIDUAL] = "residual"};
+                                         [MOD_RESIDUAL] = "residual",
+                                         [MOD_ACT] = "activation",
+                                         [MOD_LAYERNORM] = "layer_norm",
+                                         [MOD_LAYERNORM2D] = "layer_norm2d",
+                                         [MOD_PERMUTE] = "permute",
+                                         [MOD_SE] = "squeeze_excitation",
+                                         [MOD_DROP_PATH] = "drop_path",
+                                         [MOD_LAYER_SCALE] = "layer_scale",
+                                         [MOD_CONCAT] = "concat",
+                                         [MOD_ATTENTION] = "attention",
+                                         [MOD_TOKENS] = "tokens",
+                                         [MOD_CLASS_TOKEN] = "class_token",
+                                         [MOD_POS_EMBED] = "pos_embedding",
+                                         [MOD_SELECT_TOKEN] = "select_token"};
 
 /* --trace-ops: each layer a span, named by kind, with its path and input
  * shape; a batch norm with its activation fused is one span,
@@ -455,7 +633,7 @@ static stk_status forward(stk_model *m, stk_module *mod, const stk_module *act, 
     if (traced) stk_trace_end();
     /* Name the innermost failing layer once (containers pass errors through). */
     if (st != STK_OK && mod->kind != MOD_SEQUENTIAL && mod->kind != MOD_RESIDUAL &&
-        strncmp(stk_last_error(), "layer ", 6))
+        mod->kind != MOD_CONCAT && strncmp(stk_last_error(), "layer ", 6))
         stk_error_prefix(st, "layer %s", mod->path && *mod->path ? mod->path : mod->name);
     return st;
 }

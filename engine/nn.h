@@ -66,8 +66,12 @@ typedef struct stk_model_config {
     int classes;
     int image_size;    /* input height = width (mlp's input size; resnet18's stem) */
     uint64_t seed;     /* initialisation and dropout */
-    float bn_momentum; /* 0: PyTorch's 0.1 */
-    float bn_eps;      /* 0: PyTorch's 1e-5 */
+    float bn_momentum; /* 0: PyTorch's 0.1 (mobilenet_v3: torchvision's 0.01) */
+    float bn_eps;      /* 0: PyTorch's 1e-5 (mobilenet_v3: torchvision's 1e-3) */
+    /* Stochastic depth's rate at the last block (torchvision's schedule:
+     * linear in the block's depth). 0: the model's default (efficientnet_b0
+     * 0.2, convnext_tiny 0.1, others none); negative: none. */
+    float drop_path;
 } stk_model_config;
 
 /* Build a model. Errors: STK_ERR_INVALID_ARG (unknown name, listing the
@@ -76,7 +80,9 @@ stk_status stk_model_create(const stk_model_config *cfg, stk_model **out);
 void stk_model_destroy(stk_model *m);
 
 /* The zoo's names as a list for messages; stk_model_names() the same, NULL-terminated. */
-#define STK_MODEL_LIST "mlp, cnn, resnet8, resnet18, resnet34, resnet50, mobilenet_v2"
+#define STK_MODEL_LIST                                                                             \
+    "mlp, cnn, resnet8, resnet18, resnet34, resnet50, mobilenet_v2, efficientnet_b0, "             \
+    "mobilenet_v3_small, mobilenet_v3_large, convnext_tiny, regnet_y_400mf, vit_b_16, vit_tiny"
 /* Names of the models, NULL-terminated. */
 const char *const *stk_model_names(void);
 
@@ -131,33 +137,90 @@ void stk_model_count(const stk_model *m, const char *prefix, int64_t *trainable,
 const char *stk_model_name(const stk_model *m);
 const stk_model_config *stk_model_get_config(const stk_model *m);
 
-/* ---- custom models from modules ------------------------------------------
+/* ---- building a model from modules -----------------------------------------
  *
- *     stk_module *net, *m;
+ * Every built-in model is a tree of these modules; a model of your own is
+ * built the same way. A VGG-style stack with a squeeze-excitation block and
+ * a residual branch:
+ *
+ *     stk_module *net, *m, *res;
  *     STK_TRY(stk_module_sequential("", &net));
- *     STK_TRY(stk_module_conv2d("conv1", 3, 16, 3, 1, 1, false, &m)); STK_TRY(stk_module_add(net, m));
- *     STK_TRY(stk_module_batchnorm2d("bn1", 16, &m));                  STK_TRY(stk_module_add(net, m));
- *     STK_TRY(stk_module_relu("relu", &m));                            STK_TRY(stk_module_add(net, m));
- *     STK_TRY(stk_module_global_avgpool("pool", &m));                  STK_TRY(stk_module_add(net, m));
- *     STK_TRY(stk_module_linear("fc", 16, 10, true, &m));              STK_TRY(stk_module_add(net, m));
- *     stk_model_config cfg = {.name = "tiny", .in_channels = 3, .classes = 10, .seed = 1};
- *     STK_TRY(stk_model_from_module(net, &cfg, &model));  // takes net; torch.nn's init
+ *     STK_TRY(stk_module_conv2d("conv1", 1, 32, 3, 1, 1, false, &m));  STK_TRY(stk_module_add(net,
+ * m)); STK_TRY(stk_module_batchnorm2d("bn1", 32, &m));                 STK_TRY(stk_module_add(net,
+ * m)); STK_TRY(stk_module_activation("act1", STK_ACT_SILU, &m));       STK_TRY(stk_module_add(net,
+ * m)); STK_TRY(stk_module_residual("block", STK_ACT_RELU, &res));      // x + body(x), then ReLU
+ *     STK_TRY(stk_module_conv2d_grouped("dw", 32, 32, 3, 1, 1, 32, false, &m));
+ *     STK_TRY(stk_module_add(res, m));
+ *     STK_TRY(stk_module_squeeze_excitation("se", 32, 8, STK_ACT_RELU, STK_ACT_SIGMOID, &m));
+ *     STK_TRY(stk_module_add(res, m));
+ *     STK_TRY(stk_module_add(net, res));
+ *     STK_TRY(stk_module_global_avgpool("pool", &m));                 STK_TRY(stk_module_add(net,
+ * m)); STK_TRY(stk_module_linear("fc", 32, 10, true, &m));             STK_TRY(stk_module_add(net,
+ * m)); stk_model_config cfg = {.name = "tiny", .in_channels = 1, .classes = 10, .image_size = 28,
+ * .seed = 1}; STK_TRY(stk_model_from_module(net, &cfg, &model));  // takes net; torch.nn's init
  *
- * Names become the state-dict prefixes ("conv1.weight"). A module belongs to
+ * Names become the state dict's dotted names, as PyTorch's: "block.se.fc1.weight".
+ * Containers: a sequential runs its children in turn; a residual adds its
+ * input (or its shortcut's output) to its body's (the other children in
+ * turn), then an activation; a concat runs each child on the input and
+ * concatenates along channels. A sequential or residual child may have the
+ * name "" and then adds nothing to its children's names (torchvision's ViT
+ * encoder layer is two residual sums under one name). A module belongs to
  * its parent once added (stk_module_add takes it even on failure) and to the
- * model once built; stk_module_destroy is only for modules never handed on. */
+ * model once built; stk_module_destroy is only for modules never handed on.
+ * Builders check their sizes: STK_ERR_INVALID_ARG names the module. */
 typedef struct stk_module stk_module;
 
 stk_status stk_module_sequential(const char *name, stk_module **out);
-/* Append child to a sequential module. Errors: STK_ERR_INVALID_ARG (parent
- * is not sequential, a sibling has the same name), STK_ERR_NOMEM. */
+/* Append child to a container (sequential, residual, concat). Errors:
+ * STK_ERR_INVALID_ARG (parent is not a container, a sibling has the same
+ * name, a nameless child that is not a group), STK_ERR_NOMEM. */
 stk_status stk_module_add(stk_module *parent, stk_module *child);
+/* x + body(x), then `after` (STK_ACT_NONE: nothing); the body is the
+ * children added (stk_module_add). */
+stk_status stk_module_residual(const char *name, stk_activation after, stk_module **out);
+/* The residual's other path (torchvision's "downsample" or "proj"): added
+ * as a child, run on the input instead of the identity. */
+stk_status stk_module_set_shortcut(stk_module *residual, stk_module *shortcut);
+stk_status stk_module_concat(const char *name, stk_module **out);
+
+/* torch.nn.Linear on [..., in]. */
 stk_status stk_module_linear(const char *name, int64_t in, int64_t out, bool bias, stk_module **m);
+/* torch.nn.Conv2d (square kernel, stride and padding; dilation 1). */
 stk_status stk_module_conv2d(const char *name, int64_t in, int64_t out, int kernel, int stride,
                              int padding, bool bias, stk_module **m);
+/* The same with `groups` dividing in and out (groups = in: depthwise). */
+stk_status stk_module_conv2d_grouped(const char *name, int64_t in, int64_t out, int kernel,
+                                     int stride, int padding, int groups, bool bias,
+                                     stk_module **m);
 stk_status stk_module_batchnorm2d(const char *name, int64_t channels, stk_module **m);
+/* torch.nn.LayerNorm(dim, eps) over the last dimension; the 2d form over
+ * the channels of [N, C, H, W] (torchvision's LayerNorm2d). */
+stk_status stk_module_layer_norm(const char *name, int64_t dim, float eps, stk_module **m);
+stk_status stk_module_layer_norm2d(const char *name, int64_t channels, float eps, stk_module **m);
 stk_status stk_module_relu(const char *name, stk_module **m);
+/* Any of stk_activation but NONE (ReLU and ReLU6 after a batch norm run fused). */
+stk_status stk_module_activation(const char *name, stk_activation act, stk_module **m);
 stk_status stk_module_dropout(const char *name, float p, stk_module **m);
+/* Stochastic depth (torchvision's StochasticDepth, "row"): in a residual
+ * body, drops the whole branch of a sample with probability p in training. */
+stk_status stk_module_drop_path(const char *name, float p, stk_module **m);
+/* ConvNeXt's layer scale: x * gamma, gamma a parameter of `channels` values
+ * starting at `value`, shaped [C, 1, 1] (channels_first, for NCHW) or [C]
+ * (for [..., C]). The parameter belongs to the parent: its state-dict name
+ * is the parent's path and this module's name ("features.1.0.layer_scale"). */
+stk_status stk_module_layer_scale(const char *name, int64_t channels, float value,
+                                  bool channels_first, stk_module **m);
+/* torchvision's SqueezeExcitation: x * gate(fc2(act(fc1(avgpool(x))))),
+ * fc1 and fc2 1x1 convolutions with bias (channels -> squeeze -> channels). */
+stk_status stk_module_squeeze_excitation(const char *name, int64_t channels, int64_t squeeze,
+                                         stk_activation act, stk_activation gate, stk_module **m);
+/* Self-attention over [N, S, dim] as torch.nn.MultiheadAttention(dim, heads,
+ * batch_first=True)(x, x, x): parameters in_proj_weight, in_proj_bias,
+ * out_proj.weight, out_proj.bias. */
+stk_status stk_module_attention(const char *name, int64_t dim, int heads, stk_module **m);
+/* torch.permute of the input by dims (ndim of them). */
+stk_status stk_module_permute(const char *name, int ndim, const int *dims, stk_module **m);
 stk_status stk_module_maxpool2d(const char *name, int kernel, int stride, int padding,
                                 stk_module **m);
 stk_status stk_module_avgpool2d(const char *name, int kernel, int stride, int padding,

@@ -22,7 +22,45 @@ typedef enum eng_module_kind {
      * (conv1, bn1, relu, conv2, ..., downsample) and mobilenet_v2's
      * InvertedResidual (conv) where it adds its input. */
     MOD_RESIDUAL,
+    MOD_ACT,         /* an activation other than ReLU/ReLU6 (act) */
+    MOD_LAYERNORM,   /* over the last dimension (eps) */
+    MOD_LAYERNORM2D, /* over the channels of NCHW (eps) */
+    MOD_PERMUTE,     /* dims[0..ndim) */
+    /* torchvision's SqueezeExcitation: x * gate(fc2(act(fc1(avgpool(x))))),
+     * children fc1 and fc2 (1x1 convs with bias) */
+    MOD_SE,
+    MOD_DROP_PATH,   /* stochastic depth, rate p */
+    MOD_LAYER_SCALE, /* x * weight ([C, 1, 1], or [C] for [..., C]): a parameter of the parent */
+    MOD_CONCAT,      /* each child on the input, the results concatenated along dim 1 */
+    /* torch.nn.MultiheadAttention (batch_first) as self-attention over
+     * [N, S, D]: weight = in_proj_weight [3D, D], bias = in_proj_bias,
+     * child out_proj (linear D -> D); heads in `heads` */
+    MOD_ATTENTION,
+    /* ViT's pieces: [N, D, h, w] -> [N, h w, D] tokens; the class token
+     * (weight [1, 1, D], a parameter of the parent) put first; the position
+     * embedding (weight [1, S, D], of the parent) added; token 0 taken */
+    MOD_TOKENS,
+    MOD_CLASS_TOKEN,
+    MOD_POS_EMBED,
+    MOD_SELECT_TOKEN,
 } eng_module_kind;
+
+/* How a module's weights start (eng_mod_init); each builder sets its
+ * module's, after the model's scheme (torchvision's per family). */
+typedef enum eng_weight_init {
+    WINIT_TORCH_DEFAULT = 0,   /* kaiming-uniform a = sqrt(5), bias U(+-1/sqrt(fan_in)) */
+    WINIT_KAIMING_FAN_OUT,     /* N(0, 2/fan_out), bias 0 */
+    WINIT_DEFAULT_BIAS_0,      /* torch's default weight, bias 0 (attention's out_proj) */
+    WINIT_NORMAL_001,          /* N(0, 0.01), bias 0 */
+    WINIT_UNIFORM_FAN_OUT,     /* U(+-1/sqrt(out features)), bias 0 (EfficientNet's linear) */
+    WINIT_TRUNC_NORMAL_002,    /* trunc N(0, 0.02) in [-2, 2], bias 0 (ConvNeXt) */
+    WINIT_TRUNC_NORMAL_FAN_IN, /* trunc N(0, 1/fan_in), bias 0 (ViT's conv_proj) */
+    WINIT_XAVIER_BIAS_1E6,     /* xavier-uniform, bias N(0, 1e-6) (ViT's MLP) */
+    WINIT_XAVIER_BIAS_0,       /* xavier-uniform, bias 0 (attention's in_proj) */
+    WINIT_ZERO,                /* weight and bias 0 (ViT's head) */
+    WINIT_NORMAL_002,          /* N(0, 0.02) (ViT's position embedding) */
+    WINIT_CONST,               /* the weight `init_value` (layer scale, class token) */
+} eng_weight_init;
 
 typedef enum eng_init_kind {
     INIT_TORCH_DEFAULT,          /* kaiming-uniform a = sqrt(5): U(+-1/sqrt(fan_in)) */
@@ -36,10 +74,22 @@ struct stk_module {
     const char *path; /* full dotted name, set when the state dict is built */
     stk_tensor *weight, *bias, *running_mean, *running_var, *num_batches_tracked;
     stk_conv2d_params conv;
-    int kernel, stride, padding; /* pooling */
-    float p;                     /* dropout */
-    int shortcut;                /* MOD_RESIDUAL: the shortcut child, -1: the identity */
-    bool relu_after;             /* MOD_RESIDUAL: ReLU after the sum */
+    int kernel, stride, padding;  /* pooling */
+    float p;                      /* dropout */
+    int shortcut;                 /* MOD_RESIDUAL: the shortcut child, -1: the identity */
+    bool relu_after;              /* MOD_RESIDUAL: ReLU after the sum */
+    stk_activation act, gate;     /* MOD_ACT (act); MOD_SE: fc1's and the gate's */
+    float eps;                    /* layer norms */
+    int dims[STK_MAX_DIMS], ndim; /* MOD_PERMUTE */
+    int heads;                    /* MOD_ATTENTION */
+    /* Parameters on the parent (MOD_LAYER_SCALE, MOD_CLASS_TOKEN,
+     * MOD_POS_EMBED): the weight's state-dict name is the parent's path and
+     * this module's name ("features.1.0.layer_scale") */
+    bool param_of_parent;
+    const char *weight_name, *bias_name; /* NULL: "weight", "bias" */
+    eng_weight_init init;
+    float init_value; /* WINIT_CONST */
+    bool open_units;  /* a sequential whose children are pipeline units (stk_model_unit_count) */
     stk_module **kids;
     int n_kids;
 };
@@ -67,6 +117,19 @@ stk_module *eng_mod_conv(const char *name, int64_t in, int64_t out, int k, int s
 stk_module *eng_mod_conv_grouped(const char *name, int64_t in, int64_t out, int k, int stride,
                                  int pad, int groups, bool bias);
 stk_module *eng_mod_bn(const char *name, int64_t c);
+/* An activation module: MOD_RELU, MOD_RELU6 or MOD_ACT. */
+stk_module *eng_mod_act(const char *name, stk_activation act);
+stk_module *eng_mod_layer_norm(const char *name, int64_t c, float eps, bool channels);
+stk_module *eng_mod_permute(const char *name, int ndim, const int *dims);
+stk_module *eng_mod_se(const char *name, int64_t c, int64_t squeeze, stk_activation act,
+                       stk_activation gate);
+stk_module *eng_mod_drop_path(const char *name, float p);
+/* shape [c, 1, 1] (ndim 3) or [c] (ndim 1), every value `value` */
+stk_module *eng_mod_layer_scale(const char *name, int64_t c, int ndim, float value);
+stk_module *eng_mod_attention(const char *name, int64_t dim, int heads);
+/* A module owning one parameter of the given shape, named on the parent. */
+stk_module *eng_mod_parent_param(eng_module_kind kind, const char *name, int ndim,
+                                 const int64_t *shape);
 void eng_mod_free(stk_module *m);
 /* torchvision's BasicBlock (models.c). */
 stk_module *eng_mod_basic_block(const char *name, int64_t in, int64_t out, int stride);

@@ -20,7 +20,7 @@
 #error "TensorProto.raw_data is little-endian: this writer copies host floats"
 #endif
 
-enum { T_FLOAT = 1, T_UINT8 = 2 };                         /* TensorProto.DataType */
+enum { T_FLOAT = 1, T_UINT8 = 2, T_INT64 = 7 };            /* TensorProto.DataType */
 enum { A_FLOAT = 1, A_INT = 2, A_STRING = 3, A_INTS = 7 }; /* AttributeProto.type */
 enum {
     MODEL_IR = 1,
@@ -189,6 +189,7 @@ static size_t push_scope(graph *g, const stk_module *mod, const char *parent_loc
 }
 
 static const char *emit(graph *g, const stk_module *mod, const char *parent_local, const char *x);
+static const char *activation(graph *g, stk_activation act, const char *x);
 
 /* A convolution, with the batch norm after it folded in when bn is given:
  * w' = w * s, b' = beta + (b - mean) * s, s = gamma / sqrt(var + eps). */
@@ -281,8 +282,9 @@ static const char *residual(graph *g, const stk_module *b, const char *x)
     if (b->shortcut >= 0) id = emit(g, b->kids[b->shortcut], b->name, x);
     const char *in[2] = {h, id};
     const char *s = node(g, NULL, "Add", in, 2, NULL, NULL, 0);
-    if (!b->relu_after) return s;
-    return node(g, "relu_1", "Relu", &s, 1, NULL, NULL, 0); /* torch's name for relu's 2nd use */
+    if (b->relu_after) /* torch's name for relu's 2nd use */
+        return node(g, "relu_1", "Relu", &s, 1, NULL, NULL, 0);
+    return activation(g, b->act, s);
 }
 
 /* torch exports ReLU6 as Clip(x, 0, 6), the bounds as inputs (opset >= 11). */
@@ -308,6 +310,159 @@ static const char *pool(graph *g, const stk_module *mod, const char *op, const c
                 {.name = "strides", .type = A_INTS, .ints = s, .n = 2},
                 {.name = "count_include_pad", .type = A_INT, .i = 1}};
     return node(g, NULL, op, &x, 1, NULL, a, strcmp(op, "AveragePool") ? 3 : 4);
+}
+
+/* ---- the modules of today's architectures ---------------------------------- */
+
+/* A constant initializer (int64 or float values); its name. */
+static const char *constant(graph *g, const char *want, int type, int ndim, const int64_t *dims,
+                            const void *data, size_t bytes)
+{
+    const char *name = unique(g, want);
+    initializer(g, name, type, ndim, dims, data, bytes);
+    return name;
+}
+
+static const char *ints_const(graph *g, const char *want, const int64_t *v, int64_t n)
+{
+    return constant(g, want, T_INT64, 1, &n, v, (size_t)n * sizeof *v);
+}
+
+static const char *transpose(graph *g, const char *x, const int64_t *perm, int n)
+{
+    attr p = {.name = "perm", .type = A_INTS, .ints = perm, .n = n};
+    return node(g, NULL, "Transpose", &x, 1, NULL, &p, 1);
+}
+
+static const char *binary(graph *g, const char *op, const char *a, const char *b)
+{
+    const char *in[2] = {a, b};
+    return node(g, NULL, op, in, 2, NULL, NULL, 0);
+}
+
+/* torch.onnx's forms: SiLU as Sigmoid * x; GELU (erf) as x * (erf(x /
+ * sqrt 2) + 1) * 0.5; Hardswish as x * HardSigmoid(x) (HardSwish needs
+ * opset 14). */
+static const char *activation(graph *g, stk_activation act, const char *x)
+{
+    attr hs[2] = {{.name = "alpha", .type = A_FLOAT, .f = 1.f / 6.f},
+                  {.name = "beta", .type = A_FLOAT, .f = 0.5f}};
+    switch (act) {
+    case STK_ACT_NONE: return x;
+    case STK_ACT_RELU: return node(g, NULL, "Relu", &x, 1, NULL, NULL, 0);
+    case STK_ACT_RELU6: return relu6(g, x);
+    case STK_ACT_SIGMOID: return node(g, NULL, "Sigmoid", &x, 1, NULL, NULL, 0);
+    case STK_ACT_TANH: return node(g, NULL, "Tanh", &x, 1, NULL, NULL, 0);
+    case STK_ACT_SILU: return binary(g, "Mul", x, node(g, NULL, "Sigmoid", &x, 1, NULL, NULL, 0));
+    case STK_ACT_HARDSIGMOID: return node(g, NULL, "HardSigmoid", &x, 1, NULL, hs, 2);
+    case STK_ACT_HARDSWISH:
+        return binary(g, "Mul", x, node(g, NULL, "HardSigmoid", &x, 1, NULL, hs, 2));
+    case STK_ACT_GELU: {
+        static const float sqrt2 = 1.41421356237f, one = 1.f, half = 0.5f;
+        const char *d = binary(g, "Div", x, constant(g, "gelu_sqrt2", T_FLOAT, 0, NULL, &sqrt2, 4));
+        const char *e = node(g, NULL, "Erf", &d, 1, NULL, NULL, 0);
+        const char *a = binary(g, "Add", e, constant(g, "gelu_one", T_FLOAT, 0, NULL, &one, 4));
+        return binary(g, "Mul", binary(g, "Mul", x, a),
+                      constant(g, "gelu_half", T_FLOAT, 0, NULL, &half, 4));
+    }
+    }
+    return x;
+}
+
+static const char *layer_norm(graph *g, const stk_module *mod, const char *x)
+{
+    if (g->o->opset < 17) {
+        fail(g, stk_error(STK_ERR_INVALID_ARG,
+                          "ONNX export: %s's layer norm needs --opset 17 (LayerNormalization)",
+                          g->m->name));
+        return x;
+    }
+    static const int64_t to_last[4] = {0, 2, 3, 1}, back[4] = {0, 3, 1, 2};
+    bool channels = mod->kind == MOD_LAYERNORM2D;
+    if (channels) x = transpose(g, x, to_last, 4);
+    const char *in[3] = {x, param(g, mod, "weight", mod->weight), param(g, mod, "bias", mod->bias)};
+    attr a[2] = {{.name = "axis", .type = A_INT, .i = -1},
+                 {.name = "epsilon", .type = A_FLOAT, .f = mod->eps}};
+    const char *y = node(g, NULL, "LayerNormalization", in, 3, NULL, a, 2);
+    return channels ? transpose(g, y, back, 4) : y;
+}
+
+static const char *squeeze_excitation(graph *g, const stk_module *mod, const char *x)
+{
+    const char *s = node(g, NULL, "GlobalAveragePool", &x, 1, NULL, NULL, 0);
+    s = emit(g, mod->kids[0], mod->name, s);
+    s = activation(g, mod->act, s);
+    s = emit(g, mod->kids[1], mod->name, s);
+    s = activation(g, mod->gate, s);
+    return binary(g, "Mul", x, s);
+}
+
+/* x W^T + b for a [N, S, D] input (MatMul broadcasts; Gemm is 2-D only). */
+static const char *linear3(graph *g, const stk_module *mod, const char *wname, const char *bname,
+                           const char *x)
+{
+    static const int64_t t2[2] = {1, 0};
+    const char *w = transpose(g, param(g, mod, wname, mod->weight), t2, 2);
+    return binary(g, "Add", binary(g, "MatMul", x, w), param(g, mod, bname, mod->bias));
+}
+
+static const char *attention(graph *g, const stk_module *mod, const char *x)
+{
+    int64_t d = stk_tensor_dim(mod->weight, 1), h = mod->heads, hd = d / h;
+    int64_t shape5[5] = {0, 0, 3, h, hd}, back[3] = {0, 0, d}, zero = 0;
+    static const int64_t p5[5] = {2, 0, 3, 1, 4}, kt[4] = {0, 1, 3, 2}, p4[4] = {0, 2, 1, 3};
+    const char *qkv = linear3(g, mod, "in_proj_weight", "in_proj_bias", x);
+    qkv = binary(g, "Reshape", qkv, ints_const(g, "attention_qkv_shape", shape5, 5));
+    qkv = transpose(g, qkv, p5, 5);
+    const char *part[3];
+    for (int i = 0; i < 3; i++) {
+        int64_t idx = i;
+        const char *ix = constant(g, "attention_index", T_INT64, 0, NULL, &idx, sizeof idx);
+        attr ax = {.name = "axis", .type = A_INT, .i = 0};
+        const char *in[2] = {qkv, ix};
+        part[i] = node(g, NULL, "Gather", in, 2, NULL, &ax, 1);
+    }
+    (void)zero;
+    float scale = (float)(1.0 / sqrt((double)hd));
+    const char *sc = binary(g, "MatMul", part[0], transpose(g, part[1], kt, 4));
+    sc = binary(g, "Mul", sc, constant(g, "attention_scale", T_FLOAT, 0, NULL, &scale, 4));
+    attr last = {.name = "axis", .type = A_INT, .i = -1};
+    sc = node(g, NULL, "Softmax", &sc, 1, NULL, &last, 1);
+    const char *o = transpose(g, binary(g, "MatMul", sc, part[2]), p4, 4);
+    o = binary(g, "Reshape", o, ints_const(g, "attention_out_shape", back, 3));
+    size_t len = push_scope(g, mod->kids[0], mod->name);
+    o = linear3(g, mod->kids[0], "weight", "bias", o);
+    g->scope[len] = '\0';
+    return o;
+}
+
+/* [N, 1, D] copies of the class token (Expand to Shape(x)[0], 1, D), put first. */
+static const char *class_token(graph *g, const stk_module *mod, const char *x)
+{
+    int64_t first = 0, rest[2] = {1, stk_tensor_dim(mod->weight, 2)};
+    const char *shape = node(g, NULL, "Shape", &x, 1, NULL, NULL, 0);
+    attr ax0 = {.name = "axis", .type = A_INT, .i = 0};
+    const char *gi[2] = {shape, ints_const(g, "class_token_batch_dim", &first, 1)};
+    const char *n = node(g, NULL, "Gather", gi, 2, NULL, &ax0, 1);
+    const char *ci[2] = {n, ints_const(g, "class_token_rest", rest, 2)};
+    const char *full = node(g, NULL, "Concat", ci, 2, NULL, &ax0, 1);
+    const char *e = binary(g, "Expand", param(g, mod, mod->name, mod->weight), full);
+    attr ax1 = {.name = "axis", .type = A_INT, .i = 1};
+    const char *in[2] = {e, x};
+    return node(g, NULL, "Concat", in, 2, NULL, &ax1, 1);
+}
+
+static const char *concat(graph *g, const stk_module *mod, const char *x)
+{
+    const char *ys[64];
+    if (mod->n_kids > 64) {
+        fail(g, stk_error(STK_ERR_INVALID_ARG, "ONNX export: concat %s of more than 64 branches",
+                          mod->path));
+        return x;
+    }
+    for (int i = 0; i < mod->n_kids; i++) ys[i] = emit(g, mod->kids[i], mod->name, x);
+    attr ax1 = {.name = "axis", .type = A_INT, .i = 1};
+    return node(g, NULL, "Concat", ys, mod->n_kids, NULL, &ax1, 1);
 }
 
 static const char *emit(graph *g, const stk_module *mod, const char *parent_local, const char *x)
@@ -343,6 +498,37 @@ static const char *emit(graph *g, const stk_module *mod, const char *parent_loca
         break;
     }
     case MOD_RESIDUAL: y = residual(g, mod, x); break;
+    case MOD_ACT: y = activation(g, mod->act, x); break;
+    case MOD_LAYERNORM:
+    case MOD_LAYERNORM2D: y = layer_norm(g, mod, x); break;
+    case MOD_PERMUTE: {
+        int64_t perm[STK_MAX_DIMS];
+        for (int d = 0; d < mod->ndim; d++) perm[d] = mod->dims[d];
+        y = transpose(g, x, perm, mod->ndim);
+        break;
+    }
+    case MOD_SE: y = squeeze_excitation(g, mod, x); break;
+    case MOD_DROP_PATH: break; /* inference: the identity */
+    case MOD_LAYER_SCALE:
+    case MOD_POS_EMBED:
+        y = binary(g, mod->kind == MOD_LAYER_SCALE ? "Mul" : "Add", x,
+                   param(g, mod, mod->name, mod->weight));
+        break;
+    case MOD_CONCAT: y = concat(g, mod, x); break;
+    case MOD_ATTENTION: y = attention(g, mod, x); break;
+    case MOD_TOKENS: {
+        static const int64_t flat[3] = {0, 0, -1}, t[3] = {0, 2, 1};
+        y = transpose(g, binary(g, "Reshape", x, ints_const(g, "tokens_shape", flat, 3)), t, 3);
+        break;
+    }
+    case MOD_CLASS_TOKEN: y = class_token(g, mod, x); break;
+    case MOD_SELECT_TOKEN: {
+        int64_t zero = 0;
+        attr ax1 = {.name = "axis", .type = A_INT, .i = 1};
+        const char *in[2] = {x, constant(g, "token_index", T_INT64, 0, NULL, &zero, sizeof zero)};
+        y = node(g, NULL, "Gather", in, 2, NULL, &ax1, 1);
+        break;
+    }
     }
     g->scope[len] = '\0';
     return y;

@@ -36,6 +36,24 @@ stk_status stk_relu6(stk_tensor *x, stk_tensor **out); /* torch.nn.ReLU6: min(ma
 stk_status stk_gelu(stk_tensor *x, stk_tensor **out);  /* exact (erf) form */
 stk_status stk_sigmoid(stk_tensor *x, stk_tensor **out);
 stk_status stk_tanh(stk_tensor *x, stk_tensor **out);
+stk_status stk_silu(stk_tensor *x, stk_tensor **out);        /* x * sigmoid(x) */
+stk_status stk_hardsigmoid(stk_tensor *x, stk_tensor **out); /* relu6(x + 3) / 6 */
+stk_status stk_hardswish(stk_tensor *x, stk_tensor **out);   /* x * relu6(x + 3) / 6 */
+/* The activations by kind (the modules' stk_module_activation,
+ * squeeze-excitation's two, a residual's after the sum). */
+typedef enum stk_activation {
+    STK_ACT_NONE, /* the identity (a copy) */
+    STK_ACT_RELU,
+    STK_ACT_RELU6,
+    STK_ACT_SILU,
+    STK_ACT_GELU,
+    STK_ACT_SIGMOID,
+    STK_ACT_HARDSIGMOID,
+    STK_ACT_HARDSWISH,
+    STK_ACT_TANH,
+} stk_activation;
+/* x through `act`. Errors: INVALID_ARG (an unknown kind), as the op's. */
+stk_status stk_activate(stk_tensor *x, stk_activation act, stk_tensor **out);
 /* Dropout with probability p when `training` (identity otherwise). The mask
  * is drawn from Philox(seed, stream): the same arguments, the same mask. */
 stk_status stk_dropout(stk_tensor *x, float p, bool training, uint64_t seed, uint64_t stream,
@@ -93,6 +111,22 @@ typedef struct stk_allreduce {
 stk_status stk_batch_norm_sync(stk_tensor *x, stk_tensor *gamma, stk_tensor *beta,
                                stk_tensor *running_mean, stk_tensor *running_var, float momentum,
                                float eps, const stk_allreduce *ar, stk_tensor **out);
+
+/* Layer normalisation over the last dimension (torch.nn.LayerNorm(C) on
+ * [..., C]; the biased variance), gamma and beta [C] or NULL.
+ * stk_layer_norm2d: over the channels of [N, C, H, W] (torchvision's
+ * LayerNorm2d, ConvNeXt's downsampling layers). Errors: INVALID_ARG
+ * (shapes, eps <= 0). */
+stk_status stk_layer_norm(stk_tensor *x, stk_tensor *gamma, stk_tensor *beta, float eps,
+                          stk_tensor **out);
+stk_status stk_layer_norm2d(stk_tensor *x, stk_tensor *gamma, stk_tensor *beta, float eps,
+                            stk_tensor **out);
+/* Stochastic depth (torchvision.ops.stochastic_depth, mode "row"): each
+ * sample (dim 0) zeroed with probability p, the others scaled by 1/(1-p),
+ * when `training`; the identity otherwise. The mask is Philox(seed, stream)
+ * as stk_dropout's. Errors: INVALID_ARG (p outside [0, 1)). */
+stk_status stk_drop_path(stk_tensor *x, float p, bool training, uint64_t seed, uint64_t stream,
+                         stk_tensor **out);
 
 /* Pooling over NCHW (ceil_mode off). stride 0 means stride = kernel. */
 stk_status stk_max_pool2d(stk_tensor *x, int kernel, int stride, int padding, stk_tensor **out);

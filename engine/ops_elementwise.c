@@ -278,6 +278,37 @@ stk_status stk_tanh(stk_tensor *x, stk_tensor **out)
 {
     return unary_op("tanh", STK_UNARY_TANH, x, 0.f, false, true, out);
 }
+/* The next three keep their input: each gradient is a function of x. */
+stk_status stk_silu(stk_tensor *x, stk_tensor **out)
+{
+    return unary_op("silu", STK_UNARY_SILU, x, 0.f, true, false, out);
+}
+stk_status stk_hardsigmoid(stk_tensor *x, stk_tensor **out)
+{
+    return unary_op("hardsigmoid", STK_UNARY_HARDSIGMOID, x, 0.f, true, false, out);
+}
+stk_status stk_hardswish(stk_tensor *x, stk_tensor **out)
+{
+    return unary_op("hardswish", STK_UNARY_HARDSWISH, x, 0.f, true, false, out);
+}
+
+/* ---- activations by kind ---- */
+
+stk_status stk_activate(stk_tensor *x, stk_activation act, stk_tensor **out)
+{
+    switch (act) {
+    case STK_ACT_NONE: return stk_mul_scalar(x, 1.f, out);
+    case STK_ACT_RELU: return stk_relu(x, out);
+    case STK_ACT_RELU6: return stk_relu6(x, out);
+    case STK_ACT_SILU: return stk_silu(x, out);
+    case STK_ACT_GELU: return stk_gelu(x, out);
+    case STK_ACT_SIGMOID: return stk_sigmoid(x, out);
+    case STK_ACT_HARDSIGMOID: return stk_hardsigmoid(x, out);
+    case STK_ACT_HARDSWISH: return stk_hardswish(x, out);
+    case STK_ACT_TANH: return stk_tanh(x, out);
+    }
+    return stk_error(STK_ERR_INVALID_ARG, "unknown activation %d", (int)act);
+}
 
 /* ---- dropout ----------------------------------------------------------- */
 

@@ -129,6 +129,15 @@ typedef struct stk_backend {
     void (*avg_pool2d_forward)(const stk_pool2d_desc *d, const float *x, float *y);
     void (*avg_pool2d_backward)(const stk_pool2d_desc *d, const float *gy, float *gx);
 
+    /* Layer normalisation over the last dimension of [rows, cols]
+     * (kernels/norm_math.h): gamma and beta [cols] or NULL; mean and rstd
+     * [rows] kept for the backward. Backward: gx (may be NULL), and the sums
+     * over rows into ggamma and gbeta (each may be NULL; overwritten). */
+    void (*layer_norm_forward)(int64_t rows, int64_t cols, const float *x, const float *gamma,
+                               const float *beta, float eps, float *y, float *mean, float *rstd);
+    void (*layer_norm_backward)(int64_t rows, int64_t cols, const float *x, const float *gamma,
+                                const float *mean, const float *rstd, const float *gy, float *gx,
+                                float *ggamma, float *gbeta);
     /* Softmax / log-softmax over the last dimension of [rows, cols]. */
     void (*softmax_forward)(int64_t rows, int64_t cols, const float *x, float *y, bool log);
     void (*softmax_backward)(int64_t rows, int64_t cols, const float *y, const float *gy, float *gx,

@@ -204,6 +204,9 @@ void cpu_unary(stk_unary_op op, int64_t n, const float *x, float *y, float alpha
         UNARY_CASE(STK_UNARY_TANH, HEAVY);
         UNARY_CASE(STK_UNARY_ADD_SCALAR, CHEAP);
         UNARY_CASE(STK_UNARY_MUL_SCALAR, CHEAP);
+        UNARY_CASE(STK_UNARY_SILU, HEAVY);
+        UNARY_CASE(STK_UNARY_HARDSIGMOID, CHEAP);
+        UNARY_CASE(STK_UNARY_HARDSWISH, CHEAP);
     }
 }
 
@@ -219,6 +222,9 @@ void cpu_unary_backward(stk_unary_op op, int64_t n, const float *x, const float 
         UNARY_GRAD_CASE(STK_UNARY_TANH, HEAVY);
         UNARY_GRAD_CASE(STK_UNARY_ADD_SCALAR, CHEAP);
         UNARY_GRAD_CASE(STK_UNARY_MUL_SCALAR, CHEAP);
+        UNARY_GRAD_CASE(STK_UNARY_SILU, HEAVY);
+        UNARY_GRAD_CASE(STK_UNARY_HARDSIGMOID, CHEAP);
+        UNARY_GRAD_CASE(STK_UNARY_HARDSWISH, CHEAP);
     }
 }
 

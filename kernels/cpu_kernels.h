@@ -95,6 +95,11 @@ void cpu_max_pool2d_backward(const stk_pool2d_desc *d, const float *gy, const in
 void cpu_avg_pool2d_forward(const stk_pool2d_desc *d, const float *x, float *y);
 void cpu_avg_pool2d_backward(const stk_pool2d_desc *d, const float *gy, float *gx);
 
+void cpu_layer_norm_forward(int64_t rows, int64_t cols, const float *x, const float *gamma,
+                            const float *beta, float eps, float *y, float *mean, float *rstd);
+void cpu_layer_norm_backward(int64_t rows, int64_t cols, const float *x, const float *gamma,
+                             const float *mean, const float *rstd, const float *gy, float *gx,
+                             float *ggamma, float *gbeta);
 void cpu_softmax_forward(int64_t rows, int64_t cols, const float *x, float *y, bool log);
 void cpu_softmax_backward(int64_t rows, int64_t cols, const float *y, const float *gy, float *gx,
                           bool log);

@@ -20,8 +20,11 @@ typedef enum stk_unary_op {
     STK_UNARY_GELU,  /* exact (erf) form, torch.nn.GELU() default */
     STK_UNARY_SIGMOID,
     STK_UNARY_TANH,
-    STK_UNARY_ADD_SCALAR, /* x + alpha */
-    STK_UNARY_MUL_SCALAR, /* x * alpha */
+    STK_UNARY_ADD_SCALAR,  /* x + alpha */
+    STK_UNARY_MUL_SCALAR,  /* x * alpha */
+    STK_UNARY_SILU,        /* x * sigmoid(x) (torch.nn.SiLU, "swish") */
+    STK_UNARY_HARDSIGMOID, /* relu6(x + 3) / 6 (torch.nn.Hardsigmoid) */
+    STK_UNARY_HARDSWISH,   /* x * relu6(x + 3) / 6 (torch.nn.Hardswish) */
 } stk_unary_op;
 
 typedef enum stk_binary_op {
@@ -42,6 +45,9 @@ static inline STK_HD float stk_unary_f(stk_unary_op op, float x, float alpha)
     case STK_UNARY_TANH: return tanhf(x);
     case STK_UNARY_ADD_SCALAR: return x + alpha;
     case STK_UNARY_MUL_SCALAR: return x * alpha;
+    case STK_UNARY_SILU: return x / (1.f + expf(-x));
+    case STK_UNARY_HARDSIGMOID: return x <= -3.f ? 0.f : x >= 3.f ? 1.f : x / 6.f + 0.5f;
+    case STK_UNARY_HARDSWISH: return x <= -3.f ? 0.f : x >= 3.f ? x : x * (x + 3.f) / 6.f;
     }
     return 0.f;
 }
@@ -65,6 +71,15 @@ static inline STK_HD float stk_unary_grad(stk_unary_op op, float x, float y, flo
     case STK_UNARY_TANH: return gy * (1.f - y * y);
     case STK_UNARY_ADD_SCALAR: return gy;
     case STK_UNARY_MUL_SCALAR: return gy * alpha;
+    case STK_UNARY_SILU: {
+        float sg = 1.f / (1.f + expf(-x));
+        return gy * sg * (1.f + x * (1.f - sg));
+    }
+    /* torch's hardsigmoid_backward: 1/6 strictly inside (-3, 3), 0 at and
+     * beyond the kinks; hardswish_backward: 0 below -3, x/3 + 1/2 on
+     * [-3, 3] (both ends included), 1 above */
+    case STK_UNARY_HARDSIGMOID: return x > -3.f && x < 3.f ? gy / 6.f : 0.f;
+    case STK_UNARY_HARDSWISH: return x < -3.f ? 0.f : x <= 3.f ? gy * (x / 3.f + 0.5f) : gy;
     }
     return 0.f;
 }

@@ -171,8 +171,11 @@ START_TEST(test_elementwise)
     buf x = buf_rand(n, 3, -3, 3), gy = buf_rand(n, 4, -1, 1), y = buf_new(n * 4),
         gx = buf_new(n * 4);
     buf x6 = buf_rand(n, 5, -3, 9); /* relu6's input: across both of its kinks */
-    for (int op = STK_UNARY_NEG; op <= STK_UNARY_MUL_SCALAR; op++) {
-        buf *in = op == STK_UNARY_RELU6 ? &x6 : &x;
+    buf x5 = buf_rand(n, 7, -5, 5); /* hardsigmoid's and hardswish's: across +-3 */
+    for (int op = STK_UNARY_NEG; op <= STK_UNARY_HARDSWISH; op++) {
+        buf *in = op == STK_UNARY_RELU6                                      ? &x6
+                  : op == STK_UNARY_HARDSIGMOID || op == STK_UNARY_HARDSWISH ? &x5
+                                                                             : &x;
         cpu->unary(op, n, H(*in), H(y), 0.7f);
         gpu->unary(op, n, D(*in), D(y), 0.7f);
         expect_close("unary", &y, TOL_EW);
@@ -180,7 +183,7 @@ START_TEST(test_elementwise)
         gpu->unary_backward(op, n, D(*in), D(y), D(gy), D(gx), 0.7f);
         expect_close("unary backward", &gx, TOL_EW);
     }
-    buf_free(&x6);
+    buf_free(&x6), buf_free(&x5);
     cpu->axpby(n, 0.5f, H(x), -2.f, H(gx));
     gpu->axpby(n, 0.5f, D(x), -2.f, D(gx));
     expect_close("axpby", &gx, TOL_EW);
@@ -358,6 +361,36 @@ START_TEST(test_pooling)
         expect_close("avg_pool backward", &gx, 1e-6);
         buf_free(&x), buf_free(&gy), buf_free(&y), buf_free(&am), buf_free(&gx);
     }
+}
+END_TEST
+
+/* ---- layer norm ------------------------------------------------------------------------ */
+
+START_TEST(test_layer_norm)
+{
+    const int64_t rows = 37, cols = 24, n = rows * cols;
+    buf x = buf_rand(n, 90, -3, 3), gy = buf_rand(n, 91, -1, 1), y = buf_new(n * 4),
+        gx = buf_new(n * 4), g = buf_rand(cols, 92, 0.5f, 1.5f), b = buf_rand(cols, 93, -1, 1),
+        mean = buf_new(rows * 4), rstd = buf_new(rows * 4), gg = buf_new(cols * 4),
+        gb = buf_new(cols * 4);
+    for (int affine = 0; affine < 2; affine++) {
+        cpu->layer_norm_forward(rows, cols, H(x), affine ? H(g) : NULL, affine ? H(b) : NULL, 1e-6f,
+                                H(y), H(mean), H(rstd));
+        gpu->layer_norm_forward(rows, cols, D(x), affine ? D(g) : NULL, affine ? D(b) : NULL, 1e-6f,
+                                D(y), D(mean), D(rstd));
+        expect_close("layer_norm forward", &y, 1e-6);
+        expect_close("layer_norm mean", &mean, 1e-6);
+        expect_close("layer_norm rstd", &rstd, 1e-6);
+        cpu->layer_norm_backward(rows, cols, H(x), affine ? H(g) : NULL, H(mean), H(rstd), H(gy),
+                                 H(gx), H(gg), H(gb));
+        gpu->layer_norm_backward(rows, cols, D(x), affine ? D(g) : NULL, D(mean), D(rstd), D(gy),
+                                 D(gx), D(gg), D(gb));
+        expect_close("layer_norm backward", &gx, 1e-6);
+        expect_close("layer_norm weight grad", &gg, 1e-6);
+        expect_close("layer_norm bias grad", &gb, 1e-6);
+    }
+    buf_free(&x), buf_free(&gy), buf_free(&y), buf_free(&gx), buf_free(&g), buf_free(&b);
+    buf_free(&mean), buf_free(&rstd), buf_free(&gg), buf_free(&gb);
 }
 END_TEST
 
@@ -765,6 +798,7 @@ static Suite *cuda_backend_suite(void)
     tcase_add_test(tc, test_conv2d);
     tcase_add_test(tc, test_batch_norm);
     tcase_add_test(tc, test_pooling);
+    tcase_add_test(tc, test_layer_norm);
     tcase_add_test(tc, test_softmax_cross_entropy);
     tcase_add_test(tc, test_dropout);
     tcase_add_test(tc, test_input_and_optimizers);

@@ -446,6 +446,184 @@ START_TEST(test_custom_model)
 }
 END_TEST
 
+/* Today's architectures: parameter counts at 1000 classes are torchvision's
+ * (torchvision 0.14's models, sum of p.numel(); vit_tiny: VisionTransformer
+ * (224, 16, 12 layers, 3 heads, 192, 768)), a few torchvision names, and
+ * one training step at a small size reaches every parameter with a finite
+ * gradient. */
+START_TEST(test_modern_models)
+{
+    struct {
+        const char *name;
+        int64_t params_1000;
+        const char *names[3];
+    } cases[] = {
+        {"efficientnet_b0",
+         5288548,
+         {"features.1.0.block.1.fc1.weight", "features.2.0.block.0.1.running_var",
+          "classifier.1.weight"}},
+        {"mobilenet_v3_small",
+         2542856,
+         {"features.1.block.1.fc2.bias", "features.12.0.weight", "classifier.3.bias"}},
+        {"mobilenet_v3_large",
+         5483032,
+         {"features.4.block.2.fc1.weight", "features.16.1.running_mean", "classifier.0.weight"}},
+        {"convnext_tiny",
+         28589128,
+         {"features.1.0.layer_scale", "features.2.0.weight", "features.5.8.block.3.weight"}},
+        {"regnet_y_400mf",
+         4344144,
+         {"trunk_output.block1.block1-0.proj.0.weight",
+          "trunk_output.block4.block4-5.f.se.fc1.bias", "stem.1.weight"}},
+        {"vit_tiny",
+         5717416,
+         {"class_token", "encoder.layers.encoder_layer_11.self_attention.in_proj_weight",
+          "encoder.layers.encoder_layer_0.mlp.3.bias"}},
+        {"vit_b_16",
+         86567656,
+         {"encoder.pos_embedding", "encoder.layers.encoder_layer_5.self_attention.out_proj.weight",
+          "heads.head.weight"}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        stk_model *m = make(cases[i].name, 3, 1000, 224);
+        ck_assert_msg(stk_model_trainable_numel(m) == cases[i].params_1000, "%s: %lld parameters",
+                      cases[i].name, (long long)stk_model_trainable_numel(m));
+        for (int k = 0; k < 3; k++)
+            ck_assert_msg(stk_model_find(m, cases[i].names[k]) != NULL, "%s: no %s", cases[i].name,
+                          cases[i].names[k]);
+        stk_model_destroy(m);
+    }
+    stk_model *vt = make("vit_tiny", 3, 10, 32);
+    ck_assert_str_eq(stk_model_param(vt, 0)->name, "class_token");
+    stk_model_destroy(vt);
+    /* one step of each (vit_b_16 is vit_tiny's code, wider) */
+    for (size_t i = 0; i + 1 < sizeof cases / sizeof cases[0]; i++) {
+        stk_model *m = make(cases[i].name, 1, 10, 28);
+        int64_t s[4] = {2, 1, 28, 28}, n = 2;
+        stk_tensor *x = rand_tensor(5, 4, s, -1, 1), *y, *loss, *lab;
+        ck_assert_int_eq(stk_tensor_zeros(STK_I32, 1, &n, &lab), STK_OK);
+        ((int32_t *)stk_tensor_data(lab))[1] = 3;
+        stk_scope *sc;
+        ck_assert_int_eq(stk_scope_begin(&sc), STK_OK);
+        ck_assert_msg(stk_model_forward(m, x, &y) == STK_OK, "%s: %s", cases[i].name,
+                      stk_last_error());
+        ck_assert_int_eq(stk_tensor_dim(y, 1), 10);
+        ck_assert_int_eq(stk_cross_entropy(y, lab, 0.f, &loss), STK_OK);
+        ck_assert_msg(stk_backward(loss, NULL, false) == STK_OK, "%s: %s", cases[i].name,
+                      stk_last_error());
+        stk_scope_end(sc);
+        for (int k = 0; k < stk_model_param_count(m); k++) {
+            const stk_param *p = stk_model_param(m, k);
+            if (p->is_buffer) continue;
+            stk_tensor *g = stk_tensor_grad(p->value);
+            ck_assert_msg(g != NULL, "%s: %s got no gradient", cases[i].name, p->name);
+            float *gv = host_f32(g);
+            bool finite = true; /* one assertion per tensor: Check's are slow in a loop */
+            for (int64_t e = 0; e < stk_tensor_numel(g); e++) finite &= isfinite(gv[e]) != 0;
+            free(gv);
+            ck_assert_msg(finite, "%s: %s has a gradient that is not finite", cases[i].name,
+                          p->name);
+        }
+        const char *bad;
+        ck_assert_int_eq(stk_model_check_finite(m, &bad), STK_OK);
+        ck_assert_ptr_null(bad);
+        stk_tensor_release(x), stk_tensor_release(lab);
+        stk_model_destroy(m);
+    }
+    /* sizes the patches do not fit */
+    stk_model_config c = {.name = "vit_b_16", .in_channels = 3, .classes = 10, .image_size = 28};
+    stk_model *m;
+    ck_assert_int_eq(stk_model_create(&c, &m), STK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), "16 px"));
+    c.name = "vit_tiny", c.image_size = 13;
+    ck_assert_int_eq(stk_model_create(&c, &m), STK_ERR_INVALID_ARG);
+    c.image_size = 32, c.drop_path = 1.f;
+    ck_assert_int_eq(stk_model_create(&c, &m), STK_ERR_INVALID_ARG);
+}
+END_TEST
+
+/* The module kinds of today's architectures in a model of one's own:
+ * squeeze-excitation, a residual with a shortcut and an activation after,
+ * concat, layer norms, permute, layer scale, drop path, attention. */
+START_TEST(test_custom_model_blocks)
+{
+    stk_module *net, *res, *cat, *br, *k_;
+    ck_assert_int_eq(stk_module_sequential("", &net), STK_OK);
+    ADDM(stk_module_conv2d_grouped("stem", 2, 8, 3, 1, 1, 2, true, &m_));
+    ADDM(stk_module_activation("act", STK_ACT_HARDSWISH, &m_));
+    ck_assert_int_eq(stk_module_residual("res", STK_ACT_SILU, &res), STK_OK);
+    ck_assert_int_eq(stk_module_conv2d("conv", 8, 12, 3, 2, 1, false, &k_), STK_OK);
+    ck_assert_int_eq(stk_module_add(res, k_), STK_OK);
+    ck_assert_int_eq(
+        stk_module_squeeze_excitation("se", 12, 4, STK_ACT_RELU, STK_ACT_HARDSIGMOID, &k_), STK_OK);
+    ck_assert_int_eq(stk_module_add(res, k_), STK_OK);
+    ck_assert_int_eq(stk_module_layer_scale("gamma", 12, 0.5f, true, &k_), STK_OK);
+    ck_assert_int_eq(stk_module_add(res, k_), STK_OK);
+    ck_assert_int_eq(stk_module_drop_path("dp", 0.2f, &k_), STK_OK);
+    ck_assert_int_eq(stk_module_add(res, k_), STK_OK);
+    ck_assert_int_eq(stk_module_conv2d("down", 8, 12, 1, 2, 0, false, &k_), STK_OK);
+    ck_assert_int_eq(stk_module_set_shortcut(res, k_), STK_OK);
+    ck_assert_int_eq(stk_module_conv2d("again", 8, 12, 1, 2, 0, false, &k_), STK_OK);
+    ck_assert_int_eq(stk_module_set_shortcut(res, k_), STK_ERR_INVALID_ARG);
+    ck_assert_int_eq(stk_module_add(net, res), STK_OK);
+    ck_assert_int_eq(stk_module_concat("cat", &cat), STK_OK);
+    ck_assert_int_eq(stk_module_layer_norm2d("ln", 12, 1e-6f, &k_), STK_OK);
+    ck_assert_int_eq(stk_module_add(cat, k_), STK_OK);
+    ck_assert_int_eq(stk_module_sequential("tok", &br), STK_OK);
+    static const int nhwc[4] = {0, 2, 3, 1}, nchw[4] = {0, 3, 1, 2};
+    ck_assert_int_eq(stk_module_permute("p1", 4, nhwc, &k_), STK_OK);
+    ck_assert_int_eq(stk_module_add(br, k_), STK_OK);
+    ck_assert_int_eq(stk_module_layer_norm("ln", 12, 1e-5f, &k_), STK_OK);
+    ck_assert_int_eq(stk_module_add(br, k_), STK_OK);
+    ck_assert_int_eq(stk_module_permute("p2", 4, nchw, &k_), STK_OK);
+    ck_assert_int_eq(stk_module_add(br, k_), STK_OK);
+    ck_assert_int_eq(stk_module_add(cat, br), STK_OK);
+    ck_assert_int_eq(stk_module_add(net, cat), STK_OK);
+    ADDM(stk_module_global_avgpool("pool", &m_));
+    ADDM(stk_module_linear("fc", 24, 5, true, &m_));
+    /* bad sizes and names */
+    static const int dup[2] = {0, 0};
+    ck_assert_int_eq(stk_module_permute("p", 2, dup, &k_), STK_ERR_INVALID_ARG);
+    ck_assert_int_eq(stk_module_conv2d_grouped("g", 6, 8, 3, 1, 1, 4, false, &k_),
+                     STK_ERR_INVALID_ARG);
+    ck_assert_int_eq(stk_module_attention("a", 10, 3, &k_), STK_ERR_INVALID_ARG);
+    ck_assert_int_eq(stk_module_layer_norm("n", 4, 0.f, &k_), STK_ERR_INVALID_ARG);
+    ck_assert_int_eq(stk_module_activation("x", STK_ACT_NONE, &k_), STK_ERR_INVALID_ARG);
+    stk_model_config c = {.name = "blocks", .in_channels = 2, .classes = 5, .seed = 4};
+    stk_model *m;
+    ck_assert_int_eq(stk_model_from_module(net, &c, &m), STK_OK);
+    ck_assert_ptr_nonnull(stk_model_find(m, "res.gamma")); /* the parent's parameter */
+    ck_assert_ptr_nonnull(stk_model_find(m, "res.se.fc2.bias"));
+    ck_assert_ptr_nonnull(stk_model_find(m, "res.down.weight"));
+    ck_assert_ptr_nonnull(stk_model_find(m, "cat.tok.ln.weight"));
+    ck_assert_float_eq(((float *)stk_tensor_data(stk_model_find(m, "res.gamma")->value))[3], 0.5f);
+    int64_t s[4] = {3, 2, 8, 8};
+    stk_tensor *x = rand_tensor(3, 4, s, -1, 1), *y, *loss;
+    stk_scope *sc;
+    ck_assert_int_eq(stk_scope_begin(&sc), STK_OK);
+    ck_assert_msg(stk_model_forward(m, x, &y) == STK_OK, "%s", stk_last_error());
+    ck_assert_int_eq(stk_tensor_dim(y, 1), 5);
+    ck_assert_int_eq(stk_sum(y, 0, NULL, false, &loss), STK_OK);
+    ck_assert_int_eq(stk_backward(loss, NULL, false), STK_OK);
+    stk_scope_end(sc);
+    for (int k = 0; k < stk_model_param_count(m); k++)
+        if (!stk_model_param(m, k)->is_buffer)
+            ck_assert_msg(stk_tensor_grad(stk_model_param(m, k)->value) != NULL, "%s",
+                          stk_model_param(m, k)->name);
+    stk_tensor_release(x);
+    stk_model_destroy(m);
+
+    /* attention over tokens: [N, S, D] in, the same shape out */
+    ck_assert_int_eq(stk_module_sequential("", &net), STK_OK);
+    ADDM(stk_module_attention("attn", 8, 2, &m_));
+    c.in_channels = 4;
+    ck_assert_int_eq(stk_model_from_module(net, &c, &m), STK_OK);
+    ck_assert_ptr_nonnull(stk_model_find(m, "attn.in_proj_weight"));
+    ck_assert_ptr_nonnull(stk_model_find(m, "attn.out_proj.bias"));
+    stk_model_destroy(m);
+}
+END_TEST
+
 static Suite *nn_suite(void)
 {
     Suite *s = suite_create("nn");
@@ -459,6 +637,8 @@ static Suite *nn_suite(void)
     tcase_add_test(t, test_optimizer_formulas);
     tcase_add_test(t, test_schedules);
     tcase_add_test(t, test_custom_model);
+    tcase_add_test(t, test_modern_models);
+    tcase_add_test(t, test_custom_model_blocks);
     suite_add_tcase(s, t);
     return s;
 }

@@ -949,6 +949,97 @@ START_TEST(test_cat_dropout_input)
 }
 END_TEST
 
+/* ---- issue 49's ops: activations, layer norm, drop path ----------------------------- */
+
+static stk_status f_act(stk_tensor **in, void *c, stk_tensor **o)
+{
+    return ((stk_status(*)(stk_tensor *, stk_tensor **))c)(in[0], o);
+}
+static stk_status f_ln(stk_tensor **in, void *c, stk_tensor **o)
+{
+    return (*(int *)c ? stk_layer_norm2d : stk_layer_norm)(in[0], in[1], in[2], 1e-5f, o);
+}
+
+START_TEST(test_new_activations_layer_norm)
+{
+    /* x kept off the kinks of hardsigmoid and hardswish (+-3): values in
+     * (-4.5, 4.5) at least 0.05 from them, eps 1e-3 */
+    int64_t s[2] = {4, 9};
+    stk_tensor *x = rand_tensor(11, 2, s, -4.5f, 4.5f);
+    float *xv = stk_tensor_data(x);
+    for (int i = 0; i < 36; i++)
+        if (fabsf(fabsf(xv[i]) - 3.f) < 0.05f) xv[i] += 0.1f;
+    stk_tensor_set_requires_grad(x, true);
+    gradcheck("silu", f_act, 1, &x, (void *)stk_silu, 1e-3, 1e-2);
+    gradcheck("hardsigmoid", f_act, 1, &x, (void *)stk_hardsigmoid, 1e-3, 1e-2);
+    gradcheck("hardswish", f_act, 1, &x, (void *)stk_hardswish, 1e-3, 1e-2);
+    stk_tensor_release(x);
+
+    int last = 0, chan = 1;
+    int64_t xs[3] = {3, 2, 6}, cs[1] = {6}, x4[4] = {2, 5, 3, 2}, c4[1] = {5};
+    stk_tensor *in[3] = {rand_tensor(12, 3, xs, -2, 2), rand_tensor(13, 1, cs, 0.5f, 1.5f),
+                         rand_tensor(14, 1, cs, -1, 1)};
+    for (int i = 0; i < 3; i++) stk_tensor_set_requires_grad(in[i], true);
+    gradcheck("layer_norm", f_ln, 3, in, &last, 1e-2, 2e-2);
+    stk_tensor *plain[3] = {in[0], NULL, NULL};
+    gradcheck("layer_norm no affine", f_ln, 3, plain, &last, 1e-2, 2e-2);
+    for (int i = 0; i < 3; i++) stk_tensor_release(in[i]);
+    stk_tensor *in4[3] = {rand_tensor(15, 4, x4, -2, 2), rand_tensor(16, 1, c4, 0.5f, 1.5f),
+                          rand_tensor(17, 1, c4, -1, 1)};
+    for (int i = 0; i < 3; i++) stk_tensor_set_requires_grad(in4[i], true);
+    gradcheck("layer_norm2d", f_ln, 3, in4, &chan, 1e-2, 2e-2);
+    /* bad input: a weight of the wrong size, eps 0, a 3-D input to the 2d form */
+    stk_tensor *y;
+    ck_assert_int_eq(stk_layer_norm(in4[0], in4[1], NULL, 1e-5f, &y), STK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), "layer_norm: weight"));
+    ck_assert_int_eq(stk_layer_norm2d(in4[0], in4[1], in4[2], 0.f, &y), STK_ERR_INVALID_ARG);
+    int64_t x3[3] = {2, 5, 3};
+    stk_tensor *t3 = rand_tensor(18, 3, x3, -1, 1);
+    ck_assert_int_eq(stk_layer_norm2d(t3, NULL, NULL, 1e-5f, &y), STK_ERR_INVALID_ARG);
+    stk_tensor_release(t3);
+    for (int i = 0; i < 3; i++) stk_tensor_release(in4[i]);
+}
+END_TEST
+
+START_TEST(test_drop_path)
+{
+    int64_t s[4] = {64, 3, 2, 2};
+    stk_tensor *x = rand_tensor(21, 4, s, 0.5f, 1.5f), *y, *y2;
+    stk_tensor_set_requires_grad(x, true);
+    stk_scope *sc;
+    ck_assert_int_eq(stk_scope_begin(&sc), STK_OK);
+    ck_assert_int_eq(stk_drop_path(x, 0.25f, true, 7, 3, &y), STK_OK);
+    ck_assert_int_eq(stk_drop_path(x, 0.25f, true, 7, 3, &y2), STK_OK);
+    float *xv = stk_tensor_data(x), *yv = host_f32(y), *y2v = host_f32(y2);
+    int dropped = 0;
+    for (int n = 0; n < 64; n++) { /* a sample is dropped whole, or kept and scaled */
+        bool zero = yv[n * 12] == 0.f;
+        dropped += zero;
+        for (int i = n * 12; i < n * 12 + 12; i++) {
+            ck_assert_float_eq_tol(yv[i], zero ? 0.f : xv[i] / 0.75f, 1e-6f);
+            ck_assert_float_eq(yv[i], y2v[i]); /* the same stream, the same mask */
+        }
+    }
+    ck_assert_int_gt(dropped, 4); /* ~16 of 64 expected */
+    ck_assert_int_lt(dropped, 32);
+    ck_assert_int_eq(stk_backward(y, NULL, false), STK_ERR_INVALID_ARG); /* not a scalar */
+    stk_tensor *r, *loss;
+    ck_assert_int_eq(stk_sum(y, 0, NULL, false, &loss), STK_OK);
+    ck_assert_int_eq(stk_backward(loss, NULL, false), STK_OK);
+    float *g = host_f32(stk_tensor_grad(x));
+    for (int i = 0; i < 64 * 12; i++) ck_assert_float_eq_tol(g[i], yv[i] / xv[i], 1e-5f);
+    free(g), free(yv), free(y2v);
+    /* eval: the identity */
+    ck_assert_int_eq(stk_drop_path(x, 0.25f, false, 7, 3, &r), STK_OK);
+    float *rv = host_f32(r);
+    for (int i = 0; i < 64 * 12; i++) ck_assert_float_eq(rv[i], xv[i]);
+    free(rv);
+    ck_assert_int_eq(stk_drop_path(x, 1.f, true, 7, 3, &r), STK_ERR_INVALID_ARG);
+    stk_scope_end(sc);
+    stk_tensor_release(x);
+}
+END_TEST
+
 /* ---- against PyTorch ----------------------------------------------------------- */
 
 /* tests/data/torch_reference.safetensors, written by
@@ -1073,6 +1164,30 @@ static stk_status r_mean(stk_tensor **i, stk_tensor **o)
     return stk_mean(i[0], 0, NULL, false, o);
 }
 static stk_status r_cat(stk_tensor **i, stk_tensor **o) { return stk_cat(3, i, 1, o); }
+static stk_status r_silu(stk_tensor **i, stk_tensor **o) { return stk_silu(i[0], o); }
+static stk_status r_hardsigmoid(stk_tensor **i, stk_tensor **o) { return stk_hardsigmoid(i[0], o); }
+static stk_status r_hardswish(stk_tensor **i, stk_tensor **o) { return stk_hardswish(i[0], o); }
+static stk_status r_layer_norm(stk_tensor **i, stk_tensor **o)
+{
+    return stk_layer_norm(i[0], i[1], i[2], 1e-6f, o);
+}
+static stk_status r_layer_norm2d(stk_tensor **i, stk_tensor **o)
+{
+    return stk_layer_norm2d(i[0], i[1], i[2], 1e-6f, o);
+}
+static stk_status r_softmax_mid(stk_tensor **i, stk_tensor **o) { return stk_softmax(i[0], 1, o); }
+/* q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3, 1): both operands strided views */
+static stk_status r_bmm_perm(stk_tensor **i, stk_tensor **o)
+{
+    static const int pq[4] = {0, 2, 1, 3}, pk[4] = {0, 2, 3, 1};
+    stk_tensor *q, *k;
+    STK_TRY(stk_permute(i[0], pq, &q));
+    stk_status st = stk_permute(i[1], pk, &k);
+    if (st == STK_OK) st = stk_matmul(q, k, o);
+    stk_tensor_release(q);
+    stk_tensor_release(k);
+    return st;
+}
 
 START_TEST(test_matches_pytorch)
 {
@@ -1114,6 +1229,15 @@ START_TEST(test_matches_pytorch)
         {"cat", r_cat, 3},
         {"relu6", r_relu6, 1},
         {"conv_depthwise", r_conv_depthwise, 2},
+        {"silu", r_silu, 1},
+        {"hardsigmoid", r_hardsigmoid, 1},
+        {"hardswish", r_hardswish, 1},
+        {"layer_norm", r_layer_norm, 3},
+        {"layer_norm2d", r_layer_norm2d, 3},
+        {"softmax_mid", r_softmax_mid, 1},
+        {"bmm_perm", r_bmm_perm, 2},
+        {"se_mul", r_mul, 2},
+        {"layer_scale", r_mul, 2},
     };
     ref_labels = ref_tensor("cross_entropy.labels", false);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -1241,6 +1365,8 @@ static Suite *ops_suite(void)
     tcase_add_test(t, test_pooling);
     tcase_add_test(t, test_softmax_and_losses);
     tcase_add_test(t, test_cat_dropout_input);
+    tcase_add_test(t, test_new_activations_layer_norm);
+    tcase_add_test(t, test_drop_path);
     tcase_add_test(t, test_matches_pytorch);
     suite_add_tcase(s, t);
     return s;

@@ -119,6 +119,21 @@ static void cu_avg_pool2d_backward(const stk_pool2d_desc *d, const float *gy, fl
     launched();
 }
 
+static void cu_layer_norm_forward(int64_t rows, int64_t cols, const float *x, const float *gamma,
+                                  const float *beta, float eps, float *y, float *mean, float *rstd)
+{
+    stk_cuda_layer_norm_forward(rows, cols, x, gamma, beta, eps, y, mean, rstd, S());
+    launched();
+}
+
+static void cu_layer_norm_backward(int64_t rows, int64_t cols, const float *x, const float *gamma,
+                                   const float *mean, const float *rstd, const float *gy, float *gx,
+                                   float *ggamma, float *gbeta)
+{
+    stk_cuda_layer_norm_backward(rows, cols, x, gamma, mean, rstd, gy, gx, ggamma, gbeta, S());
+    launched();
+}
+
 static void cu_softmax_forward(int64_t rows, int64_t cols, const float *x, float *y, bool log)
 {
     stk_cuda_softmax_forward(rows, cols, x, y, log, S());
@@ -271,6 +286,8 @@ static const stk_backend cuda_backend = {
     .max_pool2d_backward = cu_max_pool2d_backward,
     .avg_pool2d_forward = cu_avg_pool2d_forward,
     .avg_pool2d_backward = cu_avg_pool2d_backward,
+    .layer_norm_forward = cu_layer_norm_forward,
+    .layer_norm_backward = cu_layer_norm_backward,
     .softmax_forward = cu_softmax_forward,
     .softmax_backward = cu_softmax_backward,
     .cross_entropy_forward = cu_cross_entropy_forward,

@@ -91,6 +91,14 @@ void stk_cuda_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t stream
 void stk_cuda_dropout_backward(int64_t n, float p, const uint8_t *mask, const float *gy, float *gx,
                                stk_stream_t s);
 
+/* norm.cu: layer normalisation (kernels/norm_math.h). */
+void stk_cuda_layer_norm_forward(int64_t rows, int64_t cols, const float *x, const float *gamma,
+                                 const float *beta, float eps, float *y, float *mean, float *rstd,
+                                 stk_stream_t s);
+void stk_cuda_layer_norm_backward(int64_t rows, int64_t cols, const float *x, const float *gamma,
+                                  const float *mean, const float *rstd, const float *gy, float *gx,
+                                  float *ggamma, float *gbeta, stk_stream_t s);
+
 /* pool.cu. The backward passes gather (each input element sums the outputs
  * whose window covers it): no atomics, deterministic. */
 void stk_cuda_max_pool2d_forward(const stk_pool2d_desc *d, const float *x, float *y,

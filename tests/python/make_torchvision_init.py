@@ -8,7 +8,9 @@ dict into Stoke's model of the same name and must give those logits within
 
 The batch norm layers get random affine weights and running statistics
 measured on random data (a few train-mode passes), so that the logits are
-of order 1 and every tensor of the state dict matters.
+of order 1 and every tensor of the state dict matters; so do the layer
+norms, ConvNeXt's layer scales (1e-6 at the start: the blocks would not
+count), ViT's class token and head (zeros at the start).
 """
 import os
 import sys
@@ -31,6 +33,16 @@ with torch.no_grad():
             mod.weight.uniform_(0.5, 1.5)
             mod.bias.uniform_(-0.2, 0.2)
             mod.momentum = None  # running statistics: the average over the passes
+        if isinstance(mod, torch.nn.LayerNorm):
+            mod.weight.uniform_(0.5, 1.5)
+            mod.bias.uniform_(-0.2, 0.2)
+    for k, p in m.named_parameters():
+        if k.endswith("layer_scale"):
+            p.uniform_(0.2, 0.6)
+        elif k == "class_token":
+            p.normal_(0, 0.5)
+        elif k.startswith("heads.head"):
+            p.normal_(0, 0.05)
     m.train()
     for _ in range(3):
         m(torch.rand(8, 3, size, size) * 2 - 1)
