@@ -50,7 +50,7 @@ static stk_status save(const char *path, const stk_model *m, const stk_optim *op
     char **onames = calloc((size_t)(no + ne) + 1, sizeof *onames);
     const char **mk = calloc((size_t)n_meta + 12, sizeof *mk),
                **mv = calloc((size_t)n_meta + 12, sizeof *mv);
-    char num[8][32];
+    char num[8][32], *graph = NULL;
     stk_status st = STK_OK;
     if (!t || !counters || !staged || !onames || !mk || !mv) {
         st = stk_error(STK_ERR_NOMEM, "%s: no memory", path);
@@ -133,6 +133,11 @@ static stk_status save(const char *path, const stk_model *m, const stk_optim *op
         snprintf(num[5], sizeof num[5], "%lld", (long long)stk_optim_steps(opt));
         mk[k] = "optimizer_steps", mv[k++] = num[5];
     }
+    /* a model built from modules describes itself (stk_model_from_description) */
+    if (stk_model_is_custom(m)) {
+        if ((st = stk_model_describe(m, &graph)) != STK_OK) goto out;
+        mk[k] = "model_graph", mv[k++] = graph;
+    }
     for (int i = 0; i < n_meta; i++) mk[k] = keys[i], mv[k++] = values[i];
     st = stk_safetensors_write(path, n, t, k, mk, mv);
 out:
@@ -146,6 +151,7 @@ out:
     free(counters);
     free(mk);
     free(mv);
+    free(graph);
     return st;
 }
 
@@ -385,6 +391,8 @@ static stk_status expect_dim(const stk_safetensors *f, const char *tensor, int n
 
 stk_status stk_checkpoint_check_config(const stk_safetensors *f, const stk_model_config *cfg)
 {
+    /* a described model is checked tensor by tensor when it is built and loaded */
+    if (stk_safetensors_meta(f, "model_graph")) return STK_OK;
     char why[96];
     const char *first, *classifier;
     eng_model_io_tensors(cfg->name, &first, &classifier);

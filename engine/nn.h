@@ -231,6 +231,18 @@ stk_status stk_module_flatten(const char *name, stk_module **m);
 stk_status stk_module_basic_block(const char *name, int64_t in, int64_t out, int stride,
                                   stk_module **m);
 void stk_module_destroy(stk_module *m);
+
+/* A model's module tree as text (what a checkpoint of a model built with
+ * stk_model_from_module holds as "model_graph"), malloc'd; and a model
+ * rebuilt from such text (sizes checked as the builders check them; errors:
+ * STK_ERR_FORMAT naming the line). stk_model_is_custom: built from modules
+ * (its checkpoints describe it), not one of the zoo's. */
+stk_status stk_model_describe(const stk_model *m, char **text);
+stk_status stk_model_from_description(const char *text, const stk_model_config *cfg,
+                                      stk_model **out);
+bool stk_model_is_custom(const stk_model *m);
+/* Whether text is a description stk_model_from_description takes (no model built). */
+stk_status stk_model_description_check(const char *text);
 /* A model around `root` (taken, also on failure), initialised from
  * cfg->seed as torch.nn does. cfg->name is free text here; in_channels is
  * checked at forward, classes is informational. */

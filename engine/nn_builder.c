@@ -304,6 +304,7 @@ stk_status stk_model_from_module(stk_module *root, const stk_model_config *cfg, 
     if (m->cfg.bn_momentum == 0.f) m->cfg.bn_momentum = 0.1f;
     if (m->cfg.bn_eps == 0.f) m->cfg.bn_eps = 1e-5f;
     m->training = true;
+    m->custom = true;
     int counter = 0;
     stk_status st = eng_mod_init(root, INIT_TORCH_DEFAULT, cfg->seed, &counter);
     if (st == STK_OK) st = eng_model_collect_params(m);
@@ -312,5 +313,31 @@ stk_status stk_model_from_module(stk_module *root, const stk_model_config *cfg, 
         return st;
     }
     *out = m;
+    return STK_OK;
+}
+
+stk_status stk_model_describe(const stk_model *m, char **text)
+{
+    return eng_model_graph_write(m, text);
+}
+
+bool stk_model_is_custom(const stk_model *m) { return m->custom; }
+
+stk_status stk_model_from_description(const char *text, const stk_model_config *cfg,
+                                      stk_model **out)
+{
+    *out = NULL;
+    stk_module *root;
+    stk_model_config c = *cfg;
+    STK_TRY(eng_model_graph_read(text, &root, &c.bn_eps, &c.bn_momentum));
+    return stk_model_from_module(root, &c, out);
+}
+
+stk_status stk_model_description_check(const char *text)
+{
+    stk_module *root;
+    float eps, momentum;
+    STK_TRY(eng_model_graph_read(text, &root, &eps, &momentum));
+    eng_mod_free(root);
     return STK_OK;
 }

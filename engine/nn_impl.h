@@ -104,6 +104,7 @@ struct stk_model {
     uint64_t forward_count; /* dropout streams */
     stk_allreduce sync_bn;  /* sum NULL: per-rank batch statistics */
     stk_module **units;     /* the forward as a chain (stk_model_unit_count) */
+    bool custom;            /* built by stk_model_from_module: checkpoints carry its graph */
     int n_units;
 };
 
@@ -141,6 +142,11 @@ stk_status eng_mod_init(stk_module *m, eng_init_kind conv_init, uint64_t seed, i
  * mlp's [256, in]) and classifier weight ([classes, ...]) in its state dict:
  * what a checkpoint's metadata is checked against before a model is built. */
 void eng_model_io_tensors(const char *name, const char **first, const char **classifier);
+
+/* model_graph.c: the tree as text and back (stk_model_describe). */
+stk_status eng_model_graph_write(const stk_model *m, char **out);
+stk_status eng_model_graph_read(const char *desc, stk_module **root, float *bn_eps,
+                                float *bn_momentum);
 
 /* Build the state dict of m->root into m->params. */
 stk_status eng_model_collect_params(stk_model *m);

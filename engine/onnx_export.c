@@ -48,9 +48,10 @@ typedef struct graph {
     stk_pb nodes, inits; /* GraphProto's node and initializer fields, gathered apart */
     const stk_onnx_options *o;
     const stk_model *m;
-    const stk_module *last;  /* its output is "logits" */
-    bool relu6_bounds;       /* the Clip bounds of ReLU6 written */
-    char scope[1024];        /* "/layer1/layer1.0" */
+    const stk_module *last; /* its output is "logits" */
+    bool relu6_bounds;      /* the Clip bounds of ReLU6 written */
+    int rank;               /* of the value being emitted: 4 (NCHW) in, 2 after pooling, 3 tokens */
+    char scope[1024];       /* "/layer1/layer1.0" */
     char (*names)[NAME_LEN]; /* node names and values used so far */
     int n_names;
     stk_status st;
@@ -403,7 +404,8 @@ static const char *linear3(graph *g, const stk_module *mod, const char *wname, c
 {
     static const int64_t t2[2] = {1, 0};
     const char *w = transpose(g, param(g, mod, wname, mod->weight), t2, 2);
-    return binary(g, "Add", binary(g, "MatMul", x, w), param(g, mod, bname, mod->bias));
+    const char *y = binary(g, "MatMul", x, w);
+    return mod->bias ? binary(g, "Add", y, param(g, mod, bname, mod->bias)) : y;
 }
 
 static const char *attention(graph *g, const stk_module *mod, const char *x)
@@ -484,11 +486,19 @@ static const char *emit(graph *g, const stk_module *mod, const char *parent_loca
         const char *p = node(g, NULL, "GlobalAveragePool", &x, 1, NULL, NULL, 0);
         g->scope[len] = '\0';
         y = node(g, NULL, "Flatten", &p, 1, NULL, &axis1, 1);
+        g->rank = 2;
         break;
     }
-    case MOD_FLATTEN: y = node(g, NULL, "Flatten", &x, 1, NULL, &axis1, 1); break;
+    case MOD_FLATTEN:
+        y = node(g, NULL, "Flatten", &x, 1, NULL, &axis1, 1);
+        g->rank = 2;
+        break;
     case MOD_DROPOUT: break; /* inference: the identity */
     case MOD_LINEAR: {
+        if (g->rank != 2) { /* on [..., in]: Gemm takes 2-D only */
+            y = linear3(g, mod, "weight", "bias", x);
+            break;
+        }
         const char *in[3] = {x, param(g, mod, "weight", mod->weight),
                              mod->bias ? param(g, mod, "bias", mod->bias) : NULL};
         attr a[] = {{.name = "alpha", .type = A_FLOAT, .f = 1.f},
@@ -519,6 +529,7 @@ static const char *emit(graph *g, const stk_module *mod, const char *parent_loca
     case MOD_TOKENS: {
         static const int64_t flat[3] = {0, 0, -1}, t[3] = {0, 2, 1};
         y = transpose(g, binary(g, "Reshape", x, ints_const(g, "tokens_shape", flat, 3)), t, 3);
+        g->rank = 3;
         break;
     }
     case MOD_CLASS_TOKEN: y = class_token(g, mod, x); break;
@@ -527,6 +538,7 @@ static const char *emit(graph *g, const stk_module *mod, const char *parent_loca
         attr ax1 = {.name = "axis", .type = A_INT, .i = 1};
         const char *in[2] = {x, constant(g, "token_index", T_INT64, 0, NULL, &zero, sizeof zero)};
         y = node(g, NULL, "Gather", in, 2, NULL, &ax1, 1);
+        g->rank = 2;
         break;
     }
     }
@@ -588,7 +600,7 @@ stk_status stk_onnx_export(const stk_model *m, const char *path, const stk_onnx_
     if (!last || last->kind != MOD_LINEAR)
         return stk_error(STK_ERR_INVALID_ARG, "ONNX export: %s does not end in a linear layer",
                          m->name);
-    graph g = {.o = o, .m = m, .last = last};
+    graph g = {.o = o, .m = m, .last = last, .rank = 4};
     g.names = calloc(MAX_NAMES, sizeof *g.names);
     if (!g.names) return stk_error(STK_ERR_NOMEM, "out of memory");
     stk_pb_init(&g.nodes);

@@ -41,7 +41,8 @@ int main(int argc, char **argv)
                             .classes = (int)cl,
                             .image_size = (int)sz};
     stk_model *m;
-    CHECK(stk_model_create(&cfg, &m));
+    const char *graph = stk_safetensors_meta(f, "model_graph"); /* a model built from modules */
+    CHECK(graph ? stk_model_from_description(graph, &cfg, &m) : stk_model_create(&cfg, &m));
     stk_safetensors_free(f);
     stk_load_report rep;
     CHECK(stk_checkpoint_load(argv[1], m, NULL, true, &rep));

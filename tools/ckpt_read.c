@@ -18,6 +18,7 @@ void ckpt_desc_free(ckpt_desc *d)
     free(d->path);
     free(d->model);
     free(d->val_transform);
+    free(d->graph);
     stk_json_strings_free(d->class_names, d->n_class_names);
     memset(d, 0, sizeof *d);
 }
@@ -35,9 +36,16 @@ static stk_status describe(const stk_safetensors *f, ckpt_desc *d)
     bool known = false;
     for (const char *const *n = stk_model_names(); *n; n++) known |= !strcmp(*n, name);
     char shown[160];
-    if (!known)
+    const char *graph = stk_safetensors_meta(f, "model_graph");
+    if (graph && !(d->graph = strdup(graph))) return stk_error(STK_ERR_NOMEM, "out of memory");
+    if (graph) { /* checked whole before anything is said about it */
+        stk_status st = stk_model_description_check(graph);
+        if (st != STK_OK) return stk_error_prefix(st, "%s", path);
+    }
+    if (!known && !graph)
         return stk_error(STK_ERR_FORMAT,
-                         "%s: its model '%s' is not one this Stoke knows (" STK_MODEL_LIST ")",
+                         "%s: its model '%s' is not one this Stoke knows (" STK_MODEL_LIST
+                         ") and the checkpoint does not describe it (no model_graph)",
                          path, stk_printable(name, shown, sizeof shown));
     const char *vt = stk_safetensors_meta(f, "val_transform");
     if (vt && strcmp(stk_printable(vt, shown, sizeof shown), vt)) /* never echoed raw */
@@ -80,7 +88,12 @@ stk_status ckpt_load_model(const ckpt_desc *d, stk_model **out)
 {
     *out = NULL;
     stk_model *m;
-    STK_TRY(stk_model_create(&d->cfg, &m));
+    if (d->graph) {
+        stk_status st = stk_model_from_description(d->graph, &d->cfg, &m);
+        if (st != STK_OK) return stk_error_prefix(st, "%s", d->path);
+    } else {
+        STK_TRY(stk_model_create(&d->cfg, &m));
+    }
     stk_load_report rep;
     stk_status st = stk_checkpoint_load(d->path, m, NULL, true, &rep);
     if (st == STK_OK && d->use_ema) {

@@ -22,6 +22,7 @@ typedef struct ckpt_desc {
     stk_model_config cfg;  /* name, in_channels, classes, image_size */
     float mean[3], std[3]; /* mean NAN: not recorded (a checkpoint from before) */
     char *val_transform;   /* NULL: not recorded */
+    char *graph;           /* a model built from modules: its description (NULL: a zoo model) */
     char **class_names;    /* cfg.classes of them, or NULL: not recorded */
     int n_class_names;
     bool use_ema; /* ckpt_load_model loads the moving average (--ema) */

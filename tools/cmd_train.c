@@ -25,7 +25,17 @@ static const stk_flag flags[] = {
     STK_FLAG_TEXT(T, val, "val", "PATH",
                   "validation set, evaluated after each epoch (top-1,\n"
                   "top-5, loss); same classes as --data"),
-    STK_FLAG_TEXT(T, model, "model", "NAME", STK_MODEL_LIST),
+    STK_FLAG_TEXT(T, model, "model", "NAME",
+                  "mlp, cnn, resnet8, resnet18, resnet34, resnet50, mobilenet_v2,\n"
+                  "efficientnet_b0, mobilenet_v3_small, mobilenet_v3_large,\n"
+                  "convnext_tiny, regnet_y_400mf, vit_b_16, vit_tiny (torchvision's\n"
+                  "layouts and names; below 64 px the small-image variants; vit_tiny's\n"
+                  "patch is 16 px from 112 px, 8 from 56, 4 from 28)"),
+    STK_FLAG_NUMBER(T, drop_path, "drop-path", "RATE", 0, 0.99,
+                    "stochastic depth: each residual branch dropped per sample with a\n"
+                    "rate rising linearly to RATE at the last block (torchvision's);\n"
+                    "default the model's: efficientnet_b0 0.2, convnext_tiny 0.1, none\n"
+                    "for the others; 0 turns it off"),
     STK_FLAG_TEXT(T, transform, "transform", "SPEC",
                   "training transform; default pad:4,crop:SIDE,flip for raw\n"
                   "images (Fashion-MNIST: pad:4,crop:28,flip), rrc:224,flip\n"
@@ -262,6 +272,7 @@ int train_parse_flags(int argc, char **argv, train_args *a)
     *a = (train_args){.epochs = 10,
                       .batch = 128,
                       .lr = -1,
+                      .drop_path = -1,
                       .momentum = 0.9,
                       .wd = 5e-4,
                       .step_epochs = 30,

@@ -185,7 +185,21 @@ static stk_status make_model(run_state *r, const stk_meta *m)
                             .in_channels = m->channels,
                             .classes = (int)m->num_classes,
                             .image_size = r->size,
-                            .seed = (uint64_t)a->seed};
+                            .seed = (uint64_t)a->seed,
+                            /* -1 (unset): the model's default (0); 0: off (-1) */
+                            .drop_path = a->drop_path < 0    ? 0.f
+                                         : a->drop_path == 0 ? -1.f
+                                                             : (float)a->drop_path};
+    static const char *const with_drop_path[] = {"efficientnet_b0", "convnext_tiny", "vit_b_16",
+                                                 "vit_tiny"};
+    bool has = false;
+    for (size_t i = 0; i < sizeof with_drop_path / sizeof *with_drop_path; i++)
+        has |= !strcmp(a->model, with_drop_path[i]);
+    if (a->drop_path > 0 && !has)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--drop-path: %s has no stochastic depth (efficientnet_b0, "
+                         "convnext_tiny, vit_b_16 and vit_tiny have)",
+                         a->model);
     STK_TRY(stk_model_create(&cfg, &r->model));
     if (a->init) {
         stk_load_report rep;
@@ -454,7 +468,7 @@ static stk_status attach_ranks(run_state *r, int64_t per_epoch)
 {
     const train_args *a = &r->a;
     uint64_t fp = r->data_fingerprint;
-    char freeze[512] = "", v[23][48];
+    char freeze[512] = "", v[24][48];
     for (int i = 0; i < a->n_freeze; i++)
         snprintf(freeze + strlen(freeze), sizeof freeze - strlen(freeze), "%s%s", i ? "," : "",
                  a->freeze[i]);
@@ -481,9 +495,11 @@ static stk_status attach_ranks(run_state *r, int64_t per_epoch)
     exact(v[20], a->ema);
     snprintf(v[21], sizeof v[21], "%" PRId64, a->micro_batches);
     snprintf(v[22], sizeof v[22], "%" PRId64, a->pipeline);
+    exact(v[23], a->drop_path);
     const char *no_yes[] = {"no", "yes"};
     stk_ddp_check_item items[] = {
         {"--model", a->model},
+        {"--drop-path", v[23]},
         {"--data (content fingerprint)", v[10]},
         {"--batch", v[0]},
         {"--epochs", v[1]},

@@ -7,7 +7,10 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char *const monitor_names[STK_MONITORS] = {
     "val_loss",   "val_top1",     "val_top5",     "train_loss",
@@ -143,6 +146,35 @@ void stk_fit_close(stk_fit *f)
     free(f);
 }
 
+/* The run folder is made (with its parents) or refused before the first
+ * epoch, not found missing when the first checkpoint is written. */
+static stk_status make_run_dir(const char *dir)
+{
+    char path[4096];
+    size_t len = strlen(dir);
+    if (!len || len >= sizeof path)
+        return stk_error(STK_ERR_INVALID_ARG, "fit: run_dir '%s' is empty or too long", dir);
+    memcpy(path, dir, len + 1);
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(path, 0777) != 0 && errno != EEXIST)
+            return stk_error(STK_ERR_IO, "fit: run_dir %s: cannot create %s: %s", dir, path,
+                             strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(path, 0777) != 0 && errno != EEXIST)
+        return stk_error(STK_ERR_IO, "fit: run_dir %s: cannot create it: %s", dir,
+                         strerror(errno));
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return stk_error(STK_ERR_INVALID_ARG, "fit: run_dir %s is not a folder", dir);
+    if (access(path, W_OK | X_OK) != 0)
+        return stk_error(STK_ERR_IO, "fit: run_dir %s: cannot write in it: %s", dir,
+                         strerror(errno));
+    return STK_OK;
+}
+
 stk_status stk_fit_open(stk_trainer *t, const stk_fit_options *o, stk_fit **out)
 {
     *out = NULL;
@@ -155,6 +187,7 @@ stk_status stk_fit_open(stk_trainer *t, const stk_fit_options *o, stk_fit **out)
                          "fit: restore_best: the best epoch (%lld) ran before this call and there "
                          "is no run_dir to read its weights from",
                          (long long)pos->best_epoch);
+    if (o->run_dir && o->write) STK_TRY(make_run_dir(o->run_dir));
     stk_fit *f = calloc(1, sizeof *f);
     if (!f) return stk_error(STK_ERR_NOMEM, "out of memory");
     f->t = t;

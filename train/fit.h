@@ -110,7 +110,7 @@ typedef struct stk_fit_options {
     bool val_elsewhere;  /* val NULL here, but another rank evaluates: reduce gives its figures */
     int64_t epochs;      /* the run ends after epoch `epochs` (counted from 1) */
     int64_t stop_after;  /* > 0: this call ends after that many epochs (resume later) */
-    const char *run_dir; /* last.safetensors and best.safetensors; NULL: none */
+    const char *run_dir; /* last.safetensors and best.safetensors (made when missing); NULL: none */
     bool write;          /* this process writes run_dir (data-parallel: rank 0) */
     int n_meta;          /* more checkpoint metadata pairs (the run's transforms, ...) */
     const char *const *meta_keys, *const *meta_values;
