@@ -6,7 +6,8 @@
 #   bench/engine_vs_pytorch.sh [BUILD_DIR] [SECONDS_PER_MODEL] [cpu|cuda]
 #
 # MODELS="resnet50 mobilenet_v2" picks the models (default: mlp cnn resnet8
-# resnet18). With the current-PyTorch venv (bench/make-torch-venv.sh, or
+# resnet18); BATCH=32 SIZE=64 the batch and input side (default: 128, and
+# each model's own: 28 px for mlp/cnn/resnet8, 32 px for the others). With the current-PyTorch venv (bench/make-torch-venv.sh, or
 # STOKE_TORCH_VENV) PyTorch 2.x runs too, beside Debian's.
 #
 # With cuda both run on the GPU (PyTorch needs a CUDA build of torch).
@@ -30,6 +31,7 @@ MODELS=${MODELS:-mlp cnn resnet8 resnet18}
 HERE=$(dirname "$0")
 VENV=${STOKE_TORCH_VENV:-$HERE/../.venv-torch}
 AMP=${AMP:-1}
+SHAPE="--batch ${BATCH:-128}${SIZE:+ --size $SIZE}"
 if [ "$DEVICE" = cpu ] && ! "$BUILD/stoke" devices | grep -q "bf16 on "; then
     [ "$AMP" = 1 ] && echo "(--amp: this CPU has no bf16 instructions, so f32 only)"
     AMP=0
@@ -39,22 +41,22 @@ PYAMP=$PY
 blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | sed -n 's/^Value: //p')
 echo "pytorch BLAS: ${blas:-unknown}"
 for m in $MODELS; do
-    s=$("$BUILD/bench_train" --models "$m" --seconds "$SECONDS_PER" --no-matmul --device "$DEVICE")
-    p=$("$PY" "$HERE/pytorch_models.py" --models "$m" --seconds "$SECONDS_PER" --device "$DEVICE")
+    s=$("$BUILD/bench_train" --models "$m" $SHAPE --seconds "$SECONDS_PER" --no-matmul --device "$DEVICE")
+    p=$("$PY" "$HERE/pytorch_models.py" --models "$m" $SHAPE --seconds "$SECONDS_PER" --device "$DEVICE")
     echo "$s"
     echo "$p"
     si=$(echo "$s" | sed 's/.*: *\([0-9.]*\) images.*/\1/')
     pi=$(echo "$p" | sed 's/.*: *\([0-9.]*\) images.*/\1/')
     awk -v m="$m" -v a="$si" -v b="$pi" 'BEGIN { printf "ratio   %-9s stoke/pytorch: %.2fx\n", m, a / b }'
     if [ -x "$VENV/bin/python" ]; then
-        p2=$("$VENV/bin/python" "$HERE/pytorch_models.py" --models "$m" --seconds "$SECONDS_PER" --device "$DEVICE")
+        p2=$("$VENV/bin/python" "$HERE/pytorch_models.py" --models "$m" $SHAPE --seconds "$SECONDS_PER" --device "$DEVICE")
         echo "$p2"
         pi2=$(echo "$p2" | sed 's/.*: *\([0-9.]*\) images.*/\1/')
         awk -v m="$m" -v a="$si" -v b="$pi2" 'BEGIN { printf "ratio   %-9s stoke/pytorch 2.x: %.2fx\n", m, a / b }'
     fi
     if [ "$AMP" = 1 ]; then
-        s=$("$BUILD/bench_train" --models "$m" --seconds "$SECONDS_PER" --no-matmul --device "$DEVICE" --amp)
-        p=$("$PYAMP" "$HERE/pytorch_models.py" --models "$m" --seconds "$SECONDS_PER" --device "$DEVICE" --amp --flops)
+        s=$("$BUILD/bench_train" --models "$m" $SHAPE --seconds "$SECONDS_PER" --no-matmul --device "$DEVICE" --amp)
+        p=$("$PYAMP" "$HERE/pytorch_models.py" --models "$m" $SHAPE --seconds "$SECONDS_PER" --device "$DEVICE" --amp --flops)
         echo "$s"
         echo "$p"
         si=$(echo "$s" | sed 's/.*: *\([0-9.]*\) images.*/\1/')

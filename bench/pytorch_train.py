@@ -12,6 +12,9 @@ set after the last epoch in eval mode.
 
     /usr/bin/python3 bench/pytorch_train.py --model resnet8 --epochs 5 --lr 0.05 \
         --nesterov --wd 5e-4 --pad 2 [--schedule cosine|constant] [--json]
+
+--optimizer adamw uses torch.optim.AdamW (betas 0.9/0.999, eps 1e-8, --wd
+decoupled), as `stoke train --optimizer adamw`.
 """
 import argparse
 import gzip
@@ -65,6 +68,7 @@ def main():
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--optimizer", default="sgd", choices=["sgd", "adamw"])
     ap.add_argument("--nesterov", action="store_true")
     ap.add_argument("--wd", type=float, default=0.0)
     ap.add_argument("--pad", type=int, default=0, help="0: no augmentation")
@@ -84,8 +88,11 @@ def main():
     xtr = (xtr - mean) / std
     xte = (xte - mean) / std
     model = torch_models.make(a.model, 1, 10, 28)
-    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum,
-                          nesterov=a.nesterov, weight_decay=a.wd)
+    if a.optimizer == "adamw":
+        opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=a.wd)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum,
+                              nesterov=a.nesterov, weight_decay=a.wd)
     steps_per_epoch = xtr.shape[0] // a.batch
     total = steps_per_epoch * a.epochs
     step = 0

@@ -368,3 +368,29 @@ stk_status eng_model_graph_read(const char *desc, stk_module **root, float *bn_e
     }
     return st;
 }
+
+/* ---- the public calls (nn.h) ------------------------------------------------------ */
+
+stk_status stk_model_describe(const stk_model *m, char **out)
+{
+    return eng_model_graph_write(m, out);
+}
+
+stk_status stk_model_from_description(const char *desc, const stk_model_config *cfg,
+                                      stk_model **out)
+{
+    *out = NULL;
+    stk_module *root;
+    stk_model_config c = *cfg;
+    STK_TRY(eng_model_graph_read(desc, &root, &c.bn_eps, &c.bn_momentum));
+    return stk_model_from_module(root, &c, out);
+}
+
+stk_status stk_model_description_check(const char *desc)
+{
+    stk_module *root;
+    float eps, momentum;
+    STK_TRY(eng_model_graph_read(desc, &root, &eps, &momentum));
+    eng_mod_free(root);
+    return STK_OK;
+}

@@ -13,8 +13,8 @@
  *     }
  *     stk_model_destroy(m);
  *
- * A model is a tree of modules (Linear, Conv2d, BatchNorm2d, Dropout,
- * pooling, ReLU, Flatten, Sequential, the residual BasicBlock). Its state
+ * A model is a tree of modules (the builders below: layers, containers,
+ * blocks). Its state
  * dict lists every parameter and buffer with PyTorch's dotted names
  * (torchvision's for resnet18), in registration order, so checkpoints load
  * into the equivalent PyTorch model. Parameters are made outside any step
@@ -34,6 +34,12 @@
  *             torchvision's (inverted residuals, depthwise convs, ReLU6,
  *             classifier dropout 0.2); below 64 px features.0 and features.2
  *             run at stride 1 (the small-image variant)
+ *   efficientnet_b0, mobilenet_v3_small, mobilenet_v3_large, convnext_tiny,
+ *   regnet_y_400mf, vit_b_16, vit_tiny
+ *             torchvision's layouts, names, initialisation and stochastic
+ *             depth (vit_tiny: its VisionTransformer at timm's tiny sizes,
+ *             the patch fitted to the image); below 64 px the stem and the
+ *             first stride-2 stage at stride 1 (models_convnets.c)
  * Initialisation: torch.nn's defaults (kaiming-uniform, a = sqrt(5), for
  * conv and linear weights, uniform(+-1/sqrt(fan_in)) biases, BN weight 1 and
  * bias 0) for mlp, cnn and resnet8; torchvision's for the others (conv

@@ -316,28 +316,4 @@ stk_status stk_model_from_module(stk_module *root, const stk_model_config *cfg, 
     return STK_OK;
 }
 
-stk_status stk_model_describe(const stk_model *m, char **text)
-{
-    return eng_model_graph_write(m, text);
-}
-
 bool stk_model_is_custom(const stk_model *m) { return m->custom; }
-
-stk_status stk_model_from_description(const char *text, const stk_model_config *cfg,
-                                      stk_model **out)
-{
-    *out = NULL;
-    stk_module *root;
-    stk_model_config c = *cfg;
-    STK_TRY(eng_model_graph_read(text, &root, &c.bn_eps, &c.bn_momentum));
-    return stk_model_from_module(root, &c, out);
-}
-
-stk_status stk_model_description_check(const char *text)
-{
-    stk_module *root;
-    float eps, momentum;
-    STK_TRY(eng_model_graph_read(text, &root, &eps, &momentum));
-    eng_mod_free(root);
-    return STK_OK;
-}

@@ -25,7 +25,7 @@ expect err.txt "unknown option '--wrokers' (did you mean --workers?)"
 run 2 "$STOKE" train --data a --model resnet19
 expect err.txt "--model resnet19: unknown (did you mean resnet18?"
 run 2 "$STOKE" train --data a --model vgg
-expect err.txt "--model vgg: unknown (known: mlp, cnn, resnet8, resnet18, resnet34, resnet50, mobilenet_v2)"
+expect err.txt "--model vgg: unknown (known: mlp, cnn, resnet8, resnet18, resnet34, resnet50, mobilenet_v2, efficientnet_b0, mobilenet_v3_small, mobilenet_v3_large, convnext_tiny, regnet_y_400mf, vit_b_16, vit_tiny)"
 run 2 "$STOKE" info --frobnicate x.stoke
 grep -q "did you mean" err.txt && fail "a suggestion for --frobnicate"
 
