@@ -360,6 +360,10 @@ stk_status cpu_conv2d_backward_data_dnnl(const stk_conv2d_desc *d, const float *
 stk_status cpu_conv2d_backward_weight_dnnl(const stk_conv2d_desc *d, const float *x,
                                            const float *gy, float *gw)
 {
+    if (cpu_conv2d_is_depthwise(d)) { /* oneDNN's is im2col + GEMM on AVX2: cpu_conv_dw.c */
+        cpu_conv2d_dw_backward_weight(d, x, gy, gw);
+        return STK_OK;
+    }
     conv_plan *p = get_plan(d, 2, false);
     if (!p) return cpu_conv2d_backward_weight(d, x, gy, gw);
     return backward_weight(p, x, NULL, gy, NULL, gw);

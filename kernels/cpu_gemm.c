@@ -3,6 +3,8 @@
  * picks its kernels by instruction set at run time, so users set nothing. */
 #include "kernels/cpu_kernels.h"
 
+#include <omp.h>
+
 #include <dnnl.h>
 
 void cpu_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -27,8 +29,12 @@ void cpu_gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int6
                       int64_t stride_c)
 {
     /* Many small matrices: one per thread (oneDNN runs single-threaded inside
-     * a parallel region); few large ones: each GEMM uses every thread. */
-    bool small = m * n * k < 64 * 64 * 64 && batch > 1;
+     * a parallel region); few large ones: each GEMM uses every thread. Many
+     * mid-sized ones (attention's q k^T: 96 of 65 x 64 x 65 in a vit_tiny
+     * batch of 32) also go one per thread: each GEMM on both threads spent
+     * a tenth of the step in the threads' barriers. */
+    bool small = batch > 1 && (m * n * k < 64 * 64 * 64 ||
+                               (batch >= 4 * omp_get_max_threads() && m * n * k < 256 * 256 * 256));
     if (small) {
 #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < batch; i++)

@@ -36,6 +36,11 @@ void cpu_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
               int64_t ldc);
 
 stk_status cpu_conv2d_forward(const stk_conv2d_desc *d, const float *x, const float *w, float *y);
+/* Depthwise (groups = channels = filters, dilation 1, kernels up to 15):
+ * the weight gradient in plain loops (cpu_conv_dw.c); gw overwritten. */
+bool cpu_conv2d_is_depthwise(const stk_conv2d_desc *d);
+void cpu_conv2d_dw_backward_weight(const stk_conv2d_desc *d, const float *x, const float *gy,
+                                   float *gw);
 stk_status cpu_conv2d_backward_data(const stk_conv2d_desc *d, const float *w, const float *gy,
                                     float *gx);
 stk_status cpu_conv2d_backward_weight(const stk_conv2d_desc *d, const float *x, const float *gy,

@@ -949,6 +949,29 @@ START_TEST(test_cat_dropout_input)
 }
 END_TEST
 
+/* ---- the vectorisable exp and erf of kernels/scalar_math.h ---------------------------- */
+
+START_TEST(test_fast_exp_erf)
+{
+    double worst_exp = 0, worst_erf = 0;
+    for (int i = -1800000; i <= 1800000; i++) {
+        float x = (float)i * 4.9e-5f; /* -88.2 .. 88.2 */
+        double want = exp((double)x), got = stk_expf(x);
+        if (want > 1.2e-38) worst_exp = fmax(worst_exp, fabs(got - want) / want);
+        if (fabsf(x) < 6.f) worst_erf = fmax(worst_erf, fabs(stk_erff(x) - erf((double)x)));
+    }
+    ck_assert_msg(worst_exp < 3e-7, "stk_expf: worst relative error %g", worst_exp);
+    ck_assert_msg(worst_erf < 7e-7, "stk_erff: worst absolute error %g", worst_erf);
+    ck_assert(isinf(stk_expf(100.f)) && stk_expf(100.f) > 0);
+    ck_assert_float_eq(stk_expf(-100.f), 0.f);
+    ck_assert(isnan(stk_expf(NAN)));
+    ck_assert(isinf(stk_expf(INFINITY)));
+    ck_assert_float_eq(stk_expf(-INFINITY), 0.f);
+    ck_assert_float_eq(stk_erff(10.f), 1.f);
+    ck_assert_float_eq(stk_erff(-10.f), -1.f);
+}
+END_TEST
+
 /* ---- issue 49's ops: activations, layer norm, drop path ----------------------------- */
 
 static stk_status f_act(stk_tensor **in, void *c, stk_tensor **o)
@@ -1365,6 +1388,7 @@ static Suite *ops_suite(void)
     tcase_add_test(t, test_pooling);
     tcase_add_test(t, test_softmax_and_losses);
     tcase_add_test(t, test_cat_dropout_input);
+    tcase_add_test(t, test_fast_exp_erf);
     tcase_add_test(t, test_new_activations_layer_norm);
     tcase_add_test(t, test_drop_path);
     tcase_add_test(t, test_matches_pytorch);
