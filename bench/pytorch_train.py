@@ -34,8 +34,8 @@ import torch_models  # noqa: E402
 SRC = "/usr/share/datasets/fashion-mnist"
 
 
-def idx(name):
-    with gzip.open(os.path.join(SRC, name)) as f:
+def idx(name, src=SRC):
+    with gzip.open(os.path.join(src, name)) as f:
         data = f.read()
     ndim = data[3]
     dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
@@ -76,14 +76,16 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--data-dir", default=SRC,
+                    help="the IDX files (default: Debian's dataset-fashion-mnist)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     gen = torch.Generator().manual_seed(a.seed)
-    xtr = torch.from_numpy(idx("train-images-idx3-ubyte.gz").copy()).float().div_(255)[:, None]
-    ytr = torch.from_numpy(idx("train-labels-idx1-ubyte.gz").astype(np.int64))
-    xte = torch.from_numpy(idx("t10k-images-idx3-ubyte.gz").copy()).float().div_(255)[:, None]
-    yte = torch.from_numpy(idx("t10k-labels-idx1-ubyte.gz").astype(np.int64))
+    xtr = torch.from_numpy(idx("train-images-idx3-ubyte.gz", a.data_dir).copy()).float().div_(255)[:, None]
+    ytr = torch.from_numpy(idx("train-labels-idx1-ubyte.gz", a.data_dir).astype(np.int64))
+    xte = torch.from_numpy(idx("t10k-images-idx3-ubyte.gz", a.data_dir).copy()).float().div_(255)[:, None]
+    yte = torch.from_numpy(idx("t10k-labels-idx1-ubyte.gz", a.data_dir).astype(np.int64))
     mean, std = xtr.mean().item(), xtr.std().item()
     xtr = (xtr - mean) / std
     xte = (xte - mean) / std

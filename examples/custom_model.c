@@ -69,5 +69,7 @@ int main(int argc, char **argv)
         return fprintf(stderr, "custom_model: %s\n", stk_last_error()), 1;
     printf("vgg_se: val top-1 %.2f%% after %lld epochs; checkpoints in %s\n", r.val.top1,
            (long long)r.stopped_epoch, o.run_dir);
-    return 0; /* exiting frees the rest (stk_*_close / _destroy in a longer program) */
+    stk_h2d_close(o.h2d), stk_loader_close(o.train), stk_loader_close(o.val);
+    stk_trainer_destroy(t), stk_optim_destroy(opt), stk_model_destroy(model);
+    return stk_dataset_close(ds), 0;
 }

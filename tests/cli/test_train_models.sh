@@ -54,7 +54,12 @@ run 0 "$STOKE" train $T --model efficientnet_b0 --epochs 1 --micro-batches 2 --p
 expect out.txt "pipeline: 2 stages"
 # two ranks
 if command -v mpirun >/dev/null 2>&1; then
+    # Open MPI's own: root, and under the sanitizers cli_train_mpi's settings
+    # (Open MPI keeps memory at MPI_Finalize in plugins it has unloaded)
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    export OMPI_MCA_mca_base_component_disable_dlclose=1
+    export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+    export TSAN_OPTIONS=halt_on_error=1:suppressions=$STOKE_TESTS/mpi_tsan.supp
     run 0 mpirun -np 2 --oversubscribe "$STOKE" train $T --threads 1 --workers 1 \
         --model regnet_y_400mf --epochs 1 --out ddp
     [ -s ddp/last.safetensors ] || fail "no checkpoint from 2 ranks"
