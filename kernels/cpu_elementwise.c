@@ -199,9 +199,13 @@ void cpu_binary(stk_binary_op op, int ndim, const int64_t *shape_in, float *out,
 #define EXP_CHUNK 8192
 static bool have_avx2_fma(void)
 {
-    static int known = -1; /* a benign race: every thread computes the same */
-    if (known < 0) known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    return known;
+    static int known = -1; /* atomics: pipeline stages' threads ask at once */
+    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (k < 0) {
+        k = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
+    }
+    return k;
 }
 /* FROM_X: the gradient is a function of the input (GELU, SiLU), else of
  * the output (sigmoid): one pointer read, no select on a NULL one in the
