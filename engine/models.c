@@ -378,13 +378,7 @@ static stk_module *build_mobilenet_v2(const stk_model_config *c)
             in = setting[s][1];
         }
     ADD(f, conv_bn_relu6("18", in, 1280, 1, 1, 1));
-    ADD(root, eng_mod_new(MOD_GLOBAL_AVGPOOL, "avgpool"));
-    stk_module *cls = eng_mod_new(MOD_SEQUENTIAL, "classifier");
-    ADD(root, cls);
-    stk_module *drop = eng_mod_new(MOD_DROPOUT, "0");
-    if (drop) drop->p = 0.2f;
-    ADD(cls, drop);
-    ADD(cls, eng_mod_linear("1", 1280, c->classes, true));
+    if (!eng_add_dropout_head(root, 1280, c->classes)) goto nomem;
     return root;
 nomem:
     eng_mod_free(root);

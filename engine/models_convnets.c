@@ -31,6 +31,21 @@ nomem:
     return NULL;
 }
 
+stk_module *eng_mod_dropout(const char *name, float p)
+{
+    stk_module *m = eng_mod_new(MOD_DROPOUT, name);
+    if (m) m->p = p;
+    return m;
+}
+
+bool eng_add_dropout_head(stk_module *root, int64_t in, int classes)
+{
+    if (!eng_mod_add(root, eng_mod_new(MOD_GLOBAL_AVGPOOL, "avgpool"))) return false;
+    stk_module *cls = eng_mod_new(MOD_SEQUENTIAL, "classifier"); /* root owns it once added */
+    return eng_mod_add(root, cls) && eng_mod_add(cls, eng_mod_dropout("0", 0.2f)) &&
+           eng_mod_add(cls, eng_mod_linear("1", in, classes, true));
+}
+
 static void set_init(stk_module *m, eng_weight_init conv, eng_weight_init linear)
 {
     if (m->kind == MOD_CONV2D) m->init = conv;
@@ -115,13 +130,7 @@ stk_module *eng_build_efficientnet_b0(const stk_model_config *c)
         }
     }
     ADD(f, eng_cna("8", in, 1280, 1, 1, 1, STK_ACT_SILU));
-    ADD(root, eng_mod_new(MOD_GLOBAL_AVGPOOL, "avgpool"));
-    stk_module *cls = eng_mod_new(MOD_SEQUENTIAL, "classifier");
-    ADD(root, cls);
-    stk_module *drop = eng_mod_new(MOD_DROPOUT, "0");
-    if (drop) drop->p = 0.2f;
-    ADD(cls, drop);
-    ADD(cls, eng_mod_linear("1", 1280, c->classes, true));
+    if (!eng_add_dropout_head(root, 1280, c->classes)) goto nomem;
     set_init(root, WINIT_KAIMING_FAN_OUT, WINIT_UNIFORM_FAN_OUT);
     return root;
 nomem:
@@ -212,9 +221,7 @@ stk_module *eng_build_mobilenet_v3(const stk_model_config *c, bool large)
     ADD(root, cls);
     ADD(cls, eng_mod_linear("0", lastconv, last, true));
     ADD(cls, eng_mod_act("1", STK_ACT_HARDSWISH));
-    stk_module *drop = eng_mod_new(MOD_DROPOUT, "2");
-    if (drop) drop->p = 0.2f;
-    ADD(cls, drop);
+    ADD(cls, eng_mod_dropout("2", 0.2f));
     ADD(cls, eng_mod_linear("3", last, c->classes, true));
     set_init(root, WINIT_KAIMING_FAN_OUT, WINIT_NORMAL_001);
     return root;

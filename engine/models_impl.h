@@ -17,6 +17,13 @@
 stk_module *eng_cna(const char *name, int64_t in, int64_t out, int k, int stride, int groups,
                     stk_activation act);
 
+/* torchvision's MobileNetV2 / EfficientNet head on root: "avgpool", then
+ * "classifier" = "0" dropout 0.2, "1" linear in -> classes. false: out of
+ * memory (the message set). */
+bool eng_add_dropout_head(stk_module *root, int64_t in, int classes);
+/* A dropout module of probability p (NULL: out of memory, the message set). */
+stk_module *eng_mod_dropout(const char *name, float p);
+
 /* torchvision's _make_divisible(v, 8): the nearest multiple of 8, not below 90% of v. */
 int64_t eng_make_divisible(double v, int64_t divisor);
 
