@@ -12,6 +12,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #ifdef __cplusplus
@@ -21,6 +22,16 @@ extern "C" {
 /* A malloc'd string formatted as printf would; NULL when out of memory.
  * The caller frees it. */
 char *stk_text_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A growable string: stk_strbuf_printf appends as printf would; on a
+ * failed allocation `failed` is set and later appends do nothing. Start it
+ * zeroed; free(b.s) when done (s is NULL until something was appended). */
+typedef struct stk_strbuf {
+    char *s;
+    size_t len, cap;
+    bool failed;
+} stk_strbuf;
+void stk_strbuf_printf(stk_strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Edit distance between word[0..len) and name: insertions, deletions,
  * substitutions and swaps of neighbours count 1 each (optimal string

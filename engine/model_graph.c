@@ -14,10 +14,10 @@
  * A line: depth, kind, name ("-" for none), the kind's numbers. Reading
  * goes through the public builders, which check every size; the text is
  * refused, naming the line, if anything does not fit. */
+#include "common/text.h"
 #include "engine/nn_impl.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,103 +28,75 @@
 
 /* ---- writing ---------------------------------------------------------------------- */
 
-typedef struct text {
-    char *buf;
-    size_t len, cap;
-    bool failed;
-} text;
-
-static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(text *t, const char *fmt, ...)
-{
-    if (t->failed) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            t->failed = true;
-            return;
-        }
-        if ((size_t)n < t->cap - t->len) {
-            t->len += (size_t)n;
-            return;
-        }
-        size_t cap = t->cap * 2 + (size_t)n + 256;
-        char *b = realloc(t->buf, cap);
-        if (!b) {
-            t->failed = true;
-            return;
-        }
-        t->buf = b, t->cap = cap;
-    }
-}
-
 static int64_t dim(const stk_tensor *t, int d) { return stk_tensor_dim(t, d); }
 
-static void describe(text *t, const stk_module *m, int depth)
+static void describe(stk_strbuf *t, const stk_module *m, int depth)
 {
     const char *name = m->name[0] ? m->name : "-";
-    put(t, "%d ", depth);
+    stk_strbuf_printf(t, "%d ", depth);
     switch (m->kind) {
-    case MOD_SEQUENTIAL: put(t, "sequential %s %d", name, m->open_units); break;
+    case MOD_SEQUENTIAL: stk_strbuf_printf(t, "sequential %s %d", name, m->open_units); break;
     case MOD_RESIDUAL:
-        put(t, "residual %s %d %d %d", name, (int)m->act, m->shortcut, m->relu_after);
+        stk_strbuf_printf(t, "residual %s %d %d %d", name, (int)m->act, m->shortcut, m->relu_after);
         break;
-    case MOD_CONCAT: put(t, "concat %s", name); break;
+    case MOD_CONCAT: stk_strbuf_printf(t, "concat %s", name); break;
     case MOD_LINEAR:
-        put(t, "linear %s %lld %lld %d", name, (long long)dim(m->weight, 1),
-            (long long)dim(m->weight, 0), m->bias != NULL);
+        stk_strbuf_printf(t, "linear %s %lld %lld %d", name, (long long)dim(m->weight, 1),
+                          (long long)dim(m->weight, 0), m->bias != NULL);
         break;
     case MOD_CONV2D:
-        put(t, "conv2d %s %lld %lld %lld %d %d %d %d", name,
-            (long long)(dim(m->weight, 1) * m->conv.groups), (long long)dim(m->weight, 0),
-            (long long)dim(m->weight, 2), m->conv.stride[0], m->conv.padding[0], m->conv.groups,
-            m->bias != NULL);
+        stk_strbuf_printf(t, "conv2d %s %lld %lld %lld %d %d %d %d", name,
+                          (long long)(dim(m->weight, 1) * m->conv.groups),
+                          (long long)dim(m->weight, 0), (long long)dim(m->weight, 2),
+                          m->conv.stride[0], m->conv.padding[0], m->conv.groups, m->bias != NULL);
         break;
-    case MOD_BATCHNORM2D: put(t, "batchnorm2d %s %lld", name, (long long)dim(m->weight, 0)); break;
+    case MOD_BATCHNORM2D:
+        stk_strbuf_printf(t, "batchnorm2d %s %lld", name, (long long)dim(m->weight, 0));
+        break;
     case MOD_LAYERNORM:
     case MOD_LAYERNORM2D:
-        put(t, "%s %s %lld %.9g", m->kind == MOD_LAYERNORM ? "layer_norm" : "layer_norm2d", name,
-            (long long)dim(m->weight, 0), (double)m->eps);
+        stk_strbuf_printf(t, "%s %s %lld %.9g",
+                          m->kind == MOD_LAYERNORM ? "layer_norm" : "layer_norm2d", name,
+                          (long long)dim(m->weight, 0), (double)m->eps);
         break;
-    case MOD_RELU: put(t, "relu %s", name); break;
-    case MOD_RELU6: put(t, "relu6 %s", name); break;
-    case MOD_ACT: put(t, "act %s %d", name, (int)m->act); break;
+    case MOD_RELU: stk_strbuf_printf(t, "relu %s", name); break;
+    case MOD_RELU6: stk_strbuf_printf(t, "relu6 %s", name); break;
+    case MOD_ACT: stk_strbuf_printf(t, "act %s %d", name, (int)m->act); break;
     case MOD_MAXPOOL2D:
     case MOD_AVGPOOL2D:
-        put(t, "%s %s %d %d %d", m->kind == MOD_MAXPOOL2D ? "maxpool2d" : "avgpool2d", name,
-            m->kernel, m->stride, m->padding);
+        stk_strbuf_printf(t, "%s %s %d %d %d", m->kind == MOD_MAXPOOL2D ? "maxpool2d" : "avgpool2d",
+                          name, m->kernel, m->stride, m->padding);
         break;
-    case MOD_GLOBAL_AVGPOOL: put(t, "global_avgpool %s", name); break;
-    case MOD_FLATTEN: put(t, "flatten %s", name); break;
-    case MOD_DROPOUT: put(t, "dropout %s %.9g", name, (double)m->p); break;
-    case MOD_DROP_PATH: put(t, "drop_path %s %.9g", name, (double)m->p); break;
+    case MOD_GLOBAL_AVGPOOL: stk_strbuf_printf(t, "global_avgpool %s", name); break;
+    case MOD_FLATTEN: stk_strbuf_printf(t, "flatten %s", name); break;
+    case MOD_DROPOUT: stk_strbuf_printf(t, "dropout %s %.9g", name, (double)m->p); break;
+    case MOD_DROP_PATH: stk_strbuf_printf(t, "drop_path %s %.9g", name, (double)m->p); break;
     case MOD_LAYER_SCALE:
-        put(t, "layer_scale %s %lld %d", name, (long long)dim(m->weight, 0),
-            stk_tensor_ndim(m->weight) == 3);
+        stk_strbuf_printf(t, "layer_scale %s %lld %d", name, (long long)dim(m->weight, 0),
+                          stk_tensor_ndim(m->weight) == 3);
         break;
     case MOD_SE:
-        put(t, "se %s %lld %lld %d %d", name, (long long)dim(m->kids[0]->weight, 1),
-            (long long)dim(m->kids[0]->weight, 0), (int)m->act, (int)m->gate);
+        stk_strbuf_printf(t, "se %s %lld %lld %d %d", name, (long long)dim(m->kids[0]->weight, 1),
+                          (long long)dim(m->kids[0]->weight, 0), (int)m->act, (int)m->gate);
         break;
     case MOD_ATTENTION:
-        put(t, "attention %s %lld %d", name, (long long)dim(m->weight, 1), m->heads);
+        stk_strbuf_printf(t, "attention %s %lld %d", name, (long long)dim(m->weight, 1), m->heads);
         break;
     case MOD_PERMUTE:
-        put(t, "permute %s %d", name, m->ndim);
-        for (int d = 0; d < m->ndim; d++) put(t, " %d", m->dims[d]);
+        stk_strbuf_printf(t, "permute %s %d", name, m->ndim);
+        for (int d = 0; d < m->ndim; d++) stk_strbuf_printf(t, " %d", m->dims[d]);
         break;
-    case MOD_TOKENS: put(t, "tokens %s", name); break;
-    case MOD_CLASS_TOKEN: put(t, "class_token %s %lld", name, (long long)dim(m->weight, 2)); break;
+    case MOD_TOKENS: stk_strbuf_printf(t, "tokens %s", name); break;
+    case MOD_CLASS_TOKEN:
+        stk_strbuf_printf(t, "class_token %s %lld", name, (long long)dim(m->weight, 2));
+        break;
     case MOD_POS_EMBED:
-        put(t, "pos_embedding %s %lld %lld", name, (long long)dim(m->weight, 1),
-            (long long)dim(m->weight, 2));
+        stk_strbuf_printf(t, "pos_embedding %s %lld %lld", name, (long long)dim(m->weight, 1),
+                          (long long)dim(m->weight, 2));
         break;
-    case MOD_SELECT_TOKEN: put(t, "select_token %s", name); break;
+    case MOD_SELECT_TOKEN: stk_strbuf_printf(t, "select_token %s", name); break;
     }
-    put(t, "\n");
+    stk_strbuf_printf(t, "\n");
     /* squeeze-excitation's and attention's children are theirs: implied */
     if (m->kind == MOD_SE || m->kind == MOD_ATTENTION) return;
     for (int i = 0; i < m->n_kids; i++) describe(t, m->kids[i], depth + 1);
@@ -132,15 +104,15 @@ static void describe(text *t, const stk_module *m, int depth)
 
 stk_status eng_model_graph_write(const stk_model *m, char **out)
 {
-    text t = {0};
-    put(&t, GRAPH_HEADER);
-    put(&t, "bn %.9g %.9g\n", (double)m->cfg.bn_eps, (double)m->cfg.bn_momentum);
+    stk_strbuf t = {0};
+    stk_strbuf_printf(&t, GRAPH_HEADER);
+    stk_strbuf_printf(&t, "bn %.9g %.9g\n", (double)m->cfg.bn_eps, (double)m->cfg.bn_momentum);
     describe(&t, m->root, 0);
     if (t.failed) {
-        free(t.buf);
+        free(t.s);
         return stk_error(STK_ERR_NOMEM, "out of memory for the model's description");
     }
-    *out = t.buf;
+    *out = t.s;
     return STK_OK;
 }
 

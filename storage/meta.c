@@ -1,5 +1,7 @@
 #include "storage/meta.h"
 
+#include "common/text.h"
+
 #include "common/crc32c.h"
 #include "common/fs.h"
 
@@ -40,37 +42,6 @@ nomem:
     free(copy);
     free(counts);
     return stk_error(STK_ERR_NOMEM, "out of memory");
-}
-
-/* A growable string for building values. */
-typedef struct strbuf {
-    char *s;
-    size_t len, cap;
-    bool failed;
-} strbuf;
-
-static void sb_append(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_append(strbuf *b, const char *fmt, ...)
-{
-    if (b->failed) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (b->len + (size_t)n + 1 > b->cap) {
-        size_t cap = (b->len + (size_t)n + 1) * 2;
-        char *s = realloc(b->s, cap);
-        if (!s) {
-            b->failed = true;
-            return;
-        }
-        b->s = s;
-        b->cap = cap;
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
 }
 
 static int pair_cmp(const void *a, const void *b)
@@ -142,7 +113,7 @@ static stk_status encode_pairs(const stk_meta *m, stk_meta_put_fn put, void *ctx
     do {                                                                                           \
         if ((st = put(ctx, key, value)) != STK_OK) goto out;                                       \
     } while (0)
-    strbuf names = {0}, counts = {0}, mean = {0}, std = {0};
+    stk_strbuf names = {0}, counts = {0}, mean = {0}, std = {0};
     PUT("format", STK_FORMAT_NAME);
     snprintf(v, sizeof v, "%d", STK_FORMAT_VERSION);
     PUT("version", v);
@@ -154,8 +125,8 @@ static stk_status encode_pairs(const stk_meta *m, stk_meta_put_fn put, void *ctx
     snprintf(v, sizeof v, "%u", m->num_classes);
     PUT("num_classes", v);
     for (uint32_t i = 0; i < m->num_classes; i++) {
-        sb_append(&names, "%s%s", i ? "\n" : "", m->class_names[i]);
-        sb_append(&counts, "%s%" PRIu64, i ? " " : "", m->class_counts[i]);
+        stk_strbuf_printf(&names, "%s%s", i ? "\n" : "", m->class_names[i]);
+        stk_strbuf_printf(&counts, "%s%" PRIu64, i ? " " : "", m->class_counts[i]);
     }
     if (names.failed || counts.failed) {
         st = stk_error(STK_ERR_NOMEM, "out of memory");
@@ -169,8 +140,8 @@ static stk_status encode_pairs(const stk_meta *m, stk_meta_put_fn put, void *ctx
     PUT("height_range", v);
     if (m->has_stats) {
         for (int c = 0; c < m->channels && c < 3; c++) {
-            sb_append(&mean, "%s%.6f", c ? " " : "", m->mean[c]);
-            sb_append(&std, "%s%.6f", c ? " " : "", m->std[c]);
+            stk_strbuf_printf(&mean, "%s%.6f", c ? " " : "", m->mean[c]);
+            stk_strbuf_printf(&std, "%s%.6f", c ? " " : "", m->std[c]);
         }
         if (mean.failed || std.failed) {
             st = stk_error(STK_ERR_NOMEM, "out of memory");

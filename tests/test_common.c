@@ -666,13 +666,27 @@ START_TEST(pb_wire_long_nested_message)
 }
 END_TEST
 
+START_TEST(strbuf_appends_and_grows)
+{
+    stk_strbuf b = {0};
+    for (int i = 0; i < 1000; i++) stk_strbuf_printf(&b, "%s%d", i ? "," : "", i);
+    ck_assert(!b.failed);
+    ck_assert_uint_eq(b.len, strlen(b.s));
+    ck_assert(!strncmp(b.s, "0,1,2,", 6));
+    ck_assert_str_eq(b.s + b.len - 4, ",999");
+    free(b.s);
+}
+END_TEST
+
 int main(void)
 {
+
     Suite *s = suite_create("common");
     TCase *tc = tcase_create("all");
     tcase_add_test(tc, status_message_is_per_thread);
     tcase_add_test(tc, status_long_prefix_truncates_safely);
     tcase_add_test(tc, crc32c_published_vectors);
+    tcase_add_test(tc, strbuf_appends_and_grows);
     tcase_add_test(tc, sha256_published_vectors);
     tcase_add_test(tc, json_string_arrays);
     tcase_add_test(tc, pb_wire_matches_protobuf_docs);
