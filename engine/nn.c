@@ -466,11 +466,16 @@ static stk_status step_through(stk_model *m, stk_module *const *mods, int *i, in
                                stk_tensor **h, stk_tensor *keep)
 {
     stk_tensor *in = *h;
+    const stk_module *mod = mods[*i];
+    if (mod->kind == MOD_DROP_PATH && (!m->training || mod->p == 0.f)) {
+        (*i)++; /* the identity: no copy (evaluation, and the first blocks' rate 0) */
+        return STK_OK;
+    }
     const stk_module *act =
         *i + 1 < end && *i + 1 != skip ? fused_act(m, mods[*i], mods[*i + 1]) : NULL;
     STK_TRY(forward(m, mods[*i], act, in, h));
     *i += act ? 2 : 1;
-    if (in != keep) eng_scope_drop(in);
+    if (in != keep && *h != in) eng_scope_drop(in); /* (a container may hand its input back) */
     return STK_OK;
 }
 
