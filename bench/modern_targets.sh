@@ -12,6 +12,10 @@
 #    epochs, evaluated on the 10,000 test images: AdamW lr 1e-3, weight
 #    decay 0.05, batch 64, cosine per step to 0, no augmentation, the
 #    training set's mean/std, torchvision's dropout and stochastic depth.
+#    SEEDS (default "0"): one run per seed and framework (initialisation,
+#    shuffling, dropout and stochastic depth), then each framework's mean
+#    and range: with 4,000 images one seed's spread is a few points.
+#    ACC_MODELS (default both) limits the comparison to some of them.
 #
 #   bench/modern_targets.sh [BUILD_DIR] [SECONDS_PER_MODEL]
 set -eu
@@ -61,11 +65,26 @@ for name in ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"):
 PYX
 "$BUILD/stoke" pack --from idx --split train "$W" "$W/train.stoke" >/dev/null
 "$BUILD/stoke" pack --from idx --split test "$W" "$W/test.stoke" >/dev/null
-for m in efficientnet_b0 convnext_tiny; do
-    "$BUILD/stoke" train --data "$W/train.stoke" --val "$W/test.stoke" --model $m --epochs 5 \
-        --batch 64 --optimizer adamw --lr 1e-3 --wd 0.05 --schedule cosine --transform center:28 \
-        --threads 2 --no-tensorboard --json --out "$W/run-$m" 2>/dev/null | tail -1
-    "$PY" "$HERE/pytorch_train.py" --data-dir "$W" --model $m --epochs 5 --batch 64 \
-        --optimizer adamw --lr 1e-3 --wd 0.05 --json 2>/dev/null
+top1() { sed -n 's/.*"val_top1": *\([0-9.]*\).*/\1/p'; }
+for m in ${ACC_MODELS:-efficientnet_b0 convnext_tiny}; do
+    s_all="" p_all=""
+    for seed in ${SEEDS:-0}; do
+        s=$("$BUILD/stoke" train --data "$W/train.stoke" --val "$W/test.stoke" --model $m --epochs 5 \
+            --batch 64 --optimizer adamw --lr 1e-3 --wd 0.05 --schedule cosine --transform center:28 \
+            --threads 2 --seed "$seed" --no-tensorboard --json --out "$W/run-$m-$seed" 2>/dev/null | tail -1)
+        p=$("$PY" "$HERE/pytorch_train.py" --data-dir "$W" --model $m --epochs 5 --batch 64 \
+            --optimizer adamw --lr 1e-3 --wd 0.05 --seed "$seed" --json 2>/dev/null)
+        echo "seed $seed stoke:   $s"
+        echo "seed $seed pytorch: $p"
+        s_all="$s_all $(echo "$s" | top1)" p_all="$p_all $(echo "$p" | top1)"
+    done
+    echo "$s_all|$p_all" | awk -F'|' -v m="$m" '
+        function stats(list, who,   v, k, i, sum, lo, hi) {
+            k = split(list, v, " "); sum = 0; lo = 101; hi = -1
+            for (i = 1; i <= k; i++) { sum += v[i]; if (v[i] < lo) lo = v[i]; if (v[i] > hi) hi = v[i] }
+            printf "%s %-16s top-1 mean %.2f%% over %d seeds (%.2f..%.2f)\n", who, m, sum / k, k, lo, hi
+            return sum / k
+        }
+        { a = stats($1, "stoke  "); b = stats($2, "pytorch"); printf "accuracy %-16s stoke - pytorch: %+.2f points\n", m, a - b }'
 done
 rm -rf "$W"

@@ -54,6 +54,11 @@ expect out.txt "(resumed)"
 run 0 "$STOKE" export pipe/last.safetensors --format safetensors --out w.safetensors
 # a first stage with nothing to train: parameter-free units (mlp's flatten),
 # or frozen layers; the same weights as accumulation with the same freeze
+# (the stages sum in another order: on an AVX-512 Xeon conv2.weight came
+# out 1.2e-4 of its largest apart after an epoch and its momentum buffer,
+# the last steps' gradients, 5.4e-3, with the binary before and after the
+# change that found it; so weights within 1e-3, optimizer state within
+# 1e-2: a micro-batch's gradient lost or doubled is off by far more)
 run 0 "$STOKE" train $T --model mlp --epochs 1 --micro-batches 4 --pipeline 2 --split-after flatten \
     --out flat
 expect out.txt "stage 0: flatten .. flatten (1 units)"
@@ -71,7 +76,8 @@ for k in a:
     if a[k].dtype != np.float32:
         continue
     scale = max(float(np.abs(a[k]).max()), 1e-6)
-    assert float(np.abs(a[k] - b[k]).max()) / scale <= 1e-4, k
+    tol = 1e-2 if k.startswith("optim.") else 1e-3
+    assert float(np.abs(a[k] - b[k]).max()) / scale <= tol, (k, float(np.abs(a[k] - b[k]).max()) / scale)
 PY
 # refusals
 run 2 "$STOKE" train $T --model cnn --pipeline 2 --out x
