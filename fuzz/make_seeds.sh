@@ -13,7 +13,11 @@ trap 'rm -rf "$FX"' EXIT
 C=$HERE/corpus
 rm -rf "$C"
 mkdir -p "$C/record" "$C/meta" "$C/dataset" "$C/safetensors" "$C/transform" "$C/list" "$C/jpeg" \
-    "$C/run_log" "$C/jpeg_segments" "$C/image"
+    "$C/run_log" "$C/jpeg_segments" "$C/image" "$C/onnx"
+
+# onnx: the files torch.onnx.export wrote for the reader's tests
+cp "$HERE/../tests/data/onnx/tiny_train.onnx" "$C/onnx/tiny_train"
+cp "$HERE/../tests/data/onnx/tiny_eval.onnx" "$C/onnx/tiny_eval"
 
 # dataset: small packed files (raw and JPEG), 20-72 KiB each.
 "$STOKE" pack --from idx "$FX/fix/idx" "$FX/idx.stoke" >/dev/null
