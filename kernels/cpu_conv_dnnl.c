@@ -52,6 +52,7 @@ typedef struct conv_plan {
     dnnl_primitive_desc_t fwd_pd; /* the hint for the backward descs */
     dnnl_memory_desc_t want[R_COUNT];
     dnnl_primitive_t reorder[R_COUNT]; /* NULL: the user layout is the wanted one */
+    bool fwd_dw, bwd_data_dw;          /* the pass runs one of oneDNN's depthwise kernels */
     bool failed;                       /* oneDNN refused: use im2col */
     struct conv_plan *next;
 } conv_plan;
@@ -112,16 +113,28 @@ typedef struct pass_operand {
     bool output; /* reorder wanted -> user after the pass, not user -> wanted before */
 } pass_operand;
 
+/* Whether oneDNN chose one of its depthwise kernels ("jit_dw:avx512_core")
+ * for the pass, and not im2col + GEMM ("x64:gemm:jit"), which it picks for
+ * a filter larger than its plane: cpu_conv_dw.c runs those. */
+static bool runs_depthwise_kernel(dnnl_primitive_desc_t pd)
+{
+    const char *impl = NULL;
+    return dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
+           impl && strstr(impl, "dw");
+}
+
 /* Create the pass's primitive from its op descriptor, learn the layouts it
  * chose and make the reorders. *keep_pd receives the primitive descriptor
- * (the forward one is the hint for the backward passes); NULL frees it. */
+ * (the forward one is the hint for the backward passes); NULL frees it.
+ * *dw: whether it runs a depthwise kernel (runs_depthwise_kernel). */
 static dnnl_status_t make_pass(conv_plan *p, const dnnl_convolution_desc_t *cd,
                                const pass_operand ops[3], dnnl_primitive_t *prim,
-                               dnnl_primitive_desc_t *keep_pd)
+                               dnnl_primitive_desc_t *keep_pd, bool *dw)
 {
     dnnl_primitive_desc_t pd;
     dnnl_status_t s = dnnl_primitive_desc_create(&pd, cd, NULL, cpu_dnnl_engine(), p->fwd_pd);
     if (s) return s;
+    if (dw) *dw = runs_depthwise_kernel(pd);
     for (int i = 0; i < 3 && !s; i++) s = query(pd, ops[i].query, &p->want[ops[i].slot]);
     if (!s) s = dnnl_primitive_create(prim, pd);
     if (keep_pd && !s)
@@ -164,7 +177,7 @@ static dnnl_status_t plan_forward(conv_plan *p)
     pass_operand ops[3] = {{R_FWD_SRC, dnnl_query_src_md, &p->user_src, false},
                            {R_FWD_WEI, dnnl_query_weights_md, &p->user_wei, false},
                            {R_FWD_DST, dnnl_query_dst_md, &p->user_dst, true}};
-    return make_pass(p, &cd, ops, &p->fwd, &p->fwd_pd);
+    return make_pass(p, &cd, ops, &p->fwd, &p->fwd_pd, &p->fwd_dw);
 }
 
 static dnnl_status_t plan_backward_data(conv_plan *p)
@@ -180,7 +193,7 @@ static dnnl_status_t plan_backward_data(conv_plan *p)
     pass_operand ops[3] = {{R_BD_WEI, dnnl_query_weights_md, &p->user_wei, false},
                            {R_BD_DDST, dnnl_query_diff_dst_md, &p->user_dst, false},
                            {R_BD_DSRC, dnnl_query_diff_src_md, &p->user_src, true}};
-    return make_pass(p, &cd, ops, &p->bwd_data, NULL);
+    return make_pass(p, &cd, ops, &p->bwd_data, NULL, &p->bwd_data_dw);
 }
 
 static dnnl_status_t plan_backward_weights(conv_plan *p)
@@ -196,7 +209,7 @@ static dnnl_status_t plan_backward_weights(conv_plan *p)
     pass_operand ops[3] = {{R_BW_SRC, dnnl_query_src_md, &p->user_src, false},
                            {R_BW_DDST, dnnl_query_diff_dst_md, &p->user_dst, false},
                            {R_BW_DWEI, dnnl_query_diff_weights_md, &p->user_wei, true}};
-    return make_pass(p, &cd, ops, &p->bwd_wei, NULL);
+    return make_pass(p, &cd, ops, &p->bwd_wei, NULL, NULL);
 }
 
 static void free_thread_plans(void);
@@ -341,10 +354,13 @@ static stk_status backward_weight(conv_plan *p, const float *x, dnnl_memory_t x_
     return run_pass(p, p->bwd_wei, "backward weights", io);
 }
 
+/* Depthwise convolutions: oneDNN's depthwise kernels where it has one for
+ * the shape and pass, else cpu_conv_dw.c (never im2col + GEMM: see there). */
 stk_status cpu_conv2d_forward_dnnl(const stk_conv2d_desc *d, const float *x, const float *w,
                                    float *y)
 {
     conv_plan *p = get_plan(d, 0, false);
+    if (cpu_conv2d_is_depthwise(d) && !(p && p->fwd_dw)) return cpu_conv2d_dw_forward(d, x, w, y);
     if (!p) return cpu_conv2d_forward(d, x, w, y);
     return forward(p, x, w, y, NULL);
 }
@@ -353,6 +369,8 @@ stk_status cpu_conv2d_backward_data_dnnl(const stk_conv2d_desc *d, const float *
                                          float *gx)
 {
     conv_plan *p = get_plan(d, 1, false);
+    if (cpu_conv2d_is_depthwise(d) && !(p && p->bwd_data_dw))
+        return cpu_conv2d_dw_backward_data(d, w, gy, gx);
     if (!p) return cpu_conv2d_backward_data(d, w, gy, gx);
     return backward_data(p, w, gy, NULL, gx);
 }
@@ -360,10 +378,7 @@ stk_status cpu_conv2d_backward_data_dnnl(const stk_conv2d_desc *d, const float *
 stk_status cpu_conv2d_backward_weight_dnnl(const stk_conv2d_desc *d, const float *x,
                                            const float *gy, float *gw)
 {
-    if (cpu_conv2d_is_depthwise(d)) { /* oneDNN's is im2col + GEMM on AVX2: cpu_conv_dw.c */
-        cpu_conv2d_dw_backward_weight(d, x, gy, gw);
-        return STK_OK;
-    }
+    if (cpu_conv2d_is_depthwise(d)) return cpu_conv2d_dw_backward_weight(d, x, gy, gw);
     conv_plan *p = get_plan(d, 2, false);
     if (!p) return cpu_conv2d_backward_weight(d, x, gy, gw);
     return backward_weight(p, x, NULL, gy, NULL, gw);
@@ -379,8 +394,15 @@ static stk_status no_bf16(const stk_conv2d_desc *d, const char *what)
                      (long long)d->k, (long long)d->r, (long long)d->s);
 }
 
+/* Depthwise convolutions under bf16: the forward and data gradient in bf16
+ * where oneDNN has a depthwise kernel for them, else in f32
+ * (cpu_conv_dw.c); the weights' gradient always in f32 from the f32 input
+ * (oneDNN's is im2col + GEMM: 170 ms of a 490 ms ConvNeXt step). They are
+ * bandwidth-bound, and PyTorch's autocast would round what they read and
+ * write to bf16; here they are exact (kernels/README.md). */
 size_t cpu_conv2d_bf16_kept_input_bytes(const stk_conv2d_desc *d)
 {
+    if (cpu_conv2d_is_depthwise(d)) return 0; /* the f32 input serves the weights' gradient */
     conv_plan *p = get_plan(d, 2, true);
     if (!p || !dnnl_memory_desc_equal(&p->want[R_FWD_SRC], &p->want[R_BW_SRC])) return 0;
     return dnnl_memory_desc_get_size(&p->want[R_BW_SRC]);
@@ -389,8 +411,23 @@ size_t cpu_conv2d_bf16_kept_input_bytes(const stk_conv2d_desc *d)
 stk_status cpu_conv2d_forward_bf16(const stk_conv2d_desc *d, const float *x, const float *w,
                                    float *y, void *x_keep)
 {
+    if (cpu_conv2d_is_depthwise(d)) {
+        conv_plan *p = get_plan(d, 0, true);
+        return p && p->fwd_dw ? forward(p, x, w, y, NULL) : cpu_conv2d_dw_forward(d, x, w, y);
+    }
     conv_plan *p = get_plan(d, x_keep ? 2 : 0, true);
     return p ? forward(p, x, w, y, x_keep) : no_bf16(d, "forward");
+}
+
+static stk_status dw_backward_bf16(const stk_conv2d_desc *d, const float *x, const float *w,
+                                   const float *gy, float *gx, float *gw)
+{
+    if (gx) {
+        conv_plan *p = get_plan(d, 1, true);
+        STK_TRY(p && p->bwd_data_dw ? backward_data(p, w, gy, NULL, gx)
+                                    : cpu_conv2d_dw_backward_data(d, w, gy, gx));
+    }
+    return gw ? cpu_conv2d_dw_backward_weight(d, x, gy, gw) : STK_OK;
 }
 
 /* Both passes read the gradient gy: reordered into bf16 once when they want
@@ -400,6 +437,7 @@ stk_status cpu_conv2d_forward_bf16(const stk_conv2d_desc *d, const float *x, con
 stk_status cpu_conv2d_backward_bf16(const stk_conv2d_desc *d, const float *x, const void *x_kept,
                                     const float *w, const float *gy, float *gx, float *gw)
 {
+    if (cpu_conv2d_is_depthwise(d)) return dw_backward_bf16(d, x, w, gy, gx, gw);
     conv_plan *p = gx ? get_plan(d, 1, true) : NULL;
     if (gx && !p) return no_bf16(d, "backward data");
     if (gw && !(p = get_plan(d, 2, true))) return no_bf16(d, "backward weights");

@@ -192,43 +192,23 @@ void cpu_binary(stk_binary_op op, int ndim, const int64_t *shape_in, float *out,
 #define HEAVY "omp parallel for if (n > STK_OMP_MIN_WORK / 8) schedule(static)"
 
 /* The transcendental ones (GELU, SiLU, sigmoid: kernels/scalar_math.h's
- * stk_expf) also in an AVX2 + FMA build, chosen at run time: the baseline
- * build's 4-wide SSE2 loop ran GELU's backward at 85 M elements/s, a
- * quarter of a vit_tiny step (kernels/README.md, "Activations"). Chunks of
- * a fixed size across the threads, each a plain loop of one variant. */
+ * stk_expf), where oneDNN's primitives do not run them
+ * (cpu_dnnl_norms.c), in AVX-512, AVX2 + FMA and baseline builds chosen by
+ * the loader (target_clones): the baseline build's 4-wide SSE2 loop ran
+ * GELU's backward at 85 M elements/s, a quarter of a vit_tiny step
+ * (kernels/README.md, "Activations"). Chunks of a fixed size across the
+ * threads, each a plain loop of one build. */
 #define EXP_CHUNK 8192
-static bool have_avx2_fma(void)
-{
-    static int known = -1; /* atomics: pipeline stages' threads ask at once */
-    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
-    if (k < 0) {
-        k = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
-    }
-    return k;
-}
 /* FROM_X: the gradient is a function of the input (GELU, SiLU), else of
  * the output (sigmoid): one pointer read, no select on a NULL one in the
  * loop (which kept it scalar). */
 #define EXP_VARIANTS(OP, NAME, FROM_X)                                                             \
-    __attribute__((target("avx2,fma"))) static void NAME##_avx2(int64_t n, const float *x,         \
-                                                                float *y)                          \
+    STK_CPU_CLONES static void NAME##_loop(int64_t n, const float *x, float *y)                    \
     {                                                                                              \
         for (int64_t i = 0; i < n; i++) y[i] = stk_unary_f(OP, x[i], 0.f);                         \
     }                                                                                              \
-    static void NAME##_base(int64_t n, const float *x, float *y)                                   \
-    {                                                                                              \
-        for (int64_t i = 0; i < n; i++) y[i] = stk_unary_f(OP, x[i], 0.f);                         \
-    }                                                                                              \
-    __attribute__((target("avx2,fma"))) static void NAME##_grad_avx2(                              \
-        int64_t n, const float *x, const float *y, const float *gy, float *gx)                     \
-    {                                                                                              \
-        const float *v = FROM_X ? x : y;                                                           \
-        for (int64_t i = 0; i < n; i++)                                                            \
-            gx[i] = stk_unary_grad(OP, FROM_X ? v[i] : 0.f, FROM_X ? 0.f : v[i], gy[i], 0.f);      \
-    }                                                                                              \
-    static void NAME##_grad_base(int64_t n, const float *x, const float *y, const float *gy,       \
-                                 float *gx)                                                        \
+    STK_CPU_CLONES static void NAME##_grad_loop(int64_t n, const float *x, const float *y,         \
+                                                const float *gy, float *gx)                        \
     {                                                                                              \
         const float *v = FROM_X ? x : y;                                                           \
         for (int64_t i = 0; i < n; i++)                                                            \
@@ -264,11 +244,13 @@ static void exp_backward(exp_grad_fn f, int64_t n, const float *x, const float *
 
 #define EXP_CASE(OP, NAME)                                                                         \
     case OP:                                                                                       \
-        exp_forward(have_avx2_fma() ? NAME##_avx2 : NAME##_base, n, x, y);                         \
+        if (cpu_dnnl_unary(OP, n, x, y)) return;                                                   \
+        exp_forward(NAME##_loop, n, x, y);                                                         \
         return
 #define EXP_GRAD_CASE(OP, NAME)                                                                    \
     case OP:                                                                                       \
-        exp_backward(have_avx2_fma() ? NAME##_grad_avx2 : NAME##_grad_base, n, x, y, gy, gx);      \
+        if (cpu_dnnl_unary_backward(OP, n, x, gy, gx)) return;                                     \
+        exp_backward(NAME##_grad_loop, n, x, y, gy, gx);                                           \
         return
 
 /* In place (x == y) is allowed: no restrict; at -O3 the loops are vectorised

@@ -36,11 +36,16 @@ void cpu_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
               int64_t ldc);
 
 stk_status cpu_conv2d_forward(const stk_conv2d_desc *d, const float *x, const float *w, float *y);
-/* Depthwise (groups = channels = filters, dilation 1, kernels up to 15):
- * the weight gradient in plain loops (cpu_conv_dw.c); gw overwritten. */
+/* Depthwise (groups = channels = filters, dilation 1, kernels up to 15) in
+ * direct loops (cpu_conv_dw.c); outputs overwritten; STK_ERR_NOMEM when the
+ * scratch planes cannot be had. */
 bool cpu_conv2d_is_depthwise(const stk_conv2d_desc *d);
-void cpu_conv2d_dw_backward_weight(const stk_conv2d_desc *d, const float *x, const float *gy,
-                                   float *gw);
+stk_status cpu_conv2d_dw_forward(const stk_conv2d_desc *d, const float *x, const float *w,
+                                 float *y);
+stk_status cpu_conv2d_dw_backward_data(const stk_conv2d_desc *d, const float *w, const float *gy,
+                                       float *gx);
+stk_status cpu_conv2d_dw_backward_weight(const stk_conv2d_desc *d, const float *x, const float *gy,
+                                         float *gw);
 stk_status cpu_conv2d_backward_data(const stk_conv2d_desc *d, const float *w, const float *gy,
                                     float *gx);
 stk_status cpu_conv2d_backward_weight(const stk_conv2d_desc *d, const float *x, const float *gy,
@@ -106,6 +111,19 @@ void cpu_layer_norm_backward(int64_t rows, int64_t cols, const float *x, const f
                              const float *mean, const float *rstd, const float *gy, float *gx,
                              float *ggamma, float *gbeta);
 void cpu_softmax_forward(int64_t rows, int64_t cols, const float *x, float *y, bool log);
+/* oneDNN's layer norm, softmax and GELU/SiLU/sigmoid (cpu_dnnl_norms.c):
+ * false when oneDNN cannot run the call (the caller runs its own loop). */
+bool cpu_dnnl_layer_norm_forward(int64_t rows, int64_t cols, const float *x, const float *gamma,
+                                 const float *beta, float eps, float *y, float *mean, float *rstd);
+bool cpu_dnnl_layer_norm_backward(int64_t rows, int64_t cols, const float *x, const float *gamma,
+                                  const float *mean, const float *rstd, const float *gy, float *gx,
+                                  float *ggamma, float *gbeta);
+bool cpu_dnnl_softmax_forward(int64_t rows, int64_t cols, const float *x, float *y);
+bool cpu_dnnl_softmax_backward(int64_t rows, int64_t cols, const float *y, const float *gy,
+                               float *gx);
+bool cpu_dnnl_unary(stk_unary_op op, int64_t n, const float *x, float *y);
+bool cpu_dnnl_unary_backward(stk_unary_op op, int64_t n, const float *x, const float *gy,
+                             float *gx);
 void cpu_softmax_backward(int64_t rows, int64_t cols, const float *y, const float *gy, float *gx,
                           bool log);
 stk_status cpu_cross_entropy_forward(int64_t rows, int64_t cols, const float *logits,
@@ -131,6 +149,21 @@ void cpu_adam_step(int64_t n, float *p, const float *g, float *m, float *v, floa
 
 /* Parallelise a loop only when it is worth a fork/join (about 32K elements of work). */
 #define STK_OMP_MIN_WORK 32768
+
+/* Builds of a loop for each CPU's widest vectors, one chosen when the
+ * program loads (GCC's target_clones: an ifunc): the baseline build is
+ * SSE2. Not under ThreadSanitizer, whose runtime is not up yet when the
+ * loader runs the ifunc resolvers (every TSan program crashed at start). */
+#if defined(__SANITIZE_THREAD__)
+#define STK_CPU_CLONES
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define STK_CPU_CLONES
+#endif
+#endif
+#ifndef STK_CPU_CLONES
+#define STK_CPU_CLONES __attribute__((target_clones("avx512f", "avx2,fma", "default")))
+#endif
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,7 @@
 #include "engine/tensor_impl.h"
 #include "kernels/backend.h"
 #include "kernels/convert_math.h"
+#include "kernels/cpu_kernels.h"
 #include "storage/safetensors.h"
 #include "engine_testlib.h"
 
@@ -85,6 +86,10 @@ START_TEST(test_conv2d)
         {{1, 2, 8, 8}, {3, 2, 3, 2}, {{1, 2}, {2, 0}, {2, 1}, 1}, true},
         {{2, 5, 4, 4}, {3, 5, 1, 1}, {{1, 1}, {0, 0}, {1, 1}, 1}, false}, /* pointwise */
         {{2, 4, 5, 5}, {4, 1, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 4}, true},  /* depthwise */
+        /* depthwise filters larger than the plane (ConvNeXt's last stage):
+         * cpu_conv_dw.c's direct loops, not oneDNN's im2col + GEMM */
+        {{2, 3, 2, 2}, {3, 1, 7, 7}, {{1, 1}, {3, 3}, {1, 1}, 3}, true},
+        {{1, 2, 3, 4}, {2, 1, 5, 5}, {{2, 1}, {2, 2}, {1, 1}, 2}, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         conv_case *cc = &cases[i];
@@ -182,6 +187,71 @@ static void conv_grads_reference(const conv_case *cc, const float *x, const floa
     conv_for_each_tap(cc, oh, ow, add_gradients,
                       &(conv_sums){.x = x, .w = w, .gy = gy, .gx = gx, .gw = gw});
 }
+
+/* The direct depthwise loops (cpu_conv_dw.c) on their own, whichever
+ * passes oneDNN would take: against the double reference for planes wider
+ * than a vector row and narrower, strides 1 and 2, filters larger than the
+ * plane, and padding that leaves input rows or columns no tap reaches. */
+START_TEST(test_conv2d_depthwise_direct)
+{
+    conv_case cases[] = {
+        {{2, 3, 20, 19}, {3, 1, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 3}, false},
+        {{2, 4, 2, 2}, {4, 1, 7, 7}, {{1, 1}, {3, 3}, {1, 1}, 4}, false},
+        {{1, 5, 9, 17}, {5, 1, 5, 5}, {{2, 2}, {2, 2}, {1, 1}, 5}, false},
+        {{3, 2, 8, 8}, {2, 1, 7, 7}, {{1, 1}, {3, 3}, {1, 1}, 2}, false},
+        {{1, 2, 7, 9}, {2, 1, 3, 3}, {{2, 3}, {0, 0}, {1, 1}, 2}, false}, /* last rows unread */
+        {{2, 2, 33, 5}, {2, 1, 3, 5}, {{1, 1}, {1, 2}, {1, 1}, 2}, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const conv_case *cc = &cases[i];
+        stk_conv2d_desc d = {.n = cc->x[0],
+                             .c = cc->x[1],
+                             .h = cc->x[2],
+                             .w = cc->x[3],
+                             .k = cc->w[0],
+                             .r = cc->w[2],
+                             .s = cc->w[3],
+                             .stride_h = cc->p.stride[0],
+                             .stride_w = cc->p.stride[1],
+                             .pad_h = cc->p.padding[0],
+                             .pad_w = cc->p.padding[1],
+                             .dil_h = 1,
+                             .dil_w = 1,
+                             .groups = cc->p.groups};
+        d.oh = (d.h + 2 * d.pad_h - d.r) / d.stride_h + 1;
+        d.ow = (d.w + 2 * d.pad_w - d.s) / d.stride_w + 1;
+        ck_assert(cpu_conv2d_is_depthwise(&d));
+        int64_t nx = d.n * d.c * d.h * d.w, nw = d.c * d.r * d.s, ny = d.n * d.c * d.oh * d.ow;
+        int64_t sy[1] = {ny};
+        stk_tensor *tx = rand_tensor(900 + i, 4, cc->x, -1, 1),
+                   *tw = rand_tensor(910 + i, 4, cc->w, -1, 1),
+                   *tg = rand_tensor(920 + i, 1, sy, -1, 1);
+        const float *x = stk_tensor_data(tx), *w = stk_tensor_data(tw), *gy = stk_tensor_data(tg);
+        float *y = malloc(sizeof(float) * (size_t)ny), *gx = malloc(sizeof(float) * (size_t)nx),
+              *gw = malloc(sizeof(float) * (size_t)nw);
+        double *ry = malloc(sizeof(double) * (size_t)ny),
+               *rgx = malloc(sizeof(double) * (size_t)nx),
+               *rgw = malloc(sizeof(double) * (size_t)nw);
+        for (int64_t j = 0; j < nx; j++) gx[j] = NAN; /* every element must be written */
+        ck_assert_int_eq(cpu_conv2d_dw_forward(&d, x, w, y), STK_OK);
+        ck_assert_int_eq(cpu_conv2d_dw_backward_data(&d, w, gy, gx), STK_OK);
+        ck_assert_int_eq(cpu_conv2d_dw_backward_weight(&d, x, gy, gw), STK_OK);
+        conv_reference(cc, x, w, NULL, d.oh, d.ow, ry);
+        conv_grads_reference(cc, x, w, gy, d.oh, d.ow, rgx, rgw);
+        for (int64_t j = 0; j < ny; j++)
+            ck_assert_msg(fabs(y[j] - ry[j]) < 1e-4, "dw case %zu y[%lld]: %g vs %g", i,
+                          (long long)j, y[j], ry[j]);
+        for (int64_t j = 0; j < nx; j++)
+            ck_assert_msg(fabs(gx[j] - rgx[j]) < 1e-4, "dw case %zu gx[%lld]: %g vs %g", i,
+                          (long long)j, gx[j], rgx[j]);
+        for (int64_t j = 0; j < nw; j++)
+            ck_assert_msg(fabs(gw[j] - rgw[j]) < 1e-4, "dw case %zu gw[%lld]: %g vs %g", i,
+                          (long long)j, gw[j], rgw[j]);
+        free(y), free(gx), free(gw), free(ry), free(rgx), free(rgw);
+        stk_tensor_release(tx), stk_tensor_release(tw), stk_tensor_release(tg);
+    }
+}
+END_TEST
 
 START_TEST(test_autocast_bf16_conv2d)
 {
@@ -1380,6 +1450,7 @@ static Suite *ops_suite(void)
     Suite *s = suite_create("ops");
     TCase *t = tcase_create("ops");
     tcase_add_test(t, test_conv2d);
+    tcase_add_test(t, test_conv2d_depthwise_direct);
     tcase_add_test(t, test_autocast_bf16_conv2d);
     tcase_add_test(t, test_autocast_bf16_matmul);
     tcase_add_test(t, test_batch_norm);
