@@ -345,14 +345,7 @@ static stk_status read_node(ctx *c, const uint8_t *data, size_t len, stk_onnx_no
     n->name = n->op_type = n->domain = "";
     int ni = count_fields(data, len, 1), no = count_fields(data, len, 2),
         na = count_fields(data, len, 5);
-    if (ni < 0 || no < 0 || na < 0) {
-        stk_pb_reader r;
-        stk_pb_reader_init(&r, data, len);
-        stk_pb_field f;
-        while (stk_pb_next(&r, &f) > 0) {
-        }
-        return malformed(c, &r);
-    }
+    if (ni < 0 || no < 0 || na < 0) return corrupt(c, "the node is not valid protobuf");
     const char **in = arena_calloc(c->arena, (size_t)ni + 1, sizeof *in),
                **out = arena_calloc(c->arena, (size_t)no + 1, sizeof *out);
     stk_onnx_attr *at = arena_calloc(c->arena, (size_t)na + 1, sizeof *at);
@@ -478,7 +471,7 @@ static stk_status read_graph(ctx *c, const uint8_t *data, size_t len, stk_onnx_m
 
 static stk_status read_model(ctx *c, const uint8_t *data, size_t len, stk_onnx_model *m)
 {
-    bool have_graph = false, have_ir = false;
+    bool have_ir = false;
     const uint8_t *graph = NULL;
     size_t graph_len = 0;
     NEXT_FIELDS(r, f, got, data, len)
@@ -499,7 +492,7 @@ static stk_status read_model(ctx *c, const uint8_t *data, size_t len, stk_onnx_m
         case 7:
             if (f.wire != STK_PB_LEN)
                 return corrupt(c, "not an ONNX model (its graph is not a message)");
-            graph = f.data, graph_len = f.len, have_graph = true;
+            graph = f.data, graph_len = f.len;
             break;
         case 8: { /* opset_import */
             if (f.wire != STK_PB_LEN)
@@ -518,7 +511,7 @@ static stk_status read_model(ctx *c, const uint8_t *data, size_t len, stk_onnx_m
         }
         }
     }
-    if (got < 0 || !have_graph || !have_ir || m->ir_version < 1 || m->ir_version > 100)
+    if (got < 0 || !graph || !have_ir || m->ir_version < 1 || m->ir_version > 100)
         return stk_error(STK_ERR_CORRUPT,
                          "%s: not an ONNX model (no ModelProto with an IR version and a graph: "
                          "the file is another format, cut off or damaged)",
@@ -529,22 +522,24 @@ static stk_status read_model(ctx *c, const uint8_t *data, size_t len, stk_onnx_m
     return read_graph(c, graph, graph_len, m);
 }
 
-stk_status stk_onnx_read(const void *bytes, size_t len, const char *what, stk_onnx_model **out)
+/* Parse `bytes` (malloc'd, len of them), which the model then owns: freed
+ * with it, or here on failure. */
+static stk_status read_owned(uint8_t *bytes, size_t len, const char *what, stk_onnx_model **out)
 {
     *out = NULL;
     stk_onnx_arena *a = calloc(1, sizeof *a);
     stk_onnx_model *m = calloc(1, sizeof *m);
-    if (!a || !m || !(a->bytes = malloc(len ? len : 1))) {
-        free(a ? a->bytes : NULL);
+    if (!a || !m) {
+        free(bytes);
         free(a);
         free(m);
-        return stk_error(STK_ERR_NOMEM, "%s: out of memory for %zu bytes", what, len);
+        return stk_error(STK_ERR_NOMEM, "%s: out of memory", what);
     }
-    if (len) memcpy(a->bytes, bytes, len);
+    a->bytes = bytes;
     m->arena = a;
     ctx c = {.arena = a, .what = what};
     c.where[0] = 0;
-    stk_status st = read_model(&c, a->bytes, len, m);
+    stk_status st = read_model(&c, bytes, len, m);
     if (st != STK_OK) {
         stk_onnx_model_destroy(m);
         return st;
@@ -553,6 +548,17 @@ stk_status stk_onnx_read(const void *bytes, size_t len, const char *what, stk_on
     return STK_OK;
 }
 
+stk_status stk_onnx_read(const void *bytes, size_t len, const char *what, stk_onnx_model **out)
+{
+    *out = NULL;
+    uint8_t *copy = malloc(len ? len : 1);
+    if (!copy) return stk_error(STK_ERR_NOMEM, "%s: out of memory for %zu bytes", what, len);
+    if (len) memcpy(copy, bytes, len);
+    return read_owned(copy, len, what, out);
+}
+
+/* The file's bytes become the model's (no second copy of a model's
+ * weights while it is read). */
 stk_status stk_onnx_read_file(const char *path, stk_onnx_model **out)
 {
     *out = NULL;
@@ -564,9 +570,7 @@ stk_status stk_onnx_read_file(const char *path, stk_onnx_model **out)
         snprintf(why, sizeof why, "%s", stk_last_error());
         return stk_error(rd, "%s: %s", path, why);
     }
-    stk_status st = stk_onnx_read(data, len, path, out);
-    free(data);
-    return st;
+    return read_owned(data, len, path, out);
 }
 
 void stk_onnx_model_destroy(stk_onnx_model *m)

@@ -354,13 +354,29 @@ static stk_status backward_weight(conv_plan *p, const float *x, dnnl_memory_t x_
     return run_pass(p, p->bwd_wei, "backward weights", io);
 }
 
-/* Depthwise convolutions: oneDNN's depthwise kernels where it has one for
- * the shape and pass, else cpu_conv_dw.c (never im2col + GEMM: see there). */
+/* Depthwise convolutions (f32, or bf16 under --amp): oneDNN's depthwise
+ * kernels where it has one for the shape and pass, else cpu_conv_dw.c in
+ * f32 (never im2col + GEMM: see there). */
+static stk_status depthwise_forward(const stk_conv2d_desc *d, bool bf16, const float *x,
+                                    const float *w, float *y)
+{
+    conv_plan *p = get_plan(d, 0, bf16);
+    return p && p->fwd_dw ? forward(p, x, w, y, NULL) : cpu_conv2d_dw_forward(d, x, w, y);
+}
+
+static stk_status depthwise_backward_data(const stk_conv2d_desc *d, bool bf16, const float *w,
+                                          const float *gy, float *gx)
+{
+    conv_plan *p = get_plan(d, 1, bf16);
+    return p && p->bwd_data_dw ? backward_data(p, w, gy, NULL, gx)
+                               : cpu_conv2d_dw_backward_data(d, w, gy, gx);
+}
+
 stk_status cpu_conv2d_forward_dnnl(const stk_conv2d_desc *d, const float *x, const float *w,
                                    float *y)
 {
+    if (cpu_conv2d_is_depthwise(d)) return depthwise_forward(d, false, x, w, y);
     conv_plan *p = get_plan(d, 0, false);
-    if (cpu_conv2d_is_depthwise(d) && !(p && p->fwd_dw)) return cpu_conv2d_dw_forward(d, x, w, y);
     if (!p) return cpu_conv2d_forward(d, x, w, y);
     return forward(p, x, w, y, NULL);
 }
@@ -368,9 +384,8 @@ stk_status cpu_conv2d_forward_dnnl(const stk_conv2d_desc *d, const float *x, con
 stk_status cpu_conv2d_backward_data_dnnl(const stk_conv2d_desc *d, const float *w, const float *gy,
                                          float *gx)
 {
+    if (cpu_conv2d_is_depthwise(d)) return depthwise_backward_data(d, false, w, gy, gx);
     conv_plan *p = get_plan(d, 1, false);
-    if (cpu_conv2d_is_depthwise(d) && !(p && p->bwd_data_dw))
-        return cpu_conv2d_dw_backward_data(d, w, gy, gx);
     if (!p) return cpu_conv2d_backward_data(d, w, gy, gx);
     return backward_data(p, w, gy, NULL, gx);
 }
@@ -411,10 +426,7 @@ size_t cpu_conv2d_bf16_kept_input_bytes(const stk_conv2d_desc *d)
 stk_status cpu_conv2d_forward_bf16(const stk_conv2d_desc *d, const float *x, const float *w,
                                    float *y, void *x_keep)
 {
-    if (cpu_conv2d_is_depthwise(d)) {
-        conv_plan *p = get_plan(d, 0, true);
-        return p && p->fwd_dw ? forward(p, x, w, y, NULL) : cpu_conv2d_dw_forward(d, x, w, y);
-    }
+    if (cpu_conv2d_is_depthwise(d)) return depthwise_forward(d, true, x, w, y);
     conv_plan *p = get_plan(d, x_keep ? 2 : 0, true);
     return p ? forward(p, x, w, y, x_keep) : no_bf16(d, "forward");
 }
@@ -422,11 +434,7 @@ stk_status cpu_conv2d_forward_bf16(const stk_conv2d_desc *d, const float *x, con
 static stk_status dw_backward_bf16(const stk_conv2d_desc *d, const float *x, const float *w,
                                    const float *gy, float *gx, float *gw)
 {
-    if (gx) {
-        conv_plan *p = get_plan(d, 1, true);
-        STK_TRY(p && p->bwd_data_dw ? backward_data(p, w, gy, NULL, gx)
-                                    : cpu_conv2d_dw_backward_data(d, w, gy, gx));
-    }
+    if (gx) STK_TRY(depthwise_backward_data(d, true, w, gy, gx));
     return gw ? cpu_conv2d_dw_backward_weight(d, x, gy, gw) : STK_OK;
 }
 

@@ -217,7 +217,10 @@ static stk_status scratch(size_t floats, float **buf, size_t *bytes)
 
 static int64_t work(const stk_conv2d_desc *d) { return d->n * d->c * d->oh * d->ow * d->r * d->s; }
 
-stk_status cpu_conv2d_dw_forward(const stk_conv2d_desc *d, const float *x, const float *w, float *y)
+/* The forward (in x, out y) or the data gradient (in gy, out gx): one
+ * plane per iteration, each thread padding into its own scratch plane. */
+static stk_status per_plane(const stk_conv2d_desc *d, bool data_grad, const float *in,
+                            const float *w, float *out)
 {
     dw_geom g = geometry(d);
     float *buf;
@@ -226,31 +229,30 @@ stk_status cpu_conv2d_dw_forward(const stk_conv2d_desc *d, const float *x, const
     int64_t planes = d->n * d->c, hw = d->h * d->w, ohw = d->oh * d->ow, taps = d->r * d->s;
 #pragma omp parallel for schedule(static) if (work(d) > STK_OMP_MIN_WORK)
     for (int64_t p = 0; p < planes; p++) {
-        float *xp = buf + (size_t)omp_get_thread_num() * g.plane;
-        pad_plane(d, &g, x + p * hw, xp);
-        plane_forward(d, &g, xp, w + (p % d->c) * taps, y + p * ohw);
+        float *pad = buf + (size_t)omp_get_thread_num() * g.plane;
+        const float *wc = w + (p % d->c) * taps;
+        if (data_grad) {
+            memset(pad, 0, g.plane * sizeof *pad);
+            plane_backward_data(d, &g, wc, in + p * ohw, pad);
+            unpad_plane(d, &g, pad, out + p * hw);
+        } else {
+            pad_plane(d, &g, in + p * hw, pad);
+            plane_forward(d, &g, pad, wc, out + p * ohw);
+        }
     }
     stk_device_free(STK_DEVICE_CPU, buf, bytes);
     return STK_OK;
 }
 
+stk_status cpu_conv2d_dw_forward(const stk_conv2d_desc *d, const float *x, const float *w, float *y)
+{
+    return per_plane(d, false, x, w, y);
+}
+
 stk_status cpu_conv2d_dw_backward_data(const stk_conv2d_desc *d, const float *w, const float *gy,
                                        float *gx)
 {
-    dw_geom g = geometry(d);
-    float *buf;
-    size_t bytes;
-    STK_TRY(scratch(g.plane, &buf, &bytes));
-    int64_t planes = d->n * d->c, hw = d->h * d->w, ohw = d->oh * d->ow, taps = d->r * d->s;
-#pragma omp parallel for schedule(static) if (work(d) > STK_OMP_MIN_WORK)
-    for (int64_t p = 0; p < planes; p++) {
-        float *gxp = buf + (size_t)omp_get_thread_num() * g.plane;
-        memset(gxp, 0, g.plane * sizeof *gxp);
-        plane_backward_data(d, &g, w + (p % d->c) * taps, gy + p * ohw, gxp);
-        unpad_plane(d, &g, gxp, gx + p * hw);
-    }
-    stk_device_free(STK_DEVICE_CPU, buf, bytes);
-    return STK_OK;
+    return per_plane(d, true, gy, w, gx);
 }
 
 stk_status cpu_conv2d_dw_backward_weight(const stk_conv2d_desc *d, const float *x, const float *gy,
