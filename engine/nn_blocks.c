@@ -30,43 +30,23 @@ stk_status eng_se_forward(stk_tensor *x, stk_tensor *w1, stk_tensor *b1, stk_ten
 }
 
 /* torch.nn.MultiheadAttention(batch_first=True)(x, x, x) without masks or
- * dropout: q, k, v from one projection [N, S, 3D] viewed as [N, S, 3, H,
- * D/H] and permuted to [3, N, H, S, D/H]; softmax(q k^T / sqrt(D/H)) v; the
- * heads put back side by side, then out_proj. */
+ * dropout: q, k, v from one projection [N, S, 3D], softmax(q k^T /
+ * sqrt(D/H)) v per head (stk_attention_packed), then out_proj. */
 stk_status eng_attention_forward(stk_tensor *x, stk_tensor *in_w, stk_tensor *in_b,
                                  stk_tensor *out_w, stk_tensor *out_b, int heads, stk_tensor **out)
 {
     if (stk_tensor_ndim(x) != 3)
         return stk_error(STK_ERR_INVALID_ARG, "attention: input %s must be [N, S, D]",
                          stk_tensor_shape_str(x));
-    int64_t n = stk_tensor_dim(x, 0), seq = stk_tensor_dim(x, 1), d = stk_tensor_dim(x, 2);
-    int64_t hd = d / heads;
     stk_scope *s;
     STK_TRY(stk_scope_begin(&s));
-    stk_tensor *qkv = NULL, *v5 = NULL, *p5 = NULL, *q = NULL, *k = NULL, *v = NULL, *kt = NULL,
-               *sc = NULL, *ss = NULL, *at = NULL, *o = NULL, *op = NULL, *oc = NULL, *y = NULL;
-    int64_t shape5[5] = {n, seq, 3, heads, hd}, back[3] = {n, seq, d};
-    static const int perm5[5] = {2, 0, 3, 1, 4}, perm4[4] = {0, 2, 1, 3};
-    stk_tensor *parts[3] = {NULL, NULL, NULL};
-    stk_status st;
-    if ((st = stk_linear(x, in_w, in_b, &qkv)) != STK_OK ||
-        (st = stk_view(qkv, 5, shape5, &v5)) != STK_OK ||
-        (st = stk_permute(v5, perm5, &p5)) != STK_OK)
-        goto done;
-    for (int i = 0; i < 3; i++) {
-        stk_tensor *one;
-        if ((st = stk_narrow(p5, 0, i, 1, &one)) != STK_OK ||
-            (st = stk_squeeze(one, 0, &parts[i])) != STK_OK)
-            goto done;
+    stk_tensor *qkv = NULL, *o = NULL, *y = NULL;
+    stk_status st = stk_linear(x, in_w, in_b, &qkv);
+    if (st == STK_OK) st = stk_attention_packed(qkv, heads, &o);
+    if (st == STK_OK) {
+        eng_scope_drop(qkv);
+        st = stk_linear(o, out_w, out_b, &y);
     }
-    q = parts[0], k = parts[1], v = parts[2];
-    if ((st = stk_transpose(k, 2, 3, &kt)) == STK_OK && (st = stk_matmul(q, kt, &sc)) == STK_OK &&
-        (st = stk_mul_scalar(sc, (float)(1.0 / sqrt((double)hd)), &ss)) == STK_OK &&
-        (st = stk_softmax(ss, -1, &at)) == STK_OK && (st = stk_matmul(at, v, &o)) == STK_OK &&
-        (st = stk_permute(o, perm4, &op)) == STK_OK &&
-        (st = stk_reshape(op, 3, back, &oc)) == STK_OK)
-        st = stk_linear(oc, out_w, out_b, &y);
-done:
     return eng_compose_end(s, st, st == STK_OK ? y : NULL, out);
 }
 

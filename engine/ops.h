@@ -140,6 +140,13 @@ stk_status stk_global_avg_pool2d(stk_tensor *x, stk_tensor **out);
 /* Softmax / log-softmax along `dim`. */
 stk_status stk_softmax(stk_tensor *x, int dim, stk_tensor **out);
 stk_status stk_log_softmax(stk_tensor *x, int dim, stk_tensor **out);
+/* Multi-head self-attention of q, k, v packed side by side in [N, S, 3 D]
+ * (torch.nn.MultiheadAttention's in_proj output, each D = heads x d):
+ * softmax(q k^T / sqrt(d)) v per head, the heads side by side in [N, S, D]
+ * (torch's scaled_dot_product_attention without mask or dropout). One node,
+ * whose backward writes the packed gradient. Errors: INVALID_ARG (not
+ * [N, S, 3 D] with D a positive multiple of heads). */
+stk_status stk_attention_packed(stk_tensor *qkv, int heads, stk_tensor **out);
 /* Mean cross-entropy of logits [N, C] against i32 labels [N], with label
  * smoothing s in [0, 1) as torch.nn.functional.cross_entropy. */
 stk_status stk_cross_entropy(stk_tensor *logits, stk_tensor *labels, float smoothing,

@@ -1133,6 +1133,80 @@ START_TEST(test_drop_path)
 }
 END_TEST
 
+/* ---- packed self-attention ----------------------------------------------------- */
+
+static stk_status f_attention(stk_tensor **in, void *c, stk_tensor **o)
+{
+    return stk_attention_packed(in[0], *(int *)c, o);
+}
+
+/* The same from views, matmuls and softmax (the composition the op replaces). */
+static stk_status attention_composed(stk_tensor *qkv, int heads, stk_tensor **out)
+{
+    int64_t n = stk_tensor_dim(qkv, 0), s = stk_tensor_dim(qkv, 1), d = stk_tensor_dim(qkv, 2) / 3;
+    int64_t shape5[5] = {n, s, 3, heads, d / heads}, back[3] = {n, s, d};
+    static const int perm5[5] = {2, 0, 3, 1, 4}, perm4[4] = {0, 2, 1, 3};
+    stk_tensor *v5, *p5, *part[3], *kt, *sc, *ss, *at, *o, *op;
+    ck_assert_int_eq(stk_view(qkv, 5, shape5, &v5), STK_OK);
+    ck_assert_int_eq(stk_permute(v5, perm5, &p5), STK_OK);
+    for (int i = 0; i < 3; i++) {
+        stk_tensor *one;
+        ck_assert_int_eq(stk_narrow(p5, 0, i, 1, &one), STK_OK);
+        ck_assert_int_eq(stk_squeeze(one, 0, &part[i]), STK_OK);
+    }
+    ck_assert_int_eq(stk_transpose(part[1], 2, 3, &kt), STK_OK);
+    ck_assert_int_eq(stk_matmul(part[0], kt, &sc), STK_OK);
+    ck_assert_int_eq(stk_mul_scalar(sc, (float)(1.0 / sqrt((double)(d / heads))), &ss), STK_OK);
+    ck_assert_int_eq(stk_softmax(ss, -1, &at), STK_OK);
+    ck_assert_int_eq(stk_matmul(at, part[2], &o), STK_OK);
+    ck_assert_int_eq(stk_permute(o, perm4, &op), STK_OK);
+    return stk_reshape(op, 3, back, out);
+}
+
+START_TEST(test_attention_packed)
+{
+    /* finite differences on a small case (3 heads of 2, 4 tokens) */
+    int heads = 3;
+    int64_t small[3] = {2, 4, 18};
+    stk_tensor *x = rand_tensor(31, 3, small, -1.5f, 1.5f);
+    stk_tensor_set_requires_grad(x, true);
+    gradcheck("attention_packed", f_attention, 1, &x, &heads, 1e-2, 1e-2);
+    stk_tensor_release(x);
+    /* against the composition on vit-like proportions (65 tokens, 2 heads of
+     * 16), a strided (non-contiguous) input, forward and input gradient */
+    heads = 2;
+    int64_t big[3] = {3, 96, 65};
+    stk_tensor *base = rand_tensor(32, 3, big, -2.f, 2.f);
+    stk_tensor_set_requires_grad(base, true);
+    stk_tensor *qkv, *y_op, *y_ref, *r = rand_tensor(33, 3, (int64_t[]){3, 65, 32}, -1.f, 1.f);
+    stk_scope *sc;
+    ck_assert_int_eq(stk_scope_begin(&sc), STK_OK);
+    ck_assert_int_eq(stk_transpose(base, 1, 2, &qkv), STK_OK); /* [3, 65, 96], strided */
+    ck_assert_int_eq(stk_attention_packed(qkv, heads, &y_op), STK_OK);
+    ck_assert_int_eq(attention_composed(qkv, heads, &y_ref), STK_OK);
+    ck_assert_int_eq(stk_tensor_numel(y_op), 3 * 65 * 32);
+    float *a = host_f32(y_op), *b = host_f32(y_ref);
+    expect_near("attention forward", a, b, 3 * 65 * 32, 1e-5);
+    free(a), free(b);
+    ck_assert_int_eq(stk_backward(y_op, r, true), STK_OK); /* the transpose is shared */
+    float *g_op = host_f32(stk_tensor_grad(base));
+    stk_tensor_zero_grad(base);
+    ck_assert_int_eq(stk_backward(y_ref, r, false), STK_OK);
+    float *g_ref = host_f32(stk_tensor_grad(base));
+    expect_near("attention gradient", g_op, g_ref, 3 * 96 * 65, 1e-5);
+    free(g_op), free(g_ref);
+    /* refusals name the shape */
+    stk_tensor *bad;
+    ck_assert_int_eq(stk_attention_packed(qkv, 5, &bad), STK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), "[3, 65, 96]"));
+    ck_assert_int_eq(stk_attention_packed(qkv, 0, &bad), STK_ERR_INVALID_ARG);
+    ck_assert_int_eq(stk_attention_packed(r, 1, &bad), STK_ERR_INVALID_ARG); /* 32 not 3 D */
+    stk_scope_end(sc);
+    stk_tensor_release(r);
+    stk_tensor_release(base);
+}
+END_TEST
+
 /* ---- against PyTorch ----------------------------------------------------------- */
 
 /* tests/data/torch_reference.safetensors, written by
@@ -1282,6 +1356,11 @@ static stk_status r_bmm_perm(stk_tensor **i, stk_tensor **o)
     return st;
 }
 
+static stk_status r_attention_packed(stk_tensor **i, stk_tensor **o)
+{
+    return stk_attention_packed(i[0], 2, o);
+}
+
 START_TEST(test_matches_pytorch)
 {
     char path[600];
@@ -1331,6 +1410,7 @@ START_TEST(test_matches_pytorch)
         {"bmm_perm", r_bmm_perm, 2},
         {"se_mul", r_mul, 2},
         {"layer_scale", r_mul, 2},
+        {"attention_packed", r_attention_packed, 1},
     };
     ref_labels = ref_tensor("cross_entropy.labels", false);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -1462,6 +1542,7 @@ static Suite *ops_suite(void)
     tcase_add_test(t, test_fast_exp_erf);
     tcase_add_test(t, test_new_activations_layer_norm);
     tcase_add_test(t, test_drop_path);
+    tcase_add_test(t, test_attention_packed);
     tcase_add_test(t, test_matches_pytorch);
     suite_add_tcase(s, t);
     return s;
