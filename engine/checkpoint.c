@@ -6,6 +6,7 @@
 
 #include "storage/safetensors.h"
 #include "engine/nn_impl.h"
+#include "engine/onnx_graph.h"
 #include "engine/tensor_impl.h"
 
 #include <stdarg.h>
@@ -14,6 +15,9 @@
 #include <string.h>
 
 #define OPTIM_PREFIX "optim."
+/* A model imported from ONNX: the file itself, as U8 bytes, so that the
+ * checkpoint needs nothing else (stk_checkpoint_onnx_file). */
+#define ONNX_TENSOR STK_CHECKPOINT_ONNX_TENSOR
 #define EMA_PREFIX   STK_CHECKPOINT_EMA_PREFIX
 
 static bool is_counter(const stk_tensor *t) { return stk_tensor_dtype(t) == STK_I32; }
@@ -43,7 +47,7 @@ static stk_status save(const char *path, const stk_model *m, const stk_optim *op
                        const char *const *values)
 {
     int np = stk_model_param_count(m), no = opt ? stk_optim_state_count(opt) : 0;
-    int ne = ema ? np : 0, total = 2 * np + no;
+    int ne = ema ? np : 0, total = 2 * np + no + 1;
     stk_st_tensor *t = calloc((size_t)total + 1, sizeof *t);
     int64_t *counters = calloc(2 * (size_t)np + 1, sizeof *counters);
     stk_tensor **staged = calloc((size_t)total + 1, sizeof *staged); /* host copies */
@@ -113,6 +117,13 @@ static stk_status save(const char *path, const stk_model *m, const stk_optim *op
             t[n++] = (stk_st_tensor){*name,    STK_ST_F32, stk_tensor_ndim(v),
                                      v->shape, bytes,      (size_t)stk_tensor_numel(v) * 4};
         }
+    }
+    const void *onnx;
+    size_t onnx_len;
+    if (!weights && stk_model_onnx_file(m, &onnx, &onnx_len)) {
+        int64_t *len = &counters[2 * np];
+        *len = (int64_t)onnx_len;
+        t[n++] = (stk_st_tensor){ONNX_TENSOR, STK_ST_U8, 1, len, onnx, onnx_len};
     }
     const stk_model_config *c = stk_model_get_config(m);
     int k = 0;
@@ -309,7 +320,8 @@ stk_status stk_checkpoint_load(const char *path, stk_model *m, stk_optim *opt, b
         for (int i = 0; i < f->n; i++) {
             const char *name = f->entries[i].name;
             if (!strncmp(name, OPTIM_PREFIX, strlen(OPTIM_PREFIX)) ||
-                !strncmp(name, EMA_PREFIX, strlen(EMA_PREFIX)) || stk_model_find(m, name))
+                !strncmp(name, EMA_PREFIX, strlen(EMA_PREFIX)) || !strcmp(name, ONNX_TENSOR) ||
+                stk_model_find(m, name))
                 continue;
             if (strict) {
                 st = stk_error(STK_ERR_FORMAT, "%s: tensor %s is not in a %s model", path, name,
@@ -392,7 +404,8 @@ static stk_status expect_dim(const stk_safetensors *f, const char *tensor, int n
 stk_status stk_checkpoint_check_config(const stk_safetensors *f, const stk_model_config *cfg)
 {
     /* a described model is checked tensor by tensor when it is built and loaded */
-    if (stk_safetensors_meta(f, "model_graph")) return STK_OK;
+    if (stk_safetensors_meta(f, "model_graph") || stk_safetensors_find(f, ONNX_TENSOR))
+        return STK_OK;
     char why[96];
     const char *first, *classifier;
     eng_model_io_tensors(cfg->name, &first, &classifier);

@@ -39,6 +39,10 @@ stk_status stk_checkpoint_save(const char *path, const stk_model *m, const stk_o
  * tensor per model parameter, buffers included, in the model's order, each
  * saved as "ema." + the parameter's name. */
 #define STK_CHECKPOINT_EMA_PREFIX "ema."
+/* A model imported from ONNX keeps its file in its checkpoints (not in
+ * weights-only files) as this U8 tensor: eval, predict, export, info and
+ * --resume need nothing else. */
+#define STK_CHECKPOINT_ONNX_TENSOR "stoke.onnx_file"
 stk_status stk_checkpoint_save_with_ema(const char *path, const stk_model *m, const stk_optim *opt,
                                         stk_tensor *const *ema, int n_meta, const char *const *keys,
                                         const char *const *values);

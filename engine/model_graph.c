@@ -95,6 +95,7 @@ static void describe(stk_strbuf *t, const stk_module *m, int depth)
                           (long long)dim(m->weight, 2));
         break;
     case MOD_SELECT_TOKEN: stk_strbuf_printf(t, "select_token %s", name); break;
+    case MOD_ONNX_GRAPH: stk_strbuf_printf(t, "onnx_graph %s", name); break; /* refused below */
     }
     stk_strbuf_printf(t, "\n");
     /* squeeze-excitation's and attention's children are theirs: implied */
@@ -345,6 +346,11 @@ stk_status eng_model_graph_read(const char *desc, stk_module **root, float *bn_e
 
 stk_status stk_model_describe(const stk_model *m, char **out)
 {
+    *out = NULL;
+    if (m->root->kind == MOD_ONNX_GRAPH)
+        return stk_error(STK_ERR_UNSUPPORTED,
+                         "a model imported from ONNX is described by its file, not by a module "
+                         "graph");
     return eng_model_graph_write(m, out);
 }
 

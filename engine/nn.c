@@ -2,6 +2,7 @@
 #include "engine/autograd.h"
 #include "engine/nn_blocks_impl.h"
 #include "engine/nn_impl.h"
+#include "engine/onnx_graph.h"
 #include "common/trace.h"
 #include "engine/ops_impl.h"
 
@@ -33,6 +34,7 @@ void eng_mod_free(stk_module *m)
     stk_tensor_release(m->running_mean);
     stk_tensor_release(m->running_var);
     stk_tensor_release(m->num_batches_tracked);
+    stk_onnx_graph_destroy(m->graph);
     free((char *)m->path);
     free(m);
 }
@@ -239,6 +241,13 @@ static stk_status collect(stk_model *m, stk_module *mod, const char *prefix)
     if (!mod->path) return stk_error(STK_ERR_NOMEM, "no memory for the state dict");
     stk_status st;
     if (mod->param_of_parent) return STK_OK; /* pushed by the parent, under its path */
+    if (mod->kind == MOD_ONNX_GRAPH) { /* the file's names, as they are */
+        const stk_param *gp = stk_onnx_graph_params(mod->graph);
+        for (int i = 0; i < stk_onnx_graph_param_count(mod->graph); i++)
+            if ((st = push_param(m, "", gp[i].name, gp[i].value, gp[i].is_buffer)) != STK_OK)
+                return st;
+        return STK_OK;
+    }
     if ((st = push_param(m, prefix, mod->weight_name ? mod->weight_name : "weight", mod->weight,
                          false)) != STK_OK ||
         (st = push_param(m, prefix, mod->bias_name ? mod->bias_name : "bias", mod->bias, false)) !=
@@ -583,6 +592,9 @@ static stk_status forward_one(stk_model *m, stk_module *mod, const stk_module *a
     case MOD_CLASS_TOKEN: return eng_class_token_forward(mod->weight, x, out);
     case MOD_POS_EMBED: return eng_pos_embed_forward(mod->weight, x, out);
     case MOD_SELECT_TOKEN: return eng_select_token_forward(x, out);
+    case MOD_ONNX_GRAPH:
+        return stk_onnx_graph_forward(mod->graph, x, m->training, m->cfg.seed, forward_id << 20,
+                                      out);
     }
     return stk_error(STK_ERR_INTERNAL, "unknown module kind %d", (int)mod->kind);
 }
@@ -612,7 +624,8 @@ static const char *const kind_names[] = {[MOD_SEQUENTIAL] = "sequential",
                                          [MOD_TOKENS] = "tokens",
                                          [MOD_CLASS_TOKEN] = "class_token",
                                          [MOD_POS_EMBED] = "pos_embedding",
-                                         [MOD_SELECT_TOKEN] = "select_token"};
+                                         [MOD_SELECT_TOKEN] = "select_token",
+                                         [MOD_ONNX_GRAPH] = "onnx_graph"};
 
 /* --trace-ops: each layer a span, named by kind, with its path and input
  * shape; a batch norm with its activation fused is one span,

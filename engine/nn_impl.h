@@ -43,6 +43,9 @@ typedef enum eng_module_kind {
     MOD_CLASS_TOKEN,
     MOD_POS_EMBED,
     MOD_SELECT_TOKEN,
+    /* a graph read from ONNX (engine/onnx_graph.h), run node by node on the
+     * engine's ops; its parameters are the graph's (the file's names) */
+    MOD_ONNX_GRAPH,
 } eng_module_kind;
 
 /* How a module's weights start (eng_mod_init); each builder sets its
@@ -90,6 +93,7 @@ struct stk_module {
     eng_weight_init init;
     float init_value; /* WINIT_CONST */
     bool open_units;  /* a sequential whose children are pipeline units (stk_model_unit_count) */
+    struct stk_onnx_graph *graph; /* MOD_ONNX_GRAPH: owned */
     stk_module **kids;
     int n_kids;
 };

@@ -533,6 +533,11 @@ static const char *emit(graph *g, const stk_module *mod, const char *parent_loca
         break;
     }
     case MOD_CLASS_TOKEN: y = class_token(g, mod, x); break;
+    case MOD_ONNX_GRAPH:
+        fail(g, stk_error(STK_ERR_UNSUPPORTED,
+                          "exporting a model imported from ONNX is not built yet (its weights "
+                          "go back to PyTorch by name: stoke export --format safetensors)"));
+        break;
     case MOD_SELECT_TOKEN: {
         int64_t zero = 0;
         attr ax1 = {.name = "axis", .type = A_INT, .i = 1};
@@ -594,6 +599,11 @@ stk_status stk_onnx_export(const stk_model *m, const char *path, const stk_onnx_
 {
     if (o->opset != 13 && o->opset != 17)
         return stk_error(STK_ERR_INVALID_ARG, "--opset %d: 17 (the default) or 13", o->opset);
+    if (m->root->kind == MOD_ONNX_GRAPH)
+        return stk_error(STK_ERR_UNSUPPORTED,
+                         "ONNX export of a model imported from ONNX is not built yet: its "
+                         "weights go back to PyTorch by name (--format safetensors, then "
+                         "load_state_dict)");
     const stk_module *root = m->root, *last = root;
     while (last && last->kind == MOD_SEQUENTIAL && last->n_kids) /* classifier.1, fc */
         last = last->kids[last->n_kids - 1];

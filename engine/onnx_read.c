@@ -537,6 +537,8 @@ static stk_status read_owned(uint8_t *bytes, size_t len, const char *what, stk_o
     }
     a->bytes = bytes;
     m->arena = a;
+    m->bytes = bytes;
+    m->n_bytes = len;
     ctx c = {.arena = a, .what = what};
     c.where[0] = 0;
     stk_status st = read_model(&c, bytes, len, m);

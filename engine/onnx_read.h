@@ -106,6 +106,8 @@ typedef struct stk_onnx_model {
     const stk_onnx_node *nodes; /* in the file's order (ONNX's is topological) */
     const stk_onnx_tensor *initializers;
     const stk_onnx_value *inputs, *outputs;
+    const uint8_t *bytes; /* the file as read (a checkpoint keeps it) */
+    size_t n_bytes;
     struct stk_onnx_arena *arena; /* owns all of the above */
 } stk_onnx_model;
 

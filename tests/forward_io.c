@@ -7,6 +7,7 @@
 #include "common/rng.h"
 #include "engine/autograd.h"
 #include "engine/checkpoint.h"
+#include "engine/onnx_graph.h"
 #include "storage/safetensors.h"
 #include "train/trainer.h"
 
@@ -42,7 +43,12 @@ int main(int argc, char **argv)
                             .image_size = (int)sz};
     stk_model *m;
     const char *graph = stk_safetensors_meta(f, "model_graph"); /* a model built from modules */
-    CHECK(graph ? stk_model_from_description(graph, &cfg, &m) : stk_model_create(&cfg, &m));
+    const stk_st_entry *onnx = stk_safetensors_find(f, STK_CHECKPOINT_ONNX_TENSOR); /* imported */
+    if (onnx)
+        CHECK(stk_model_from_onnx(stk_safetensors_data(f, onnx), (size_t)(onnx->end - onnx->begin),
+                                  argv[1], &cfg, &m));
+    else
+        CHECK(graph ? stk_model_from_description(graph, &cfg, &m) : stk_model_create(&cfg, &m));
     stk_safetensors_free(f);
     stk_load_report rep;
     CHECK(stk_checkpoint_load(argv[1], m, NULL, true, &rep));

@@ -4,6 +4,7 @@
 #include "common/fs.h"
 #include "common/json.h"
 #include "engine/checkpoint.h"
+#include "engine/onnx_graph.h"
 #include "storage/record.h"
 #include "storage/safetensors.h"
 #include "train/trainer.h"
@@ -19,6 +20,7 @@ void ckpt_desc_free(ckpt_desc *d)
     free(d->model);
     free(d->val_transform);
     free(d->graph);
+    free(d->onnx);
     stk_json_strings_free(d->class_names, d->n_class_names);
     memset(d, 0, sizeof *d);
 }
@@ -42,7 +44,17 @@ static stk_status describe(const stk_safetensors *f, ckpt_desc *d)
         stk_status st = stk_model_description_check(graph);
         if (st != STK_OK) return stk_error_prefix(st, "%s", path);
     }
-    if (!known && !graph)
+    const stk_st_entry *onnx = stk_safetensors_find(f, STK_CHECKPOINT_ONNX_TENSOR);
+    if (onnx) {
+        if (onnx->dtype != STK_ST_U8 || onnx->ndim != 1)
+            return stk_error(STK_ERR_FORMAT, "%s: its %s is not a U8 vector", path,
+                             STK_CHECKPOINT_ONNX_TENSOR);
+        d->onnx_len = (size_t)(onnx->end - onnx->begin);
+        if (!(d->onnx = malloc(d->onnx_len ? d->onnx_len : 1)))
+            return stk_error(STK_ERR_NOMEM, "out of memory");
+        memcpy(d->onnx, stk_safetensors_data(f, onnx), d->onnx_len);
+    }
+    if (!known && !graph && !onnx)
         return stk_error(STK_ERR_FORMAT,
                          "%s: its model '%s' is not one this Stoke knows (" STK_MODEL_LIST
                          ") and the checkpoint does not describe it (no model_graph)",
@@ -88,7 +100,9 @@ stk_status ckpt_load_model(const ckpt_desc *d, stk_model **out)
 {
     *out = NULL;
     stk_model *m;
-    if (d->graph) {
+    if (d->onnx) {
+        STK_TRY(stk_model_from_onnx(d->onnx, d->onnx_len, d->path, &d->cfg, &m));
+    } else if (d->graph) {
         stk_status st = stk_model_from_description(d->graph, &d->cfg, &m);
         if (st != STK_OK) return stk_error_prefix(st, "%s", d->path);
     } else {

@@ -23,6 +23,8 @@ typedef struct ckpt_desc {
     float mean[3], std[3]; /* mean NAN: not recorded (a checkpoint from before) */
     char *val_transform;   /* NULL: not recorded */
     char *graph;           /* a model built from modules: its description (NULL: a zoo model) */
+    void *onnx;            /* a model imported from ONNX: its file (onnx_len bytes), or NULL */
+    size_t onnx_len;
     char **class_names;    /* cfg.classes of them, or NULL: not recorded */
     int n_class_names;
     bool use_ema; /* ckpt_load_model loads the moving average (--ema) */

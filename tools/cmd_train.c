@@ -25,12 +25,16 @@ static const stk_flag flags[] = {
     STK_FLAG_TEXT(T, val, "val", "PATH",
                   "validation set, evaluated after each epoch (top-1,\n"
                   "top-5, loss); same classes as --data"),
-    STK_FLAG_TEXT(T, model, "model", "NAME",
+    STK_FLAG_TEXT(T, model, "model", "NAME|FILE.onnx",
                   "mlp, cnn, resnet8, resnet18, resnet34, resnet50, mobilenet_v2,\n"
                   "efficientnet_b0, mobilenet_v3_small, mobilenet_v3_large,\n"
                   "convnext_tiny, regnet_y_400mf, vit_b_16, vit_tiny (torchvision's\n"
                   "layouts and names; below 64 px the small-image variants; vit_tiny's\n"
-                  "patch is 16 px from 112 px, 8 from 56, 4 from 28)"),
+                  "patch is 16 px from 112 px, 8 from 56, 4 from 28); or a module of\n"
+                  "your own exported from PyTorch: torch.onnx.export(model, x, FILE,\n"
+                  "dynamo=False, training=torch.onnx.TrainingMode.TRAINING,\n"
+                  "do_constant_folding=False), x of the training size (its weights\n"
+                  "start training, under the state_dict's names)"),
     STK_FLAG_NUMBER(T, drop_path, "drop-path", "RATE", 0, 0.99,
                     "stochastic depth: each residual branch dropped per sample with a\n"
                     "rate rising linearly to RATE at the last block (torchvision's);\n"
@@ -290,7 +294,7 @@ int train_parse_flags(int argc, char **argv, train_args *a)
     if (rc >= 0) return rc;
     if (!a->data) return stk_cli_usage("train", "--data TRAIN.stoke is required");
     if (!a->model) return stk_cli_usage("train", "--model is required (" STK_MODEL_LIST ")");
-    bool known = false;
+    bool known = train_model_is_onnx(a->model); /* read (and checked) when the run starts */
     for (const char *const *n = stk_model_names(); *n; n++) known |= !strcmp(*n, a->model);
     if (!known) {
         const char *const *names = stk_model_names();

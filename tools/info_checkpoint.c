@@ -6,6 +6,7 @@
 #include "common/fs.h"
 #include "common/json.h"
 #include "common/sha256.h"
+#include "engine/checkpoint.h"
 #include "storage/safetensors.h"
 #include "tools/ckpt_read.h"
 #include "tools/cli.h"
@@ -75,7 +76,9 @@ static void print_text(const ckpt_desc *d, const stk_safetensors *f, const char 
            (double)f->len / 1e6, sha);
     printf("  model    %s: %d channel%s, %d px, %d classes; %" PRId64 " parameters in %d tensors\n",
            d->model, d->cfg.in_channels, d->cfg.in_channels == 1 ? "" : "s", d->cfg.image_size,
-           d->cfg.classes, params, f->n);
+           d->cfg.classes, params, f->n - (d->onnx != NULL));
+    if (d->onnx)
+        printf("  graph    from ONNX, kept in the checkpoint (%.1f MB)\n", (double)d->onnx_len / 1e6);
     if (d->class_names) {
         printf("  classes  ");
         int shown = d->n_class_names < 20 ? d->n_class_names : 20;
@@ -108,9 +111,11 @@ int info_checkpoint(const char *path, bool json)
         ckpt_desc_free(&d);
         return stk_cli_fail();
     }
-    int64_t params = 0; /* trainable: neither optimizer state nor batch norm's buffers */
+    /* trainable: neither optimizer state, batch norm's buffers nor an ONNX model's file */
+    int64_t params = 0;
     for (int i = 0; i < f->n; i++)
         if (strncmp(f->entries[i].name, "optim.", 6) && !strstr(f->entries[i].name, ".running_") &&
+            strcmp(f->entries[i].name, STK_CHECKPOINT_ONNX_TENSOR) &&
             !strstr(f->entries[i].name, "num_batches_tracked")) {
             int64_t n = 1;
             for (int k = 0; k < f->entries[i].ndim; k++) n *= f->entries[i].shape[k];

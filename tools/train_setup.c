@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/text.h"
 #include "engine/checkpoint.h"
+#include "engine/onnx_graph.h"
 #include "storage/dataset.h"
 #include "storage/safetensors.h"
 #include "train/batch.h"
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -177,6 +179,35 @@ static int trainable_count(const stk_model *m)
     return n;
 }
 
+bool train_model_is_onnx(const char *model)
+{
+    size_t n = strlen(model);
+    return n > 5 && !strcasecmp(model + n - 5, ".onnx");
+}
+
+/* An ONNX model: from its file, or, continuing a run whose file has gone
+ * (--resume), from the file the run's last checkpoint keeps. */
+static stk_status onnx_model(const train_args *a, const stk_model_config *cfg, stk_model **out)
+{
+    if (!a->resume || !a->out || access(a->model, F_OK) == 0)
+        return stk_model_from_onnx_file(a->model, cfg, out);
+    char *last = stk_text_printf("%s/last.safetensors", a->out);
+    if (!last) return stk_error(STK_ERR_NOMEM, "out of memory");
+    stk_safetensors *f;
+    stk_status st = stk_safetensors_read(last, &f);
+    if (st == STK_OK) {
+        const stk_st_entry *e = stk_safetensors_find(f, STK_CHECKPOINT_ONNX_TENSOR);
+        st = e ? stk_model_from_onnx(stk_safetensors_data(f, e), (size_t)(e->end - e->begin), last,
+                                     cfg, out)
+               : stk_error(STK_ERR_INVALID_ARG,
+                           "--model %s: no such file, and %s does not keep an ONNX graph",
+                           a->model, last);
+        stk_safetensors_free(f);
+    }
+    free(last);
+    return st;
+}
+
 /* The model as the flags describe it: created, --init, --freeze, on the device. */
 static stk_status make_model(run_state *r, const stk_meta *m)
 {
@@ -195,19 +226,28 @@ static stk_status make_model(run_state *r, const stk_meta *m)
     bool has = false;
     for (size_t i = 0; i < sizeof with_drop_path / sizeof *with_drop_path; i++)
         has |= !strcmp(a->model, with_drop_path[i]);
+    bool onnx = train_model_is_onnx(a->model);
+    if (a->drop_path > 0 && onnx)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--drop-path: %s is an ONNX graph: its stochastic depth is the module's "
+                         "own, as exported",
+                         a->model);
     if (a->drop_path > 0 && !has)
         return stk_error(STK_ERR_INVALID_ARG,
                          "--drop-path: %s has no stochastic depth (efficientnet_b0, "
                          "convnext_tiny, vit_b_16 and vit_tiny have)",
                          a->model);
-    STK_TRY(stk_model_create(&cfg, &r->model));
+    if (onnx)
+        STK_TRY(onnx_model(a, &cfg, &r->model));
+    else
+        STK_TRY(stk_model_create(&cfg, &r->model));
     if (a->init) {
         stk_load_report rep;
         stk_safetensors *f;
         STK_TRY(stk_safetensors_read(a->init, &f));
         const char *mm = stk_safetensors_meta(f, "model");
         stk_status st = STK_OK;
-        if (mm && strcmp(mm, a->model))
+        if (mm && strcmp(mm, stk_model_name(r->model)))
             st = stk_error(STK_ERR_INVALID_ARG, "--init %s holds a %s model, not %s", a->init, mm,
                            a->model);
         stk_safetensors_free(f);
@@ -742,12 +782,20 @@ int train_fail(run_state *r)
 stk_status train_default_out(train_args *a)
 {
     int highest = 0;
-    size_t len = strlen(a->model);
+    /* an ONNX file's runs are named after it: runs/net-1 for nets/net.onnx */
+    const char *model = a->model, *slash = strrchr(model, '/');
+    char stem[128];
+    if (train_model_is_onnx(model)) {
+        if (slash) model = slash + 1;
+        snprintf(stem, sizeof stem, "%.*s", (int)(strlen(model) - 5), model);
+        model = stem;
+    }
+    size_t len = strlen(model);
     DIR *d = opendir("runs");
     struct dirent *e;
     while (d && (e = readdir(d))) {
         char *end;
-        if (strncmp(e->d_name, a->model, len) || e->d_name[len] != '-') continue;
+        if (strncmp(e->d_name, model, len) || e->d_name[len] != '-') continue;
         long n = strtol(e->d_name + len + 1, &end, 10);
         if (end != e->d_name + len + 1 && !*end && n > highest && n < 1000000) highest = (int)n;
     }
@@ -755,10 +803,10 @@ stk_status train_default_out(train_args *a)
     if (a->resume && highest == 0)
         return stk_error(STK_ERR_INVALID_ARG,
                          "--resume: no runs/%s-N to continue; name the run folder with --out",
-                         a->model);
+                         model);
     if (!a->resume && mkdir("runs", 0755) != 0 && errno != EEXIST)
         return stk_error(STK_ERR_IO, "runs: %s", strerror(errno));
-    if (!(a->out_buf = stk_text_printf("runs/%s-%d", a->model, highest + !a->resume)))
+    if (!(a->out_buf = stk_text_printf("runs/%s-%d", model, highest + !a->resume)))
         return stk_error(STK_ERR_NOMEM, "out of memory");
     a->out = a->out_buf;
     return STK_OK;

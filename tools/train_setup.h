@@ -107,6 +107,8 @@ int train_make_dirs(const char *path);
 
 /* No --out: runs/MODEL-N, a fresh N (or the latest one with --resume). */
 stk_status train_default_out(train_args *a);
+/* --model names an ONNX file (it ends in .onnx) rather than a built-in. */
+bool train_model_is_onnx(const char *model);
 
 /* Everything up to the first epoch. Errors name the flag or file. */
 stk_status train_setup(run_state *r);

@@ -1,0 +1,61 @@
+/* Private: the compiled form of an ONNX graph (onnx_graph.c builds it,
+ * onnx_graph_ops.c runs its nodes). */
+#pragma once
+
+#include "engine/onnx_graph.h"
+#include "engine/ops.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The ONNX ops the graph runs (OP_GELU: the exporter's Div, Erf, Add, Mul,
+ * Mul of nn.GELU, recognised as one). */
+typedef enum onnx_op {
+    OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MATMUL, OP_GEMM, OP_CONV, OP_BATCHNORM, OP_RELU,
+    OP_SIGMOID, OP_TANH, OP_HARDSIGMOID, OP_HARDSWISH, OP_CLIP, OP_GELU, OP_SOFTMAX,
+    OP_LOGSOFTMAX, OP_LAYERNORM, OP_MAXPOOL, OP_AVGPOOL, OP_GLOBALAVGPOOL, OP_FLATTEN,
+    OP_RESHAPE, OP_TRANSPOSE, OP_CONCAT, OP_DROPOUT, OP_IDENTITY, OP_CONSTANT, OP_SHAPE,
+    OP_GATHER, OP_UNSQUEEZE, OP_SQUEEZE, OP_SLICE, OP_CAST, OP_CONSTANTOFSHAPE, OP_EXPAND,
+    OP_EQUAL, OP_WHERE, OP_SKIP, /* a node folded into another (GELU's tail) */
+} onnx_op;
+
+/* A value of the graph: a float tensor, or host numbers (shape arithmetic
+ * and integer constants: exact as doubles up to 2^53). */
+typedef struct onnx_value {
+    stk_tensor *t;
+    double *host; /* numel values, row-major over dims */
+    int ndim;
+    int64_t dims[STK_ONNX_MAX_DIMS];
+    int64_t numel;
+    /* parameters and constants: kept from forward to forward (the
+     * intermediates' tensors belong to the caller's scope, as a module's) */
+    bool persistent;
+} onnx_value;
+
+typedef struct onnx_node {
+    const stk_onnx_node *src;
+    onnx_op op;
+    int n_in, n_out;
+    int *in, *out;     /* value indices; -1: an omitted optional input */
+    int counter;       /* batch norm: index of its num_batches_tracked parameter, or -1 */
+} onnx_node;
+
+struct stk_onnx_graph {
+    stk_onnx_model *file;
+    char *what;
+    onnx_value *values;
+    const char **names; /* of each value */
+    int n_values, cap_values;
+    int *table; /* open addressing over names: value index or -1 */
+    int table_size;
+    onnx_node *nodes;
+    int n_nodes;
+    stk_param *params;
+    int n_params;
+    int input, output;
+};
+
+/* Run node i (onnx_graph_ops.c): reads its inputs' values, sets its outputs'. */
+stk_status onnx_run_node(stk_onnx_graph *g, int i, bool training, uint64_t seed, uint64_t stream);
+/* An attribute of a node, or NULL. */
+const stk_onnx_attr *onnx_attr(const onnx_node *n, const char *name);

@@ -1,0 +1,89 @@
+#!/bin/sh
+# stoke train --model FILE.onnx end to end: a module of the user's own
+# (FashionNet in tests/fixtures/make_onnx_fixtures.py, exported by
+# torch.onnx.export in training mode) trains on Fashion-MNIST. Its
+# checkpoints keep the graph: with the file gone, info, eval, predict,
+# export --format safetensors, --resume and --init work from them alone.
+# The exported weights load into the PyTorch module with
+# load_state_dict(strict=True) and give Stoke's eval-mode logits within
+# 1e-4 (Debian's python3-torch). Refused, naming the file and the reason: a
+# graph of another input size, batch norm folded by an eval-mode export,
+# --drop-path, a file that is not ONNX, a missing file; ONNX export of it.
+. "$STOKE_TESTS/cli/lib.sh"
+: "${FORWARD_IO:?}"
+run 0 "$STOKE" pack --from idx "$STOKE_FIXTURES/idx" tiny.stoke
+cp "$STOKE_TESTS/data/onnx/fmnist_net.onnx" net.onnx
+run 0 "$STOKE" train --data tiny.stoke --val tiny.stoke --model net.onnx --batch 8 --epochs 1 \
+    --workers 2 --no-tensorboard --out run
+expect out.txt "top-1"
+mv net.onnx kept.onnx
+run 0 "$STOKE" info run/best.safetensors
+expect out.txt "model    onnx: 1 channel, 28 px, 10 classes; 20538 parameters"
+expect out.txt "graph    from ONNX, kept in the checkpoint"
+run 0 "$STOKE" eval --checkpoint run/best.safetensors --data tiny.stoke
+expect out.txt "top-1"
+"$STOKE" peek tiny.stoke --index 0 --out one.png >/dev/null 2>&1 ||
+    "$PYTHON3" -c 'import zlib,struct
+raw=b"".join(b"\0"+bytes(28) for _ in range(28))
+c=lambda t,d: struct.pack(">I",len(d))+t+d+struct.pack(">I",zlib.crc32(t+d))
+open("one.png","wb").write(b"\x89PNG\r\n\x1a\n"+c(b"IHDR",struct.pack(">IIBBBBB",28,28,8,0,0,0,0))+c(b"IDAT",zlib.compress(raw))+c(b"IEND",b""))'
+run 0 "$STOKE" predict run/best.safetensors one.png
+expect out.txt "one.png"
+# --resume continues from the checkpoint's graph (the file is gone)
+run 0 "$STOKE" train --data tiny.stoke --model net.onnx --batch 8 --epochs 2 --workers 2 \
+    --no-tensorboard --out run --resume
+expect out.txt "epoch 2/2"
+run 0 "$STOKE" export run/last.safetensors --format safetensors --out w.safetensors
+expect out.txt "w.safetensors: onnx safetensors (10 classes, 28 px), 14 tensors"
+run 1 "$STOKE" export run/last.safetensors --out m.onnx
+expect err.txt "ONNX export of a model imported from ONNX is not built yet"
+# the weights go back into the PyTorch module, strictly, and compute Stoke's logits
+run 0 "$FORWARD_IO" run/last.safetensors io.safetensors 4
+"$PYTHON3" - "$STOKE_TESTS" <<'PY' || fail "the weights in PyTorch"
+import sys
+import torch
+sys.path.insert(0, sys.argv[1] + "/python")
+sys.path.insert(0, sys.argv[1] + "/fixtures")
+import st_io
+from make_onnx_fixtures import FashionNet
+w, meta = st_io.load("w.safetensors")
+assert meta["model"] == "onnx" and meta["format"] == "pt", meta
+m = FashionNet()
+m.load_state_dict({k: torch.tensor(v) for k, v in w.items()}, strict=True)
+assert int(m.bn1.num_batches_tracked) > 0, "num_batches_tracked did not count"
+m.eval()
+io, _ = st_io.load("io.safetensors")
+with torch.no_grad():
+    y = m(torch.tensor(io["input"]))
+diff = float((y - torch.tensor(io["logits"])).abs().max())
+print(f"PyTorch module from Stoke's weights vs Stoke: max |logit difference| {diff:.2e}")
+assert diff <= 1e-4 * max(1.0, float(y.abs().max())), diff
+PY
+# --init from the checkpoint, into the same graph
+cp kept.onnx net.onnx
+run 0 "$STOKE" train --data tiny.stoke --model net.onnx --batch 8 --epochs 1 --workers 2 \
+    --no-tensorboard --out run2 --init run/last.safetensors
+expect err.txt "loaded"
+# micro-batches run the graph per micro-batch; stages it has none of
+run 0 "$STOKE" train --data tiny.stoke --model net.onnx --batch 8 --micro-batches 2 --epochs 1 \
+    --workers 2 --no-tensorboard --out run3
+run 1 "$STOKE" train --data tiny.stoke --model net.onnx --batch 8 --micro-batches 2 --pipeline 2 \
+    --epochs 1 --no-tensorboard --out bad0
+expect err.txt "--pipeline 2: onnx has 1 units to split"
+# refusals
+run 1 "$STOKE" train --data tiny.stoke --model "$STOKE_TESTS/data/onnx/tiny_train.onnx" \
+    --epochs 1 --no-tensorboard --out bad1
+expect err.txt "tiny_train.onnx: its graph is declared for input channels 3, not 1"
+run 1 "$STOKE" train --data tiny.stoke --model "$STOKE_TESTS/data/onnx/tiny_eval.onnx" \
+    --epochs 1 --no-tensorboard --out bad2
+expect err.txt "its batch norm is folded into the convolutions"
+expect err.txt "training=torch.onnx.TrainingMode.TRAINING"
+run 1 "$STOKE" train --data tiny.stoke --model net.onnx --drop-path 0.1 --epochs 1 \
+    --no-tensorboard --out bad3
+expect err.txt "its stochastic depth is the module's own"
+printf 'not onnx' > fake.onnx
+run 1 "$STOKE" train --data tiny.stoke --model fake.onnx --epochs 1 --no-tensorboard --out bad4
+expect err.txt "fake.onnx"
+run 1 "$STOKE" train --data tiny.stoke --model missing.onnx --epochs 1 --no-tensorboard --out bad5
+expect err.txt "missing.onnx"
+finish

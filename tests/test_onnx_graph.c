@@ -1,0 +1,231 @@
+/* ONNX graphs trained on the engine's ops (engine/onnx_graph.h): modules
+ * exported by torch.onnx.export in training mode
+ * (tests/fixtures/make_onnx_fixtures.py, committed under tests/data/onnx)
+ * run forward in training and eval mode as PyTorch did, and one SGD and
+ * one AdamW step move every weight and buffer as PyTorch's did; files it
+ * cannot train are refused at load, saying why. */
+#include "check_main.h"
+#include "engine/autograd.h"
+#include "engine/nn.h"
+#include "engine/onnx_graph.h"
+#include "engine/ops.h"
+#include "engine/optim.h"
+#include "engine/tensor_impl.h"
+#include "storage/safetensors.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *data_path(const char *name)
+{
+    static char p[512];
+    const char *dir = getenv("STOKE_TEST_DATA");
+    snprintf(p, sizeof p, "%s/onnx/%s", dir ? dir : "tests/data", name);
+    return p;
+}
+
+static stk_tensor *ref_tensor(stk_safetensors *f, const char *name)
+{
+    const stk_st_entry *e = stk_safetensors_find(f, name);
+    ck_assert_msg(e != NULL, "reference %s missing", name);
+    int64_t shape[8];
+    for (int d = 0; d < e->ndim; d++) shape[d] = e->shape[d];
+    stk_dtype dt = e->dtype == STK_ST_F32 ? STK_F32 : STK_I32;
+    stk_tensor *t;
+    ck_assert_int_eq(eng_tensor_new(STK_DEVICE_CPU, dt, e->ndim, shape, false, &t), STK_OK);
+    if (e->dtype == STK_ST_I64) { /* num_batches_tracked */
+        int64_t v;
+        memcpy(&v, stk_safetensors_data(f, e), 8);
+        ((int32_t *)stk_tensor_data(t))[0] = (int32_t)v;
+    } else {
+        memcpy(stk_tensor_data(t), stk_safetensors_data(f, e), e->end - e->begin);
+    }
+    return t;
+}
+
+/* |got - want| <= tol * max |want| elementwise (relative to the largest). */
+static void expect_close(const char *what, const stk_tensor *got, const stk_tensor *want, double tol)
+{
+    ck_assert_msg(stk_tensor_numel(got) == stk_tensor_numel(want), "%s: %lld values, want %lld",
+                  what, (long long)stk_tensor_numel(got), (long long)stk_tensor_numel(want));
+    if (stk_tensor_dtype(want) == STK_I32) {
+        ck_assert_msg(((int32_t *)stk_tensor_data(got))[0] == ((int32_t *)stk_tensor_data(want))[0],
+                      "%s: counter %d, want %d", what, ((int32_t *)stk_tensor_data(got))[0],
+                      ((int32_t *)stk_tensor_data(want))[0]);
+        return;
+    }
+    const float *g = stk_tensor_data(got), *w = stk_tensor_data(want);
+    double big = 0;
+    for (int64_t i = 0; i < stk_tensor_numel(want); i++)
+        if (fabs(w[i]) > big) big = fabs(w[i]);
+    for (int64_t i = 0; i < stk_tensor_numel(want); i++)
+        ck_assert_msg(fabs((double)g[i] - w[i]) <= tol * (big > 0 ? big : 1),
+                      "%s[%lld]: stoke %.8g, torch %.8g (largest %.4g)", what, (long long)i, g[i],
+                      w[i], big);
+}
+
+static stk_model *load(const char *file)
+{
+    stk_model *m;
+    ck_assert_msg(stk_model_from_onnx_file(data_path(file), NULL, &m) == STK_OK, "%s",
+                  stk_last_error());
+    return m;
+}
+
+/* One training step as the fixture's: cross_entropy(forward(x), labels). */
+static void step(stk_model *m, stk_safetensors *ref, const stk_optim_config *oc, bool check_out)
+{
+    stk_tensor *x = ref_tensor(ref, "input"), *labels = ref_tensor(ref, "labels");
+    stk_optim *opt;
+    ck_assert_int_eq(stk_optim_create(oc, m, &opt), STK_OK);
+    stk_scope *s;
+    ck_assert_int_eq(stk_scope_begin(&s), STK_OK);
+    stk_model_train(m, true);
+    stk_tensor *y, *loss;
+    ck_assert_msg(stk_model_forward(m, x, &y) == STK_OK, "%s", stk_last_error());
+    if (check_out) {
+        stk_tensor *want = ref_tensor(ref, "out_train");
+        expect_close("training forward", y, want, 1e-5);
+        stk_tensor_release(want);
+    }
+    ck_assert_int_eq(stk_cross_entropy(y, labels, 0.f, &loss), STK_OK);
+    ck_assert_int_eq(stk_backward(loss, NULL, false), STK_OK);
+    stk_scope_end(s);
+    ck_assert_int_eq(stk_optim_step(opt), STK_OK);
+    stk_optim_destroy(opt);
+    stk_tensor_release(x);
+    stk_tensor_release(labels);
+}
+
+static void expect_state(stk_model *m, stk_safetensors *ref, const char *prefix)
+{
+    for (int i = 0; i < stk_model_param_count(m); i++) {
+        const stk_param *p = stk_model_param(m, i);
+        char name[256];
+        snprintf(name, sizeof name, "%s.%s", prefix, p->name);
+        stk_tensor *want = ref_tensor(ref, name);
+        expect_close(name, p->value, want, 1e-5);
+        stk_tensor_release(want);
+    }
+}
+
+static void check_module(const char *onnx, const char *refs, int want_params)
+{
+    stk_safetensors *ref;
+    ck_assert_int_eq(stk_safetensors_read(data_path(refs), &ref), STK_OK);
+    /* eval: the running statistics the file holds */
+    stk_model *m = load(onnx);
+    ck_assert_int_eq(stk_model_param_count(m), want_params);
+    stk_tensor *x = ref_tensor(ref, "input"), *want = ref_tensor(ref, "out_eval"), *y;
+    stk_scope *s;
+    ck_assert_int_eq(stk_scope_begin(&s), STK_OK);
+    stk_model_train(m, false);
+    ck_assert_msg(stk_model_forward(m, x, &y) == STK_OK, "%s", stk_last_error());
+    expect_close("eval forward", y, want, 1e-5);
+    stk_scope_end(s);
+    stk_tensor_release(x);
+    stk_tensor_release(want);
+    /* one SGD step: every parameter and buffer (running statistics,
+     * num_batches_tracked) as PyTorch's */
+    step(m, ref, &(stk_optim_config){.kind = STK_OPTIM_SGD, .lr = 0.1f}, true);
+    expect_state(m, ref, "sgd");
+    stk_model_destroy(m);
+    /* one AdamW step from the file's weights again */
+    m = load(onnx);
+    step(m, ref, &(stk_optim_config){.kind = STK_OPTIM_ADAMW, .lr = 0.01f, .weight_decay = 0.05f, .eps = 1e-3f},
+         false);
+    expect_state(m, ref, "adamw");
+    stk_model_destroy(m);
+    stk_safetensors_free(ref);
+}
+
+START_TEST(test_tiny_trains_as_pytorch)
+{
+    /* conv, bn (+ its counter), fc: 4 + 1 + 1 + 2 */
+    check_module("tiny_train.onnx", "tiny_ref.safetensors", 8);
+}
+END_TEST
+
+START_TEST(test_mixed_trains_as_pytorch)
+{
+    /* depthwise, SE, residual, concat, max pool, layer norm, attention,
+     * GELU, dropout: the 26 initializers and two batch-norm counters */
+    check_module("mixed_train.onnx", "mixed_ref.safetensors", 28);
+    /* the names are the state_dict's, buffers marked */
+    stk_model *m = load("mixed_train.onnx");
+    bool seen_counter = false;
+    for (int i = 0; i < stk_model_param_count(m); i++) {
+        const stk_param *p = stk_model_param(m, i);
+        bool stat = strstr(p->name, "running_") || strstr(p->name, "num_batches_tracked");
+        ck_assert_msg(p->is_buffer == stat, "%s: buffer %d", p->name, p->is_buffer);
+        seen_counter |= !strcmp(p->name, "bn_dw.num_batches_tracked");
+    }
+    ck_assert(seen_counter);
+    stk_model_destroy(m);
+}
+END_TEST
+
+START_TEST(test_refusals)
+{
+    stk_model *m = NULL;
+    /* batch norm folded by an eval-mode export: said, with the call that keeps it */
+    ck_assert_int_eq(stk_model_from_onnx_file(data_path("tiny_eval.onnx"), NULL, &m),
+                     STK_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(m);
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), "folded"));
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), "TrainingMode.TRAINING"));
+    /* not ONNX */
+    ck_assert_int_eq(stk_model_from_onnx_file(data_path("tiny_state.safetensors"), NULL, &m),
+                     STK_ERR_CORRUPT);
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), "tiny_state.safetensors"));
+    /* a missing file */
+    ck_assert_int_ne(stk_model_from_onnx_file(data_path("no-such.onnx"), NULL, &m), STK_OK);
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), "no-such.onnx"));
+}
+END_TEST
+
+/* Ops it does not run: all listed at once, with counts and first nodes.
+ * The tiny file's bytes with two op types renamed (same lengths). */
+START_TEST(test_unknown_ops_listed)
+{
+    FILE *f = fopen(data_path("tiny_train.onnx"), "rb");
+    ck_assert_ptr_nonnull(f);
+    static unsigned char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    ck_assert_int_lt(n, sizeof buf);
+    /* "Relu" -> "Relx", "GlobalAveragePool" -> "GlobalAveragePoox" */
+    int renamed = 0;
+    for (size_t i = 0; i + 17 <= n; i++) {
+        if (!memcmp(buf + i, "\x22\x04Relu", 6)) buf[i + 5] = 'x', renamed++;
+        if (!memcmp(buf + i, "\x22\x11GlobalAveragePool", 19)) buf[i + 18] = 'x', renamed++;
+    }
+    ck_assert_int_eq(renamed, 2);
+    stk_onnx_model *file;
+    ck_assert_int_eq(stk_onnx_read(buf, n, "renamed.onnx", &file), STK_OK);
+    stk_onnx_graph *g = NULL;
+    ck_assert_int_eq(stk_onnx_graph_build(file, "renamed.onnx", &g), STK_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(g);
+    const char *e = stk_last_error();
+    ck_assert_msg(strstr(e, "renamed.onnx: 2 op types") && strstr(e, "Relx x1 (first: '/Relu')") &&
+                      strstr(e, "GlobalAveragePoox x1 (first: '/pool/GlobalAveragePool')"),
+                  "%s", e);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("onnx_graph");
+    TCase *t = tcase_create("core");
+    tcase_set_timeout(t, 60);
+    tcase_add_test(t, test_tiny_trains_as_pytorch);
+    tcase_add_test(t, test_mixed_trains_as_pytorch);
+    tcase_add_test(t, test_refusals);
+    tcase_add_test(t, test_unknown_ops_listed);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void) { return stk_check_run(suite()); }
