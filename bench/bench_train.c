@@ -25,6 +25,7 @@
 #include "common/rng.h"
 #include "engine/autograd.h"
 #include "engine/ops.h"
+#include "engine/onnx_graph.h"
 #include "engine/optim.h"
 #include "kernels/backend.h"
 #include "train/device.h"
@@ -80,7 +81,9 @@ static int train_bench(const char *name, int batch, double seconds, bool json)
     stk_model_config cfg = {
         .name = name, .in_channels = ch, .classes = 10, .image_size = size, .seed = 1};
     stk_model *m;
-    if (stk_model_create(&cfg, &m) != STK_OK) {
+    size_t len = strlen(name);
+    bool onnx = len > 5 && !strcmp(name + len - 5, ".onnx"); /* a graph exported from PyTorch */
+    if ((onnx ? stk_model_from_onnx_file(name, &cfg, &m) : stk_model_create(&cfg, &m)) != STK_OK) {
         fprintf(stderr, "bench_train: %s\n", stk_last_error());
         return 1;
     }

@@ -15,6 +15,11 @@ set after the last epoch in eval mode.
 
 --optimizer adamw uses torch.optim.AdamW (betas 0.9/0.999, eps 1e-8, --wd
 decoupled), as `stoke train --optimizer adamw`.
+
+--model fashion_net is the module of the user's own that the ONNX import is
+measured with (tests/fixtures/make_onnx_fixtures.py's FashionNet); --state
+FILE.safetensors starts any model from that state dict (strictly), e.g. the
+weights its ONNX export holds (bench/onnx_targets.sh).
 """
 import argparse
 import gzip
@@ -76,6 +81,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--state", help="start from this state dict (safetensors)")
     ap.add_argument("--data-dir", default=SRC,
                     help="the IDX files (default: Debian's dataset-fashion-mnist)")
     a = ap.parse_args()
@@ -89,7 +95,19 @@ def main():
     mean, std = xtr.mean().item(), xtr.std().item()
     xtr = (xtr - mean) / std
     xte = (xte - mean) / std
-    model = torch_models.make(a.model, 1, 10, 28)
+    if a.model == "fashion_net":
+        here = os.path.dirname(os.path.abspath(__file__))
+        sys.path.insert(0, os.path.join(here, "..", "tests", "fixtures"))
+        from make_onnx_fixtures import FashionNet
+        model = FashionNet()
+    else:
+        model = torch_models.make(a.model, 1, 10, 28)
+    if a.state:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                        "python"))
+        import st_io
+        state, _ = st_io.load(a.state)
+        model.load_state_dict({k: torch.tensor(v) for k, v in state.items()}, strict=True)
     if a.optimizer == "adamw":
         opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=a.wd)
     else:

@@ -54,6 +54,10 @@ static const struct {
     {"Expand", OP_EXPAND},
     {"Equal", OP_EQUAL},
     {"Where", OP_WHERE},
+    {"Less", OP_LESS},
+    {"Mod", OP_MOD},
+    {"Sqrt", OP_SQRT},
+    {"RandomUniformLike", OP_RANDOM_UNIFORM_LIKE},
 };
 
 static bool op_of(const stk_onnx_node *n, onnx_op *op)
@@ -337,6 +341,79 @@ static bool fold_gelu(stk_onnx_graph *g, int ie)
     return true;
 }
 
+/* The one node after `from` that reads v (-1: none, or more than one). */
+static int only_reader(const stk_onnx_graph *g, int from, int v)
+{
+    int first = next_reader(g, from, v);
+    return first >= 0 && next_reader(g, first, v) < 0 ? first : -1;
+}
+
+/* torchvision's stochastic depth as torch exports it (mode "row"):
+ * x * (cast(random_uniform_like(noise) < s) / s) with s the survival rate:
+ * the Mul becomes OP_DROP_PATH(x, 1 - s), identity outside training, the
+ * other four are skipped. False: not that pattern. */
+static bool fold_drop_path(stk_onnx_graph *g, int ir)
+{
+    onnx_node *r = &g->nodes[ir];
+    int il = r->n_out ? only_reader(g, ir, r->out[0]) : -1;
+    int ic = il >= 0 ? only_reader(g, il, g->nodes[il].out[0]) : -1;
+    int id = ic >= 0 ? only_reader(g, ic, g->nodes[ic].out[0]) : -1;
+    int im = id >= 0 ? only_reader(g, id, g->nodes[id].out[0]) : -1;
+    if (im < 0) return false;
+    onnx_node *l = &g->nodes[il], *c = &g->nodes[ic], *d = &g->nodes[id], *m = &g->nodes[im];
+    if (l->op != OP_LESS || c->op != OP_CAST || d->op != OP_DIV || m->op != OP_MUL ||
+        l->n_in != 2 || d->n_in != 2 || m->n_in != 2 || l->in[0] != r->out[0] ||
+        c->in[0] != l->out[0] || d->in[0] != c->out[0])
+        return false;
+    float s = scalar_constant(g, l->in[1]);
+    if (!(s > 0.f && s <= 1.f) || scalar_constant(g, d->in[1]) != s) return false;
+    const stk_onnx_attr *to = stk_onnx_node_attr(c->src, "to");
+    if (!to || to->type != STK_ONNX_ATTR_INT || to->i != STK_ONNX_FLOAT) return false;
+    int x = m->in[0] == d->out[0] ? m->in[1] : m->in[0];
+    m->op = OP_DROP_PATH;
+    m->in[0] = x;
+    m->n_in = 1;
+    m->p = 1.f - s;
+    r->op = l->op = c->op = d->op = OP_SKIP;
+    return true;
+}
+
+/* nn.SiLU as torch exports it: x * sigmoid(x), the sigmoid read by that Mul
+ * alone. The Mul becomes OP_SILU(x) (one op: one pass over memory and one
+ * saved tensor, not two), the Sigmoid is skipped. */
+static void fold_silu(stk_onnx_graph *g, int is)
+{
+    onnx_node *s = &g->nodes[is];
+    int im = s->n_out ? only_reader(g, is, s->out[0]) : -1;
+    if (im < 0) return;
+    onnx_node *m = &g->nodes[im];
+    int x = s->in[0];
+    if (m->op != OP_MUL || m->n_in != 2 ||
+        !((m->in[0] == x && m->in[1] == s->out[0]) || (m->in[1] == x && m->in[0] == s->out[0])))
+        return;
+    m->op = OP_SILU;
+    m->in[0] = x;
+    m->n_in = 1;
+    s->op = OP_SKIP;
+}
+
+/* A batch norm whose output only a Relu reads: one fused op, as the
+ * built-in models run it (the activation's pass over memory and its saved
+ * output gone: resnet18 imported 0.98x the built-in without it). */
+static void fold_bn_relu(stk_onnx_graph *g, int ib)
+{
+    onnx_node *b = &g->nodes[ib];
+    int ir = b->out[0] >= 0 ? only_reader(g, ib, b->out[0]) : -1;
+    if (ir < 0 || g->nodes[ir].op != OP_RELU) return;
+    for (int k = 0; k < g->file->n_outputs; k++) /* the graph's output itself: kept */
+        if (!strcmp(g->names[b->out[0]], g->file->outputs[k].name)) return;
+    for (int k = 1; k < b->n_out; k++) /* the running statistics' outputs, read by nothing */
+        if (b->out[k] >= 0 && next_reader(g, ib, b->out[k]) >= 0) return;
+    b->relu_after = true;
+    b->out[0] = g->nodes[ir].out[0];
+    g->nodes[ir].op = OP_SKIP;
+}
+
 /* ---- build ------------------------------------------------------------------------ */
 
 void stk_onnx_graph_destroy(stk_onnx_graph *g)
@@ -409,6 +486,18 @@ static stk_status compile_nodes(stk_onnx_graph *g)
                              "%s: node '%s' is an Erf outside the GELU pattern (x * (erf(x / "
                              "sqrt 2) + 1) * 0.5), which Stoke does not run",
                              g->what, f->nodes[i].name);
+    for (int i = 0; i < f->n_nodes; i++)
+        if (g->nodes[i].op == OP_SIGMOID && g->nodes[i].n_in == 1 && g->nodes[i].in[0] >= 0)
+            fold_silu(g, i);
+        else if (g->nodes[i].op == OP_BATCHNORM && g->nodes[i].n_out >= 1)
+            fold_bn_relu(g, i);
+    for (int i = 0; i < f->n_nodes; i++)
+        if (g->nodes[i].op == OP_RANDOM_UNIFORM_LIKE && !fold_drop_path(g, i))
+            return stk_error(STK_ERR_UNSUPPORTED,
+                             "%s: node '%s' is a RandomUniformLike outside torchvision's "
+                             "stochastic depth (x * (cast(uniform < s) / s)), which Stoke does "
+                             "not run",
+                             g->what, f->nodes[i].name);
     return STK_OK;
 }
 
@@ -463,6 +552,10 @@ stk_status stk_onnx_graph_build(stk_onnx_model *file, const char *what, stk_onnx
     if (st == STK_OK && (g->output = find_value(g, file->outputs[0].name)) < 0)
         st = stk_error(STK_ERR_CORRUPT, "%s: its output '%s' is made by no node", g->what,
                        file->outputs[0].name);
+    for (int v = 0; v < g->n_values; v++) g->values[v].last_use = -1;
+    for (int i = 0; st == STK_OK && i < g->n_nodes; i++)
+        for (int k = 0; g->nodes[i].op != OP_SKIP && k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] >= 0) g->values[g->nodes[i].in[k]].last_use = i;
     if (st != STK_OK) {
         stk_onnx_graph_destroy(g);
         return st;
@@ -497,7 +590,30 @@ static void clear_value(onnx_value *v)
 {
     if (v->persistent) return;
     free(v->host);
-    *v = (onnx_value){0};
+    *v = (onnx_value){.last_use = v->last_use};
+}
+
+/* After node i: the intermediates it was the last to read go (their memory
+ * back to the cache while the step runs, as the built-in models let theirs
+ * go), unless another live value holds the same tensor (Identity, a Cast,
+ * a view returned as is; the caller's input above all). */
+static void drop_read(stk_onnx_graph *g, int i)
+{
+    const onnx_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_in; k++) {
+        int v = n->in[k];
+        if (v < 0 || v == g->input || v == g->output || g->values[v].persistent ||
+            g->values[v].last_use != i)
+            continue;
+        stk_tensor *t = g->values[v].t;
+        bool aliased = false;
+        for (int u = 0; t && u < g->n_values && !aliased; u++)
+            aliased = u != v && g->values[u].t == t &&
+                      (g->values[u].persistent || u == g->input || u == g->output ||
+                       g->values[u].last_use > i);
+        if (t && !aliased) eng_scope_drop(t);
+        clear_value(&g->values[v]);
+    }
 }
 
 stk_status stk_onnx_graph_forward(stk_onnx_graph *g, stk_tensor *x, bool training, uint64_t seed,
@@ -516,6 +632,7 @@ stk_status stk_onnx_graph_forward(stk_onnx_graph *g, stk_tensor *x, bool trainin
             stk_error_prefix(st, "%s: node '%s' (%s)", g->what, s->name, s->op_type);
             break;
         }
+        drop_read(g, i);
     }
     stk_tensor *y = g->values[g->output].t;
     if (st == STK_OK && !y)

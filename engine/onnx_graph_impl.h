@@ -9,14 +9,18 @@
 #include <stdint.h>
 
 /* The ONNX ops the graph runs (OP_GELU: the exporter's Div, Erf, Add, Mul,
- * Mul of nn.GELU, recognised as one). */
+ * Mul of nn.GELU, recognised as one; OP_DROP_PATH: torchvision's
+ * stochastic depth, RandomUniformLike, Less, Cast, Div, Mul; OP_SILU:
+ * nn.SiLU's Sigmoid and Mul). */
 typedef enum onnx_op {
     OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MATMUL, OP_GEMM, OP_CONV, OP_BATCHNORM, OP_RELU,
     OP_SIGMOID, OP_TANH, OP_HARDSIGMOID, OP_HARDSWISH, OP_CLIP, OP_GELU, OP_SOFTMAX,
     OP_LOGSOFTMAX, OP_LAYERNORM, OP_MAXPOOL, OP_AVGPOOL, OP_GLOBALAVGPOOL, OP_FLATTEN,
     OP_RESHAPE, OP_TRANSPOSE, OP_CONCAT, OP_DROPOUT, OP_IDENTITY, OP_CONSTANT, OP_SHAPE,
     OP_GATHER, OP_UNSQUEEZE, OP_SQUEEZE, OP_SLICE, OP_CAST, OP_CONSTANTOFSHAPE, OP_EXPAND,
-    OP_EQUAL, OP_WHERE, OP_SKIP, /* a node folded into another (GELU's tail) */
+    OP_EQUAL, OP_WHERE, OP_LESS, OP_RANDOM_UNIFORM_LIKE, OP_DROP_PATH, OP_SILU, OP_MOD,
+    OP_SQRT,
+    OP_SKIP, /* a node folded into another (GELU's tail) */
 } onnx_op;
 
 /* A value of the graph: a float tensor, or host numbers (shape arithmetic
@@ -30,6 +34,7 @@ typedef struct onnx_value {
     /* parameters and constants: kept from forward to forward (the
      * intermediates' tensors belong to the caller's scope, as a module's) */
     bool persistent;
+    int last_use; /* the last node that reads it: its tensor goes after that one */
 } onnx_value;
 
 typedef struct onnx_node {
@@ -38,6 +43,8 @@ typedef struct onnx_node {
     int n_in, n_out;
     int *in, *out;     /* value indices; -1: an omitted optional input */
     int counter;       /* batch norm: index of its num_batches_tracked parameter, or -1 */
+    float p;           /* OP_DROP_PATH: the rate */
+    bool relu_after;   /* OP_BATCHNORM: the Relu after it, fused (stk_batch_norm_act) */
 } onnx_node;
 
 struct stk_onnx_graph {

@@ -45,10 +45,29 @@ static stk_status in_tensor(stk_onnx_graph *g, const onnx_node *n, int k, stk_te
     return st;
 }
 
+/* A small float constant of the file (not a parameter), which shape
+ * arithmetic may read as numbers (torch's attention scales a head by
+ * 1 / sqrt(float(head_dim))): its values kept as host numbers too. */
+static bool small_constant(onnx_value *v)
+{
+    if (!v || v->host || !v->t || !v->persistent || stk_tensor_requires_grad(v->t) ||
+        stk_tensor_dtype(v->t) != STK_F32 || stk_tensor_numel(v->t) > 64)
+        return false;
+    int64_t numel = stk_tensor_numel(v->t);
+    if (!(v->host = malloc(sizeof(double) * (size_t)(numel ? numel : 1)))) return false;
+    const float *f = stk_tensor_data(v->t);
+    for (int64_t i = 0; i < numel; i++) v->host[i] = f[i];
+    v->ndim = stk_tensor_ndim(v->t);
+    for (int d = 0; d < v->ndim; d++) v->dims[d] = stk_tensor_dim(v->t, d);
+    v->numel = numel;
+    return true;
+}
+
 /* Input k as host numbers (shape arithmetic). */
 static stk_status in_host(stk_onnx_graph *g, const onnx_node *n, int k, const onnx_value **out)
 {
-    const onnx_value *v = in_value(g, n, k);
+    onnx_value *v = in_value(g, n, k);
+    if (v && !v->host) small_constant(v);
     if (!v || !v->host)
         return stk_error(STK_ERR_UNSUPPORTED,
                          "input %d must be a constant or shape arithmetic (Stoke computes shapes "
@@ -58,11 +77,14 @@ static stk_status in_host(stk_onnx_graph *g, const onnx_node *n, int k, const on
     return STK_OK;
 }
 
+/* Shape arithmetic: every input host numbers or a small constant. */
 static bool all_host(stk_onnx_graph *g, const onnx_node *n)
 {
     for (int k = 0; k < n->n_in; k++) {
-        const onnx_value *v = in_value(g, n, k);
-        if (v && !v->host) return false;
+        onnx_value *v = in_value(g, n, k);
+        if (v && !v->host && !(v->persistent && v->t && !stk_tensor_requires_grad(v->t) &&
+                               stk_tensor_numel(v->t) <= 64))
+            return false;
     }
     return true;
 }
@@ -123,6 +145,14 @@ static double h_mul(const double *a) { return a[0] * a[1]; }
 static double h_div(const double *a) { return a[1] != 0 ? trunc(a[0] / a[1]) : 0; }
 static double h_eq(const double *a) { return a[0] == a[1]; }
 static double h_where(const double *a) { return a[0] != 0 ? a[1] : a[2]; }
+static double h_less(const double *a) { return a[0] < a[1]; }
+static double h_mod(const double *a) /* ONNX's fmod 0: the divisor's sign */
+{
+    if (a[1] == 0) return 0;
+    double r = fmod(a[0], a[1]);
+    return r != 0 && (r < 0) != (a[1] < 0) ? r + a[1] : r;
+}
+static double h_sqrt(const double *a) { return sqrt(a[0]); }
 
 /* out (output 0) = f over the values, broadcast to their common shape
  * (or to `to` when given: Expand). */
@@ -262,7 +292,8 @@ static stk_status run_batch_norm(stk_onnx_graph *g, const onnx_node *n, bool tra
     for (int k = 0; k < 4; k++) STK_TRY(in_tensor(g, n, k + 1, &t[k]));
     /* ONNX's momentum weighs the old statistics: PyTorch's is 1 - it */
     float momentum = 1.f - attr_float(n, "momentum", 0.9f), eps = attr_float(n, "epsilon", 1e-5f);
-    STK_TRY(stk_batch_norm(x, t[0], t[1], t[2], t[3], training, momentum, eps, &y));
+    STK_TRY(stk_batch_norm_act(x, t[0], t[1], t[2], t[3], training, momentum, eps,
+                               n->relu_after ? STK_BN_ACT_RELU : STK_BN_ACT_NONE, &y));
     if (training && n->counter >= 0) ((int32_t *)stk_tensor_data(g->params[n->counter].value))[0]++;
     set_tensor(g, n, 0, y);
     set_tensor(g, n, 1, t[2]);
@@ -391,7 +422,19 @@ static int dims_of(stk_onnx_graph *g, const onnx_node *n, int k, int64_t *dims)
 static stk_status reshaped(stk_onnx_graph *g, const onnx_node *n, int ndim, const int64_t *dims)
 {
     const onnx_value *v = in_value(g, n, 0);
-    if (v->host) return set_host(g, n, 0, ndim, dims, v->host);
+    if (v->host) { /* infer a -1 as stk_reshape does */
+        int64_t to[MAXD], known = 1;
+        int free_dim = -1;
+        for (int d = 0; d < ndim; d++) {
+            to[d] = dims[d];
+            if (dims[d] == -1 && free_dim < 0)
+                free_dim = d;
+            else
+                known *= dims[d];
+        }
+        if (free_dim >= 0 && known > 0) to[free_dim] = v->numel / known;
+        return set_host(g, n, 0, ndim, to, v->host);
+    }
     stk_tensor *y;
     STK_TRY(stk_reshape(v->t, ndim, dims, &y));
     set_tensor(g, n, 0, y);
@@ -737,6 +780,18 @@ stk_status onnx_run_node(stk_onnx_graph *g, int i, bool training, uint64_t seed,
     case OP_DIV: return run_binary(g, n, stk_div, h_div);
     case OP_EQUAL: return host_broadcast(g, n, 2, h_eq);
     case OP_WHERE: return host_broadcast(g, n, 3, h_where);
+    case OP_LESS: return host_broadcast(g, n, 2, h_less);
+    case OP_MOD: return host_broadcast(g, n, 2, h_mod);
+    case OP_SQRT: return host_broadcast(g, n, 1, h_sqrt); /* shape arithmetic (a head's scale) */
+    case OP_DROP_PATH: {
+        stk_tensor *x, *y;
+        STK_TRY(in_tensor(g, n, 0, &x));
+        STK_TRY(stk_drop_path(x, n->p, training, seed, stream ^ ((uint64_t)(i + 1) << 40), &y));
+        set_tensor(g, n, 0, y);
+        return STK_OK;
+    }
+    case OP_RANDOM_UNIFORM_LIKE: /* only inside stochastic depth (refused at build otherwise) */
+        return stk_error(STK_ERR_INTERNAL, "a RandomUniformLike left unfolded");
     case OP_MATMUL: return run_matmul(g, n);
     case OP_GEMM: return run_gemm(g, n);
     case OP_CONV: return run_conv(g, n);
@@ -746,6 +801,7 @@ stk_status onnx_run_node(stk_onnx_graph *g, int i, bool training, uint64_t seed,
     case OP_TANH: return run_unary(g, n, stk_tanh);
     case OP_HARDSWISH: return run_unary(g, n, stk_hardswish);
     case OP_GELU: return run_unary(g, n, stk_gelu);
+    case OP_SILU: return run_unary(g, n, stk_silu);
     case OP_HARDSIGMOID: return run_hardsigmoid(g, n);
     case OP_CLIP: return run_clip(g, n);
     case OP_SOFTMAX: return run_softmax(g, n, false);

@@ -167,6 +167,40 @@ START_TEST(test_mixed_trains_as_pytorch)
 }
 END_TEST
 
+/* torchvision's stochastic depth: the identity in eval mode (PyTorch's
+ * output), in training each sample's branch dropped or scaled by 1/(1-p),
+ * the same masks for the same seed and forward. */
+START_TEST(test_stochastic_depth)
+{
+    stk_safetensors *ref;
+    ck_assert_int_eq(stk_safetensors_read(data_path("drop_ref.safetensors"), &ref), STK_OK);
+    stk_model *m = load("drop_train.onnx");
+    stk_tensor *x = ref_tensor(ref, "input"), *want = ref_tensor(ref, "out_eval"), *y, *a, *b;
+    stk_scope *s;
+    ck_assert_int_eq(stk_scope_begin(&s), STK_OK);
+    stk_model_train(m, false);
+    ck_assert_msg(stk_model_forward(m, x, &y) == STK_OK, "%s", stk_last_error());
+    expect_close("eval forward", y, want, 1e-5);
+    stk_model_train(m, true);
+    const stk_param *p0 = stk_model_param(m, 0);
+    ck_assert_str_eq(p0->name, "conv.weight");
+    ck_assert_int_eq(stk_model_forward_units(m, 0, 1, 7, x, &a), STK_OK);
+    ck_assert_int_eq(stk_model_forward_units(m, 0, 1, 7, x, &b), STK_OK);
+    const float *av = stk_tensor_data(a), *bv = stk_tensor_data(b), *ev = stk_tensor_data(y);
+    int differ = 0;
+    for (int64_t i = 0; i < stk_tensor_numel(a); i++) {
+        ck_assert_float_eq(av[i], bv[i]); /* the same forward id: the same masks */
+        differ += fabsf(av[i] - ev[i]) > 1e-4f;
+    }
+    ck_assert_int_gt(differ, 0); /* some of the 16 samples dropped, the others scaled */
+    stk_scope_end(s);
+    stk_tensor_release(x);
+    stk_tensor_release(want);
+    stk_model_destroy(m);
+    stk_safetensors_free(ref);
+}
+END_TEST
+
 START_TEST(test_refusals)
 {
     stk_model *m = NULL;
@@ -222,6 +256,7 @@ static Suite *suite(void)
     tcase_set_timeout(t, 60);
     tcase_add_test(t, test_tiny_trains_as_pytorch);
     tcase_add_test(t, test_mixed_trains_as_pytorch);
+    tcase_add_test(t, test_stochastic_depth);
     tcase_add_test(t, test_refusals);
     tcase_add_test(t, test_unknown_ops_listed);
     suite_add_tcase(s, t);
