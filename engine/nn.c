@@ -2,7 +2,6 @@
 #include "engine/autograd.h"
 #include "engine/nn_blocks_impl.h"
 #include "engine/nn_impl.h"
-#include "engine/onnx_graph.h"
 #include "common/trace.h"
 #include "engine/ops_impl.h"
 
@@ -34,7 +33,7 @@ void eng_mod_free(stk_module *m)
     stk_tensor_release(m->running_mean);
     stk_tensor_release(m->running_var);
     stk_tensor_release(m->num_batches_tracked);
-    stk_onnx_graph_destroy(m->graph);
+    if (m->graph) eng_onnx_graph_free(m->graph);
     free((char *)m->path);
     free(m);
 }
@@ -242,8 +241,9 @@ static stk_status collect(stk_model *m, stk_module *mod, const char *prefix)
     stk_status st;
     if (mod->param_of_parent) return STK_OK; /* pushed by the parent, under its path */
     if (mod->kind == MOD_ONNX_GRAPH) { /* the file's names, as they are */
-        const stk_param *gp = stk_onnx_graph_params(mod->graph);
-        for (int i = 0; i < stk_onnx_graph_param_count(mod->graph); i++)
+        int n;
+        const stk_param *gp = eng_onnx_graph_params(mod->graph, &n);
+        for (int i = 0; i < n; i++)
             if ((st = push_param(m, "", gp[i].name, gp[i].value, gp[i].is_buffer)) != STK_OK)
                 return st;
         return STK_OK;
@@ -593,8 +593,7 @@ static stk_status forward_one(stk_model *m, stk_module *mod, const stk_module *a
     case MOD_POS_EMBED: return eng_pos_embed_forward(mod->weight, x, out);
     case MOD_SELECT_TOKEN: return eng_select_token_forward(x, out);
     case MOD_ONNX_GRAPH:
-        return stk_onnx_graph_forward(mod->graph, x, m->training, m->cfg.seed, forward_id << 20,
-                                      out);
+        return eng_onnx_graph_run(mod->graph, x, m->training, m->cfg.seed, forward_id << 20, out);
     }
     return stk_error(STK_ERR_INTERNAL, "unknown module kind %d", (int)mod->kind);
 }

@@ -112,6 +112,13 @@ struct stk_model {
     int n_units;
 };
 
+/* MOD_ONNX_GRAPH's graph (onnx_graph.c; nn.c does not include its header,
+ * which builds on nn.h). */
+void eng_onnx_graph_free(struct stk_onnx_graph *g);
+const stk_param *eng_onnx_graph_params(const struct stk_onnx_graph *g, int *n);
+stk_status eng_onnx_graph_run(struct stk_onnx_graph *g, stk_tensor *x, bool training,
+                              uint64_t seed, uint64_t stream, stk_tensor **out);
+
 /* Builders (nn.c): each returns NULL on allocation failure (message set). */
 stk_module *eng_mod_new(eng_module_kind kind, const char *name);
 bool eng_mod_add(stk_module *parent, stk_module *child); /* false: out of memory (child freed) */

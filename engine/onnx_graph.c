@@ -5,6 +5,7 @@
 
 #include "engine/autograd.h"
 #include "engine/autograd_impl.h"
+#include "engine/nn_impl.h"
 #include "engine/tensor_impl.h"
 #include "common/text.h"
 
@@ -69,11 +70,6 @@ static bool op_of(const stk_onnx_node *n, onnx_op *op)
             return true;
         }
     return false;
-}
-
-const stk_onnx_attr *onnx_attr(const onnx_node *n, const char *name)
-{
-    return stk_onnx_node_attr(n->src, name);
 }
 
 /* ---- values by name ------------------------------------------------------------ */
@@ -626,7 +622,7 @@ stk_status stk_onnx_graph_forward(stk_onnx_graph *g, stk_tensor *x, bool trainin
     stk_status st = STK_OK;
     for (int i = 0; i < g->n_nodes && st == STK_OK; i++) {
         if (g->nodes[i].op == OP_SKIP) continue;
-        st = onnx_run_node(g, i, training, seed, stream);
+        st = eng_onnx_run_node(g, i, training, seed, stream);
         if (st != STK_OK) {
             const stk_onnx_node *s = g->nodes[i].src;
             stk_error_prefix(st, "%s: node '%s' (%s)", g->what, s->name, s->op_type);
@@ -643,4 +639,20 @@ stk_status stk_onnx_graph_forward(stk_onnx_graph *g, stk_tensor *x, bool trainin
     g->values[g->input].t = NULL;
     if (st == STK_OK) *out = y;
     return st;
+}
+
+/* ---- the module kind's calls (nn_impl.h: nn.c runs the graph through them) ---- */
+
+void eng_onnx_graph_free(struct stk_onnx_graph *g) { stk_onnx_graph_destroy(g); }
+
+const stk_param *eng_onnx_graph_params(const struct stk_onnx_graph *g, int *n)
+{
+    *n = stk_onnx_graph_param_count(g);
+    return stk_onnx_graph_params(g);
+}
+
+stk_status eng_onnx_graph_run(struct stk_onnx_graph *g, stk_tensor *x, bool training,
+                              uint64_t seed, uint64_t stream, stk_tensor **out)
+{
+    return stk_onnx_graph_forward(g, x, training, seed, stream, out);
 }

@@ -63,6 +63,5 @@ struct stk_onnx_graph {
 };
 
 /* Run node i (onnx_graph_ops.c): reads its inputs' values, sets its outputs'. */
-stk_status onnx_run_node(stk_onnx_graph *g, int i, bool training, uint64_t seed, uint64_t stream);
-/* An attribute of a node, or NULL. */
-const stk_onnx_attr *onnx_attr(const onnx_node *n, const char *name);
+stk_status eng_onnx_run_node(stk_onnx_graph *g, int i, bool training, uint64_t seed,
+                             uint64_t stream);

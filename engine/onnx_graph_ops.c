@@ -11,6 +11,11 @@
 
 #define MAXD STK_ONNX_MAX_DIMS
 
+static const stk_onnx_attr *onnx_attr(const onnx_node *n, const char *name)
+{
+    return stk_onnx_node_attr(n->src, name);
+}
+
 /* ---- values ------------------------------------------------------------------------ */
 
 static onnx_value *in_value(stk_onnx_graph *g, const onnx_node *n, int k)
@@ -770,7 +775,8 @@ static stk_status run_matmul(stk_onnx_graph *g, const onnx_node *n)
     return STK_OK;
 }
 
-stk_status onnx_run_node(stk_onnx_graph *g, int i, bool training, uint64_t seed, uint64_t stream)
+stk_status eng_onnx_run_node(stk_onnx_graph *g, int i, bool training, uint64_t seed,
+                             uint64_t stream)
 {
     const onnx_node *n = &g->nodes[i];
     switch (n->op) {

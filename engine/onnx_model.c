@@ -99,3 +99,4 @@ bool stk_model_onnx_file(const stk_model *m, const void **bytes, size_t *len)
     stk_onnx_graph_file(m->root->graph, bytes, len);
     return true;
 }
+
