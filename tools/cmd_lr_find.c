@@ -5,6 +5,7 @@
 #include "common/text.h"
 #include "common/thread_pool.h"
 #include "engine/checkpoint.h"
+#include "engine/onnx_graph.h"
 #include "kernels/backend.h"
 #include "runlog/svg_chart.h"
 #include "storage/dataset.h"
@@ -33,7 +34,7 @@ typedef struct lr_find_args {
 static const stk_flag flags[] = {
     STK_FLAG_SECTION("the run it prepares (as stoke train takes them)"),
     STK_FLAG_TEXT(T, data, "data", "PATH", "the training set (.stoke)"),
-    STK_FLAG_TEXT(T, model, "model", "NAME", STK_MODEL_LIST),
+    STK_FLAG_TEXT(T, model, "model", "NAME|FILE.onnx", STK_MODEL_LIST ", or an ONNX file (as stoke train)"),
     STK_FLAG_TEXT(T, transform, "transform", "SPEC",
                   "training transform (default as stoke train's); batch transforms\n"
                   "(erase, mixup, cutmix) apply too"),
@@ -198,7 +199,9 @@ static stk_status prepare(const lr_find_args *a, const stk_copy_engine *ce, stk_
                             .image_size = size,
                             .seed = (uint64_t)a->seed};
     stk_dataset_close(ds);
-    if (st == STK_OK) st = stk_model_create(&cfg, model);
+    if (st == STK_OK)
+        st = train_model_is_onnx(a->model) ? stk_model_from_onnx_file(a->model, &cfg, model)
+                                           : stk_model_create(&cfg, model);
     if (st == STK_OK && a->init) {
         stk_load_report rep;
         if ((st = stk_checkpoint_load(a->init, *model, NULL, false, &rep)) == STK_OK &&

@@ -3,7 +3,8 @@
 # (FashionNet in tests/fixtures/make_onnx_fixtures.py, exported by
 # torch.onnx.export in training mode) trains on Fashion-MNIST. Its
 # checkpoints keep the graph: with the file gone, info, eval, predict,
-# export --format safetensors, --resume and --init work from them alone.
+# export --format safetensors, --resume and --init work from them alone;
+# lr-find and tune take the file as train does.
 # The exported weights load into the PyTorch module with
 # load_state_dict(strict=True) and give Stoke's eval-mode logits within
 # 1e-4 (Debian's python3-torch). Refused, naming the file and the reason: a
@@ -64,6 +65,12 @@ cp kept.onnx net.onnx
 run 0 "$STOKE" train --data tiny.stoke --model net.onnx --batch 8 --epochs 1 --workers 2 \
     --no-tensorboard --out run2 --init run/last.safetensors
 expect err.txt "loaded"
+# lr-find and tune take the file as train does
+run 0 "$STOKE" lr-find --data tiny.stoke --model net.onnx --batch 8 --workers 2 --out lr.svg
+expect out.txt "suggested learning rate"
+run 0 "$STOKE" tune --data tiny.stoke --model net.onnx --space "lr=loguniform(1e-3,1e-1)" \
+    --samples 2 --epochs 1 --batch 8 --workers 2 --no-tensorboard --out tune
+expect out.txt "COMPLETED"
 # micro-batches run the graph per micro-batch; stages it has none of
 run 0 "$STOKE" train --data tiny.stoke --model net.onnx --batch 8 --micro-batches 2 --epochs 1 \
     --workers 2 --no-tensorboard --out run3
