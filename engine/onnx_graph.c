@@ -159,6 +159,7 @@ static stk_status host_numbers(stk_onnx_graph *g, const stk_onnx_tensor *src, on
     v->ndim = src->ndim;
     memcpy(v->dims, src->dims, sizeof v->dims);
     v->numel = src->numel;
+    v->is_float = src->dtype == STK_ONNX_DOUBLE;
     return STK_OK;
 }
 

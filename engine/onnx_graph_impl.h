@@ -28,6 +28,7 @@ typedef enum onnx_op {
 typedef struct onnx_value {
     stk_tensor *t;
     double *host; /* numel values, row-major over dims */
+    bool is_float; /* host numbers of a float type (Div divides them exactly, not as integers) */
     int ndim;
     int64_t dims[STK_ONNX_MAX_DIMS];
     int64_t numel;

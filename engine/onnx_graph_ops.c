@@ -65,6 +65,7 @@ static bool small_constant(onnx_value *v)
     v->ndim = stk_tensor_ndim(v->t);
     for (int d = 0; d < v->ndim; d++) v->dims[d] = stk_tensor_dim(v->t, d);
     v->numel = numel;
+    v->is_float = true;
     return true;
 }
 
@@ -119,6 +120,14 @@ static stk_status set_host(stk_onnx_graph *g, const onnx_node *n, int k, int ndi
     return STK_OK;
 }
 
+/* Output k's host numbers take `from`'s type (float or integer). */
+static stk_status keep_type(stk_onnx_graph *g, const onnx_node *n, int k, bool is_float,
+                            stk_status st)
+{
+    if (st == STK_OK && k < n->n_out && n->out[k] >= 0) g->values[n->out[k]].is_float = is_float;
+    return st;
+}
+
 static int64_t attr_int(const onnx_node *n, const char *name, int64_t dflt)
 {
     const stk_onnx_attr *a = onnx_attr(n, name);
@@ -147,7 +156,8 @@ typedef double (*host_fn)(const double *args);
 static double h_add(const double *a) { return a[0] + a[1]; }
 static double h_sub(const double *a) { return a[0] - a[1]; }
 static double h_mul(const double *a) { return a[0] * a[1]; }
-static double h_div(const double *a) { return a[1] != 0 ? trunc(a[0] / a[1]) : 0; }
+static double h_div(const double *a) { return a[1] != 0 ? trunc(a[0] / a[1]) : 0; } /* integers */
+static double h_fdiv(const double *a) { return a[0] / a[1]; }
 static double h_eq(const double *a) { return a[0] == a[1]; }
 static double h_where(const double *a) { return a[0] != 0 ? a[1] : a[2]; }
 static double h_less(const double *a) { return a[0] < a[1]; }
@@ -181,6 +191,8 @@ static stk_status host_map(stk_onnx_graph *g, const onnx_node *n, int n_args,
     }
     STK_TRY(set_host(g, n, 0, nd, dims, NULL));
     onnx_value *o = &g->values[n->out[0]];
+    o->is_float = false;
+    for (int k = 0; k < n_args; k++) o->is_float |= v[k]->is_float;
     for (int64_t i = 0; i < o->numel; i++) {
         double args[3];
         for (int k = 0; k < n_args; k++) {
@@ -215,7 +227,15 @@ typedef stk_status (*binary_fn)(stk_tensor *, stk_tensor *, stk_tensor **);
 
 static stk_status run_binary(stk_onnx_graph *g, const onnx_node *n, binary_fn tf, host_fn hf)
 {
-    if (all_host(g, n)) return host_broadcast(g, n, 2, hf);
+    if (all_host(g, n)) {
+        if (hf == h_div) { /* ONNX divides integers as integers, floats exactly */
+            const onnx_value *a, *b;
+            STK_TRY(in_host(g, n, 0, &a));
+            STK_TRY(in_host(g, n, 1, &b));
+            if (a->is_float || b->is_float) hf = h_fdiv;
+        }
+        return host_broadcast(g, n, 2, hf);
+    }
     stk_tensor *a, *b, *y;
     STK_TRY(in_tensor(g, n, 0, &a));
     STK_TRY(in_tensor(g, n, 1, &b));
@@ -438,7 +458,7 @@ static stk_status reshaped(stk_onnx_graph *g, const onnx_node *n, int ndim, cons
                 known *= dims[d];
         }
         if (free_dim >= 0 && known > 0) to[free_dim] = v->numel / known;
-        return set_host(g, n, 0, ndim, to, v->host);
+        return keep_type(g, n, 0, v->is_float, set_host(g, n, 0, ndim, to, v->host));
     }
     stk_tensor *y;
     STK_TRY(stk_reshape(v->t, ndim, dims, &y));
@@ -481,7 +501,8 @@ static stk_status run_transpose(stk_onnx_graph *g, const onnx_node *n)
 {
     stk_tensor *x, *y;
     const onnx_value *v = in_value(g, n, 0);
-    if (v && v->host && v->ndim <= 1) return set_host(g, n, 0, v->ndim, v->dims, v->host);
+    if (v && v->host && v->ndim <= 1)
+        return keep_type(g, n, 0, v->is_float, set_host(g, n, 0, v->ndim, v->dims, v->host));
     STK_TRY(in_tensor(g, n, 0, &x));
     int nd = stk_tensor_ndim(x);
     int64_t p[MAXD];
@@ -499,6 +520,7 @@ static stk_status run_concat(stk_onnx_graph *g, const onnx_node *n)
     if (all_host(g, n)) { /* 1-D shape pieces */
         double buf[64];
         int64_t len = 0;
+        bool is_float = false;
         for (int k = 0; k < n->n_in; k++) {
             const onnx_value *v = NULL;
             STK_TRY(in_host(g, n, k, &v));
@@ -506,8 +528,9 @@ static stk_status run_concat(stk_onnx_graph *g, const onnx_node *n)
                 return stk_error(STK_ERR_UNSUPPORTED, "host Concat of other than short 1-D pieces");
             memcpy(buf + len, v->host, sizeof(double) * (size_t)v->numel);
             len += v->numel;
+            is_float |= v->is_float;
         }
-        return set_host(g, n, 0, 1, &len, buf);
+        return keep_type(g, n, 0, is_float, set_host(g, n, 0, 1, &len, buf));
     }
     stk_tensor *xs[64], *y;
     if (n->n_in > 64) return stk_error(STK_ERR_UNSUPPORTED, "Concat of over 64 inputs");
@@ -538,7 +561,8 @@ static stk_status run_identity(stk_onnx_graph *g, const onnx_node *n)
 {
     const onnx_value *v = in_value(g, n, 0);
     if (!v) return stk_error(STK_ERR_INVALID_ARG, "input 0 is missing");
-    if (v->host) return set_host(g, n, 0, v->ndim, v->dims, v->host);
+    if (v->host)
+        return keep_type(g, n, 0, v->is_float, set_host(g, n, 0, v->ndim, v->dims, v->host));
     set_tensor(g, n, 0, v->t);
     return STK_OK;
 }
@@ -582,7 +606,7 @@ static stk_status run_gather(stk_onnx_graph *g, const onnx_node *n)
         if (nd != 1) return stk_error(STK_ERR_UNSUPPORTED, "host Gather of a %d-D value", nd);
         double v[64];
         for (int64_t k = 0; k < idx->numel; k++) v[k] = data->host[at[k]];
-        return set_host(g, n, 0, idx->ndim, idx->dims, v);
+        return keep_type(g, n, 0, data->is_float, set_host(g, n, 0, idx->ndim, idx->dims, v));
     }
     /* tensors: narrow per index (x[:, 0] for ViT's class token) */
     stk_tensor *parts[64], *y;
@@ -687,7 +711,7 @@ static stk_status run_slice(stk_onnx_graph *g, const onnx_node *n)
         }
         dims[a] = (int64_t)(e - s);
     }
-    if (data->host) return set_host(g, n, 0, 1, &hlen, hv);
+    if (data->host) return keep_type(g, n, 0, data->is_float, set_host(g, n, 0, 1, &hlen, hv));
     set_tensor(g, n, 0, y);
     return STK_OK;
 }
@@ -705,6 +729,7 @@ static stk_status run_cast(stk_onnx_graph *g, const onnx_node *n)
     }
     STK_TRY(set_host(g, n, 0, v->ndim, v->dims, v->host));
     onnx_value *o = &g->values[n->out[0]];
+    o->is_float = to_float;
     for (int64_t i = 0; i < o->numel; i++)
         o->host[i] = to == STK_ONNX_BOOL ? o->host[i] != 0 : to_float ? o->host[i] : trunc(o->host[i]);
     return STK_OK;
@@ -732,6 +757,7 @@ static stk_status run_constant_of_shape(stk_onnx_graph *g, const onnx_node *n)
     }
     STK_TRY(set_host(g, n, 0, (int)s->numel, dims, NULL));
     onnx_value *o = &g->values[n->out[0]];
+    o->is_float = a && a->type == STK_ONNX_ATTR_TENSOR && a->t->dtype == STK_ONNX_FLOAT;
     for (int64_t i = 0; i < o->numel; i++) o->host[i] = value;
     return STK_OK;
 }
@@ -788,7 +814,11 @@ stk_status eng_onnx_run_node(stk_onnx_graph *g, int i, bool training, uint64_t s
     case OP_WHERE: return host_broadcast(g, n, 3, h_where);
     case OP_LESS: return host_broadcast(g, n, 2, h_less);
     case OP_MOD: return host_broadcast(g, n, 2, h_mod);
-    case OP_SQRT: return host_broadcast(g, n, 1, h_sqrt); /* shape arithmetic (a head's scale) */
+    case OP_SQRT: { /* shape arithmetic (a head's scale) */
+        STK_TRY(host_broadcast(g, n, 1, h_sqrt));
+        if (n->out[0] >= 0) g->values[n->out[0]].is_float = true;
+        return STK_OK;
+    }
     case OP_DROP_PATH: {
         stk_tensor *x, *y;
         STK_TRY(in_tensor(g, n, 0, &x));

@@ -201,6 +201,37 @@ START_TEST(test_stochastic_depth)
 }
 END_TEST
 
+/* Shape arithmetic that turns float (x * 1 / sqrt(float(width)), as torch
+ * 2 scales an attention head): divided exactly, not as integers
+ * (tests/fixtures/make_onnx_handmade.py). */
+START_TEST(test_float_shape_arithmetic)
+{
+    stk_onnx_model *file;
+    ck_assert_int_eq(stk_onnx_read_file(data_path("float_shape.onnx"), &file), STK_OK);
+    stk_onnx_graph *g;
+    ck_assert_msg(stk_onnx_graph_build(file, "float_shape.onnx", &g) == STK_OK, "%s",
+                  stk_last_error());
+    const float x[8] = {1, 2, 3, 4, 0, 1, 0, -1}, w[8] = {1, 2, 3, 4, -1, 0, 1, 0.5f};
+    const float b[2] = {0.25f, -0.5f};
+    int64_t xs[2] = {2, 4};
+    stk_scope *s;
+    ck_assert_int_eq(stk_scope_begin(&s), STK_OK);
+    stk_tensor *xt, *y;
+    ck_assert_int_eq(stk_tensor_from_host(STK_F32, 2, xs, x, &xt), STK_OK);
+    ck_assert_msg(stk_onnx_graph_forward(g, xt, false, 0, 0, &y) == STK_OK, "%s", stk_last_error());
+    ck_assert_int_eq(stk_tensor_numel(y), 4);
+    const float *yv = stk_tensor_data(y);
+    for (int r = 0; r < 2; r++)
+        for (int o = 0; o < 2; o++) {
+            float want = b[o];
+            for (int k = 0; k < 4; k++) want += 0.5f * x[r * 4 + k] * w[o * 4 + k];
+            ck_assert_float_eq_tol(yv[r * 2 + o], want, 1e-6f);
+        }
+    stk_scope_end(s);
+    stk_onnx_graph_destroy(g);
+}
+END_TEST
+
 START_TEST(test_refusals)
 {
     stk_model *m = NULL;
@@ -257,6 +288,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_tiny_trains_as_pytorch);
     tcase_add_test(t, test_mixed_trains_as_pytorch);
     tcase_add_test(t, test_stochastic_depth);
+    tcase_add_test(t, test_float_shape_arithmetic);
     tcase_add_test(t, test_refusals);
     tcase_add_test(t, test_unknown_ops_listed);
     suite_add_tcase(s, t);
