@@ -26,7 +26,7 @@ typedef enum stk_onnx_input {
 } stk_onnx_input;
 
 typedef struct stk_onnx_options {
-    int opset;    /* 17 (IR 8) or 13 (IR 7) */
+    int opset;    /* 17 (IR 8) or 13 (IR 7); 0: the default (17, or an imported model's own) */
     bool fold_bn; /* batch norm folded into the convolution before it */
     stk_onnx_input input;
     float mean[3], std[3]; /* the input normalisation (pixels scaled to [0, 1]) */
@@ -34,11 +34,14 @@ typedef struct stk_onnx_options {
     const char *const *meta_keys, *const *meta_values;
 } stk_onnx_options;
 
-/* opset 17, fold_bn, f32 input, mean 0 and std 1 */
+/* the default opset, fold_bn, f32 input, mean 0 and std 1 */
 stk_onnx_options stk_onnx_defaults(void);
 
-/* Write m (any device: its tensors are read back) to path, atomically.
- * Errors: INVALID_ARG (an opset other than 13 or 17), IO, NOMEM. */
+/* Write m (any device: its tensors are read back) to path, atomically. A
+ * model imported from ONNX is its file's graph in eval mode with the
+ * trained weights (stk_onnx_graph_export). Errors: INVALID_ARG (an opset
+ * other than 13 or 17; for an imported model, other than its file's), IO,
+ * NOMEM. */
 stk_status stk_onnx_export(const stk_model *m, const char *path, const stk_onnx_options *o);
 
 #ifdef __cplusplus

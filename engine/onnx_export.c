@@ -8,6 +8,7 @@
 #include "common/fs.h"
 #include "common/pb_wire.h"
 #include "engine/nn_impl.h"
+#include "engine/onnx_graph.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -59,7 +60,7 @@ typedef struct graph {
 
 stk_onnx_options stk_onnx_defaults(void)
 {
-    return (stk_onnx_options){.opset = 17, .fold_bn = true, .mean = {0, 0, 0}, .std = {1, 1, 1}};
+    return (stk_onnx_options){.opset = 0, .fold_bn = true, .mean = {0, 0, 0}, .std = {1, 1, 1}};
 }
 
 static void fail(graph *g, stk_status st)
@@ -595,15 +596,15 @@ static const char *preprocess(graph *g, int channels)
     return node(g, NULL, "Transpose", &x, 1, NULL, &p, 1);
 }
 
-stk_status stk_onnx_export(const stk_model *m, const char *path, const stk_onnx_options *o)
+stk_status stk_onnx_export(const stk_model *m, const char *path, const stk_onnx_options *opts)
 {
+    if (m->root->kind == MOD_ONNX_GRAPH)
+        return stk_onnx_graph_export(m->root->graph, &m->cfg, path, opts);
+    stk_onnx_options oo = *opts;
+    const stk_onnx_options *o = &oo;
+    if (!oo.opset) oo.opset = 17;
     if (o->opset != 13 && o->opset != 17)
         return stk_error(STK_ERR_INVALID_ARG, "--opset %d: 17 (the default) or 13", o->opset);
-    if (m->root->kind == MOD_ONNX_GRAPH)
-        return stk_error(STK_ERR_UNSUPPORTED,
-                         "ONNX export of a model imported from ONNX is not built yet: its "
-                         "weights go back to PyTorch by name (--format safetensors, then "
-                         "load_state_dict)");
     const stk_module *root = m->root, *last = root;
     while (last && last->kind == MOD_SEQUENTIAL && last->n_kids) /* classifier.1, fc */
         last = last->kids[last->n_kids - 1];

@@ -372,6 +372,7 @@ static bool fold_drop_path(stk_onnx_graph *g, int ir)
     m->n_in = 1;
     m->p = 1.f - s;
     r->op = l->op = c->op = d->op = OP_SKIP;
+    r->drop_path_part = l->drop_path_part = c->drop_path_part = d->drop_path_part = true;
     return true;
 }
 

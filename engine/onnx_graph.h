@@ -30,6 +30,7 @@
 #pragma once
 
 #include "engine/nn.h"
+#include "engine/onnx.h"
 #include "engine/onnx_read.h"
 
 #ifdef __cplusplus
@@ -74,6 +75,16 @@ stk_status stk_model_from_onnx(const void *bytes, size_t len, const char *what,
 /* Whether m was made from an ONNX file, and that file's bytes (what its
  * checkpoints keep, so that they need nothing else). */
 bool stk_model_onnx_file(const stk_model *m, const void **bytes, size_t *len);
+/* Write the graph for inference with its current weights (ONNX, the
+ * file's opset and IR version): batch norm in eval form (folded into the
+ * Conv before it when o->fold_bn), Dropout and stochastic depth as
+ * Identity, input "input" (o->input: f32 NCHW as the file's, or u8 NHWC
+ * pixels normalised inside by o->mean and o->std), output "logits", the
+ * batch dimension "batch"; o's metadata. cfg: the model's channels, image
+ * size and classes. Errors: INVALID_ARG (o->opset neither 0 nor the
+ * file's), UNSUPPORTED (an input that is not [N, C, H, W]), IO, NOMEM. */
+stk_status stk_onnx_graph_export(const stk_onnx_graph *g, const stk_model_config *cfg,
+                                 const char *path, const stk_onnx_options *o);
 /* The graph's bytes as the file had them (the weights at export). */
 void stk_onnx_graph_file(const stk_onnx_graph *g, const void **bytes, size_t *len);
 

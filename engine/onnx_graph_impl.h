@@ -46,6 +46,7 @@ typedef struct onnx_node {
     int counter;       /* batch norm: index of its num_batches_tracked parameter, or -1 */
     float p;           /* OP_DROP_PATH: the rate */
     bool relu_after;   /* OP_BATCHNORM: the Relu after it, fused (stk_batch_norm_act) */
+    bool drop_path_part; /* one of the four nodes before an OP_DROP_PATH (not exported) */
 } onnx_node;
 
 struct stk_onnx_graph {

@@ -7,6 +7,7 @@
 #include "check_main.h"
 #include "engine/autograd.h"
 #include "engine/nn.h"
+#include "engine/onnx.h"
 #include "engine/onnx_graph.h"
 #include "engine/ops.h"
 #include "engine/optim.h"
@@ -232,6 +233,84 @@ START_TEST(test_float_shape_arithmetic)
 }
 END_TEST
 
+/* The eval-mode forward of m on the fixture's input (caller's scope). */
+static stk_tensor *eval_forward(stk_model *m, stk_tensor *x)
+{
+    stk_tensor *y;
+    stk_model_train(m, false);
+    ck_assert_msg(stk_model_forward(m, x, &y) == STK_OK, "%s", stk_last_error());
+    return y;
+}
+
+static int count_op(const stk_onnx_model *f, const char *op)
+{
+    int n = 0;
+    for (int i = 0; i < f->n_nodes; i++) n += !strcmp(f->nodes[i].op_type, op);
+    return n;
+}
+
+/* stk_onnx_export of an imported model after a training step: the file's
+ * graph in eval mode with the trained weights. Batch norm folded (or in eval
+ * form with fold_bn off), Dropout and stochastic depth gone, input "input",
+ * output "logits"; read back, it computes the trained model's eval logits. */
+static void check_export(const char *onnx, const char *refs)
+{
+    stk_safetensors *ref;
+    ck_assert_int_eq(stk_safetensors_read(data_path(refs), &ref), STK_OK);
+    stk_model *m = load(onnx);
+    if (stk_safetensors_find(ref, "labels")) /* (drop_ref has none: its file's weights) */
+        step(m, ref, &(stk_optim_config){.kind = STK_OPTIM_SGD, .lr = 0.1f}, false);
+    stk_tensor *x = ref_tensor(ref, "input");
+    stk_scope *s;
+    ck_assert_int_eq(stk_scope_begin(&s), STK_OK);
+    stk_tensor *want = eval_forward(m, x);
+    stk_onnx_model *src;
+    ck_assert_int_eq(stk_onnx_read_file(data_path(onnx), &src), STK_OK);
+    int bns = count_op(src, "BatchNormalization");
+    stk_onnx_model_destroy(src);
+    for (int fold = 0; fold < 2; fold++) {
+        char path[64];
+        snprintf(path, sizeof path, "onnx_graph_export_%d.onnx", fold);
+        stk_onnx_options o = stk_onnx_defaults();
+        o.fold_bn = fold;
+        ck_assert_msg(stk_onnx_export(m, path, &o) == STK_OK, "%s", stk_last_error());
+        stk_onnx_model *f;
+        ck_assert_int_eq(stk_onnx_read_file(path, &f), STK_OK);
+        ck_assert_int_eq(count_op(f, "Dropout") + count_op(f, "RandomUniformLike"), 0);
+        ck_assert_int_eq(count_op(f, "BatchNormalization"), fold ? 0 : bns);
+        ck_assert_str_eq(f->inputs[0].name, "input");
+        ck_assert_str_eq(f->outputs[0].name, "logits");
+        ck_assert_str_eq(f->inputs[0].dim_param[0], "batch");
+        for (int i = 0; i < f->n_nodes; i++)
+            ck_assert_msg(f->nodes[i].n_outputs == 1 ||
+                              strcmp(f->nodes[i].op_type, "BatchNormalization"),
+                          "%s: training outputs", f->nodes[i].name);
+        stk_onnx_model_destroy(f);
+        stk_model *back;
+        ck_assert_msg(stk_model_from_onnx_file(path, NULL, &back) == STK_OK, "%s", stk_last_error());
+        expect_close(fold ? "folded export" : "export", eval_forward(back, x), want, 1e-5);
+        stk_model_destroy(back);
+        remove(path);
+    }
+    /* an opset other than the file's is refused, naming both */
+    stk_onnx_options o = stk_onnx_defaults();
+    o.opset = 13;
+    ck_assert_int_eq(stk_onnx_export(m, "onnx_graph_export_x.onnx", &o), STK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), "its file's opset (17)"));
+    stk_scope_end(s);
+    stk_tensor_release(x);
+    stk_model_destroy(m);
+    stk_safetensors_free(ref);
+}
+
+START_TEST(test_export_eval_graph)
+{
+    check_export("tiny_train.onnx", "tiny_ref.safetensors");   /* conv + bn folded */
+    check_export("mixed_train.onnx", "mixed_ref.safetensors"); /* dropout, GELU, attention */
+    check_export("drop_train.onnx", "drop_ref.safetensors");   /* stochastic depth */
+}
+END_TEST
+
 START_TEST(test_refusals)
 {
     stk_model *m = NULL;
@@ -289,6 +368,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_mixed_trains_as_pytorch);
     tcase_add_test(t, test_stochastic_depth);
     tcase_add_test(t, test_float_shape_arithmetic);
+    tcase_add_test(t, test_export_eval_graph);
     tcase_add_test(t, test_refusals);
     tcase_add_test(t, test_unknown_ops_listed);
     suite_add_tcase(s, t);

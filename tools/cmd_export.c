@@ -38,7 +38,8 @@ static const stk_flag flags[] = {
     STK_FLAG_TEXT(T, out, "out", "FILE",
                   "default: beside the checkpoint, NAME.onnx or NAME.weights.safetensors"),
     STK_FLAG_INT(T, opset, "opset", "N", 13, 17,
-                 "onnx: 17 (IR 8, the default) or 13 (IR 7, for older runtimes)"),
+                 "onnx: 17 (IR 8, the default) or 13 (IR 7, for older runtimes); a\n"
+                 "model imported from ONNX keeps its file's opset"),
     STK_FLAG_BOOL(T, no_fold, "no-fold",
                   "onnx: keep batch norm as BatchNormalization nodes (default: folded\n"
                   "into the convolution before it, as torch.onnx.export in eval mode)"),
@@ -73,7 +74,12 @@ static const stk_cli cli = {
              "succeeds for a resnet18 trained at 64 px or more (torchvision's stem; below\n"
              "64 px Stoke's resnet18 has the CIFAR stem, as bench/torch_models.py builds\n"
              "it), with the same metadata. The checkpoint is loaded strictly first: a\n"
-             "missing, unexpected or mismatched tensor is an error naming it.\n",
+             "missing, unexpected or mismatched tensor is an error naming it.\n"
+             "A run of a model imported from ONNX (train --model FILE.onnx) exports its\n"
+             "file's graph in eval mode with the trained weights: batch norm folded (or\n"
+             "BatchNormalization in eval form with --no-fold), Dropout and stochastic\n"
+             "depth as Identity, the rest as the file has it; its safetensors are the\n"
+             "module's state dict, for load_state_dict(strict=True).\n",
     .flags = flags,
     .min_args = 1,
     .max_args = 1};
@@ -148,7 +154,7 @@ static stk_status export_model(const ckpt_desc *d, const export_args *a, const c
         st = stk_checkpoint_save_weights(out, model, m.n, m.k, m.v);
     } else if (st == STK_OK) {
         stk_onnx_options o = stk_onnx_defaults();
-        o.opset = (int)a->opset;
+        o.opset = (int)a->opset; /* 0: the default (an imported model's: its file's) */
         o.fold_bn = !a->no_fold;
         o.input = a->input == 1 ? STK_ONNX_INPUT_U8_NHWC : STK_ONNX_INPUT_F32_NCHW;
         if (!isnan(d->mean[0])) {
@@ -165,7 +171,7 @@ static stk_status export_model(const ckpt_desc *d, const export_args *a, const c
 
 static int export_main(int argc, char **argv)
 {
-    export_args a = {.opset = 17};
+    export_args a = {.opset = 0};
     char **pos;
     int n_pos;
     int parsed = stk_cli_parse(&cli, &a, argc, argv, &pos, &n_pos);
@@ -176,7 +182,7 @@ static int export_main(int argc, char **argv)
         fprintf(stderr, "stoke: out of memory\n");
         return STK_EXIT_ERROR;
     }
-    if (a.opset != 13 && a.opset != 17) {
+    if (a.opset != 0 && a.opset != 13 && a.opset != 17) {
         free(out);
         return stk_cli_usage("export", "--opset %" PRId64 ": 17 (the default) or 13", a.opset);
     }
@@ -192,8 +198,11 @@ static int export_main(int argc, char **argv)
         return stk_cli_fail();
     }
     d.use_ema = a.ema;
-    if (stk_sha256_file(ckpt, sha) != STK_OK || export_model(&d, &a, out, sha, &tensors) != STK_OK)
-        rc = stk_cli_fail();
+    stk_status st = stk_sha256_file(ckpt, sha);
+    if (st == STK_OK) st = export_model(&d, &a, out, sha, &tensors);
+    if (st != STK_OK) rc = stk_cli_fail();
+    if (st == STK_ERR_INVALID_ARG && a.opset && !strcmp(d.model, "onnx"))
+        rc = STK_EXIT_USAGE; /* --opset other than the imported file's */
     struct stat sb;
     if (rc == STK_EXIT_OK && stat(out, &sb) != 0) {
         fprintf(stderr, "stoke: %s: %s\n", out, strerror(errno));

@@ -9,7 +9,9 @@
 # load_state_dict(strict=True) and give Stoke's eval-mode logits within
 # 1e-4 (Debian's python3-torch). Refused, naming the file and the reason: a
 # graph of another input size, batch norm folded by an eval-mode export,
-# --drop-path, a file that is not ONNX, a missing file; ONNX export of it.
+# --drop-path, a file that is not ONNX, a missing file. Its ONNX export
+# (eval mode, batch norm folded or not, u8 input) runs in onnxruntime to
+# Stoke's logits within 1e-4 (the test venv's onnxruntime).
 . "$STOKE_TESTS/cli/lib.sh"
 : "${FORWARD_IO:?}"
 run 0 "$STOKE" pack --from idx "$STOKE_FIXTURES/idx" tiny.stoke
@@ -36,8 +38,14 @@ run 0 "$STOKE" train --data tiny.stoke --model net.onnx --batch 8 --epochs 2 --w
 expect out.txt "epoch 2/2"
 run 0 "$STOKE" export run/last.safetensors --format safetensors --out w.safetensors
 expect out.txt "w.safetensors: onnx safetensors (10 classes, 28 px), 14 tensors"
-run 1 "$STOKE" export run/last.safetensors --out m.onnx
-expect err.txt "ONNX export of a model imported from ONNX is not built yet"
+# ONNX for inference: the file's graph in eval mode with the trained weights
+run 0 "$STOKE" export run/last.safetensors --out m.onnx
+expect out.txt "m.onnx: onnx onnx (10 classes, 28 px)"
+run 0 "$STOKE" export run/last.safetensors --no-fold --out m-bn.onnx
+run 0 "$STOKE" export run/last.safetensors --input u8-nhwc --out m-u8.onnx
+run 2 "$STOKE" export run/last.safetensors --opset 13 --out m13.onnx
+expect err.txt "a model imported from ONNX is written in its file's opset (17)"
+[ -e m13.onnx ] && fail "a refused export wrote m13.onnx"
 # the weights go back into the PyTorch module, strictly, and compute Stoke's logits
 run 0 "$FORWARD_IO" run/last.safetensors io.safetensors 4
 "$PYTHON3" - "$STOKE_TESTS" <<'PY' || fail "the weights in PyTorch"
@@ -60,6 +68,22 @@ diff = float((y - torch.tensor(io["logits"])).abs().max())
 print(f"PyTorch module from Stoke's weights vs Stoke: max |logit difference| {diff:.2e}")
 assert diff <= 1e-4 * max(1.0, float(y.abs().max())), diff
 PY
+# ... which onnxruntime runs to Stoke's logits (the test venv's onnx checker first)
+VPY=${STOKE_VENV_PYTHON:-}
+if [ -n "$VPY" ] && "$VPY" -c "import onnx, onnxruntime, safetensors" 2>/dev/null; then
+    run 0 "$VPY" "$STOKE_TESTS/python/check_onnx.py" m.onnx io.safetensors m-bn.onnx \
+        io.safetensors m-u8.onnx io.safetensors
+    expect out.txt "all within 1e-4"
+    "$VPY" - <<'PY' || fail "the exported graph's nodes"
+import onnx
+ops = [n.op_type for n in onnx.load("m.onnx").graph.node]
+assert "BatchNormalization" not in ops and "Dropout" not in ops, ops
+bn = onnx.load("m-bn.onnx").graph.node
+assert all(len(n.output) == 1 for n in bn if n.op_type == "BatchNormalization"), bn
+PY
+else
+    echo "no onnx/onnxruntime in the test venv (scripts/make-venv.sh): the ONNX checks skipped"
+fi
 # --init from the checkpoint, into the same graph
 cp kept.onnx net.onnx
 run 0 "$STOKE" train --data tiny.stoke --model net.onnx --batch 8 --epochs 1 --workers 2 \
