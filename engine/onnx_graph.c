@@ -59,6 +59,10 @@ static const struct {
     {"Mod", OP_MOD},
     {"Sqrt", OP_SQRT},
     {"RandomUniformLike", OP_RANDOM_UNIFORM_LIKE},
+    {"CastLike", OP_CASTLIKE},
+    {"Range", OP_RANGE},
+    {"ReduceMean", OP_REDUCEMEAN},
+    {"Pow", OP_POW},
 };
 
 static bool op_of(const stk_onnx_node *n, onnx_op *op)
@@ -171,6 +175,37 @@ static stk_status set_constant(stk_onnx_graph *g, const stk_onnx_tensor *src, on
     return host_numbers(g, src, v);
 }
 
+/* A Constant node's value: "value" (a tensor), or the dynamo exporter's
+ * "value_float(s)" and "value_int(s)" (a scalar or a 1-D list). */
+static stk_status constant_node(stk_onnx_graph *g, const onnx_node *n)
+{
+    const stk_onnx_node *s = n->src;
+    if (n->n_out != 1 || n->out[0] < 0 || s->n_attrs != 1)
+        return stk_error(STK_ERR_CORRUPT, "%s: Constant '%s' has %d outputs and %d attributes, "
+                         "not one of each", g->what, s->name, n->n_out, s->n_attrs);
+    const stk_onnx_attr *a = &s->attrs[0];
+    onnx_value *v = &g->values[n->out[0]];
+    if (!strcmp(a->name, "value") && a->type == STK_ONNX_ATTR_TENSOR)
+        return set_constant(g, a->t, v);
+    stk_onnx_tensor t = {.name = s->name, .ndim = 1};
+    int64_t i64;
+    if (!strcmp(a->name, "value_float") && a->type == STK_ONNX_ATTR_FLOAT)
+        t.dtype = STK_ONNX_FLOAT, t.ndim = 0, t.numel = 1, t.data = &a->f;
+    else if (!strcmp(a->name, "value_floats") && a->type == STK_ONNX_ATTR_FLOATS)
+        t.dtype = STK_ONNX_FLOAT, t.numel = t.dims[0] = a->n, t.data = a->floats;
+    else if (!strcmp(a->name, "value_int") && a->type == STK_ONNX_ATTR_INT)
+        i64 = a->i, t.dtype = STK_ONNX_INT64, t.ndim = 0, t.numel = 1, t.data = &i64;
+    else if (!strcmp(a->name, "value_ints") && a->type == STK_ONNX_ATTR_INTS)
+        t.dtype = STK_ONNX_INT64, t.numel = t.dims[0] = a->n, t.data = a->ints;
+    else
+        return stk_error(STK_ERR_UNSUPPORTED,
+                         "%s: Constant '%s' holds '%s', which Stoke does not read (value, "
+                         "value_float(s), value_int(s))",
+                         g->what, s->name, a->name);
+    t.bytes = (size_t)t.numel * stk_onnx_dtype_size(t.dtype);
+    return set_constant(g, &t, v);
+}
+
 /* Batch norm's running statistics (inputs 3 and 4 of BatchNormalization). */
 static bool is_bn_statistic(const stk_onnx_model *f, const char *name)
 {
@@ -226,6 +261,36 @@ static stk_status add_counter(stk_onnx_graph *g, onnx_node *n)
     return push_param(g, name, t, true);
 }
 
+/* The legacy exporter in eval mode keeps one initializer for state_dict
+ * tensors of equal values (every batch norm's fresh weight of ones) and
+ * gives the others as Identity(layer4.0.bn1.weight) -> layer4.1.bn2.weight.
+ * Each is a weight of its own: a copy under its own name, trained (or a
+ * running statistic) apart, the Identity skipped. */
+static stk_status own_weight(stk_onnx_graph *g, onnx_node *n)
+{
+    const stk_onnx_node *s = n->src;
+    if (n->n_in != 1 || n->n_out != 1 || n->in[0] < 0 || n->out[0] < 0 ||
+        !stk_onnx_initializer(g->file, s->inputs[0]) || !strncmp(s->outputs[0], "onnx::", 6) ||
+        strchr(s->outputs[0], '/') || !g->values[n->in[0]].t ||
+        stk_tensor_dtype(g->values[n->in[0]].t) != STK_F32)
+        return STK_OK;
+    stk_tensor *src = g->values[n->in[0]].t, *t;
+    int64_t dims[STK_ONNX_MAX_DIMS];
+    for (int d = 0; d < stk_tensor_ndim(src) && d < STK_ONNX_MAX_DIMS; d++)
+        dims[d] = stk_tensor_dim(src, d);
+    STK_TRY(eng_tensor_new(STK_DEVICE_CPU, STK_F32, stk_tensor_ndim(src), dims, false, &t));
+    memcpy(stk_tensor_data(t), stk_tensor_data(src), (size_t)stk_tensor_numel(src) * sizeof(float));
+    bool stat = is_bn_statistic(g->file, s->outputs[0]);
+    if (!stat) stk_tensor_set_requires_grad(t, true);
+    onnx_value *v = &g->values[n->out[0]];
+    v->t = t;
+    v->persistent = true;
+    stk_tensor_retain(t);
+    n->op = OP_SKIP;
+    n->param_copy = true;
+    return push_param(g, s->outputs[0], t, stat);
+}
+
 /* ---- checks at build ------------------------------------------------------------ */
 
 /* Every op it does not have, at once: type, count, first node. */
@@ -260,11 +325,39 @@ static stk_status refuse_unknown_ops(stk_onnx_graph *g)
     return st;
 }
 
+/* The dynamo exporter's optimizer (optimize=True, its default) folds batch
+ * norm into the convolutions under the convolutions' own names: its
+ * signature still lists the running statistics the graph no longer has. */
+static stk_status refuse_dynamo_folded_bn(const stk_onnx_graph *g)
+{
+    const stk_onnx_model *f = g->file;
+    const char *sig = f->torch_signature;
+    for (const char *p = sig ? strstr(sig, "BUFFER target='") : NULL; p;
+         p = strstr(p + 1, "BUFFER target='")) {
+        const char *name = p + 15, *end = strchr(name, '\'');
+        if (!end || end - name > 400 || end - name < 12 || strncmp(end - 12, "running_mean", 12))
+            continue;
+        char buf[512];
+        snprintf(buf, sizeof buf, "%.*s", (int)(end - name), name);
+        if (stk_onnx_initializer(f, buf)) continue;
+        return stk_error(STK_ERR_UNSUPPORTED,
+                         "%s: its batch norm is folded into the convolutions (the module's "
+                         "buffer %s is not in the graph: the dynamo exporter's optimizer folds "
+                         "it), so it cannot train as the module does; export it with "
+                         "torch.onnx.export(model, (x,), \"%s\", dynamo=True, optimize=False), "
+                         "or dynamo=False, training=torch.onnx.TrainingMode.TRAINING, "
+                         "do_constant_folding=False",
+                         g->what, buf, g->what);
+    }
+    return STK_OK;
+}
+
 /* Batch norm folded into the convolutions: no BatchNormalization, and a
  * Conv whose weight is one of torch's renamed constants. */
 static stk_status refuse_folded_bn(const stk_onnx_graph *g)
 {
     const stk_onnx_model *f = g->file;
+    STK_TRY(refuse_dynamo_folded_bn(g));
     const stk_onnx_node *conv = NULL;
     for (int i = 0; i < f->n_nodes; i++) {
         const stk_onnx_node *n = &f->nodes[i];
@@ -320,10 +413,13 @@ static bool fold_gelu(stk_onnx_graph *g, int ie)
         e->n_in != 1 || d->n_in != 2 || a->n_in != 2 || m1->n_in != 2 || m2->n_in != 2 ||
         a->in[0] != e->out[0])
         return false;
+    /* x times (erf + 1), then times 0.5 (the legacy exporter), or 0.5 times
+     * (erf + 1), then times x (the dynamo exporter) */
     int x = d->in[0];
-    if (!((m1->in[0] == x && m1->in[1] == a->out[0]) || (m1->in[1] == x && m1->in[0] == a->out[0])))
-        return false;
-    int half = m2->in[0] == m1->out[0] ? m2->in[1] : m2->in[1] == m1->out[0] ? m2->in[0] : -1;
+    int p = m1->in[0] == a->out[0] ? m1->in[1] : m1->in[1] == a->out[0] ? m1->in[0] : -2;
+    int q = m2->in[0] == m1->out[0] ? m2->in[1] : m2->in[1] == m1->out[0] ? m2->in[0] : -2;
+    int half = p == x ? q : q == x ? p : -1;
+    if (p < -1 || q < -1 || half < 0) return false;
     /* the intermediates are read by nothing else */
     if (next_reader(g, im1, e->out[0]) >= 0 || next_reader(g, im2, a->out[0]) >= 0 ||
         next_reader(g, im2, m1->out[0]) >= 0 || next_reader(g, ie, d->out[0]) >= 0)
@@ -345,27 +441,55 @@ static int only_reader(const stk_onnx_graph *g, int from, int v)
     return first >= 0 && next_reader(g, first, v) < 0 ? first : -1;
 }
 
+/* The node before `before` that makes value v, or -1. */
+static int producer(const stk_onnx_graph *g, int before, int v)
+{
+    for (int i = before - 1; i >= 0; i--)
+        for (int k = 0; k < g->nodes[i].n_out; k++)
+            if (g->nodes[i].out[k] == v) return i;
+    return -1;
+}
+
 /* torchvision's stochastic depth as torch exports it (mode "row"):
- * x * (cast(random_uniform_like(noise) < s) / s) with s the survival rate:
+ * x * (cast(random_uniform_like(noise) < s) / s) with s the survival rate
+ * (the dynamo exporter casts with CastLike, s too: CastLike(s, noise)):
  * the Mul becomes OP_DROP_PATH(x, 1 - s), identity outside training, the
- * other four are skipped. False: not that pattern. */
+ * others are skipped. False: not that pattern. */
 static bool fold_drop_path(stk_onnx_graph *g, int ir)
 {
     onnx_node *r = &g->nodes[ir];
-    int il = r->n_out ? only_reader(g, ir, r->out[0]) : -1;
+    if (r->n_out < 1 || r->out[0] < 0) return false;
+    int il = -1, is = -1; /* the Less; the CastLike of s */
+    for (int i = next_reader(g, ir, r->out[0]); i >= 0; i = next_reader(g, i, r->out[0])) {
+        const onnx_node *n = &g->nodes[i];
+        if (n->op == OP_LESS && n->n_in == 2 && n->in[0] == r->out[0] && il < 0)
+            il = i;
+        else if (n->op == OP_CASTLIKE && n->n_in == 2 && n->in[1] == r->out[0] && is < 0)
+            is = i;
+        else
+            return false;
+    }
     int ic = il >= 0 ? only_reader(g, il, g->nodes[il].out[0]) : -1;
     int id = ic >= 0 ? only_reader(g, ic, g->nodes[ic].out[0]) : -1;
     int im = id >= 0 ? only_reader(g, id, g->nodes[id].out[0]) : -1;
     if (im < 0) return false;
     onnx_node *l = &g->nodes[il], *c = &g->nodes[ic], *d = &g->nodes[id], *m = &g->nodes[im];
-    if (l->op != OP_LESS || c->op != OP_CAST || d->op != OP_DIV || m->op != OP_MUL ||
-        l->n_in != 2 || d->n_in != 2 || m->n_in != 2 || l->in[0] != r->out[0] ||
-        c->in[0] != l->out[0] || d->in[0] != c->out[0])
+    if ((c->op != OP_CAST && c->op != OP_CASTLIKE) || d->op != OP_DIV || m->op != OP_MUL ||
+        d->n_in != 2 || m->n_in != 2 || c->in[0] != l->out[0] || d->in[0] != c->out[0])
         return false;
     float s = scalar_constant(g, l->in[1]);
+    if (is >= 0) { /* Less(noise, CastLike(s, noise)), read by the Less alone */
+        onnx_node *sc = &g->nodes[is];
+        if (sc->n_out < 1 || l->in[1] != sc->out[0] || only_reader(g, is, sc->out[0]) != il ||
+            producer(g, il, l->in[1]) != is)
+            return false;
+        s = scalar_constant(g, sc->in[0]);
+    }
     if (!(s > 0.f && s <= 1.f) || scalar_constant(g, d->in[1]) != s) return false;
-    const stk_onnx_attr *to = stk_onnx_node_attr(c->src, "to");
-    if (!to || to->type != STK_ONNX_ATTR_INT || to->i != STK_ONNX_FLOAT) return false;
+    if (c->op == OP_CAST) {
+        const stk_onnx_attr *to = stk_onnx_node_attr(c->src, "to");
+        if (!to || to->type != STK_ONNX_ATTR_INT || to->i != STK_ONNX_FLOAT) return false;
+    }
     int x = m->in[0] == d->out[0] ? m->in[1] : m->in[0];
     m->op = OP_DROP_PATH;
     m->in[0] = x;
@@ -373,7 +497,81 @@ static bool fold_drop_path(stk_onnx_graph *g, int ir)
     m->p = 1.f - s;
     r->op = l->op = c->op = d->op = OP_SKIP;
     r->drop_path_part = l->drop_path_part = c->drop_path_part = d->drop_path_part = true;
+    if (is >= 0) g->nodes[is].op = OP_SKIP, g->nodes[is].drop_path_part = true;
     return true;
+}
+
+/* A ReduceMean over the last axis only (keepdims): its axes [-1] as the
+ * attribute (opset < 18) or a constant input. */
+static bool mean_over_last(const stk_onnx_graph *g, const onnx_node *n)
+{
+    const stk_onnx_attr *k = stk_onnx_node_attr(n->src, "keepdims");
+    if (n->op != OP_REDUCEMEAN || (k && k->type == STK_ONNX_ATTR_INT && k->i != 1)) return false;
+    const stk_onnx_attr *a = stk_onnx_node_attr(n->src, "axes");
+    if (a) return a->type == STK_ONNX_ATTR_INTS && a->n == 1 && a->ints[0] == -1;
+    const onnx_value *v = n->n_in == 2 && n->in[1] >= 0 ? &g->values[n->in[1]] : NULL;
+    return v && v->host && v->numel == 1 && v->host[0] == -1;
+}
+
+/* nn.LayerNorm as the exporter writes it below opset 17 (no
+ * LayerNormalization): m = mean(x), d = x - m, (d / sqrt(mean(d^2) + eps))
+ * * weight + bias. The first ReduceMean becomes OP_LAYERNORM(x, weight,
+ * bias) writing the last node's output (eps in p), the others are skipped.
+ * Without the affine (elementwise_affine=False) it ends at the Div. */
+static stk_status fold_layer_norm(stk_onnx_graph *g, int im)
+{
+    onnx_node *m = &g->nodes[im];
+    if (!mean_over_last(g, m) || m->n_out != 1 || m->out[0] < 0 || m->in[0] < 0) return STK_OK;
+    int x = m->in[0];
+    int is = only_reader(g, im, m->out[0]);
+    if (is < 0) return STK_OK;
+    onnx_node *sub = &g->nodes[is];
+    if (sub->op != OP_SUB || sub->n_in != 2 || sub->in[0] != x || sub->in[1] != m->out[0])
+        return STK_OK;
+    int ip = next_reader(g, is, sub->out[0]);
+    int idv = ip >= 0 ? next_reader(g, ip, sub->out[0]) : -1;
+    if (idv < 0 || next_reader(g, idv, sub->out[0]) >= 0) return STK_OK; /* Pow and Div alone */
+    int ir = only_reader(g, ip, g->nodes[ip].out[0]);
+    int ia = ir >= 0 ? only_reader(g, ir, g->nodes[ir].out[0]) : -1;
+    int iq = ia >= 0 ? only_reader(g, ia, g->nodes[ia].out[0]) : -1;
+    if (iq < 0 || only_reader(g, iq, g->nodes[iq].out[0]) != idv) return STK_OK;
+    onnx_node *pw = &g->nodes[ip], *r = &g->nodes[ir], *a = &g->nodes[ia], *q = &g->nodes[iq],
+              *dv = &g->nodes[idv];
+    if (pw->op != OP_POW || pw->n_in != 2 || pw->in[0] != sub->out[0] ||
+        scalar_constant(g, pw->in[1]) != 2.f || !mean_over_last(g, r) || r->in[0] != pw->out[0] ||
+        a->op != OP_ADD || a->n_in != 2 || a->in[0] != r->out[0] || q->op != OP_SQRT ||
+        q->in[0] != a->out[0] || dv->op != OP_DIV || dv->n_in != 2 || dv->in[0] != sub->out[0] ||
+        dv->in[1] != q->out[0])
+        return STK_OK;
+    float eps = scalar_constant(g, a->in[1]);
+    if (!(eps > 0)) return STK_OK;
+    /* the affine: * weight, + bias (1-D parameters of the last dimension) */
+    int w = -1, b = -1, last = idv;
+    int imul = only_reader(g, idv, dv->out[0]);
+    onnx_node *mul = imul >= 0 ? &g->nodes[imul] : NULL;
+    if (mul && mul->op == OP_MUL && mul->n_in == 2 && mul->in[0] == dv->out[0] &&
+        mul->in[1] >= 0 && g->values[mul->in[1]].persistent && g->values[mul->in[1]].t &&
+        stk_tensor_ndim(g->values[mul->in[1]].t) == 1) {
+        w = mul->in[1], last = imul;
+        int iadd = only_reader(g, imul, mul->out[0]);
+        onnx_node *add = iadd >= 0 ? &g->nodes[iadd] : NULL;
+        if (add && add->op == OP_ADD && add->n_in == 2 && add->in[0] == mul->out[0] &&
+            add->in[1] >= 0 && g->values[add->in[1]].persistent && g->values[add->in[1]].t &&
+            stk_tensor_ndim(g->values[add->in[1]].t) == 1)
+            b = add->in[1], last = iadd;
+    }
+    int *io = malloc(sizeof(int) * 5); /* in: x, weight, bias; out: y */
+    if (!io) return stk_error(STK_ERR_NOMEM, "%s: no memory for its nodes", g->what);
+    io[0] = x, io[1] = w, io[2] = b, io[3] = g->nodes[last].out[0], io[4] = -1;
+    free(m->in);
+    m->in = io, m->out = io + 3, m->n_in = 3, m->n_out = 1;
+    m->op = OP_LAYERNORM;
+    m->p = eps;
+    for (int i = is; i <= last; i++)
+        if (i == is || i == ip || i == ir || i == ia || i == iq || i == idv || i == last ||
+            (i == imul && w >= 0))
+            g->nodes[i].op = OP_SKIP;
+    return STK_OK;
 }
 
 /* nn.SiLU as torch exports it: x * sigmoid(x), the sigmoid read by that Mul
@@ -462,15 +660,10 @@ static stk_status compile_nodes(stk_onnx_graph *g)
                 return stk_error(STK_ERR_NOMEM, "%s: no memory for its values", g->what);
         }
         if (n->op == OP_CONSTANT) { /* evaluated once, here */
-            const stk_onnx_attr *a = stk_onnx_node_attr(s, "value");
-            if (!a || a->type != STK_ONNX_ATTR_TENSOR || n->n_out != 1 || n->out[0] < 0)
-                return stk_error(STK_ERR_UNSUPPORTED,
-                                 "%s: Constant '%s' has no tensor 'value' (Stoke reads only "
-                                 "that form)",
-                                 g->what, s->name);
-            STK_TRY(set_constant(g, a->t, &g->values[n->out[0]]));
+            STK_TRY(constant_node(g, n));
             n->op = OP_SKIP;
         }
+        if (n->op == OP_IDENTITY) STK_TRY(own_weight(g, n));
         if (n->op == OP_BATCHNORM) {
             if (n->n_in < 5)
                 return stk_error(STK_ERR_CORRUPT, "%s: BatchNormalization '%s' has %d inputs, not 5",
@@ -489,6 +682,8 @@ static stk_status compile_nodes(stk_onnx_graph *g)
             fold_silu(g, i);
         else if (g->nodes[i].op == OP_BATCHNORM && g->nodes[i].n_out >= 1)
             fold_bn_relu(g, i);
+    for (int i = 0; i < f->n_nodes; i++)
+        if (g->nodes[i].op == OP_REDUCEMEAN) STK_TRY(fold_layer_norm(g, i));
     for (int i = 0; i < f->n_nodes; i++)
         if (g->nodes[i].op == OP_RANDOM_UNIFORM_LIKE && !fold_drop_path(g, i))
             return stk_error(STK_ERR_UNSUPPORTED,

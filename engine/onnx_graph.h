@@ -11,7 +11,10 @@
  *     stk_tensor *y;
  *     STK_TRY(stk_onnx_graph_forward(g, x, true, seed, stream, &y));
  *
- * What it reads: torch.onnx.export's graphs (opsets 13-18). Float
+ * What it reads: torch.onnx.export's graphs (opsets 13-18; the legacy
+ * exporter in training or eval mode, the dynamo exporter with
+ * optimize=False, whose eval-mode dedup of equal weights and Identity
+ * nodes gives each weight its own copy again). Float
  * initializers that are the module's weights become parameters under their
  * own names (the state_dict's); batch norm's running statistics become
  * buffers, and every BatchNormalization trains in training mode (batch

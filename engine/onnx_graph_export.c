@@ -175,14 +175,40 @@ static const float *param_floats(const stk_onnx_graph *g, const char *name, int6
 }
 
 /* How many of the file's node inputs read the value of that name (by the
- * file's nodes: the importer's folds rewrite their compiled inputs). */
+ * file's nodes: the importer's folds rewrite their compiled inputs), but
+ * Shape (the dynamo exporter's reads the weight for the bias's size). */
 static int readers(const stk_onnx_graph *g, const char *name)
 {
     int n = 0;
     for (int i = 0; i < g->n_nodes; i++)
         for (int k = 0; k < g->nodes[i].src->n_inputs; k++)
-            n += !strcmp(g->nodes[i].src->inputs[k], name);
+            n += !strcmp(g->nodes[i].src->inputs[k], name) && g->nodes[i].op != OP_SHAPE;
     return n;
+}
+
+/* The node that makes value v, or NULL. */
+static const onnx_node *maker(const stk_onnx_graph *g, int v)
+{
+    for (int i = 0; v >= 0 && i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_out; k++)
+            if (g->nodes[i].out[k] == v) return &g->nodes[i];
+    return NULL;
+}
+
+/* A Conv's bias that is zeros made in the graph: the dynamo exporter's
+ * Expand(CastLike(0, x), Shape(weight)[0]) for a convolution without one. */
+static bool zero_bias(const stk_onnx_graph *g, int v)
+{
+    const onnx_node *e = maker(g, v);
+    if (!e || e->op != OP_EXPAND || e->n_in < 1) return false;
+    int c = e->in[0];
+    const onnx_node *cl = maker(g, c);
+    if (cl && cl->op == OP_CASTLIKE && cl->n_in >= 1) c = cl->in[0];
+    const onnx_value *z = c >= 0 ? &g->values[c] : NULL;
+    if (!z || !z->persistent) return false;
+    if (z->t && stk_tensor_dtype(z->t) == STK_F32 && stk_tensor_numel(z->t) == 1)
+        return ((const float *)stk_tensor_data(z->t))[0] == 0.f;
+    return z->host && z->numel == 1 && z->host[0] == 0;
 }
 
 /* The batch norm that alone reads Conv ic's output (and whose statistics
@@ -197,6 +223,9 @@ static int bn_after(const stk_onnx_graph *g, int ic)
     int64_t n;
     if (readers(g, y) != 1 || readers(g, c->src->inputs[1]) != 1 ||
         !param_floats(g, c->src->inputs[1], &n))
+        return -1;
+    if (c->src->n_inputs >= 3 && *c->src->inputs[2] && !param_floats(g, c->src->inputs[2], &n) &&
+        !zero_bias(g, c->in[2]))
         return -1;
     for (int i = ic + 1; i < g->n_nodes; i++) {
         const onnx_node *b = &g->nodes[i];
@@ -220,6 +249,7 @@ static void write_folded_conv(writer *w, int ic, int ib)
     int64_t nw, nb = 0, ng, nbeta, nmean, nvar;
     const float *W = param_floats(g, c->inputs[1], &nw);
     const float *cb = c->n_inputs >= 3 && *c->inputs[2] ? param_floats(g, c->inputs[2], &nb) : NULL;
+    /* (a bias that is not a parameter is zeros: bn_after) */
     const float *gamma = param_floats(g, b->inputs[1], &ng);
     const float *beta = param_floats(g, b->inputs[2], &nbeta);
     const float *mean = param_floats(g, b->inputs[3], &nmean);
@@ -278,7 +308,7 @@ static void write_node(writer *w, int i)
     const stk_onnx_graph *g = w->g;
     const onnx_node *n = &g->nodes[i];
     const stk_onnx_node *s = n->src;
-    if (n->drop_path_part || w->bn_folded[i]) return;
+    if (n->drop_path_part || w->bn_folded[i] || n->param_copy) return; /* (copies: initializers) */
     if (w->conv_folded[i]) {
         int ib = bn_after(g, i);
         write_folded_conv(w, i, ib);
@@ -321,6 +351,22 @@ static void write_initializers(writer *w)
                    (size_t)numel * sizeof *p);
         else
             tensor(&w->inits, GRAPH_INIT, name, t->dtype, t->ndim, t->dims, t->data, t->bytes);
+    }
+    /* the weights the eval-mode exporter gave as Identity of another: their own now */
+    for (int i = 0; i < g->n_nodes && w->st == STK_OK; i++) {
+        const onnx_node *n = &g->nodes[i];
+        const char *out = n->src->outputs[0];
+        if (!n->param_copy || !listed(w->used, w->n_used, out) || listed(w->made, w->n_made, out))
+            continue;
+        const stk_onnx_tensor *t = stk_onnx_initializer(f, n->src->inputs[0]);
+        int64_t numel = 0;
+        const float *p = param_floats(g, out, &numel);
+        if (!t || !p || numel != t->numel) {
+            w->st = stk_error(STK_ERR_INTERNAL, "%s: weight %s not found", g->what, out);
+            return;
+        }
+        tensor(&w->inits, GRAPH_INIT, renamed(w, out, buf, sizeof buf), STK_ONNX_FLOAT, t->ndim,
+               t->dims, p, (size_t)numel * sizeof *p);
     }
 }
 

@@ -11,7 +11,8 @@
 /* The ONNX ops the graph runs (OP_GELU: the exporter's Div, Erf, Add, Mul,
  * Mul of nn.GELU, recognised as one; OP_DROP_PATH: torchvision's
  * stochastic depth, RandomUniformLike, Less, Cast, Div, Mul; OP_SILU:
- * nn.SiLU's Sigmoid and Mul). */
+ * nn.SiLU's Sigmoid and Mul; OP_LAYERNORM also nn.LayerNorm below opset
+ * 17: ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add). */
 typedef enum onnx_op {
     OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MATMUL, OP_GEMM, OP_CONV, OP_BATCHNORM, OP_RELU,
     OP_SIGMOID, OP_TANH, OP_HARDSIGMOID, OP_HARDSWISH, OP_CLIP, OP_GELU, OP_SOFTMAX,
@@ -19,7 +20,7 @@ typedef enum onnx_op {
     OP_RESHAPE, OP_TRANSPOSE, OP_CONCAT, OP_DROPOUT, OP_IDENTITY, OP_CONSTANT, OP_SHAPE,
     OP_GATHER, OP_UNSQUEEZE, OP_SQUEEZE, OP_SLICE, OP_CAST, OP_CONSTANTOFSHAPE, OP_EXPAND,
     OP_EQUAL, OP_WHERE, OP_LESS, OP_RANDOM_UNIFORM_LIKE, OP_DROP_PATH, OP_SILU, OP_MOD,
-    OP_SQRT,
+    OP_SQRT, OP_CASTLIKE, OP_RANGE, OP_REDUCEMEAN, OP_POW,
     OP_SKIP, /* a node folded into another (GELU's tail) */
 } onnx_op;
 
@@ -44,9 +45,10 @@ typedef struct onnx_node {
     int n_in, n_out;
     int *in, *out;     /* value indices; -1: an omitted optional input */
     int counter;       /* batch norm: index of its num_batches_tracked parameter, or -1 */
-    float p;           /* OP_DROP_PATH: the rate */
+    float p;           /* OP_DROP_PATH: the rate; OP_LAYERNORM folded from its parts: eps */
     bool relu_after;   /* OP_BATCHNORM: the Relu after it, fused (stk_batch_norm_act) */
     bool drop_path_part; /* one of the four nodes before an OP_DROP_PATH (not exported) */
+    bool param_copy;     /* an Identity giving a weight of its own (eval-mode dedup) */
 } onnx_node;
 
 struct stk_onnx_graph {

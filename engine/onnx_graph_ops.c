@@ -295,7 +295,10 @@ static stk_status run_conv(stk_onnx_graph *g, const onnx_node *n)
     stk_tensor *x, *w, *b = NULL, *y;
     STK_TRY(in_tensor(g, n, 0, &x));
     STK_TRY(in_tensor(g, n, 1, &w));
-    if (in_value(g, n, 2)) STK_TRY(in_tensor(g, n, 2, &b));
+    const onnx_value *bias = in_value(g, n, 2);
+    bool zero_bias = bias && bias->host; /* the dynamo exporter's Expand(0) for a conv without */
+    for (int64_t i = 0; zero_bias && i < bias->numel; i++) zero_bias = bias->host[i] == 0;
+    if (bias && !zero_bias) STK_TRY(in_tensor(g, n, 2, &b));
     if (stk_tensor_ndim(w) != 4) return stk_error(STK_ERR_UNSUPPORTED, "only 2-D convolutions");
     int k, s, p, d;
     STK_TRY(window_2d(n, stk_tensor_dim(w, 2), &k, &s, &p, &d));
@@ -392,11 +395,13 @@ static stk_status run_layer_norm(stk_onnx_graph *g, const onnx_node *n)
 {
     stk_tensor *x, *w, *b = NULL, *y;
     STK_TRY(in_tensor(g, n, 0, &x));
-    STK_TRY(in_tensor(g, n, 1, &w));
+    w = NULL;
+    if (in_value(g, n, 1)) STK_TRY(in_tensor(g, n, 1, &w));
     if (in_value(g, n, 2)) STK_TRY(in_tensor(g, n, 2, &b));
-    if (axis_of(attr_int(n, "axis", -1), stk_tensor_ndim(x)) != stk_tensor_ndim(x) - 1)
+    bool parts = strcmp(n->src->op_type, "LayerNormalization") != 0; /* folded from its parts */
+    if (!parts && axis_of(attr_int(n, "axis", -1), stk_tensor_ndim(x)) != stk_tensor_ndim(x) - 1)
         return stk_error(STK_ERR_UNSUPPORTED, "layer norm over more than the last dimension");
-    STK_TRY(stk_layer_norm(x, w, b, attr_float(n, "epsilon", 1e-5f), &y));
+    STK_TRY(stk_layer_norm(x, w, b, parts ? n->p : attr_float(n, "epsilon", 1e-5f), &y));
     set_tensor(g, n, 0, y);
     return STK_OK;
 }
@@ -583,6 +588,37 @@ static stk_status run_shape(stk_onnx_graph *g, const onnx_node *n)
     return set_host(g, n, 0, 1, &len, v);
 }
 
+/* Gather of a run of consecutive indices (of any shape) from a tensor: the
+ * dynamo exporter's as_strided over a contiguous view (convnext's
+ * classifier) is one, x.flatten()[arange(N * C)].reshape(N, C, 1, 1): a
+ * narrow and a reshape. Other index patterns are refused. */
+static stk_status gather_run(stk_onnx_graph *g, const onnx_node *n, const onnx_value *data,
+                             const onnx_value *idx, int axis, const int64_t *dims)
+{
+    int64_t first = idx->numel ? (int64_t)idx->host[0] : 0;
+    if (first < 0) first += dims[axis];
+    for (int64_t k = 0; k < idx->numel; k++)
+        if ((int64_t)idx->host[k] != first + k && (int64_t)idx->host[k] != first + k - dims[axis])
+            return stk_error(STK_ERR_UNSUPPORTED,
+                             "Gather of %lld indices that are not consecutive (Stoke gathers a "
+                             "few indices, or a run of them)",
+                             (long long)idx->numel);
+    if (first < 0 || first + idx->numel > dims[axis])
+        return stk_error(STK_ERR_INVALID_ARG, "indices out of range");
+    int nd = stk_tensor_ndim(data->t);
+    if (nd - 1 + idx->ndim > MAXD) return stk_error(STK_ERR_UNSUPPORTED, "too many dimensions");
+    stk_tensor *y;
+    STK_TRY(stk_narrow(data->t, axis, first, idx->numel, &y));
+    int64_t to[MAXD];
+    int out = 0;
+    for (int d = 0; d < axis; d++) to[out++] = dims[d];
+    for (int d = 0; d < idx->ndim; d++) to[out++] = idx->dims[d];
+    for (int d = axis + 1; d < nd; d++) to[out++] = dims[d];
+    STK_TRY(stk_reshape(y, out, to, &y));
+    set_tensor(g, n, 0, y);
+    return STK_OK;
+}
+
 static stk_status run_gather(stk_onnx_graph *g, const onnx_node *n)
 {
     const onnx_value *idx = NULL;
@@ -593,6 +629,8 @@ static stk_status run_gather(stk_onnx_graph *g, const onnx_node *n)
     int nd = dims_of(g, n, 0, dims);
     int axis = axis_of(attr_int(n, "axis", 0), nd);
     if (axis < 0 || axis >= nd) return stk_error(STK_ERR_INVALID_ARG, "axis out of range");
+    if ((idx->numel > 64 || idx->ndim > 1) && data->t)
+        return gather_run(g, n, data, idx, axis, dims);
     if (idx->numel > 64 || idx->ndim > 1)
         return stk_error(STK_ERR_UNSUPPORTED, "Gather of other than a few indices");
     int64_t at[64];
@@ -791,6 +829,106 @@ static stk_status run_expand(stk_onnx_graph *g, const onnx_node *n)
     return STK_OK;
 }
 
+/* CastLike(x, like): x in like's type. Float constants become host
+ * numbers, so that the dynamo exporter's glue (a zero bias Expanded to the
+ * channels) stays shape arithmetic. */
+static stk_status run_cast_like(stk_onnx_graph *g, const onnx_node *n)
+{
+    onnx_value *v = in_value(g, n, 0);
+    const onnx_value *like = in_value(g, n, 1);
+    if (!v || !like) return stk_error(STK_ERR_INVALID_ARG, "an input is missing");
+    bool to_float = like->t != NULL || like->is_float;
+    if (v->t && !v->host) small_constant(v);
+    if (!v->host) {
+        if (!to_float)
+            return stk_error(STK_ERR_UNSUPPORTED, "CastLike of a float tensor to an integer type");
+        set_tensor(g, n, 0, v->t);
+        return STK_OK;
+    }
+    STK_TRY(set_host(g, n, 0, v->ndim, v->dims, v->host));
+    onnx_value *o = &g->values[n->out[0]];
+    o->is_float = to_float;
+    for (int64_t i = 0; !to_float && i < o->numel; i++) o->host[i] = trunc(o->host[i]);
+    return STK_OK;
+}
+
+static double h_pow(const double *a) { return pow(a[0], a[1]); }
+
+/* Pow: shape arithmetic, or a tensor squared (x * x) or to the first power. */
+static stk_status run_pow(stk_onnx_graph *g, const onnx_node *n)
+{
+    if (all_host(g, n)) return host_broadcast(g, n, 2, h_pow);
+    const onnx_value *e = NULL;
+    STK_TRY(in_host(g, n, 1, &e));
+    stk_tensor *x, *y;
+    STK_TRY(in_tensor(g, n, 0, &x));
+    if (e->numel == 1 && e->host[0] == 2)
+        STK_TRY(stk_mul(x, x, &y));
+    else if (e->numel == 1 && e->host[0] == 1)
+        y = x;
+    else
+        return stk_error(STK_ERR_UNSUPPORTED, "Pow of a tensor to other than 1 or 2");
+    set_tensor(g, n, 0, y);
+    return STK_OK;
+}
+
+/* Range(start, limit, delta): shape arithmetic. */
+static stk_status run_range(stk_onnx_graph *g, const onnx_node *n)
+{
+    const onnx_value *a = NULL, *b = NULL, *c = NULL;
+    STK_TRY(in_host(g, n, 0, &a));
+    STK_TRY(in_host(g, n, 1, &b));
+    STK_TRY(in_host(g, n, 2, &c));
+    if (a->numel != 1 || b->numel != 1 || c->numel != 1 || c->host[0] == 0)
+        return stk_error(STK_ERR_INVALID_ARG, "start, limit and delta must be scalars, delta not 0");
+    double count = ceil((b->host[0] - a->host[0]) / c->host[0]);
+    int64_t len = count > 0 ? (int64_t)count : 0;
+    if (len > (1 << 24)) return stk_error(STK_ERR_UNSUPPORTED, "a Range of %lld values", (long long)len);
+    STK_TRY(set_host(g, n, 0, 1, &len, NULL));
+    onnx_value *o = &g->values[n->out[0]];
+    for (int64_t i = 0; i < len; i++) o->host[i] = a->host[0] + (double)i * c->host[0];
+    o->is_float = a->is_float || b->is_float || c->is_float;
+    return STK_OK;
+}
+
+/* ReduceMean over float tensors: axes as the attribute (opset < 18) or
+ * input 1 (18); the spatial axes of NCHW as the global pool. */
+static stk_status run_reduce_mean(stk_onnx_graph *g, const onnx_node *n)
+{
+    stk_tensor *x, *y;
+    STK_TRY(in_tensor(g, n, 0, &x));
+    int64_t axes[MAXD];
+    int nd = stk_tensor_ndim(x), na = axes_of(g, n, axes);
+    bool keep = attr_int(n, "keepdims", 1) != 0;
+    int dims[MAXD];
+    if (na < 0 && attr_int(n, "noop_with_empty_axes", 0)) {
+        set_tensor(g, n, 0, x);
+        return STK_OK;
+    }
+    if (na < 0) { /* all of them */
+        na = nd;
+        for (int d = 0; d < nd; d++) axes[d] = d;
+    }
+    bool spatial = nd == 4 && na == 2;
+    for (int k = 0; k < na; k++) {
+        dims[k] = axis_of(axes[k], nd);
+        if (dims[k] < 0 || dims[k] >= nd)
+            return stk_error(STK_ERR_INVALID_ARG, "axis %lld of a %d-D tensor", (long long)axes[k], nd);
+        spatial = spatial && dims[k] >= 2;
+    }
+    if (spatial && dims[0] != dims[1]) {
+        STK_TRY(stk_global_avg_pool2d(x, &y));
+        if (keep) {
+            int64_t shape[4] = {stk_tensor_dim(y, 0), stk_tensor_dim(y, 1), 1, 1};
+            STK_TRY(stk_reshape(y, 4, shape, &y));
+        }
+    } else {
+        STK_TRY(stk_mean(x, na, dims, keep, &y));
+    }
+    set_tensor(g, n, 0, y);
+    return STK_OK;
+}
+
 static stk_status run_matmul(stk_onnx_graph *g, const onnx_node *n)
 {
     stk_tensor *a, *b, *y;
@@ -814,6 +952,7 @@ stk_status eng_onnx_run_node(stk_onnx_graph *g, int i, bool training, uint64_t s
     case OP_WHERE: return host_broadcast(g, n, 3, h_where);
     case OP_LESS: return host_broadcast(g, n, 2, h_less);
     case OP_MOD: return host_broadcast(g, n, 2, h_mod);
+    case OP_POW: return run_pow(g, n);
     case OP_SQRT: { /* shape arithmetic (a head's scale) */
         STK_TRY(host_broadcast(g, n, 1, h_sqrt));
         if (n->out[0] >= 0) g->values[n->out[0]].is_float = true;
@@ -860,6 +999,9 @@ stk_status eng_onnx_run_node(stk_onnx_graph *g, int i, bool training, uint64_t s
     case OP_CAST: return run_cast(g, n);
     case OP_CONSTANTOFSHAPE: return run_constant_of_shape(g, n);
     case OP_EXPAND: return run_expand(g, n);
+    case OP_CASTLIKE: return run_cast_like(g, n);
+    case OP_RANGE: return run_range(g, n);
+    case OP_REDUCEMEAN: return run_reduce_mean(g, n);
     case OP_CONSTANT:
     case OP_SKIP: return STK_OK;
     }

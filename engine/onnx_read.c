@@ -448,6 +448,20 @@ static stk_status read_graph(ctx *c, const uint8_t *data, size_t len, stk_onnx_m
             if (!(m->graph_name = str(c, &f))) return nomem(c);
             continue;
         }
+        if (f.field == 16 && f.wire == STK_PB_LEN) { /* metadata_props: torch.export's signature */
+            const char *key = NULL, *value = NULL;
+            NEXT_FIELDS(rm, fm, gotm, f.data, f.len)
+            {
+                if (fm.wire != STK_PB_LEN || (fm.field != 1 && fm.field != 2)) continue;
+                const char *s = str(c, &fm);
+                if (!s) return nomem(c);
+                *(fm.field == 1 ? &key : &value) = s;
+            }
+            if (gotm < 0) return malformed(c, &rm);
+            if (key && value && !strcmp(key, "pkg.torch.export.ExportedProgram.graph_signature"))
+                m->torch_signature = value;
+            continue;
+        }
         if (f.field != 1 && f.field != 5 && f.field != 11 && f.field != 12) continue;
         if (f.wire != STK_PB_LEN) return corrupt(c, "a graph entry is not a message");
         if (f.field == 1) {

@@ -106,6 +106,10 @@ typedef struct stk_onnx_model {
     const stk_onnx_node *nodes; /* in the file's order (ONNX's is topological) */
     const stk_onnx_tensor *initializers;
     const stk_onnx_value *inputs, *outputs;
+    /* the dynamo exporter's record of the module's parameters and buffers
+     * (the graph's metadata "pkg.torch.export.ExportedProgram.graph_signature",
+     * lines "p_conv1_weight: PARAMETER target='conv1.weight'"), or NULL */
+    const char *torch_signature;
     const uint8_t *bytes; /* the file as read (a checkpoint keeps it) */
     size_t n_bytes;
     struct stk_onnx_arena *arena; /* owns all of the above */

@@ -168,14 +168,31 @@ START_TEST(test_mixed_trains_as_pytorch)
 }
 END_TEST
 
+/* The same net as the oldest opset it reads writes it (13: torch 1.13's
+ * legacy exporter), as torch 2's legacy exporter writes it at opset 18, and
+ * as torch 2's dynamo exporter writes it (optimize=False: batch norm in
+ * inference form, CastLike, Range, value_ints glue), all trained as PyTorch
+ * trains the module (tests/fixtures/make_onnx_torch2_fixtures.py). */
+START_TEST(test_opsets_and_exporters)
+{
+    check_module("mixed_op13.onnx", "mixed_op13_ref.safetensors", 28);
+    check_module("mixed_op18.onnx", "mixed_op18_ref.safetensors", 28);
+    check_module("mixed_dynamo.onnx", "mixed_dynamo_ref.safetensors", 28);
+    /* eval mode without constant folding: batch norm kept, the equal fresh
+     * tensors of two of them one initializer and Identity nodes, each
+     * trained apart: convs 2, batch norms 2 x (4 + counter), fc 2 */
+    check_module("twin_eval.onnx", "twin_ref.safetensors", 14);
+}
+END_TEST
+
 /* torchvision's stochastic depth: the identity in eval mode (PyTorch's
  * output), in training each sample's branch dropped or scaled by 1/(1-p),
  * the same masks for the same seed and forward. */
-START_TEST(test_stochastic_depth)
+static void check_drop_path(const char *onnx, const char *refs)
 {
     stk_safetensors *ref;
-    ck_assert_int_eq(stk_safetensors_read(data_path("drop_ref.safetensors"), &ref), STK_OK);
-    stk_model *m = load("drop_train.onnx");
+    ck_assert_int_eq(stk_safetensors_read(data_path(refs), &ref), STK_OK);
+    stk_model *m = load(onnx);
     stk_tensor *x = ref_tensor(ref, "input"), *want = ref_tensor(ref, "out_eval"), *y, *a, *b;
     stk_scope *s;
     ck_assert_int_eq(stk_scope_begin(&s), STK_OK);
@@ -199,6 +216,14 @@ START_TEST(test_stochastic_depth)
     stk_tensor_release(want);
     stk_model_destroy(m);
     stk_safetensors_free(ref);
+}
+
+START_TEST(test_stochastic_depth)
+{
+    check_drop_path("drop_train.onnx", "drop_ref.safetensors");
+    /* torchvision.ops.StochasticDepth through the dynamo exporter (CastLike
+     * for the casts and the survival rate) */
+    check_drop_path("sd_dynamo.onnx", "sd_dynamo_ref.safetensors");
 }
 END_TEST
 
@@ -277,7 +302,7 @@ static void check_export(const char *onnx, const char *refs)
         stk_onnx_model *f;
         ck_assert_int_eq(stk_onnx_read_file(path, &f), STK_OK);
         ck_assert_int_eq(count_op(f, "Dropout") + count_op(f, "RandomUniformLike"), 0);
-        ck_assert_int_eq(count_op(f, "BatchNormalization"), fold ? 0 : bns);
+        ck_assert_int_eq(count_op(f, "BatchNormalization"), (fold ? 0 : bns));
         ck_assert_str_eq(f->inputs[0].name, "input");
         ck_assert_str_eq(f->outputs[0].name, "logits");
         ck_assert_str_eq(f->inputs[0].dim_param[0], "batch");
@@ -294,9 +319,10 @@ static void check_export(const char *onnx, const char *refs)
     }
     /* an opset other than the file's is refused, naming both */
     stk_onnx_options o = stk_onnx_defaults();
-    o.opset = 13;
+    o.opset = 16; /* (no fixture's) */
     ck_assert_int_eq(stk_onnx_export(m, "onnx_graph_export_x.onnx", &o), STK_ERR_INVALID_ARG);
-    ck_assert_ptr_nonnull(strstr(stk_last_error(), "its file's opset (17)"));
+    ck_assert_ptr_nonnull(strstr(stk_last_error(), "--opset 16: a model imported from ONNX is "
+                                                   "written in its file's opset ("));
     stk_scope_end(s);
     stk_tensor_release(x);
     stk_model_destroy(m);
@@ -308,6 +334,10 @@ START_TEST(test_export_eval_graph)
     check_export("tiny_train.onnx", "tiny_ref.safetensors");   /* conv + bn folded */
     check_export("mixed_train.onnx", "mixed_ref.safetensors"); /* dropout, GELU, attention */
     check_export("drop_train.onnx", "drop_ref.safetensors");   /* stochastic depth */
+    check_export("mixed_dynamo.onnx", "mixed_dynamo_ref.safetensors"); /* dynamo's glue */
+    check_export("sd_dynamo.onnx", "sd_dynamo_ref.safetensors");
+    check_export("mixed_op13.onnx", "mixed_op13_ref.safetensors"); /* layer norm in parts */
+    check_export("twin_eval.onnx", "twin_ref.safetensors");           /* weights of their own */
 }
 END_TEST
 
@@ -366,6 +396,7 @@ static Suite *suite(void)
     tcase_set_timeout(t, 60);
     tcase_add_test(t, test_tiny_trains_as_pytorch);
     tcase_add_test(t, test_mixed_trains_as_pytorch);
+    tcase_add_test(t, test_opsets_and_exporters);
     tcase_add_test(t, test_stochastic_depth);
     tcase_add_test(t, test_float_shape_arithmetic);
     tcase_add_test(t, test_export_eval_graph);
