@@ -130,7 +130,8 @@ static stk_status push_param(stk_onnx_graph *g, const char *name, stk_tensor *t,
 static stk_status float_tensor(const stk_onnx_tensor *src, stk_tensor **out)
 {
     STK_TRY(eng_tensor_new(STK_DEVICE_CPU, STK_F32, src->ndim, src->dims, false, out));
-    memcpy(stk_tensor_data(*out), src->data, (size_t)src->numel * sizeof(float));
+    if (src->numel) /* (an empty tensor has no data to copy) */
+        memcpy(stk_tensor_data(*out), src->data, (size_t)src->numel * sizeof(float));
     return STK_OK;
 }
 
@@ -223,6 +224,9 @@ static stk_status add_initializers(stk_onnx_graph *g)
     const stk_onnx_model *f = g->file;
     for (int i = 0; i < f->n_initializers; i++) {
         const stk_onnx_tensor *src = &f->initializers[i];
+        if (find_value(g, src->name) >= 0)
+            return stk_error(STK_ERR_CORRUPT, "%s: initializer '%s' appears twice", g->what,
+                             src->name);
         int v = value_named(g, src->name);
         if (v < 0) return stk_error(STK_ERR_NOMEM, "%s: no memory for its values", g->what);
         STK_TRY(set_constant(g, src, &g->values[v]));
@@ -279,7 +283,8 @@ static stk_status own_weight(stk_onnx_graph *g, onnx_node *n)
     for (int d = 0; d < stk_tensor_ndim(src) && d < STK_ONNX_MAX_DIMS; d++)
         dims[d] = stk_tensor_dim(src, d);
     STK_TRY(eng_tensor_new(STK_DEVICE_CPU, STK_F32, stk_tensor_ndim(src), dims, false, &t));
-    memcpy(stk_tensor_data(t), stk_tensor_data(src), (size_t)stk_tensor_numel(src) * sizeof(float));
+    if (stk_tensor_numel(src))
+        memcpy(stk_tensor_data(t), stk_tensor_data(src), (size_t)stk_tensor_numel(src) * sizeof(float));
     bool stat = is_bn_statistic(g->file, s->outputs[0]);
     if (!stat) stk_tensor_set_requires_grad(t, true);
     onnx_value *v = &g->values[n->out[0]];
@@ -655,6 +660,11 @@ static stk_status compile_nodes(stk_onnx_graph *g)
                                  g->what, s->name, s->op_type, s->inputs[k]);
         }
         for (int k = 0; k < n->n_out; k++) {
+            if (*s->outputs[k] && find_value(g, s->outputs[k]) >= 0) /* ONNX is SSA */
+                return stk_error(STK_ERR_CORRUPT,
+                                 "%s: node '%s' (%s) writes '%s', which is already made (an "
+                                 "initializer, the input or an earlier node's output)",
+                                 g->what, s->name, s->op_type, s->outputs[k]);
             n->out[k] = *s->outputs[k] ? value_named(g, s->outputs[k]) : -1;
             if (*s->outputs[k] && n->out[k] < 0)
                 return stk_error(STK_ERR_NOMEM, "%s: no memory for its values", g->what);

@@ -41,7 +41,7 @@ static stk_status in_tensor(stk_onnx_graph *g, const onnx_node *n, int k, stk_te
     stk_status st;
     if (v->persistent) {
         st = eng_tensor_new(STK_DEVICE_CPU, STK_F32, v->ndim, v->dims, false, &v->t);
-        if (st == STK_OK) memcpy(stk_tensor_data(v->t), f, sizeof(float) * (size_t)v->numel);
+        if (st == STK_OK && v->numel) memcpy(stk_tensor_data(v->t), f, sizeof(float) * (size_t)v->numel);
     } else {
         st = stk_tensor_from_host(STK_F32, v->ndim, v->dims, f, &v->t);
     }
@@ -146,7 +146,7 @@ static int attr_ints(const onnx_node *n, const char *name, int64_t *v, int max)
     const stk_onnx_attr *a = onnx_attr(n, name);
     if (!a || a->type != STK_ONNX_ATTR_INTS) return 0;
     if (a->n > max) return -1;
-    memcpy(v, a->ints, sizeof(int64_t) * (size_t)a->n);
+    if (a->n) memcpy(v, a->ints, sizeof(int64_t) * (size_t)a->n);
     return a->n;
 }
 

@@ -57,8 +57,8 @@ static stk_status infer_shape(const char *op, const stk_tensor *t, int ndim, con
         } else if (in[d] < 0) {
             return stk_error(STK_ERR_INVALID_ARG, "%s: size %lld is negative", op,
                              (long long)in[d]);
-        } else {
-            known *= in[d];
+        } else if (__builtin_mul_overflow(known, in[d], &known)) {
+            return stk_error(STK_ERR_INVALID_ARG, "%s: a shape of more than 2^63 elements", op);
         }
     }
     int64_t numel = stk_tensor_numel(t);
