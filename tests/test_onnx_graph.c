@@ -350,6 +350,14 @@ START_TEST(test_refusals)
     ck_assert_ptr_null(m);
     ck_assert_ptr_nonnull(strstr(stk_last_error(), "folded"));
     ck_assert_ptr_nonnull(strstr(stk_last_error(), "TrainingMode.TRAINING"));
+    /* ... and by the dynamo exporter's optimizer, under the conv's own name:
+     * its torch.export signature names the running statistics it dropped */
+    ck_assert_int_eq(stk_model_from_onnx_file(data_path("tiny_dynamo_folded.onnx"), NULL, &m),
+                     STK_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(stk_last_error(), "buffer bn.running_mean is not in the graph") &&
+                      strstr(stk_last_error(), "dynamo=True, optimize=False"),
+                  "%s", stk_last_error());
     /* not ONNX */
     ck_assert_int_eq(stk_model_from_onnx_file(data_path("tiny_state.safetensors"), NULL, &m),
                      STK_ERR_CORRUPT);

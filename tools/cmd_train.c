@@ -307,6 +307,12 @@ int train_parse_flags(int argc, char **argv, train_args *a)
                                  a->model, hint);
         return stk_cli_usage("train", "--model %s: unknown (known: " STK_MODEL_LIST ")", a->model);
     }
+    if (train_model_is_onnx(a->model) && a->pipeline > 1)
+        return stk_cli_usage("train",
+                             "--pipeline %" PRId64 ": %s is an ONNX graph, which runs as one unit "
+                             "(Stoke splits its built-in models into stages; --micro-batches "
+                             "alone runs on the graph)",
+                             a->pipeline, a->model);
     if (a->clip_grad_norm > 0 && a->clip_grad_value > 0)
         return stk_cli_usage("train", "--clip-grad-norm and --clip-grad-value: choose one");
     if (a->pipeline > 1 && a->micro_batches < 2)

@@ -98,9 +98,9 @@ expect out.txt "COMPLETED"
 # micro-batches run the graph per micro-batch; stages it has none of
 run 0 "$STOKE" train --data tiny.stoke --model net.onnx --batch 8 --micro-batches 2 --epochs 1 \
     --workers 2 --no-tensorboard --out run3
-run 1 "$STOKE" train --data tiny.stoke --model net.onnx --batch 8 --micro-batches 2 --pipeline 2 \
+run 2 "$STOKE" train --data tiny.stoke --model net.onnx --batch 8 --micro-batches 2 --pipeline 2 \
     --epochs 1 --no-tensorboard --out bad0
-expect err.txt "--pipeline 2: onnx has 1 units to split"
+expect err.txt "--pipeline 2: net.onnx is an ONNX graph, which runs as one unit"
 # refusals
 run 1 "$STOKE" train --data tiny.stoke --model "$STOKE_TESTS/data/onnx/tiny_train.onnx" \
     --epochs 1 --no-tensorboard --out bad1
