@@ -9,7 +9,7 @@
  *
  * Milliseconds per call (the minimum over repeats), both on the same
  * buffers; a line per op and shape with the ratio oneDNN / Stoke. */
-#include "kernels/cpu_kernels.h"
+#include "kernels/cpu_kernels_impl.h"
 
 #include <dnnl.h>
 #include <math.h>

@@ -102,20 +102,20 @@ static stk_status shape_handle_of(stk_tensor *t, stk_tensor **out)
 {
     *out = NULL;
     stk_tensor *s = calloc(1, sizeof *s);
-    stk_storage *st = calloc(1, sizeof *st);
-    if (!s || !st) {
+    stk_storage *store = calloc(1, sizeof *store);
+    if (!s || !store) {
         free(s);
-        free(st);
+        free(store);
         return stk_error(STK_ERR_NOMEM, "no memory for the autograd node's input");
     }
-    *st = (stk_storage){.device = t->storage->device, .refs = 1, .borrowed = true};
+    *store = (stk_storage){.device = t->storage->device, .refs = 1, .borrowed = true};
     s->refs = 1;
     s->ndim = t->ndim;
     memcpy(s->shape, t->shape, sizeof s->shape);
     memcpy(s->strides, t->strides, sizeof s->strides);
     s->offset = t->offset;
     s->dtype = t->dtype;
-    s->storage = st;
+    s->storage = store;
     s->requires_grad = t->requires_grad;
     s->grad_fn = t->grad_fn;
     t->grad_fn->refs++;

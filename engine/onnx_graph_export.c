@@ -105,8 +105,8 @@ static void name_field(writer *w, stk_pb *b, int field, const char *name)
     stk_pb_string(b, field, *name ? renamed(w, name, buf, sizeof buf) : "");
 }
 
-static void tensor(stk_pb *b, int field, const char *name, int dtype, int ndim,
-                   const int64_t *dims, const void *data, size_t bytes)
+static void tensor(stk_pb *b, int field, const char *name, int dtype, int ndim, const int64_t *dims,
+                   const void *data, size_t bytes)
 {
     size_t t = stk_pb_begin(b, field);
     for (int d = 0; d < ndim; d++) stk_pb_int(b, TENSOR_DIMS, dims[d]);
@@ -258,8 +258,10 @@ static void write_folded_conv(writer *w, int ic, int ib)
     int64_t co = wt && wt->ndim >= 1 ? wt->dims[0] : 0;
     if (co <= 0 || nw % co || ng != co || nbeta != co || nmean != co || nvar != co ||
         (cb && nb != co)) {
-        w->st = stk_error(STK_ERR_CORRUPT, "%s: Conv '%s' and BatchNormalization '%s' disagree "
-                          "on the channels", g->what, c->name, b->name);
+        w->st = stk_error(STK_ERR_CORRUPT,
+                          "%s: Conv '%s' and BatchNormalization '%s' disagree "
+                          "on the channels",
+                          g->what, c->name, b->name);
         return;
     }
     const stk_onnx_attr *ea = stk_onnx_node_attr(b, "epsilon");
@@ -316,8 +318,8 @@ static void write_node(writer *w, int i)
     }
     switch (n->op) {
     case OP_BATCHNORM: /* eval form: Y only; training_mode's default is 0 */
-        node(w, s->name, s->op_type, s->domain, s->inputs, 5, s->outputs, 1, s->attrs,
-             s->n_attrs, "training_mode", true);
+        node(w, s->name, s->op_type, s->domain, s->inputs, 5, s->outputs, 1, s->attrs, s->n_attrs,
+             "training_mode", true);
         return;
     case OP_DROPOUT:
         node(w, s->name, "Identity", "", s->inputs, 1, s->outputs, 1, NULL, 0, NULL, true);
@@ -451,8 +453,7 @@ stk_status stk_onnx_graph_export(const stk_onnx_graph *g, const stk_model_config
     const stk_onnx_value *fin = file_value(f->inputs, f->n_inputs, g->names[g->input]);
     const stk_onnx_value *fout = file_value(f->outputs, f->n_outputs, g->names[g->output]);
     if (!fin || fin->ndim != 4 || (o->input == STK_ONNX_INPUT_U8_NHWC && cfg->in_channels > 3))
-        return stk_error(STK_ERR_UNSUPPORTED, "%s: the graph's input is not [N, C, H, W]",
-                         g->what);
+        return stk_error(STK_ERR_UNSUPPORTED, "%s: the graph's input is not [N, C, H, W]", g->what);
     writer w = {.g = g, .o = o};
     w.in_name = o->input == STK_ONNX_INPUT_U8_NHWC ? IN_F32_NAME : IN_NAME;
     w.conv_folded = calloc((size_t)(2 * g->n_nodes + 1), sizeof(bool));

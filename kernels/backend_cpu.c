@@ -1,6 +1,6 @@
 /* The CPU backend's table (the math is in cpu_*.c), and its threads. */
 #include "kernels/backend.h"
-#include "kernels/cpu_kernels.h"
+#include "kernels/cpu_kernels_impl.h"
 
 #include <dnnl.h>
 #include <omp.h>

@@ -3,7 +3,7 @@
  * only the loader never call this, and link neither oneDNN nor CUDA. */
 #include "kernels/backend.h"
 
-#include "kernels/cpu_kernels.h"
+#include "kernels/cpu_kernels_impl.h"
 #include "kernels/cuda_module_impl.h"
 
 stk_status stk_backend_get(stk_device dev, const stk_backend **out)

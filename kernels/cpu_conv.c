@@ -7,7 +7,7 @@
  * and no padding needs no im2col: the input plane is already the matrix.
  * The weight gradient sums over images, so each thread accumulates its own
  * copy and the copies are added at the end. */
-#include "kernels/cpu_kernels.h"
+#include "kernels/cpu_kernels_impl.h"
 
 #include <omp.h>
 #include <stdlib.h>

@@ -25,7 +25,7 @@
  * faster on resnet18 than f32 ones: half the bytes written and read back).
  * kernels/README.md, "bf16 on the CPU". */
 #include "kernels/cpu_dnnl_impl.h"
-#include "kernels/cpu_kernels.h"
+#include "kernels/cpu_kernels_impl.h"
 
 #include <pthread.h>
 #include <stdlib.h>

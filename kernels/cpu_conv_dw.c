@@ -19,7 +19,7 @@
  * gradient gives each thread whole channels (no reduction between threads:
  * the same result for any thread count), sums each tap in 16 float lanes
  * over the images in order and adds the lanes in double at the end. */
-#include "kernels/cpu_kernels.h"
+#include "kernels/cpu_kernels_impl.h"
 #include "kernels/device_alloc.h"
 
 #include <omp.h>

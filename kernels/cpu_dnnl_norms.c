@@ -18,7 +18,7 @@
  * convolutions' (cpu_dnnl_impl.h: a primitive runs in the thread that
  * made it), at most MAX_PLANS per thread: past that, the loops. */
 #include "kernels/cpu_dnnl_impl.h"
-#include "kernels/cpu_kernels.h"
+#include "kernels/cpu_kernels_impl.h"
 
 #include <math.h>
 #include <pthread.h>

@@ -1,7 +1,7 @@
 /* Element-wise kernels, copies and reductions on the CPU. Inner loops run
  * over the last (coalesced) dimension with constant strides so that the
  * compiler vectorises them; outer rows are split across OpenMP threads. */
-#include "kernels/cpu_kernels.h"
+#include "kernels/cpu_kernels_impl.h"
 
 #include "kernels/convert_math.h"
 

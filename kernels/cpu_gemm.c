@@ -1,7 +1,7 @@
 /* GEMM on the CPU through oneDNN's dnnl_sgemm: measured fastest of Debian's
  * candidates on every training shape that matters (kernels/README.md), and it
  * picks its kernels by instruction set at run time, so users set nothing. */
-#include "kernels/cpu_kernels.h"
+#include "kernels/cpu_kernels_impl.h"
 
 #include <omp.h>
 

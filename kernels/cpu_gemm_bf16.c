@@ -6,7 +6,7 @@
  * cpu_conv_dnnl.c). A plan per distinct call shape holds the primitives,
  * per thread (cpu_dnnl_impl.h). */
 #include "kernels/cpu_dnnl_impl.h"
-#include "kernels/cpu_kernels.h"
+#include "kernels/cpu_kernels_impl.h"
 
 #include <pthread.h>
 #include <stdlib.h>

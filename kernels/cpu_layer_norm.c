@@ -2,7 +2,7 @@
  * (cpu_dnnl_norms.c: measured 3-7x faster), else rows across the OpenMP
  * threads, the parameter gradients' columns likewise (kernels/norm_math.h's
  * math, shared with the CUDA kernels). */
-#include "kernels/cpu_kernels.h"
+#include "kernels/cpu_kernels_impl.h"
 #include "kernels/norm_math.h"
 
 #include <stdlib.h>

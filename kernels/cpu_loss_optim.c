@@ -1,5 +1,5 @@
 /* Softmax, cross-entropy, dropout, the input op and optimizer updates on the CPU. */
-#include "kernels/cpu_kernels.h"
+#include "kernels/cpu_kernels_impl.h"
 
 #include "kernels/batch_mix_math.h"
 #include "kernels/loss_math.h"

@@ -3,7 +3,7 @@
  * summed per plane in f32 with `omp simd` (which allows the reassociation
  * that vectorises a reduction) and across planes in double, so that large
  * batches keep f32 accuracy. */
-#include "kernels/cpu_kernels.h"
+#include "kernels/cpu_kernels_impl.h"
 
 #include <math.h>
 #include <string.h>

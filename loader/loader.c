@@ -159,7 +159,7 @@ static stk_status make_sample(worker *w, slot *s, int j, const uint8_t *bytes, s
     st = stk_augment_apply(w->aug, &smp, s->b.epoch, index, &out);
     /* The checksum is computed here, in parallel, so the consumer only
      * combines per-sample values. */
-    if (!st && l->o.checksum) s->b.checksums[j] = stk_crc32c(0, out.data, l->sample_bytes);
+    if (st == STK_OK && l->o.checksum) s->b.checksums[j] = stk_crc32c(0, out.data, l->sample_bytes);
     uint64_t t = stk_clock_ns() - t0;
     count(&w->n[s->b.epoch & 1].decode_ns, out.decode_ns);
     count(&w->n[s->b.epoch & 1].augment_ns, t - out.decode_ns);

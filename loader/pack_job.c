@@ -163,8 +163,8 @@ static stk_status open_source(const stk_pack_request *r, const char *from, stk_s
         return stk_error(STK_ERR_INVALID_ARG,
                          "--from %s: expected imagefolder, list, idx or cifar10", from);
     }
-    if (!st && r->classes) st = stk_source_load_class_names(*src, r->classes);
-    if (!st && r->shuffle) stk_source_shuffle(*src, r->seed);
+    if (st == STK_OK && r->classes) st = stk_source_load_class_names(*src, r->classes);
+    if (st == STK_OK && r->shuffle) stk_source_shuffle(*src, r->seed);
     return st;
 }
 

@@ -290,7 +290,7 @@ static stk_status read_dataset(stk_dataset *ds, bool walk)
     m->map = ds->map;
     st = stk_lmdb_file_walk(&f, "meta", collect_meta, m);
     stk_lmdb_db recs;
-    if (st == STK_END || (!st && stk_lmdb_file_find_db(&f, "records", &recs) == STK_END)) {
+    if (st == STK_END || (st == STK_OK && stk_lmdb_file_find_db(&f, "records", &recs) == STK_END)) {
         st = stk_error(STK_ERR_FORMAT, "not a Stoke dataset (an LMDB file without its "
                                        "\"meta\" and \"records\" databases)");
         goto out;

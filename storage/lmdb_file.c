@@ -252,7 +252,7 @@ static stk_status walk_db(stk_lmdb_file *f, const stk_lmdb_db *db, const char *n
     if (!w) return stk_error(STK_ERR_NOMEM, "out of memory");
     *w = (walk){.f = f, .db = db, .db_name = name, .main_db = main_db, .fn = fn, .ctx = ctx};
     stk_status st = walk_page(w, db->root, 0);
-    if (!st && (w->branch != db->branch_pages || w->leaf != db->leaf_pages ||
+    if (st == STK_OK && (w->branch != db->branch_pages || w->leaf != db->leaf_pages ||
                 w->overflow != db->overflow_pages || w->entries != db->entries))
         st = damaged("database \"%s\": its record counts %" PRIu64 "/%" PRIu64 "/%" PRIu64
                      " branch/leaf/overflow pages and %" PRIu64 " entries, the tree holds %" PRIu64

@@ -95,7 +95,7 @@ stk_status stk_meta_encode(const stk_meta *m, stk_meta_put_fn put, void *ctx)
     qsort(l.item, l.n, sizeof *l.item, pair_cmp); /* LMDB's key order */
     char sum[16];
     snprintf(sum, sizeof sum, "%08x", stk_meta_checksum(l.item, l.n));
-    for (size_t i = 0; i < l.n && !st; i++) st = put(ctx, l.item[i].key, l.item[i].value);
+    for (size_t i = 0; i < l.n && st == STK_OK; i++) st = put(ctx, l.item[i].key, l.item[i].value);
     if (st == STK_OK) st = put(ctx, "checksum", sum);
 out:
     for (size_t i = 0; i < l.n; i++) {

@@ -395,7 +395,7 @@ static stk_status check_entries(stk_safetensors *f)
     stk_st_entry **order = malloc((size_t)(f->n ? f->n : 1) * sizeof *order);
     if (!order) return stk_error(STK_ERR_NOMEM, "%s: no memory", path);
     stk_status st = STK_OK;
-    for (int i = 0; i < f->n && !st; i++) {
+    for (int i = 0; i < f->n && st == STK_OK; i++) {
         stk_st_entry *e = &f->entries[i];
         order[i] = e;
         uint64_t numel = 1, bytes;
@@ -418,7 +418,7 @@ static stk_status check_entries(stk_safetensors *f)
     if (st == STK_OK) {
         qsort(order, (size_t)f->n, sizeof *order, cmp_begin);
         uint64_t at = 0;
-        for (int i = 0; i < f->n && !st; i++) {
+        for (int i = 0; i < f->n && st == STK_OK; i++) {
             if (order[i]->begin != at)
                 st = stk_error(STK_ERR_FORMAT,
                                "%s: tensor %s: data starts at byte %llu, where %s byte %llu "
@@ -429,14 +429,14 @@ static stk_status check_entries(stk_safetensors *f)
                                (unsigned long long)at);
             at = order[i]->end;
         }
-        if (!st && at != data_len)
+        if (st == STK_OK && at != data_len)
             st = stk_error(STK_ERR_FORMAT,
                            "%s: the tensors' data ends at byte %llu, the file has %zu data bytes",
                            path, (unsigned long long)at, data_len);
     }
     if (st == STK_OK) {
         qsort(order, (size_t)f->n, sizeof *order, cmp_name);
-        for (int i = 1; i < f->n && !st; i++)
+        for (int i = 1; i < f->n && st == STK_OK; i++)
             if (!strcmp(order[i - 1]->name, order[i]->name))
                 st = stk_error(STK_ERR_FORMAT, "%s: tensor %s appears twice", path, order[i]->name);
     }

@@ -41,7 +41,7 @@ static stk_status add_batch(stk_source *src, const char *path)
     src->pixels = pixels;
     char *copy = strdup(path);
     const char *base = copy ? basename(copy) : "cifar";
-    for (size_t i = 0; i < n && !st; i++) {
+    for (size_t i = 0; i < n && st == STK_OK; i++) {
         const uint8_t *rec = data + i * CIFAR_RECORD;
         if (rec[0] > 9) {
             st = stk_error(STK_ERR_FORMAT, "%s: record %zu has label %u (CIFAR-10 has 0..9)", path,
@@ -55,7 +55,8 @@ static stk_status add_batch(stk_source *src, const char *path)
         snprintf(name, sizeof name, "%s#%zu", base, i);
         /* Pixel pointers are fixed up after the last realloc (see below). */
         st = stk_source_add_item(src, strdup(name), NULL, rec[0], NULL);
-        if (!st && !src->items[src->count - 1].name) st = stk_error(STK_ERR_NOMEM, "out of memory");
+        if (st == STK_OK && !src->items[src->count - 1].name)
+            st = stk_error(STK_ERR_NOMEM, "out of memory");
     }
     free(copy);
     free(data);
@@ -96,7 +97,7 @@ stk_status stk_source_open_cifar10(const char *dir, const char *split, stk_sourc
     char *dir_copy = NULL;
     const char *meta_dir = dir;
     if (S_ISDIR(sb.st_mode)) {
-        for (int b = train ? 1 : 0; b <= (train ? 5 : 0) && !st; b++) {
+        for (int b = train ? 1 : 0; b <= (train ? 5 : 0) && st == STK_OK; b++) {
             char path[4200];
             if (train)
                 snprintf(path, sizeof path, "%s/data_batch_%d.bin", dir, b);

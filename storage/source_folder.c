@@ -171,7 +171,7 @@ stk_status stk_source_open_folder(const char *dir, stk_source **out)
             char *path = join(dir, files.v[i]);
             st = stk_source_add_item(src, files.v[i], path, (int32_t)c, NULL);
             files.v[i] = NULL;
-            if (!st && !path) st = stk_error(STK_ERR_NOMEM, "out of memory");
+            if (st == STK_OK && !path) st = stk_error(STK_ERR_NOMEM, "out of memory");
             if (st != STK_OK) goto fail;
         }
         list_free(&files);
@@ -265,7 +265,7 @@ stk_status stk_source_open_list(const char *list_file, stk_source **out)
     }
     free(copy);
     free(data);
-    if (!st && src->count == 0)
+    if (st == STK_OK && src->count == 0)
         st = stk_error(STK_ERR_INVALID_ARG, "%s: lists no images", list_file);
     if (st == STK_OK) st = stk_source_set_numbered_classes(src, (uint32_t)(max_label + 1));
     if (st != STK_OK) {

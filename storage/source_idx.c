@@ -267,13 +267,14 @@ stk_status stk_source_open_idx(const char *images, const char *labels, const cha
     const char *base = base_copy ? basename(base_copy) : "idx";
     uint8_t max_label = 0;
     size_t per = (size_t)idims[1] * idims[2];
-    for (uint32_t i = 0; i < idims[0] && !st; i++) {
+    for (uint32_t i = 0; i < idims[0] && st == STK_OK; i++) {
         char name[300];
         snprintf(name, sizeof name, "%s#%u", base, i);
         if (label_data[i] > max_label) max_label = label_data[i];
         st = stk_source_add_item(src, strdup(name), NULL, label_data[i], NULL);
-        if (!st && !src->items[src->count - 1].name) st = stk_error(STK_ERR_NOMEM, "out of memory");
-        if (!st) src->items[src->count - 1].offset = body + per * i;
+        if (st == STK_OK && !src->items[src->count - 1].name)
+            st = stk_error(STK_ERR_NOMEM, "out of memory");
+        if (st == STK_OK) src->items[src->count - 1].offset = body + per * i;
     }
     free(base_copy);
     if (st == STK_OK)

@@ -13,7 +13,7 @@
 #include "common/half.h"
 #include "common/rng.h"
 #include "kernels/backend.h"
-#include "kernels/cpu_kernels.h"
+#include "kernels/cpu_kernels_impl.h"
 #include "kernels/device_query.h"
 #include "kernels/scalar_math.h"
 

@@ -11,7 +11,7 @@
 extern "C" {
 #include "check_main.h"
 #include "common/rng.h"
-#include "kernels/cpu_kernels.h"
+#include "kernels/cpu_kernels_impl.h"
 }
 
 #include <math.h>

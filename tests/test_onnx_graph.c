@@ -47,7 +47,8 @@ static stk_tensor *ref_tensor(stk_safetensors *f, const char *name)
 }
 
 /* |got - want| <= tol * max |want| elementwise (relative to the largest). */
-static void expect_close(const char *what, const stk_tensor *got, const stk_tensor *want, double tol)
+static void expect_close(const char *what, const stk_tensor *got, const stk_tensor *want,
+                         double tol)
 {
     ck_assert_msg(stk_tensor_numel(got) == stk_tensor_numel(want), "%s: %lld values, want %lld",
                   what, (long long)stk_tensor_numel(got), (long long)stk_tensor_numel(want));
@@ -135,7 +136,9 @@ static void check_module(const char *onnx, const char *refs, int want_params)
     stk_model_destroy(m);
     /* one AdamW step from the file's weights again */
     m = load(onnx);
-    step(m, ref, &(stk_optim_config){.kind = STK_OPTIM_ADAMW, .lr = 0.01f, .weight_decay = 0.05f, .eps = 1e-3f},
+    step(m, ref,
+         &(stk_optim_config){
+             .kind = STK_OPTIM_ADAMW, .lr = 0.01f, .weight_decay = 0.05f, .eps = 1e-3f},
          false);
     expect_state(m, ref, "adamw");
     stk_model_destroy(m);
@@ -312,7 +315,8 @@ static void check_export(const char *onnx, const char *refs)
                           "%s: training outputs", f->nodes[i].name);
         stk_onnx_model_destroy(f);
         stk_model *back;
-        ck_assert_msg(stk_model_from_onnx_file(path, NULL, &back) == STK_OK, "%s", stk_last_error());
+        ck_assert_msg(stk_model_from_onnx_file(path, NULL, &back) == STK_OK, "%s",
+                      stk_last_error());
         expect_close(fold ? "folded export" : "export", eval_forward(back, x), want, 1e-5);
         stk_model_destroy(back);
         remove(path);
@@ -337,7 +341,7 @@ START_TEST(test_export_eval_graph)
     check_export("mixed_dynamo.onnx", "mixed_dynamo_ref.safetensors"); /* dynamo's glue */
     check_export("sd_dynamo.onnx", "sd_dynamo_ref.safetensors");
     check_export("mixed_op13.onnx", "mixed_op13_ref.safetensors"); /* layer norm in parts */
-    check_export("twin_eval.onnx", "twin_ref.safetensors");           /* weights of their own */
+    check_export("twin_eval.onnx", "twin_ref.safetensors");        /* weights of their own */
 }
 END_TEST
 

@@ -8,7 +8,7 @@
 #include "engine/tensor_impl.h"
 #include "kernels/backend.h"
 #include "kernels/convert_math.h"
-#include "kernels/cpu_kernels.h"
+#include "kernels/cpu_kernels_impl.h"
 #include "storage/safetensors.h"
 #include "engine_testlib.h"
 

@@ -1,7 +1,9 @@
-/* The CPU backend's kernels, one file per family (cpu_elementwise.c,
- * cpu_gemm.c, cpu_conv.c, cpu_norm_pool.c, cpu_loss_optim.c); backend_cpu.c
- * puts them in the stk_backend table. Signatures are the table's
- * (kernels/backend.h documents them). */
+/* Private to kernels/ (not installed: libstoke.so exports stk_* alone; the
+ * tests and benchmarks call these from the static library). The CPU
+ * backend's kernels, one file per family (cpu_elementwise.c, cpu_gemm.c,
+ * cpu_conv.c, cpu_norm_pool.c, cpu_loss_optim.c); backend_cpu.c puts them
+ * in the stk_backend table. Signatures are the table's (kernels/backend.h
+ * documents them). */
 #pragma once
 
 #include "kernels/backend.h"
