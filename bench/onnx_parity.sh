@@ -21,8 +21,8 @@ MODELS=${MODELS:-resnet18 mobilenet_v3_small efficientnet_b0 convnext_tiny vit_b
 WAYS=${WAYS:-legacy-train-13 legacy-train-14 legacy-train-17 legacy-train-18 legacy-eval-17 dynamo-eval-18 dynamo-train-18}
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
-# (the legacy exporter prints a failed graph to the C stderr: kept aside)
-if ! "$PY" - "$W" "$HERE" "$MODELS" "$WAYS" 2>"$W/export-errors.txt" <<'PYX'
+# (the legacy exporter prints a failed export's graph from C++: kept aside)
+if ! "$PY" - "$W" "$HERE" "$MODELS" "$WAYS" >"$W/export-log.txt" 2>&1 <<'PYX'
 import contextlib, io, os, sys, warnings
 warnings.filterwarnings("ignore")
 out, here, models, ways = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4].split()
@@ -78,9 +78,10 @@ for name in models:
 print(f"torch {torch.__version__}, torchvision {torchvision.__version__}")
 PYX
 then
-    tail -20 "$W/export-errors.txt"
+    tail -20 "$W/export-log.txt"
     exit 1
 fi
+tail -1 "$W/export-log.txt"
 fails=0
 for m in $MODELS; do
     for way in $WAYS; do
