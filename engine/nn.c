@@ -344,6 +344,7 @@ stk_status stk_model_to(stk_model *m, stk_device dev)
         stk_status st = stk_tensor_move_to(v, dev);
         if (st != STK_OK) return stk_error_prefix(st, "%s", m->params[i].name);
     }
+    if (m->root->kind == MOD_ONNX_GRAPH) return eng_onnx_graph_to(m->root->graph, dev);
     return STK_OK;
 }
 bool stk_model_is_training(const stk_model *m) { return m->training; }

@@ -116,6 +116,8 @@ struct stk_model {
  * which builds on nn.h). */
 void eng_onnx_graph_free(struct stk_onnx_graph *g);
 const stk_param *eng_onnx_graph_params(const struct stk_onnx_graph *g, int *n);
+/* The graph's constants (not its parameters: stk_model_to moves those) to dev. */
+stk_status eng_onnx_graph_to(struct stk_onnx_graph *g, stk_device dev);
 stk_status eng_onnx_graph_run(struct stk_onnx_graph *g, stk_tensor *x, bool training,
                               uint64_t seed, uint64_t stream, stk_tensor **out);
 

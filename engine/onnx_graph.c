@@ -858,6 +858,11 @@ const stk_param *eng_onnx_graph_params(const struct stk_onnx_graph *g, int *n)
     return stk_onnx_graph_params(g);
 }
 
+stk_status eng_onnx_graph_to(struct stk_onnx_graph *g, stk_device dev)
+{
+    return eng_onnx_graph_move(g, dev);
+}
+
 stk_status eng_onnx_graph_run(struct stk_onnx_graph *g, stk_tensor *x, bool training,
                               uint64_t seed, uint64_t stream, stk_tensor **out)
 {

@@ -206,7 +206,9 @@ static bool zero_bias(const stk_onnx_graph *g, int v)
     if (cl && cl->op == OP_CASTLIKE && cl->n_in >= 1) c = cl->in[0];
     const onnx_value *z = c >= 0 ? &g->values[c] : NULL;
     if (!z || !z->persistent) return false;
-    if (z->t && stk_tensor_dtype(z->t) == STK_F32 && stk_tensor_numel(z->t) == 1)
+    if (z->host && z->numel == 1) return z->host[0] == 0;
+    if (z->t && stk_tensor_dtype(z->t) == STK_F32 && stk_tensor_numel(z->t) == 1 &&
+        stk_tensor_device(z->t) == STK_DEVICE_CPU)
         return ((const float *)stk_tensor_data(z->t))[0] == 0.f;
     return z->host && z->numel == 1 && z->host[0] == 0;
 }
@@ -450,6 +452,12 @@ stk_status stk_onnx_graph_export(const stk_onnx_graph *g, const stk_model_config
                          "--opset %d: a model imported from ONNX is written in its file's opset "
                          "(%lld)",
                          o->opset, (long long)f->opset);
+    for (int i = 0; i < g->n_params; i++)
+        if (stk_tensor_device(g->params[i].value) != STK_DEVICE_CPU)
+            return stk_error(STK_ERR_INVALID_ARG,
+                             "%s: ONNX export reads the weights on the CPU (stk_model_to the CPU "
+                             "first)",
+                             g->what);
     const stk_onnx_value *fin = file_value(f->inputs, f->n_inputs, g->names[g->input]);
     const stk_onnx_value *fout = file_value(f->outputs, f->n_outputs, g->names[g->output]);
     if (!fin || fin->ndim != 4 || (o->input == STK_ONNX_INPUT_U8_NHWC && cfg->in_channels > 3))

@@ -64,7 +64,12 @@ struct stk_onnx_graph {
     stk_param *params;
     int n_params;
     int input, output;
+    stk_device device; /* of the constants (the parameters' are the model's) */
 };
+
+/* Move the constants to dev (onnx_graph_ops.c), their host numbers kept
+ * for shape arithmetic first (read on the host, whatever the device). */
+stk_status eng_onnx_graph_move(stk_onnx_graph *g, stk_device dev);
 
 /* Run node i (onnx_graph_ops.c): reads its inputs' values, sets its outputs'. */
 stk_status eng_onnx_run_node(stk_onnx_graph *g, int i, bool training, uint64_t seed,

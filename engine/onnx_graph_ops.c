@@ -46,6 +46,7 @@ static stk_status in_tensor(stk_onnx_graph *g, const onnx_node *n, int k, stk_te
         st = stk_tensor_from_host(STK_F32, v->ndim, v->dims, f, &v->t);
     }
     free(f);
+    if (st == STK_OK && g->device != STK_DEVICE_CPU) st = stk_tensor_move_to(v->t, g->device);
     *out = v->t;
     return st;
 }
@@ -56,7 +57,8 @@ static stk_status in_tensor(stk_onnx_graph *g, const onnx_node *n, int k, stk_te
 static bool small_constant(onnx_value *v)
 {
     if (!v || v->host || !v->t || !v->persistent || stk_tensor_requires_grad(v->t) ||
-        stk_tensor_dtype(v->t) != STK_F32 || stk_tensor_numel(v->t) > 64)
+        stk_tensor_dtype(v->t) != STK_F32 || stk_tensor_numel(v->t) > 64 ||
+        stk_tensor_device(v->t) != STK_DEVICE_CPU)
         return false;
     int64_t numel = stk_tensor_numel(v->t);
     if (!(v->host = malloc(sizeof(double) * (size_t)(numel ? numel : 1)))) return false;
@@ -67,6 +69,18 @@ static bool small_constant(onnx_value *v)
     v->numel = numel;
     v->is_float = true;
     return true;
+}
+
+stk_status eng_onnx_graph_move(stk_onnx_graph *g, stk_device dev)
+{
+    for (int i = 0; i < g->n_values; i++) {
+        onnx_value *v = &g->values[i];
+        if (!v->persistent || !v->t || stk_tensor_dtype(v->t) != STK_F32) continue;
+        if (stk_tensor_device(v->t) == STK_DEVICE_CPU) small_constant(v); /* host numbers first */
+        STK_TRY(stk_tensor_move_to(v->t, dev));
+    }
+    g->device = dev;
+    return STK_OK;
 }
 
 /* Input k as host numbers (shape arithmetic). */
@@ -348,7 +362,8 @@ static stk_status in_scalar(stk_onnx_graph *g, const onnx_node *n, int k, double
         *out = v->host[0];
         return STK_OK;
     }
-    if (v && v->t && v->persistent && stk_tensor_numel(v->t) == 1) {
+    if (v && v->t && v->persistent && stk_tensor_numel(v->t) == 1 &&
+        stk_tensor_device(v->t) == STK_DEVICE_CPU) {
         float f;
         memcpy(&f, stk_tensor_data(v->t), sizeof f);
         *out = f;

@@ -12,6 +12,7 @@
 #include "engine/ops.h"
 #include "engine/optim.h"
 #include "engine/tensor_impl.h"
+#include "kernels/backend.h"
 #include "storage/safetensors.h"
 
 #include <math.h>
@@ -401,6 +402,57 @@ START_TEST(test_unknown_ops_listed)
 }
 END_TEST
 
+/* On a CUDA device (the host emulation in the sanitizer build, a GPU in
+ * scripts/gpu-check.sh): stk_model_to moves the graph's constants with its
+ * parameters (the dynamo exporter's glue, torch's constants), the eval
+ * forward gives the CPU's logits, a training step runs, and back on the
+ * CPU the graph exports. Skipped where the build has no CUDA backend. */
+START_TEST(test_on_cuda)
+{
+    const stk_backend *be;
+    if (stk_backend_get(STK_DEVICE_CUDA, &be) != STK_OK) {
+#ifdef STOKE_CUDA_EMULATED
+        ck_abort_msg("the emulated CUDA backend did not load: %s", stk_last_error());
+#endif
+        return;
+    }
+    const char *files[][2] = {{"mixed_train.onnx", "mixed_ref.safetensors"},
+                              {"mixed_dynamo.onnx", "mixed_dynamo_ref.safetensors"}};
+    for (int f = 0; f < 2; f++) {
+        stk_safetensors *ref;
+        ck_assert_int_eq(stk_safetensors_read(data_path(files[f][1]), &ref), STK_OK);
+        stk_model *m = load(files[f][0]);
+        stk_tensor *x = ref_tensor(ref, "input"), *labels = ref_tensor(ref, "labels");
+        stk_scope *s;
+        ck_assert_int_eq(stk_scope_begin(&s), STK_OK);
+        stk_tensor *want = eval_forward(m, x);
+        ck_assert_msg(stk_model_to(m, STK_DEVICE_CUDA) == STK_OK, "%s", stk_last_error());
+        ck_assert_int_eq(stk_tensor_move_to(x, STK_DEVICE_CUDA), STK_OK);
+        ck_assert_int_eq(stk_tensor_move_to(labels, STK_DEVICE_CUDA), STK_OK);
+        stk_tensor *y = eval_forward(m, x);
+        ck_assert_int_eq(stk_tensor_device(y), STK_DEVICE_CUDA);
+        ck_assert_int_eq(stk_tensor_move_to(y, STK_DEVICE_CPU), STK_OK);
+        expect_close("eval forward on CUDA", y, want, 1e-4);
+        stk_model_train(m, true);
+        stk_tensor *yt, *loss;
+        ck_assert_msg(stk_model_forward(m, x, &yt) == STK_OK, "%s", stk_last_error());
+        ck_assert_int_eq(stk_cross_entropy(yt, labels, 0.f, &loss), STK_OK);
+        ck_assert_msg(stk_backward(loss, NULL, false) == STK_OK, "%s", stk_last_error());
+        stk_scope_end(s);
+        stk_onnx_options o = stk_onnx_defaults();
+        ck_assert_int_eq(stk_onnx_export(m, "onnx_graph_cuda.onnx", &o), STK_ERR_INVALID_ARG);
+        ck_assert_int_eq(stk_model_to(m, STK_DEVICE_CPU), STK_OK);
+        ck_assert_msg(stk_onnx_export(m, "onnx_graph_cuda.onnx", &o) == STK_OK, "%s",
+                      stk_last_error());
+        remove("onnx_graph_cuda.onnx");
+        stk_tensor_release(x);
+        stk_tensor_release(labels);
+        stk_model_destroy(m);
+        stk_safetensors_free(ref);
+    }
+}
+END_TEST
+
 /* Damaged files never crash the importer: each fixture with a few bytes
  * changed (a deterministic xorshift stream: positions, values) is read,
  * built and, when it loads, run forward and backward on the fixture's
@@ -488,6 +540,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_refusals);
     tcase_add_test(t, test_unknown_ops_listed);
     tcase_add_test(t, test_damaged_files);
+    tcase_add_test(t, test_on_cuda);
     suite_add_tcase(s, t);
     return s;
 }

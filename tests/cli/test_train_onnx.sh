@@ -101,6 +101,14 @@ run 0 "$STOKE" train --data tiny.stoke --model net.onnx --batch 8 --micro-batche
 run 2 "$STOKE" train --data tiny.stoke --model net.onnx --batch 8 --micro-batches 2 --pipeline 2 \
     --epochs 1 --no-tensorboard --out bad0
 expect err.txt "--pipeline 2: net.onnx is an ONNX graph, which runs as one unit"
+# on an emulated (or real) GPU: the graph's constants go with its weights;
+# its checkpoint exports on the CPU
+if "$STOKE" devices | grep -q '^gpu [0-9]'; then
+    run 0 "$STOKE" train --data tiny.stoke --model net.onnx --batch 8 --epochs 1 --workers 2 \
+        --no-tensorboard --out run-gpu --device cuda
+    expect out.txt "cuda memory"
+    run 0 "$STOKE" export run-gpu/last.safetensors --out gpu.onnx
+fi
 # refusals
 run 1 "$STOKE" train --data tiny.stoke --model "$STOKE_TESTS/data/onnx/tiny_train.onnx" \
     --epochs 1 --no-tensorboard --out bad1
