@@ -27,9 +27,10 @@
  * What it refuses at build, before any forward: ops it does not have, all
  * at once, by type with their counts and the first node of each; a batch
  * norm folded into the convolutions (with the export call that keeps it);
- * a graph without exactly one float input and one output. Never a crash:
- * a node that cannot run on the shapes it meets fails the forward naming
- * the node. */
+ * a graph without exactly one float input and one output; and (the model
+ * calls, once the input's size is known) shapes that cannot run at that
+ * size, by one eval forward of two zero images. Never a crash: a node that
+ * cannot run on the shapes it meets fails the forward naming the node. */
 #pragma once
 
 #include "engine/nn.h"
@@ -83,7 +84,8 @@ bool stk_model_onnx_file(const stk_model *m, const void **bytes, size_t *len);
  * Conv before it when o->fold_bn), Dropout and stochastic depth as
  * Identity, input "input" (o->input: f32 NCHW as the file's, or u8 NHWC
  * pixels normalised inside by o->mean and o->std), output "logits", the
- * batch dimension "batch"; o's metadata. cfg: the model's channels, image
+ * batch dimension "batch" (the file's number when it fixed one); o's
+ * metadata. cfg: the model's channels, image
  * size and classes. Errors: INVALID_ARG (o->opset neither 0 nor the
  * file's), UNSUPPORTED (an input that is not [N, C, H, W]), IO, NOMEM. */
 stk_status stk_onnx_graph_export(const stk_onnx_graph *g, const stk_model_config *cfg,

@@ -10,7 +10,8 @@
  *     Mul the importer runs as one drop path) become Identity;
  *   - the input is "input" (f32 NCHW, or u8 NHWC with Cast, Sub, Div,
  *     Transpose in front), the output "logits", the batch dimension
- *     "batch", as the built-in models' export names them;
+ *     "batch" (unless the file fixed it), as the built-in models' export
+ *     names them;
  *   - everything else (shape arithmetic, Constants, GELU's Erf ...) as the
  *     file has it, under the file's opset.
  *
@@ -411,7 +412,7 @@ static void write_preprocess(writer *w, int channels)
 }
 
 /* A graph input or output: dims (-1: "batch" for the first, the file's
- * symbol or none for the others). */
+ * symbol or none for the others; the first as given when the file fixed it). */
 static void value_info(stk_pb *b, int field, const char *name, int type, const stk_onnx_value *v,
                        const int64_t *dims, int nd)
 {
@@ -422,7 +423,7 @@ static void value_info(stk_pb *b, int field, const char *name, int type, const s
     size_t sh = stk_pb_begin(b, 2);
     for (int d = 0; d < nd; d++) {
         size_t dm = stk_pb_begin(b, 1);
-        if (d == 0)
+        if (d == 0 && dims[0] < 0)
             stk_pb_string(b, 2, "batch");
         else if (dims[d] >= 0)
             stk_pb_int(b, 1, dims[d]);
@@ -486,8 +487,9 @@ stk_status stk_onnx_graph_export(const stk_onnx_graph *g, const stk_model_config
     stk_pb_append(&b, &w.nodes);
     stk_pb_string(&b, GRAPH_NAME, f->graph_name && *f->graph_name ? f->graph_name : "onnx");
     stk_pb_append(&b, &w.inits);
-    int64_t s = cfg->image_size, ch = cfg->in_channels;
-    int64_t nchw[4] = {-1, ch, s, s}, nhwc[4] = {-1, s, s, ch}, out[2] = {-1, cfg->classes};
+    /* the batch symbolic ("batch") unless the file fixed it (its Reshapes may hold it) */
+    int64_t s = cfg->image_size, ch = cfg->in_channels, n = fin->dims[0] > 0 ? fin->dims[0] : -1;
+    int64_t nchw[4] = {n, ch, s, s}, nhwc[4] = {n, s, s, ch}, out[2] = {n, cfg->classes};
     if (o->input == STK_ONNX_INPUT_U8_NHWC)
         value_info(&b, GRAPH_INPUT, IN_NAME, STK_ONNX_UINT8, NULL, nhwc, 4);
     else

@@ -1,4 +1,5 @@
 /* A model whose forward is an ONNX graph (onnx_graph.h's stk_model_from_onnx_file). */
+#include "engine/autograd.h"
 #include "engine/nn_impl.h"
 #include "engine/onnx_graph.h"
 
@@ -17,6 +18,41 @@ static stk_status agree(const char *path, const char *what, int declared, int *w
                          path, what, declared, *want);
     if (!*want) *want = declared;
     return STK_OK;
+}
+
+/* Shape arithmetic that cannot run at the size the model will train at
+ * fails here, at load, not at the first step: one eval-mode forward of two
+ * zero images (as many as the file fixes, when it fixes the batch), nothing recorded (batch norm's statistics, dropout and the
+ * counters untouched), its output [2, classes]. Skipped when the size is
+ * not known yet (symbolic in the file, not asked for). */
+static stk_status dry_run(stk_model *m, const char *path, int64_t batch)
+{
+    const stk_model_config *c = &m->cfg;
+    if (batch <= 0 || batch > 64) batch = 2; /* a symbolic batch: any; a fixed one: that one */
+    if (c->in_channels <= 0 || c->image_size <= 0 ||
+        batch * c->in_channels * c->image_size * c->image_size > (1 << 24))
+        return STK_OK;
+    int64_t shape[4] = {batch, c->in_channels, c->image_size, c->image_size};
+    stk_scope *s;
+    STK_TRY(stk_scope_begin(&s));
+    stk_tensor *x = NULL, *y = NULL;
+    bool was = m->training;
+    m->training = false;
+    stk_no_grad_begin();
+    stk_status st = stk_tensor_zeros(STK_F32, 4, shape, &x);
+    if (st == STK_OK) st = stk_model_forward(m, x, &y);
+    if (st == STK_OK && c->classes > 0 &&
+        (stk_tensor_ndim(y) != 2 || stk_tensor_dim(y, 0) != batch ||
+         stk_tensor_dim(y, 1) != c->classes))
+        st = stk_error(STK_ERR_UNSUPPORTED, "its output is %s, not [%lld, %d] (the logits)",
+                       stk_tensor_shape_str(y), (long long)batch, c->classes);
+    stk_no_grad_end();
+    m->training = was;
+    stk_scope_end(s); /* (x and y are the scope's) */
+    if (st != STK_OK)
+        stk_error_prefix(st, "%s: at load, a forward of a [%lld, %d, %d, %d] input", path,
+                         (long long)batch, c->in_channels, c->image_size, c->image_size);
+    return st;
 }
 
 static stk_status model_of(stk_onnx_model *file, const char *path, const stk_model_config *want,
@@ -67,6 +103,7 @@ static stk_status model_of(stk_onnx_model *file, const char *path, const stk_mod
         m->units[0] = root;
         m->n_units = 1;
     }
+    if (st == STK_OK) st = dry_run(m, path, nd == 4 ? in[0] : -1);
     if (st != STK_OK) {
         stk_model_destroy(m);
         return st;

@@ -296,6 +296,7 @@ static void check_export(const char *onnx, const char *refs)
     stk_onnx_model *src;
     ck_assert_int_eq(stk_onnx_read_file(data_path(onnx), &src), STK_OK);
     int bns = count_op(src, "BatchNormalization");
+    int64_t src_batch = src->inputs[0].dims[0];
     stk_onnx_model_destroy(src);
     for (int fold = 0; fold < 2; fold++) {
         char path[64];
@@ -309,7 +310,10 @@ static void check_export(const char *onnx, const char *refs)
         ck_assert_int_eq(count_op(f, "BatchNormalization"), (fold ? 0 : bns));
         ck_assert_str_eq(f->inputs[0].name, "input");
         ck_assert_str_eq(f->outputs[0].name, "logits");
-        ck_assert_str_eq(f->inputs[0].dim_param[0], "batch");
+        if (src_batch > 0) /* a batch the file fixed stays fixed (its Reshapes hold it) */
+            ck_assert_int_eq(f->inputs[0].dims[0], src_batch);
+        else
+            ck_assert_str_eq(f->inputs[0].dim_param[0], "batch");
         for (int i = 0; i < f->n_nodes; i++)
             ck_assert_msg(f->nodes[i].n_outputs == 1 ||
                               strcmp(f->nodes[i].op_type, "BatchNormalization"),
@@ -363,6 +367,21 @@ START_TEST(test_refusals)
     ck_assert_msg(strstr(stk_last_error(), "buffer bn.running_mean is not in the graph") &&
                       strstr(stk_last_error(), "dynamo=True, optimize=False"),
                   "%s", stk_last_error());
+    /* shapes that cannot run at the asked size: refused at load, not at the
+     * first step (fixed_reshape.onnx flattens 4 x 4 images only: 8 x 8 ones
+     * make four rows each) */
+    stk_model_config at8 = {.in_channels = 1, .image_size = 8, .classes = 3};
+    ck_assert_int_ne(stk_model_from_onnx_file(data_path("fixed_reshape.onnx"), &at8, &m), STK_OK);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(stk_last_error(), "fixed_reshape.onnx: at load, a forward of a "
+                                           "[2, 1, 8, 8] input") &&
+                      strstr(stk_last_error(), "its output is [8, 3], not [2, 3]"),
+                  "%s", stk_last_error());
+    stk_model_config at4 = {.in_channels = 1, .image_size = 4, .classes = 3};
+    ck_assert_msg(stk_model_from_onnx_file(data_path("fixed_reshape.onnx"), &at4, &m) == STK_OK,
+                  "%s", stk_last_error());
+    stk_model_destroy(m);
+    m = NULL;
     /* not ONNX */
     ck_assert_int_eq(stk_model_from_onnx_file(data_path("tiny_state.safetensors"), NULL, &m),
                      STK_ERR_CORRUPT);
