@@ -17,13 +17,14 @@ SKBUILD="scikit-build-core==1.1.2"
 SAFETENSORS="safetensors==0.8.0"
 ONNX="onnx==1.23.2"
 ORT="onnxruntime==1.32.0"
+MYPY="mypy==1.19.1" # stubtest checks the Python package's stubs (tests/cli/test_stubs.sh)
 # Debian's numpy stays: Debian's torch is built against it (onnx would pull numpy 2)
 NUMPY="numpy==$(/usr/bin/python3 -c 'import numpy; print(numpy.__version__)')"
-if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import tensorboard, scikit_build_core, safetensors, onnx, onnxruntime" 2>/dev/null; then
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import tensorboard, scikit_build_core, safetensors, onnx, onnxruntime, mypy" 2>/dev/null; then
     exit 0
 fi
-echo "make-venv: $VENV with $TENSORBOARD, $SKBUILD, $SAFETENSORS, $ONNX and $ORT (PyPI)"
+echo "make-venv: $VENV with $TENSORBOARD, $SKBUILD, $SAFETENSORS, $ONNX, $ORT and $MYPY (PyPI)"
 /usr/bin/python3 -m venv --system-site-packages "$VENV"
-if ! "$VENV/bin/pip" install -q --disable-pip-version-check "$TENSORBOARD" "$SKBUILD" "$SAFETENSORS" "$ONNX" "$ORT" "$NUMPY"; then
+if ! "$VENV/bin/pip" install -q --disable-pip-version-check "$TENSORBOARD" "$SKBUILD" "$SAFETENSORS" "$ONNX" "$ORT" "$MYPY" "$NUMPY"; then
     echo "make-venv: could not install $TENSORBOARD, $SKBUILD, $SAFETENSORS, $ONNX and $ORT from PyPI; the TensorBoard reader, pip install and export tests will be skipped" >&2
 fi

@@ -1,6 +1,8 @@
 """Type stubs of stoke._stoke, the extension module (python/src)."""
 import os
-from typing import Any, Dict, Iterator, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, Optional, Tuple, Union, final
+
+from typing_extensions import disjoint_base  # (C types: no other base may join theirs)
 
 _Path = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
@@ -8,6 +10,7 @@ __version__: str
 
 class StokeError(RuntimeError): ...
 
+@final
 class Array:
     """A batch's images or labels viewed in place (DLPack); made by a Loader only."""
     @property
@@ -22,12 +25,14 @@ class Array:
                    copy: Optional[bool] = None) -> Any: ...
     def __dlpack_device__(self) -> Tuple[int, int]: ...
 
+@disjoint_base
 class Loader:
     def __init__(self, path: _Path, batch_size: int, *, transform: Optional[str] = None,
                  workers: int = 0, shuffle: bool = True, seed: int = 0, drop_last: bool = False,
                  rank: int = 0, world_size: int = 1, output: str = "u8", layout: str = "NHWC",
                  prefetch: int = 3, device: str = "cpu", on_bad: str = "skip",
-                 order: str = "random") -> None: ...
+                 order: str = "random", cache_mb: int = 0, block_mib: int = 8,
+                 block_window: int = 8) -> None: ...
     def __iter__(self) -> Iterator[Tuple[Array, Array]]: ...
     def __next__(self) -> Tuple[Array, Array]: ...
     def __len__(self) -> int: ...
