@@ -9,6 +9,7 @@
 #include "common/pb_wire.h"
 #include "engine/nn_impl.h"
 #include "engine/onnx_graph.h"
+#include "engine/onnx_write_impl.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -23,15 +24,7 @@
 
 enum { T_FLOAT = 1, T_UINT8 = 2, T_INT64 = 7 };            /* TensorProto.DataType */
 enum { A_FLOAT = 1, A_INT = 2, A_STRING = 3, A_INTS = 7 }; /* AttributeProto.type */
-enum {
-    MODEL_IR = 1,
-    MODEL_PRODUCER = 2,
-    MODEL_PRODUCER_VERSION = 3,
-    MODEL_GRAPH = 7,
-    MODEL_OPSET = 8,
-    MODEL_META = 14
-}; /* ModelProto */
-enum { GRAPH_NODE = 1, GRAPH_NAME = 2, GRAPH_INIT = 5, GRAPH_INPUT = 11, GRAPH_OUTPUT = 12 };
+enum { GRAPH_NODE = 1, GRAPH_INIT = 5 }; /* GraphProto (the rest: onnx_write.c) */
 
 #define MAX_NAMES 4096
 #define NAME_LEN  1024
@@ -552,29 +545,6 @@ static const char *emit(graph *g, const stk_module *mod, const char *parent_loca
     return y;
 }
 
-/* A graph input or output: name, element type, dims (-1: "batch"). */
-static void value_info(stk_pb *b, int field, const char *name, int type, const int64_t *dims,
-                       int nd)
-{
-    size_t vi = stk_pb_begin(b, field);
-    stk_pb_string(b, 1, name);
-    size_t tp = stk_pb_begin(b, 2), tt = stk_pb_begin(b, 1);
-    stk_pb_int(b, 1, type);
-    size_t sh = stk_pb_begin(b, 2);
-    for (int d = 0; d < nd; d++) {
-        size_t dm = stk_pb_begin(b, 1);
-        if (dims[d] < 0)
-            stk_pb_string(b, 2, "batch");
-        else
-            stk_pb_int(b, 1, dims[d]);
-        stk_pb_end(b, dm);
-    }
-    stk_pb_end(b, sh);
-    stk_pb_end(b, tt);
-    stk_pb_end(b, tp);
-    stk_pb_end(b, vi);
-}
-
 /* u8 NHWC pixels to the normalised f32 NCHW input: (x - 255 mean) / (255 std). */
 static const char *preprocess(graph *g, int channels)
 {
@@ -622,39 +592,20 @@ stk_status stk_onnx_export(const stk_model *m, const char *path, const stk_onnx_
     const char *x = o->input == STK_ONNX_INPUT_U8_NHWC ? preprocess(&g, c->in_channels) : "input";
     emit(&g, root, NULL, x);
 
-    stk_pb b;
-    stk_pb_init(&b);
-    stk_pb_int(&b, MODEL_IR, o->opset == 17 ? 8 : 7);
-    stk_pb_string(&b, MODEL_PRODUCER, "stoke");
-    stk_pb_string(&b, MODEL_PRODUCER_VERSION, STOKE_VERSION);
-    size_t gr = stk_pb_begin(&b, MODEL_GRAPH);
-    stk_pb_append(&b, &g.nodes);
-    stk_pb_string(&b, GRAPH_NAME, m->name);
-    stk_pb_append(&b, &g.inits);
     int64_t s = c->image_size, ch = c->in_channels;
     int64_t nchw[4] = {-1, ch, s, s}, nhwc[4] = {-1, s, s, ch}, out[2] = {-1, c->classes};
+    stk_pb io;
+    stk_pb_init(&io);
     if (o->input == STK_ONNX_INPUT_U8_NHWC)
-        value_info(&b, GRAPH_INPUT, "input", T_UINT8, nhwc, 4);
+        eng_onnx_value_info(&io, ENG_ONNX_GRAPH_INPUT, "input", T_UINT8, 4, nhwc);
     else
-        value_info(&b, GRAPH_INPUT, "input", T_FLOAT, nchw, 4);
-    value_info(&b, GRAPH_OUTPUT, "logits", T_FLOAT, out, 2);
-    stk_pb_end(&b, gr);
-    size_t op = stk_pb_begin(&b, MODEL_OPSET);
-    stk_pb_int(&b, 2, o->opset); /* domain "": the default ai.onnx */
-    stk_pb_end(&b, op);
-    for (int i = 0; i < o->n_meta; i++) {
-        size_t kv = stk_pb_begin(&b, MODEL_META);
-        stk_pb_string(&b, 1, o->meta_keys[i]);
-        stk_pb_string(&b, 2, o->meta_values[i]);
-        stk_pb_end(&b, kv);
-    }
+        eng_onnx_value_info(&io, ENG_ONNX_GRAPH_INPUT, "input", T_FLOAT, 4, nchw);
+    eng_onnx_value_info(&io, ENG_ONNX_GRAPH_OUTPUT, "logits", T_FLOAT, 2, out);
     stk_status st = g.st;
-    if (st == STK_OK && stk_pb_failed(&b)) st = stk_error(STK_ERR_NOMEM, "out of memory");
-    if (st == STK_OK) {
-        stk_file_part part = {b.data, b.len};
-        st = stk_file_write_atomic(path, &part, 1);
-    }
-    stk_pb_deinit(&b);
+    if (st == STK_OK)
+        st = eng_onnx_write_model(path, o->opset == 17 ? 8 : 7, o->opset, m->name, &g.nodes,
+                                  &g.inits, &io, o);
+    stk_pb_deinit(&io);
     stk_pb_deinit(&g.nodes);
     stk_pb_deinit(&g.inits);
     free(g.names);

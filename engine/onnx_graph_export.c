@@ -18,6 +18,7 @@
  * Field numbers: onnx/onnx.proto (as engine/onnx_export.c). */
 #include "engine/onnx.h"
 #include "engine/onnx_graph_impl.h"
+#include "engine/onnx_write_impl.h"
 
 #include "common/fs.h"
 #include "common/pb_wire.h"
@@ -31,9 +32,7 @@
 #error "TensorProto.raw_data is little-endian: this writer copies host floats"
 #endif
 
-enum { MODEL_IR = 1, MODEL_PRODUCER = 2, MODEL_PRODUCER_VERSION = 3, MODEL_GRAPH = 7 };
-enum { MODEL_OPSET = 8, MODEL_META = 14 };
-enum { GRAPH_NODE = 1, GRAPH_NAME = 2, GRAPH_INIT = 5, GRAPH_INPUT = 11, GRAPH_OUTPUT = 12 };
+enum { GRAPH_NODE = 1, GRAPH_INIT = 5 }; /* GraphProto (the rest: onnx_write.c) */
 enum { NODE_INPUT = 1, NODE_OUTPUT = 2, NODE_NAME = 3, NODE_OP = 4, NODE_ATTR = 5 };
 enum { NODE_DOMAIN = 7 };
 enum { ATTR_NAME = 1, ATTR_F = 2, ATTR_I = 3, ATTR_S = 4, ATTR_T = 5, ATTR_FLOATS = 7 };
@@ -411,32 +410,6 @@ static void write_preprocess(writer *w, int channels)
     }
 }
 
-/* A graph input or output: dims (-1: "batch" for the first, the file's
- * symbol or none for the others; the first as given when the file fixed it). */
-static void value_info(stk_pb *b, int field, const char *name, int type, const stk_onnx_value *v,
-                       const int64_t *dims, int nd)
-{
-    size_t vi = stk_pb_begin(b, field);
-    stk_pb_string(b, 1, name);
-    size_t tp = stk_pb_begin(b, 2), tt = stk_pb_begin(b, 1);
-    stk_pb_int(b, 1, type);
-    size_t sh = stk_pb_begin(b, 2);
-    for (int d = 0; d < nd; d++) {
-        size_t dm = stk_pb_begin(b, 1);
-        if (d == 0 && dims[0] < 0)
-            stk_pb_string(b, 2, "batch");
-        else if (dims[d] >= 0)
-            stk_pb_int(b, 1, dims[d]);
-        else if (v && d < v->ndim && v->dim_param[d])
-            stk_pb_string(b, 2, v->dim_param[d]);
-        stk_pb_end(b, dm);
-    }
-    stk_pb_end(b, sh);
-    stk_pb_end(b, tt);
-    stk_pb_end(b, tp);
-    stk_pb_end(b, vi);
-}
-
 static const stk_onnx_value *file_value(const stk_onnx_value *vs, int n, const char *name)
 {
     for (int i = 0; i < n; i++)
@@ -460,7 +433,6 @@ stk_status stk_onnx_graph_export(const stk_onnx_graph *g, const stk_model_config
                              "first)",
                              g->what);
     const stk_onnx_value *fin = file_value(f->inputs, f->n_inputs, g->names[g->input]);
-    const stk_onnx_value *fout = file_value(f->outputs, f->n_outputs, g->names[g->output]);
     if (!fin || fin->ndim != 4 || (o->input == STK_ONNX_INPUT_U8_NHWC && cfg->in_channels > 3))
         return stk_error(STK_ERR_UNSUPPORTED, "%s: the graph's input is not [N, C, H, W]", g->what);
     writer w = {.g = g, .o = o};
@@ -478,41 +450,22 @@ stk_status stk_onnx_graph_export(const stk_onnx_graph *g, const stk_model_config
     for (int i = 0; i < g->n_nodes && w.st == STK_OK; i++) write_node(&w, i);
     write_initializers(&w);
 
-    stk_pb b;
-    stk_pb_init(&b);
-    stk_pb_int(&b, MODEL_IR, f->ir_version);
-    stk_pb_string(&b, MODEL_PRODUCER, "stoke");
-    stk_pb_string(&b, MODEL_PRODUCER_VERSION, STOKE_VERSION);
-    size_t gr = stk_pb_begin(&b, MODEL_GRAPH);
-    stk_pb_append(&b, &w.nodes);
-    stk_pb_string(&b, GRAPH_NAME, f->graph_name && *f->graph_name ? f->graph_name : "onnx");
-    stk_pb_append(&b, &w.inits);
     /* the batch symbolic ("batch") unless the file fixed it (its Reshapes may hold it) */
     int64_t s = cfg->image_size, ch = cfg->in_channels, n = fin->dims[0] > 0 ? fin->dims[0] : -1;
     int64_t nchw[4] = {n, ch, s, s}, nhwc[4] = {n, s, s, ch}, out[2] = {n, cfg->classes};
+    stk_pb io;
+    stk_pb_init(&io);
     if (o->input == STK_ONNX_INPUT_U8_NHWC)
-        value_info(&b, GRAPH_INPUT, IN_NAME, STK_ONNX_UINT8, NULL, nhwc, 4);
+        eng_onnx_value_info(&io, ENG_ONNX_GRAPH_INPUT, IN_NAME, STK_ONNX_UINT8, 4, nhwc);
     else
-        value_info(&b, GRAPH_INPUT, IN_NAME, STK_ONNX_FLOAT, fin, nchw, 4);
-    value_info(&b, GRAPH_OUTPUT, OUT_NAME, STK_ONNX_FLOAT, fout, out, 2);
-    stk_pb_end(&b, gr);
-    size_t op = stk_pb_begin(&b, MODEL_OPSET);
-    stk_pb_int(&b, 2, f->opset);
-    stk_pb_end(&b, op);
-    for (int i = 0; i < o->n_meta; i++) {
-        size_t kv = stk_pb_begin(&b, MODEL_META);
-        stk_pb_string(&b, 1, o->meta_keys[i]);
-        stk_pb_string(&b, 2, o->meta_values[i]);
-        stk_pb_end(&b, kv);
-    }
+        eng_onnx_value_info(&io, ENG_ONNX_GRAPH_INPUT, IN_NAME, STK_ONNX_FLOAT, 4, nchw);
+    eng_onnx_value_info(&io, ENG_ONNX_GRAPH_OUTPUT, OUT_NAME, STK_ONNX_FLOAT, 2, out);
     stk_status st = w.st;
-    if (st == STK_OK && (stk_pb_failed(&b) || stk_pb_failed(&w.nodes) || stk_pb_failed(&w.inits)))
-        st = stk_error(STK_ERR_NOMEM, "out of memory");
-    if (st == STK_OK) {
-        stk_file_part part = {b.data, b.len};
-        st = stk_file_write_atomic(path, &part, 1);
-    }
-    stk_pb_deinit(&b);
+    if (st == STK_OK)
+        st = eng_onnx_write_model(path, f->ir_version, f->opset,
+                                  f->graph_name && *f->graph_name ? f->graph_name : "onnx",
+                                  &w.nodes, &w.inits, &io, o);
+    stk_pb_deinit(&io);
     stk_pb_deinit(&w.nodes);
     stk_pb_deinit(&w.inits);
     free(w.conv_folded);

@@ -228,7 +228,7 @@ static stk_status host_map(stk_onnx_graph *g, const onnx_node *n, int n_args,
 
 static stk_status host_broadcast(stk_onnx_graph *g, const onnx_node *n, int n_args, host_fn f)
 {
-    const onnx_value *v[3];
+    const onnx_value *v[3] = {NULL, NULL, NULL};
     for (int k = 0; k < n_args; k++) STK_TRY(in_host(g, n, k, &v[k]));
     return host_map(g, n, n_args, v, 0, NULL, f);
 }
@@ -243,7 +243,7 @@ static stk_status run_binary(stk_onnx_graph *g, const onnx_node *n, binary_fn tf
 {
     if (all_host(g, n)) {
         if (hf == h_div) { /* ONNX divides integers as integers, floats exactly */
-            const onnx_value *a, *b;
+            const onnx_value *a = NULL, *b = NULL;
             STK_TRY(in_host(g, n, 0, &a));
             STK_TRY(in_host(g, n, 1, &b));
             if (a->is_float || b->is_float) hf = h_fdiv;
