@@ -313,10 +313,38 @@ stk_status eng_model_collect_params(stk_model *m)
     return collect_units(m);
 }
 
-int stk_model_unit_count(const stk_model *m) { return m->n_units; }
+/* An imported graph cut into units (onnx_graph_units.c), or NULL: a graph
+ * without cuts is one unit, the graph module itself, as a built-in's are modules. */
+static struct stk_onnx_graph *cut_graph(const stk_model *m)
+{
+    struct stk_onnx_graph *g = m->root->kind == MOD_ONNX_GRAPH ? m->root->graph : NULL;
+    return g && eng_onnx_graph_unit_count(g) > 1 ? g : NULL;
+}
+
+int stk_model_unit_count(const stk_model *m)
+{
+    const struct stk_onnx_graph *g = cut_graph(m);
+    return g ? eng_onnx_graph_unit_count(g) : m->n_units;
+}
+
 const char *stk_model_unit_name(const stk_model *m, int i)
 {
+    const struct stk_onnx_graph *g = cut_graph(m);
+    if (g) return eng_onnx_graph_unit_name(g, i);
     return i >= 0 && i < m->n_units ? m->units[i]->path : NULL;
+}
+
+int stk_model_param_unit(const stk_model *m, int p)
+{
+    if (p < 0 || p >= m->n_params) return -1;
+    const struct stk_onnx_graph *g = cut_graph(m);
+    if (g) return eng_onnx_graph_param_unit(g, p);
+    const char *name = m->params[p].name;
+    for (int u = 0; u < m->n_units; u++) { /* a unit's parameters: under its module path */
+        size_t n = strlen(m->units[u]->path);
+        if (!strncmp(name, m->units[u]->path, n) && name[n] == '.') return u;
+    }
+    return -1;
 }
 
 void stk_model_destroy(stk_model *m)
@@ -682,15 +710,20 @@ stk_status stk_model_forward(stk_model *m, stk_tensor *x, stk_tensor **out)
 stk_status stk_model_forward_units(stk_model *m, int from, int to, uint64_t id, stk_tensor *x,
                                    stk_tensor **out)
 {
-    if (from < 0 || to > m->n_units || from >= to)
+    int units = stk_model_unit_count(m);
+    if (from < 0 || to > units || from >= to)
         return stk_error(STK_ERR_INVALID_ARG, "%s: units %d..%d outside its %d", m->name, from,
-                         to - 1, m->n_units);
+                         to - 1, units);
     if (from == 0) STK_TRY(check_input(m, x));
     forward_id = id;
     stk_scope *s;
     STK_TRY(stk_scope_begin(&s));
     stk_tensor *h = x;
     stk_status st = STK_OK;
-    for (int i = from; i < to && st == STK_OK;) st = step_through(m, m->units, &i, to, -1, &h, x);
+    struct stk_onnx_graph *g = cut_graph(m);
+    if (g)
+        st = eng_onnx_graph_run_units(g, from, to, x, m->training, m->cfg.seed, id << 20, &h);
+    for (int i = from; !g && i < to && st == STK_OK;)
+        st = step_through(m, m->units, &i, to, -1, &h, x);
     return eng_compose_end(s, st, st == STK_OK ? h : NULL, out);
 }

@@ -110,7 +110,9 @@ stk_status stk_model_forward(stk_model *m, stk_tensor *x, stk_tensor **out);
 /* The forward as a chain of units, for splitting a model into pipeline
  * stages (train/pipeline.h): the top-level modules, each sequential one
  * among them opened one level ("layer1.0", "layer1.1", "features.3",
- * "classifier.1"); a unit's name is its module path. Running units [0, n)
+ * "classifier.1"); a unit's name is its module path. A model imported
+ * from ONNX is cut where one tensor alone flows on (onnx_graph_units.c),
+ * its units named after their modules the same way. Running units [0, n)
  * is stk_model_forward. forward_id numbers the forward for dropout masks
  * (stk_model_forward counts its own calls); several threads may run
  * disjoint units of one model at once (their parameters are disjoint).
@@ -119,6 +121,9 @@ int stk_model_unit_count(const stk_model *m);
 const char *stk_model_unit_name(const stk_model *m, int i);
 stk_status stk_model_forward_units(stk_model *m, int from, int to, uint64_t forward_id,
                                    stk_tensor *x, stk_tensor **out);
+/* The unit whose modules hold parameter p (the state dict's index), or -1
+ * (outside every unit, or p out of range). */
+int stk_model_param_unit(const stk_model *m, int p);
 
 /* The state dict: parameters and buffers in registration order. */
 int stk_model_param_count(const stk_model *m);

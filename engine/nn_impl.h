@@ -120,6 +120,15 @@ const stk_param *eng_onnx_graph_params(const struct stk_onnx_graph *g, int *n);
 stk_status eng_onnx_graph_to(struct stk_onnx_graph *g, stk_device dev);
 stk_status eng_onnx_graph_run(struct stk_onnx_graph *g, stk_tensor *x, bool training,
                               uint64_t seed, uint64_t stream, stk_tensor **out);
+/* The graph as a chain of units (onnx_graph_units.c): 0 when it has no
+ * cuts (or its size was not known at load); a unit's name; the unit that
+ * uses parameter p; units [from, to) on x. */
+int eng_onnx_graph_unit_count(const struct stk_onnx_graph *g);
+const char *eng_onnx_graph_unit_name(const struct stk_onnx_graph *g, int u);
+int eng_onnx_graph_param_unit(const struct stk_onnx_graph *g, int p);
+stk_status eng_onnx_graph_run_units(struct stk_onnx_graph *g, int from, int to, stk_tensor *x,
+                                    bool training, uint64_t seed, uint64_t stream,
+                                    stk_tensor **out);
 
 /* Builders (nn.c): each returns NULL on allocation failure (message set). */
 stk_module *eng_mod_new(eng_module_kind kind, const char *name);

@@ -63,6 +63,7 @@ static const struct {
     {"Range", OP_RANGE},
     {"ReduceMean", OP_REDUCEMEAN},
     {"Pow", OP_POW},
+    {"Gelu", OP_GELU}, /* opset 20, the dynamo exporter's default opset */
 };
 
 static bool op_of(const stk_onnx_node *n, onnx_op *op)
@@ -620,6 +621,7 @@ static void fold_bn_relu(stk_onnx_graph *g, int ib)
 void stk_onnx_graph_destroy(stk_onnx_graph *g)
 {
     if (!g) return;
+    eng_onnx_units_free(g);
     for (int i = 0; i < g->n_values; i++) {
         if (g->values[i].persistent) stk_tensor_release(g->values[i].t);
         free(g->values[i].host);
@@ -674,6 +676,12 @@ static stk_status compile_nodes(stk_onnx_graph *g)
             n->op = OP_SKIP;
         }
         if (n->op == OP_IDENTITY) STK_TRY(own_weight(g, n));
+        const stk_onnx_attr *approx = stk_onnx_node_attr(s, "approximate");
+        if (n->op == OP_GELU && approx && approx->s && strcmp(approx->s, "none"))
+            return stk_error(STK_ERR_UNSUPPORTED,
+                             "%s: node '%s' is a Gelu with approximate='%s'; Stoke runs the "
+                             "exact (erf) form, nn.GELU()'s default",
+                             g->what, s->name, approx->s);
         if (n->op == OP_BATCHNORM) {
             if (n->n_in < 5)
                 return stk_error(STK_ERR_CORRUPT, "%s: BatchNormalization '%s' has %d inputs, not 5",
@@ -789,61 +797,21 @@ int stk_onnx_graph_input_shape(const stk_onnx_graph *g, int64_t *dims)
 
 /* ---- forward ---------------------------------------------------------------------- */
 
-static void clear_value(onnx_value *v)
-{
-    if (v->persistent) return;
-    free(v->host);
-    *v = (onnx_value){.last_use = v->last_use};
-}
-
-/* After node i: the intermediates it was the last to read go (their memory
- * back to the cache while the step runs, as the built-in models let theirs
- * go), unless another live value holds the same tensor (Identity, a Cast,
- * a view returned as is; the caller's input above all). */
-static void drop_read(stk_onnx_graph *g, int i)
-{
-    const onnx_node *n = &g->nodes[i];
-    for (int k = 0; k < n->n_in; k++) {
-        int v = n->in[k];
-        if (v < 0 || v == g->input || v == g->output || g->values[v].persistent ||
-            g->values[v].last_use != i)
-            continue;
-        stk_tensor *t = g->values[v].t;
-        bool aliased = false;
-        for (int u = 0; t && u < g->n_values && !aliased; u++)
-            aliased = u != v && g->values[u].t == t &&
-                      (g->values[u].persistent || u == g->input || u == g->output ||
-                       g->values[u].last_use > i);
-        if (t && !aliased) eng_scope_drop(t);
-        clear_value(&g->values[v]);
-    }
-}
-
 stk_status stk_onnx_graph_forward(stk_onnx_graph *g, stk_tensor *x, bool training, uint64_t seed,
                                   uint64_t stream, stk_tensor **out)
 {
     *out = NULL;
     if (stk_tensor_dtype(x) != STK_F32)
         return stk_error(STK_ERR_INVALID_ARG, "%s: the input must be f32", g->what);
-    g->values[g->input].t = x;
-    stk_status st = STK_OK;
-    for (int i = 0; i < g->n_nodes && st == STK_OK; i++) {
-        if (g->nodes[i].op == OP_SKIP) continue;
-        st = eng_onnx_run_node(g, i, training, seed, stream);
-        if (st != STK_OK) {
-            const stk_onnx_node *s = g->nodes[i].src;
-            stk_error_prefix(st, "%s: node '%s' (%s)", g->what, s->name, s->op_type);
-            break;
-        }
-        drop_read(g, i);
-    }
-    stk_tensor *y = g->values[g->output].t;
+    eng_onnx_run r;
+    STK_TRY(eng_onnx_run_begin(g, g->input, g->output, &r));
+    r.values[g->input].t = x;
+    stk_status st = eng_onnx_run_nodes(&r, 0, g->n_nodes, training, seed, stream);
+    stk_tensor *y = r.values[g->output].t;
     if (st == STK_OK && !y)
         st = stk_error(STK_ERR_UNSUPPORTED, "%s: its output '%s' is not a float tensor", g->what,
                        g->names[g->output]);
-    for (int v = 0; v < g->n_values; v++)
-        if (v != g->input) clear_value(&g->values[v]);
-    g->values[g->input].t = NULL;
+    eng_onnx_run_end(&r);
     if (st == STK_OK) *out = y;
     return st;
 }

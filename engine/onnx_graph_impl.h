@@ -65,7 +65,44 @@ struct stk_onnx_graph {
     int n_params;
     int input, output;
     stk_device device; /* of the constants (the parameters' are the model's) */
+    /* The forward as a chain of units (onnx_graph_units.c), found by the
+     * load's dry run; none (n_units 0) when it did not run. */
+    bool recording;    /* the dry run: seen_tensor[v] set for each tensor value */
+    bool *seen_tensor; /* n_values */
+    int n_units;
+    int *unit_first;   /* unit u: nodes [unit_first[u], unit_first[u + 1]) */
+    int *unit_in;      /* the value a unit starts from (the one tensor across its cut) */
+    char **unit_names;
+    int *param_unit;   /* n_params: the unit whose nodes use it */
+    int *carry_start, *carry_vals; /* unit u's host numbers crossing its cut:
+                                    * carry_vals[carry_start[u] .. carry_start[u + 1]) */
+    struct eng_onnx_carry *carry; /* shapes computed before a cut, for the stages after it */
 };
+
+/* One forward over nodes of the graph: its own copy of the values (so that
+ * pipeline stages run disjoint nodes at once), `in` the value fed (never
+ * dropped), `out` the one returned. shared: the graph with the copy in it,
+ * which the nodes run on. */
+typedef struct eng_onnx_run {
+    stk_onnx_graph *g;
+    onnx_value *values;
+    stk_onnx_graph shared;
+    int in, out;
+} eng_onnx_run;
+
+stk_status eng_onnx_run_begin(stk_onnx_graph *g, int in, int out, eng_onnx_run *r);
+/* Nodes [from, to); errors name the node. */
+stk_status eng_onnx_run_nodes(eng_onnx_run *r, int from, int to, bool training, uint64_t seed,
+                              uint64_t stream);
+/* The intermediates cleared (their tensors are the caller's scope's). */
+void eng_onnx_run_end(eng_onnx_run *r);
+
+/* Units (onnx_graph_units.c): record which values are tensors during the
+ * next forward (the dry run at load), then find the units from it; freed
+ * with the graph. */
+stk_status eng_onnx_units_record(stk_onnx_graph *g);
+stk_status eng_onnx_find_units(stk_onnx_graph *g);
+void eng_onnx_units_free(stk_onnx_graph *g);
 
 /* Move the constants to dev (onnx_graph_ops.c), their host numbers kept
  * for shape arithmetic first (read on the host, whatever the device). */

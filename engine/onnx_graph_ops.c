@@ -23,18 +23,10 @@ static onnx_value *in_value(stk_onnx_graph *g, const onnx_node *n, int k)
     return k < n->n_in && n->in[k] >= 0 ? &g->values[n->in[k]] : NULL;
 }
 
-/* Input k as a float tensor: host numbers become one (cached for a
- * constant, in the caller's scope otherwise). */
-static stk_status in_tensor(stk_onnx_graph *g, const onnx_node *n, int k, stk_tensor **out)
+/* Host numbers as a float tensor on the graph's device: the value's own
+ * (kept) for a constant, the caller's scope's otherwise. */
+static stk_status host_as_tensor(const stk_onnx_graph *g, onnx_value *v)
 {
-    onnx_value *v = in_value(g, n, k);
-    *out = NULL;
-    if (!v || (!v->t && !v->host))
-        return stk_error(STK_ERR_INVALID_ARG, "input %d is missing", k);
-    if (v->t) {
-        *out = v->t;
-        return STK_OK;
-    }
     float *f = malloc(sizeof(float) * (size_t)(v->numel ? v->numel : 1));
     if (!f) return stk_error(STK_ERR_NOMEM, "no memory for a constant");
     for (int64_t i = 0; i < v->numel; i++) f[i] = (float)v->host[i];
@@ -47,8 +39,19 @@ static stk_status in_tensor(stk_onnx_graph *g, const onnx_node *n, int k, stk_te
     }
     free(f);
     if (st == STK_OK && g->device != STK_DEVICE_CPU) st = stk_tensor_move_to(v->t, g->device);
-    *out = v->t;
     return st;
+}
+
+/* Input k as a float tensor (host numbers made into one). */
+static stk_status in_tensor(stk_onnx_graph *g, const onnx_node *n, int k, stk_tensor **out)
+{
+    onnx_value *v = in_value(g, n, k);
+    *out = NULL;
+    if (!v || (!v->t && !v->host))
+        return stk_error(STK_ERR_INVALID_ARG, "input %d is missing", k);
+    if (!v->t) STK_TRY(host_as_tensor(g, v));
+    *out = v->t;
+    return STK_OK;
 }
 
 /* A small float constant of the file (not a parameter), which shape

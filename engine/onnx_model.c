@@ -1,7 +1,7 @@
 /* A model whose forward is an ONNX graph (onnx_graph.h's stk_model_from_onnx_file). */
 #include "engine/autograd.h"
 #include "engine/nn_impl.h"
-#include "engine/onnx_graph.h"
+#include "engine/onnx_graph_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,11 +99,13 @@ static stk_status model_of(stk_onnx_model *file, const char *path, const stk_mod
                                 .bn_eps = 1e-5f};
     m->training = true;
     if (st == STK_OK) st = eng_model_collect_params(m);
-    if (st == STK_OK) { /* one unit, the graph: micro-batches run it; it has no stages */
+    if (st == STK_OK) { /* one unit, the graph, unless it has cuts (stk_model_unit_count) */
         m->units[0] = root;
         m->n_units = 1;
     }
+    if (st == STK_OK) st = eng_onnx_units_record(g); /* the dry run tells which values are tensors */
     if (st == STK_OK) st = dry_run(m, path, nd == 4 ? in[0] : -1);
+    if (st == STK_OK) st = eng_onnx_find_units(g); /* (none when the dry run was skipped) */
     if (st != STK_OK) {
         stk_model_destroy(m);
         return st;

@@ -337,12 +337,29 @@ static stk_status read_attr(ctx *c, const uint8_t *data, size_t len, stk_onnx_at
     return STK_OK;
 }
 
+/* ---- StringStringEntryProto (metadata_props) ------------------------------------- */
+
+static stk_status read_entry(ctx *c, const uint8_t *data, size_t len, const char **key,
+                             const char **value)
+{
+    *key = *value = NULL;
+    NEXT_FIELDS(r, f, got, data, len)
+    {
+        if (f.wire != STK_PB_LEN || (f.field != 1 && f.field != 2)) continue;
+        const char *s = str(c, &f);
+        if (!s) return nomem(c);
+        *(f.field == 1 ? key : value) = s;
+    }
+    if (got < 0) return malformed(c, &r);
+    return STK_OK;
+}
+
 /* ---- NodeProto ------------------------------------------------------------------ */
 
 static stk_status read_node(ctx *c, const uint8_t *data, size_t len, stk_onnx_node *n)
 {
     memset(n, 0, sizeof *n);
-    n->name = n->op_type = n->domain = "";
+    n->name = n->op_type = n->domain = n->scopes = "";
     int ni = count_fields(data, len, 1), no = count_fields(data, len, 2),
         na = count_fields(data, len, 5);
     if (ni < 0 || no < 0 || na < 0) return corrupt(c, "the node is not valid protobuf");
@@ -366,6 +383,12 @@ static stk_status read_node(ctx *c, const uint8_t *data, size_t len, stk_onnx_no
         if (!in[i]) in[i] = "";
     NEXT_FIELDS(r2, f2, got2, data, len)
     {
+        if (f2.field == 9 && f2.wire == STK_PB_LEN) { /* metadata_props: the module path */
+            const char *key, *value;
+            STK_TRY(read_entry(c, f2.data, f2.len, &key, &value));
+            if (key && value && !strcmp(key, "pkg.torch.onnx.name_scopes")) n->scopes = value;
+            continue;
+        }
         if (f2.field != 5) continue;
         if (f2.wire != STK_PB_LEN) return corrupt(c, "an attribute is not a message");
         STK_TRY(read_attr(c, f2.data, f2.len, &at[n->n_attrs]));
@@ -449,15 +472,8 @@ static stk_status read_graph(ctx *c, const uint8_t *data, size_t len, stk_onnx_m
             continue;
         }
         if (f.field == 16 && f.wire == STK_PB_LEN) { /* metadata_props: torch.export's signature */
-            const char *key = NULL, *value = NULL;
-            NEXT_FIELDS(rm, fm, gotm, f.data, f.len)
-            {
-                if (fm.wire != STK_PB_LEN || (fm.field != 1 && fm.field != 2)) continue;
-                const char *s = str(c, &fm);
-                if (!s) return nomem(c);
-                *(fm.field == 1 ? &key : &value) = s;
-            }
-            if (gotm < 0) return malformed(c, &rm);
+            const char *key, *value;
+            STK_TRY(read_entry(c, f.data, f.len, &key, &value));
             if (key && value && !strcmp(key, "pkg.torch.export.ExportedProgram.graph_signature"))
                 m->torch_signature = value;
             continue;

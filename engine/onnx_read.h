@@ -88,6 +88,9 @@ typedef struct stk_onnx_node {
     int n_inputs, n_outputs, n_attrs;
     const char **inputs, **outputs; /* "" for an omitted optional input */
     const stk_onnx_attr *attrs;
+    /* the dynamo exporter's module path ("['', 'layer1', 'layer1.0', 'relu']",
+     * metadata_props' pkg.torch.onnx.name_scopes), "" when the file has none */
+    const char *scopes;
 } stk_onnx_node;
 
 typedef struct stk_onnx_value {

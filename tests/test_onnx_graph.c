@@ -234,6 +234,37 @@ END_TEST
 /* Shape arithmetic that turns float (x * 1 / sqrt(float(width)), as torch
  * 2 scales an attention head): divided exactly, not as integers
  * (tests/fixtures/make_onnx_handmade.py). */
+/* Opset 20's Gelu: the exact (erf) form; its tanh approximation refused. */
+START_TEST(test_gelu_op)
+{
+    stk_onnx_model *file;
+    ck_assert_int_eq(stk_onnx_read_file(data_path("gelu20.onnx"), &file), STK_OK);
+    stk_onnx_graph *g;
+    ck_assert_msg(stk_onnx_graph_build(file, "gelu20.onnx", &g) == STK_OK, "%s", stk_last_error());
+    const float x[8] = {1, 2, 3, 4, 0, 1, 0, -1}, w[8] = {1, 2, 3, 4, -1, 0, 1, 0.5f};
+    const float b[2] = {0.25f, -0.5f};
+    int64_t xs[2] = {2, 4};
+    stk_scope *s;
+    ck_assert_int_eq(stk_scope_begin(&s), STK_OK);
+    stk_tensor *xt, *y;
+    ck_assert_int_eq(stk_tensor_from_host(STK_F32, 2, xs, x, &xt), STK_OK);
+    ck_assert_msg(stk_onnx_graph_forward(g, xt, false, 0, 0, &y) == STK_OK, "%s", stk_last_error());
+    const float *yv = stk_tensor_data(y);
+    for (int r = 0; r < 2; r++)
+        for (int o = 0; o < 2; o++) {
+            double v = b[o];
+            for (int k = 0; k < 4; k++) v += x[r * 4 + k] * w[o * 4 + k];
+            ck_assert_float_eq_tol(yv[r * 2 + o], 0.5 * v * (1 + erf(v / sqrt(2.0))), 1e-5f);
+        }
+    stk_scope_end(s);
+    stk_onnx_graph_destroy(g);
+    ck_assert_int_eq(stk_onnx_read_file(data_path("gelu_tanh.onnx"), &file), STK_OK);
+    ck_assert_int_eq(stk_onnx_graph_build(file, "gelu_tanh.onnx", &g), STK_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(stk_last_error(), "a Gelu with approximate='tanh'"), "%s",
+                  stk_last_error());
+}
+END_TEST
+
 START_TEST(test_float_shape_arithmetic)
 {
     stk_onnx_model *file;
@@ -478,6 +509,96 @@ END_TEST
  * input; every outcome is STK_OK or an error with a message. Under ASan
  * and UBSan in the sanitizer build; a fuzzer for the graph builder on top
  * of fuzz/fuzz_onnx.c's for the reader. */
+/* The units of an imported graph (pipeline stages): chained one by one
+ * they give the whole forward's logits, in eval mode and in training mode
+ * (one forward id: dropout's masks the same however the units are run);
+ * every parameter belongs to one of them; a unit run alone by a fresh
+ * model gives the same, unless shapes computed before it cross its cut
+ * (`carries`: the dynamo exporter's batch size, Shape(x) at the start). */
+static void check_units(const char *onnx, const char *refs, const char *names, bool carries)
+{
+    stk_model *m = load(onnx);
+    stk_safetensors *ref = NULL;
+    stk_tensor *x;
+    if (refs) {
+        ck_assert_int_eq(stk_safetensors_read(data_path(refs), &ref), STK_OK);
+        x = ref_tensor(ref, "input");
+    } else { /* FashionNet's: two 28 x 28 images of a pattern */
+        int64_t shape[4] = {2, 1, 28, 28};
+        ck_assert_int_eq(eng_tensor_new(STK_DEVICE_CPU, STK_F32, 4, shape, false, &x), STK_OK);
+        for (int64_t i = 0; i < stk_tensor_numel(x); i++)
+            ((float *)stk_tensor_data(x))[i] = (float)sin(0.37 * (double)i);
+    }
+    int n = stk_model_unit_count(m);
+    char got[512] = "";
+    for (int u = 0; u < n; u++)
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", u ? " " : "",
+                 stk_model_unit_name(m, u));
+    ck_assert_str_eq(got, names);
+    for (int p = 0; p < stk_model_param_count(m); p++) {
+        int u = stk_model_param_unit(m, p);
+        ck_assert_msg(u >= 0 && u < n, "%s: %s in unit %d", onnx, stk_model_param(m, p)->name, u);
+    }
+    int refused = 0;
+    for (int training = 0; training < 2; training++) {
+        stk_scope *sc;
+        ck_assert_int_eq(stk_scope_begin(&sc), STK_OK);
+        stk_model_train(m, training);
+        stk_no_grad_begin();
+        stk_tensor *whole, *h = x;
+        ck_assert_msg(stk_model_forward_units(m, 0, n, 5, x, &whole) == STK_OK, "%s",
+                      stk_last_error());
+        for (int u = 0; u < n; u++) {
+            /* a fresh model's unit u on the same tensor: the same, or refused for
+             * want of the shapes that the units before it compute */
+            if (!training && u > 0) {
+                stk_tensor *alone;
+                stk_model *fresh = load(onnx);
+                stk_model_train(fresh, false);
+                stk_status st = stk_model_forward_units(fresh, u, u + 1, 5, h, &alone);
+                if (st == STK_OK) {
+                    stk_tensor *want;
+                    ck_assert_int_eq(stk_model_forward_units(m, u, u + 1, 5, h, &want), STK_OK);
+                    expect_close("a unit alone", alone, want, 1e-6);
+                } else {
+                    ck_assert_msg(strstr(stk_last_error(), "needs shapes the units before it"),
+                                  "%s", stk_last_error());
+                    refused++;
+                }
+                stk_model_destroy(fresh);
+            }
+            ck_assert_msg(stk_model_forward_units(m, u, u + 1, 5, h, &h) == STK_OK, "%s unit %d: %s",
+                          onnx, u, stk_last_error());
+        }
+        expect_close(training ? "units chained (training)" : "units chained", h, whole, 1e-6);
+        if (!training) {
+            stk_tensor *y = eval_forward(m, x);
+            expect_close("units and forward", whole, y, 1e-6);
+        }
+        stk_no_grad_end();
+        stk_scope_end(sc);
+    }
+    ck_assert_msg(carries ? refused > 0 : refused == 0, "%s: %d units refused alone", onnx,
+                  refused);
+    stk_tensor_release(x);
+    stk_safetensors_free(ref);
+    stk_model_destroy(m);
+}
+
+START_TEST(test_units)
+{
+    check_units("fmnist_net.onnx", NULL, "conv1 bn1 conv2 bn2 fc", false);
+    check_units("tiny_train.onnx", "tiny_ref.safetensors", "conv bn pool fc", false);
+    const char *mixed = "stem bn dw branch pool norm attn fc1 drop fc2";
+    check_units("mixed_train.onnx", "mixed_ref.safetensors", mixed, false);
+    check_units("mixed_op13.onnx", "mixed_op13_ref.safetensors", mixed, false);
+    /* (its export has no node for nn.Dropout: no unit "drop") */
+    check_units("mixed_dynamo.onnx", "mixed_dynamo_ref.safetensors",
+                "stem bn dw branch pool norm attn fc1 fc2", true);
+    check_units("sd_dynamo.onnx", "sd_dynamo_ref.safetensors", "conv fc", false);
+    check_units("drop_train.onnx", "drop_ref.safetensors", "conv fc", false);
+}
+END_TEST
 static uint64_t xorshift(uint64_t *s)
 {
     *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
@@ -561,10 +682,12 @@ static Suite *suite(void)
     tcase_add_test(t, test_opsets_and_exporters);
     tcase_add_test(t, test_stochastic_depth);
     tcase_add_test(t, test_float_shape_arithmetic);
+    tcase_add_test(t, test_gelu_op);
     tcase_add_test(t, test_export_eval_graph);
     tcase_add_test(t, test_refusals);
     tcase_add_test(t, test_unknown_ops_listed);
     tcase_add_test(t, test_on_cuda);
+    tcase_add_test(t, test_units);
     suite_add_tcase(s, t);
     /* 1,200 damaged files under ASan beside ctest's other tests: room to spare */
     TCase *damaged = tcase_create("damaged");

@@ -5,6 +5,7 @@
  * accumulating the same micro-batches, micro-batch weighting against the
  * whole batch, the split by name and by measured cost. */
 #include "check_main.h"
+#include "engine/onnx_graph.h"
 #include "engine_testlib.h"
 #include "train/pipeline.h"
 
@@ -158,11 +159,20 @@ END_TEST
 
 /* ---- on models -------------------------------------------------------------- */
 
+/* A built-in model, or "onnx:FILE" (tests/data/onnx/FILE, imported). */
 static stk_model *make(const char *name, int ch, int size)
 {
+    stk_model *m;
+    if (!strncmp(name, "onnx:", 5)) {
+        char path[512];
+        const char *dir = getenv("STOKE_TEST_DATA");
+        snprintf(path, sizeof path, "%s/onnx/%s", dir ? dir : "tests/data", name + 5);
+        stk_model_config c = {.in_channels = ch, .image_size = size, .seed = 5};
+        ck_assert_msg(stk_model_from_onnx_file(path, &c, &m) == STK_OK, "%s", stk_last_error());
+        return m;
+    }
     stk_model_config c = {
         .name = name, .in_channels = ch, .classes = 10, .image_size = size, .seed = 5};
-    stk_model *m;
     ck_assert_int_eq(stk_model_create(&c, &m), STK_OK);
     return m;
 }
@@ -205,23 +215,28 @@ static double worst_rel(const float *a, const float *b, int64_t n)
 }
 
 /* K stages under both schedules give the gradients (and the running
- * statistics) of one device accumulating the same micro-batches. */
+ * statistics) of one device accumulating the same micro-batches; also on
+ * graphs imported from ONNX, cut into units where one tensor flows on
+ * (the dynamo export's batch size crossing the cuts as host numbers, for
+ * micro-batches of 4 and 3 images). */
 START_TEST(test_pipeline_equals_accumulation)
 {
     struct {
         const char *model;
-        int ch, size, stages, micro;
+        int ch, size, stages, micro, classes;
         const char *split;
     } cases[] = {
-        {"resnet8", 1, 16, 2, 4, NULL},
-        {"resnet8", 1, 16, 3, 5, "layer1.0,layer3"},
-        {"cnn", 1, 12, 2, 3, "relu2"},
+        {"resnet8", 1, 16, 2, 4, 10, NULL},
+        {"resnet8", 1, 16, 3, 5, 10, "layer1.0,layer3"},
+        {"cnn", 1, 12, 2, 3, 10, "relu2"},
+        {"onnx:fmnist_net.onnx", 1, 28, 2, 3, 10, "bn1"},
+        {"onnx:mixed_dynamo.onnx", 3, 8, 3, 3, 5, NULL},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int64_t xs[4] = {10, cases[c].ch, cases[c].size, cases[c].size}, ys[1] = {10};
         stk_tensor *x = rand_tensor(3 + c, 4, xs, -1, 1), *y;
         int32_t labels[10];
-        for (int i = 0; i < 10; i++) labels[i] = (i * 7) % 10;
+        for (int i = 0; i < 10; i++) labels[i] = (i * 7) % cases[c].classes;
         ck_assert_int_eq(stk_tensor_from_host(STK_I32, 1, ys, labels, &y), STK_OK);
         stk_model *ref = make(cases[c].model, cases[c].ch, cases[c].size);
         stk_pipeline_config one = {.stages = 1, .micro_batches = cases[c].micro, .threads = 2};

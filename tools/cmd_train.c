@@ -114,7 +114,8 @@ static const stk_flag flags[] = {
                  "of a batch of B/M; batch norm sees each micro-batch alone)"),
     STK_FLAG_INT(T, pipeline, "pipeline", "K", 1, STK_PIPE_MAX_STAGES,
                  "cut the model into K stages of contiguous units (the top-level\n"
-                 "layers, resnets' blocks, mobilenet_v2's features.N), each on a thread\n"
+                 "layers, resnets' blocks, mobilenet_v2's features.N; an ONNX graph's\n"
+                 "modules, cut where one tensor alone flows on), each on a thread\n"
                  "group of its own (--threads / K), the micro-batches flowing through\n"
                  "them (needs --micro-batches); the run prints the stages. Under\n"
                  "mpirun -np K*D: D pipelines, a stage per rank (rank = pipeline x K +\n"
@@ -307,12 +308,6 @@ int train_parse_flags(int argc, char **argv, train_args *a)
                                  a->model, hint);
         return stk_cli_usage("train", "--model %s: unknown (known: " STK_MODEL_LIST ")", a->model);
     }
-    if (train_model_is_onnx(a->model) && a->pipeline > 1)
-        return stk_cli_usage("train",
-                             "--pipeline %" PRId64 ": %s is an ONNX graph, which runs as one unit "
-                             "(Stoke splits its built-in models into stages; --micro-batches "
-                             "alone runs on the graph)",
-                             a->pipeline, a->model);
     if (a->clip_grad_norm > 0 && a->clip_grad_value > 0)
         return stk_cli_usage("train", "--clip-grad-norm and --clip-grad-value: choose one");
     if (a->pipeline > 1 && a->micro_batches < 2)

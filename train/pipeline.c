@@ -4,6 +4,7 @@
 #include "common/clock.h"
 #include "engine/autocast.h"
 #include "engine/autograd.h"
+#include "engine/onnx_graph.h"
 #include "kernels/backend.h"
 
 #include <float.h>
@@ -175,9 +176,16 @@ stk_status stk_pipeline_create(stk_model *m, const stk_pipeline_config *c, stk_p
     if (c->micro_batches < 1 || c->micro_batches > STK_PIPE_MAX_MICRO)
         return stk_error(STK_ERR_INVALID_ARG, "--micro-batches %d: 1..%d", c->micro_batches,
                          STK_PIPE_MAX_MICRO);
+    const void *file;
+    size_t file_len;
     if (c->stages > units || units > 1024)
-        return stk_error(STK_ERR_INVALID_ARG, "--pipeline %d: %s has %d units to split", c->stages,
-                         stk_model_name(m), units);
+        return stk_error(STK_ERR_INVALID_ARG, "--pipeline %d: %s has %d units to split%s",
+                         c->stages, stk_model_name(m), units,
+                         stk_model_onnx_file(m, &file, &file_len)
+                             ? " (a graph imported from ONNX is cut only where one tensor alone "
+                               "flows from its nodes before to those after, no weight read on "
+                               "both sides)"
+                             : "");
     stk_pipeline *p = calloc(1, sizeof *p);
     if (!p) return stk_error(STK_ERR_NOMEM, "pipeline: out of memory");
     p->model = m;
@@ -235,13 +243,8 @@ void stk_pipeline_destroy(stk_pipeline *p)
 bool stk_pipeline_owns_param(const stk_pipeline *p, int i)
 {
     if (!p->link.send || !p->split) return true;
-    const char *name = stk_model_param(p->model, i)->name;
-    for (int u = p->first[p->link.stage]; u < p->first[p->link.stage + 1]; u++) {
-        const char *unit = stk_model_unit_name(p->model, u);
-        size_t n = strlen(unit);
-        if (!strncmp(name, unit, n) && name[n] == '.') return true;
-    }
-    return false;
+    int u = stk_model_param_unit(p->model, i);
+    return u >= p->first[p->link.stage] && u < p->first[p->link.stage + 1];
 }
 
 int stk_pipeline_stage_first(const stk_pipeline *p, int s)

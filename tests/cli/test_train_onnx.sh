@@ -101,12 +101,20 @@ run 0 "$STOKE" train --data tiny.stoke --model net.onnx --batch 8 --epochs 1 --w
 expect out.txt "parameters: 20,538 (20,362 trainable, 176 frozen)"
 expect out.txt "conv1      144 frozen"
 run 0 "$STOKE" export run-fz/last.safetensors --ema --out ema.onnx
-# micro-batches run the graph per micro-batch; stages it has none of
+# micro-batches run the graph per micro-batch; pipeline stages split it
+# into its units (cut where one tensor alone flows on, named after the
+# modules) and train as the one-stage run does
 run 0 "$STOKE" train --data tiny.stoke --model net.onnx --batch 8 --micro-batches 2 --epochs 1 \
     --workers 2 --no-tensorboard --out run3
-run 2 "$STOKE" train --data tiny.stoke --model net.onnx --batch 8 --micro-batches 2 --pipeline 2 \
-    --epochs 1 --no-tensorboard --out bad0
-expect err.txt "--pipeline 2: net.onnx is an ONNX graph, which runs as one unit"
+run 0 "$STOKE" train --data tiny.stoke --model net.onnx --batch 8 --micro-batches 2 --pipeline 2 \
+    --split-after bn1 --epochs 1 --workers 2 --no-tensorboard --out run-pipe
+expect out.txt "stage 0: conv1 .. bn1 (2 units), stage 1: conv2 .. fc (3 units)"
+cut -d, -f1-4 run3/metrics.csv > losses-one.csv
+cut -d, -f1-4 run-pipe/metrics.csv > losses-pipe.csv
+cmp losses-one.csv losses-pipe.csv || fail "--pipeline 2 trained otherwise than one stage"
+run 1 "$STOKE" train --data tiny.stoke --model net.onnx --batch 8 --micro-batches 2 --pipeline 2 \
+    --split-after conv9 --epochs 1 --no-tensorboard --out bad0
+expect err.txt "--split-after conv9 (the onnx units: conv1 bn1 conv2 bn2 fc)"
 # on an emulated (or real) GPU: the graph's constants go with its weights;
 # its checkpoint exports on the CPU
 if "$STOKE" devices | grep -q '^gpu [0-9]'; then
