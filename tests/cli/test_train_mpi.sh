@@ -83,6 +83,13 @@ run 0 $MPI "$STOKE" train $T --batch 8 --micro-batches 2 --pipeline 2 --split-af
 run 0 "$STOKE" train $T --batch 8 --micro-batches 2 --out pipe-resumed --resume
 expect out.txt "(resumed)"
 close onemicro pipe-resumed 1e-5
+# the same with a graph imported from ONNX, cut into its modules' units
+cp "$STOKE_TESTS/data/onnx/fmnist_net.onnx" net.onnx
+TO="--data tiny.stoke --threads 1 --workers 1 --model net.onnx --epochs 2 --transform center:28"
+run 0 "$STOKE" train $TO --batch 8 --micro-batches 2 --out onnx-onemicro
+run 0 $MPI "$STOKE" train $TO --batch 8 --micro-batches 2 --pipeline 2 --split-after bn1 --out onnx-pipe
+expect out.txt "stage 0: conv1 .. bn1 (2 units), stage 1: conv2 .. fc (3 units)"
+close onnx-onemicro onnx-pipe 1e-5
 # 4 ranks = 2 pipelines x 2 stages: the parameters and optimizer state of 2
 # data-parallel ranks with the same micro-batches (cnn: batch norm per
 # micro-batch on both; running statistics averaged over the pipelines)
