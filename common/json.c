@@ -3,6 +3,7 @@
 
 #include "common/fs.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,129 +87,38 @@ void stk_json_strings_free(char **items, int n)
     free(items);
 }
 
-static const char *skip_space(const char *p)
+stk_status stk_json_load(const char *text, size_t len, struct json_t **out)
 {
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
-    return p;
-}
-
-/* Four hex digits at p (none read at or past end), or -1. */
-static long hex4(const char *p, const char *end)
-{
-    if (end - p < 4) return -1;
-    long v = 0;
-    for (int i = 0; i < 4; i++) {
-        int c = p[i], d = c >= '0' && c <= '9'   ? c - '0'
-                          : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                          : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                                 : -1;
-        if (d < 0) return -1;
-        v = v * 16 + d;
-    }
-    return v;
-}
-
-int stk_json_unicode_escape(const char *p, const char *end, char out[4], size_t *used)
-{
-    long u = hex4(p, end);
-    *used = 4;
-    if (u < 0) return -1;
-    if (u >= 0xd800 && u < 0xdc00) { /* a surrogate pair: \uD83D\uDE00 */
-        long lo = end - p >= 6 && p[4] == '\\' && p[5] == 'u' ? hex4(p + 6, end) : -1;
-        if (lo < 0xdc00 || lo >= 0xe000) return -1;
-        u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
-        *used = 10;
-    } else if ((u >= 0xdc00 && u < 0xe000) || u == 0) { /* a lone low half; NUL ends a C string */
-        return -1;
-    }
-    if (u < 0x80) {
-        out[0] = (char)u;
-        return 1;
-    }
-    if (u < 0x800) {
-        out[0] = (char)(0xc0 | u >> 6);
-        out[1] = (char)(0x80 | (u & 0x3f));
-        return 2;
-    }
-    if (u < 0x10000) {
-        out[0] = (char)(0xe0 | u >> 12);
-        out[1] = (char)(0x80 | ((u >> 6) & 0x3f));
-        out[2] = (char)(0x80 | (u & 0x3f));
-        return 3;
-    }
-    out[0] = (char)(0xf0 | u >> 18);
-    out[1] = (char)(0x80 | ((u >> 12) & 0x3f));
-    out[2] = (char)(0x80 | ((u >> 6) & 0x3f));
-    out[3] = (char)(0x80 | (u & 0x3f));
-    return 4;
-}
-
-/* One string literal at *p (its opening quote) into a malloc'd buffer. */
-static char *string_at(const char **pp)
-{
-    const char *p = *pp + 1;
-    size_t cap = strlen(p) + 1, n = 0; /* escapes only shrink */
-    char *out = malloc(cap);
-    if (!out) return NULL;
-    while (*p && *p != '"') {
-        unsigned char c = (unsigned char)*p++;
-        if (c < 0x20) goto bad;
-        if (c != '\\') {
-            out[n++] = (char)c;
-            continue;
-        }
-        char e = *p++;
-        const char *simple = strchr("\"\\/bfnrt", e);
-        if (e && simple) {
-            out[n++] = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
-            continue;
-        }
-        if (e != 'u') goto bad;
-        size_t used;
-        int k = stk_json_unicode_escape(p, p + strnlen(p, 10), out + n, &used);
-        if (k < 0) goto bad;
-        p += used;
-        n += (size_t)k;
-    }
-    if (*p != '"') goto bad;
-    out[n] = '\0';
-    *pp = p + 1;
-    return out;
-bad:
-    free(out);
-    return NULL;
+    /* Duplicate keys refused (two tensors, two flags of one name: which
+     * one counts would be the parser's choice); jansson refuses \u0000 and
+     * lone surrogates, and text after the value, by default. */
+    json_error_t e;
+    *out = json_loadb(text, len, JSON_REJECT_DUPLICATES, &e);
+    if (*out) return STK_OK;
+    if (json_error_code(&e) == json_error_out_of_memory)
+        return stk_error(STK_ERR_NOMEM, "no memory for JSON");
+    return stk_error(STK_ERR_FORMAT, "line %d, column %d: %s", e.line, e.column, e.text);
 }
 
 bool stk_json_parse_string_array(const char *text, int max, char ***items, int *n)
 {
     *items = NULL;
     *n = 0;
-    const char *p = skip_space(text);
-    if (*p++ != '[') return false;
-    char **v = NULL;
-    int k = 0;
-    p = skip_space(p);
-    if (*p == ']') {
-        p = skip_space(p + 1);
-        return *p == '\0';
+    json_t *a;
+    if (stk_json_load(text, strlen(text), &a) != STK_OK) return false;
+    size_t k = json_is_array(a) ? json_array_size(a) : 0;
+    char **v = k ? calloc(k, sizeof *v) : NULL;
+    bool ok = json_is_array(a) && k <= (size_t)max && (k == 0 || v);
+    for (size_t i = 0; ok && i < k; i++) {
+        const json_t *s = json_array_get(a, i);
+        ok = json_is_string(s) && (v[i] = strdup(json_string_value(s))) != NULL;
     }
-    for (;;) {
-        if (*p != '"' || k >= max) goto bad;
-        char **grown = realloc(v, (size_t)(k + 1) * sizeof *v);
-        if (!grown) goto bad;
-        v = grown;
-        if (!(v[k] = string_at(&p))) goto bad;
-        k++;
-        p = skip_space(p);
-        if (*p == ']') break;
-        if (*p++ != ',') goto bad;
-        p = skip_space(p);
+    json_decref(a);
+    if (!ok) {
+        stk_json_strings_free(v, (int)k);
+        return false;
     }
-    if (*skip_space(p + 1) != '\0') goto bad;
     *items = v;
-    *n = k;
+    *n = (int)k;
     return true;
-bad:
-    stk_json_strings_free(v, k);
-    return false;
 }

@@ -1,5 +1,5 @@
 /* JSON string escaping, shared by every writer of JSON (safetensors headers,
- * the CLI's --json output).
+ * the CLI's --json output), and the one JSON reader (stk_json_load).
  *
  *     char esc[8];
  *     const char *e = stk_json_escape(c, esc);   // NULL: c stands for itself
@@ -7,7 +7,10 @@
  */
 #pragma once
 
+#include "common/status.h"
+
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #ifdef __cplusplus
@@ -39,11 +42,13 @@ char *stk_json_string_array(char *const *items, int n);
 bool stk_json_parse_string_array(const char *text, int max, char ***items, int *n);
 void stk_json_strings_free(char **items, int n);
 
-/* The \uXXXX escape whose four hex digits start at p (a surrogate pair:
- * both escapes) as UTF-8 in out: returns its 1..4 bytes, *used the bytes
- * read from p. -1 when malformed: not hex, a lone surrogate, or U+0000 (a
- * C string cannot hold it). Reads nothing at or past end. */
-int stk_json_unicode_escape(const char *p, const char *end, char out[4], size_t *used);
+/* Parse JSON text of len bytes with jansson (Debian's libjansson), the one
+ * JSON reader: safetensors headers, checkpoint metadata's string arrays,
+ * tune's --config. Duplicate keys, \u0000, lone surrogates and text after
+ * the value are refused. *out: free with json_decref. Errors: FORMAT
+ * "line L, column C: REASON", NOMEM. */
+struct json_t;
+stk_status stk_json_load(const char *text, size_t len, struct json_t **out);
 
 #ifdef __cplusplus
 }

@@ -6,7 +6,7 @@ set -eu
 
 PKGS="build-essential cmake pkg-config git
 liburing-dev liblmdb-dev lmdb-utils libturbojpeg0-dev libjpeg62-turbo-dev libjpeg-turbo-progs
-check zlib1g-dev libpng-dev libwebp-dev libdnnl-dev strace python3 python3-lmdb python3-pil python3-numpy
+check zlib1g-dev libpng-dev libwebp-dev libdnnl-dev libjansson-dev strace python3 python3-lmdb python3-pil python3-numpy
 python3-torch python3-torchvision python3-venv python3-dev python3-pytest librsvg2-bin
 clang libclang-rt-14-dev
 openmpi-bin libopenmpi-dev

@@ -1,4 +1,4 @@
-/* safetensors reading (with a small JSON parser for its header) and atomic writing. */
+/* safetensors reading (its JSON header through jansson, common/json.h) and atomic writing. */
 #include "storage/safetensors.h"
 
 #include "common/fs.h"
@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,229 +131,119 @@ stk_status stk_safetensors_write(const char *path, int n, const stk_st_tensor *t
 
 /* ---- reading --------------------------------------------------------------- */
 
-typedef struct parser {
-    const char *p, *end;
-    const char *path;
-    char err[240];
-} parser;
-
-static bool fail_(parser *ps, const char *what)
+/* The header's tensor entries and metadata, from jansson's tree of it
+ * (common/json.h's stk_json_load: duplicate keys, NUL and lone surrogates
+ * already refused). Messages go to err. */
+static bool fail_(char *err, size_t cap, const char *what)
 {
-    if (!ps->err[0]) snprintf(ps->err, sizeof ps->err, "%s", what);
+    if (!err[0]) snprintf(err, cap, "%s", what);
     return false;
 }
 
-static void skip_ws(parser *ps)
+/* [n, n, ...]: at most `max` integers in 0..limit. */
+static bool uint_array(const json_t *a, uint64_t *out, int max, int *count, uint64_t limit,
+                       char *err, size_t cap)
 {
-    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\n' || *ps->p == '\t' || *ps->p == '\r'))
-        ps->p++;
-}
-
-static bool expect(parser *ps, char c)
-{
-    skip_ws(ps);
-    if (ps->p >= ps->end || *ps->p != c) {
-        char m[48];
-        snprintf(m, sizeof m, "expected '%c' in the JSON header", c);
-        return fail_(ps, m);
+    if (!json_is_array(a)) return fail_(err, cap, "expected an array of numbers");
+    if (json_array_size(a) > (size_t)max) return fail_(err, cap, "too many numbers in an array");
+    *count = (int)json_array_size(a);
+    for (int i = 0; i < *count; i++) {
+        const json_t *v = json_array_get(a, (size_t)i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            return fail_(err, cap, "expected a number");
+        out[i] = (uint64_t)json_integer_value(v);
+        if (out[i] > limit) return fail_(err, cap, "a dimension is too large");
     }
-    ps->p++;
     return true;
 }
 
-/* A JSON string (escapes \" \\ \/ \b \f \n \r \t \uXXXX, surrogate pairs; others refused). */
-static char *parse_string(parser *ps)
+static bool parse_entry(const json_t *o, stk_st_entry *e, char *err, size_t cap)
 {
-    skip_ws(ps);
-    if (ps->p >= ps->end || *ps->p != '"') {
-        fail_(ps, "expected a string in the JSON header");
-        return NULL;
-    }
-    ps->p++;
-    size_t cap = 32, n = 0;
-    char *s = malloc(cap);
-    if (!s) return NULL;
-    while (ps->p < ps->end && *ps->p != '"') {
-        char b[4] = {*ps->p++}; /* the bytes this step adds: 1, or a \u escape's UTF-8 */
-        int nb = 1;
-        if (b[0] == '\\') {
-            if (ps->p >= ps->end) break;
-            char e = *ps->p++;
-            switch (e) {
-            case '"':
-            case '\\':
-            case '/': b[0] = e; break;
-            case 'b': b[0] = '\b'; break;
-            case 'f': b[0] = '\f'; break;
-            case 'n': b[0] = '\n'; break;
-            case 'r': b[0] = '\r'; break;
-            case 't': b[0] = '\t'; break;
-            case 'u': { /* any code point, as UTF-8 (Python's json writes \u00e9) */
-                size_t used;
-                if ((nb = stk_json_unicode_escape(ps->p, ps->end, b, &used)) < 0) {
-                    free(s);
-                    fail_(ps, "bad \\u escape in the JSON header");
-                    return NULL;
-                }
-                ps->p += used;
-                break;
-            }
-            default:
-                free(s);
-                fail_(ps, "bad escape in the JSON header");
-                return NULL;
-            }
-        }
-        if (n + (size_t)nb + 1 > cap) {
-            char *t = realloc(s, cap *= 2);
-            if (!t) {
-                free(s);
-                return NULL;
-            }
-            s = t;
-        }
-        memcpy(s + n, b, (size_t)nb);
-        n += (size_t)nb;
-    }
-    if (ps->p >= ps->end) {
-        free(s);
-        fail_(ps, "unterminated string in the JSON header");
-        return NULL;
-    }
-    ps->p++;
-    s[n] = '\0';
-    return s;
-}
-
-static bool parse_uint(parser *ps, uint64_t *v)
-{
-    skip_ws(ps);
-    if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9') return fail_(ps, "expected a number");
-    uint64_t x = 0;
-    while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9') {
-        if (x > (UINT64_MAX - 9) / 10) return fail_(ps, "number too large in the JSON header");
-        x = x * 10 + (uint64_t)(*ps->p++ - '0');
-    }
-    *v = x;
-    return true;
-}
-
-/* [n, n, ...] with at most `max` numbers. */
-static bool parse_uint_array(parser *ps, uint64_t *out, int max, int *count)
-{
-    if (!expect(ps, '[')) return false;
-    *count = 0;
-    skip_ws(ps);
-    if (ps->p < ps->end && *ps->p == ']') {
-        ps->p++;
-        return true;
-    }
-    for (;;) {
-        if (*count >= max) return fail_(ps, "too many numbers in an array");
-        if (!parse_uint(ps, &out[(*count)++])) return false;
-        skip_ws(ps);
-        if (ps->p < ps->end && *ps->p == ',') {
-            ps->p++;
-            continue;
-        }
-        return expect(ps, ']');
-    }
-}
-
-static bool parse_entry(parser *ps, stk_st_entry *e)
-{
-    if (!expect(ps, '{')) return false;
+    if (!json_is_object(o)) return fail_(err, cap, "expected an object");
     bool have_dtype = false, have_shape = false, have_off = false;
-    for (;;) {
-        char *key = parse_string(ps);
-        if (!key) return false;
-        bool ok = expect(ps, ':');
-        if (ok && !strcmp(key, "dtype")) {
-            char *v = parse_string(ps);
-            ok = v != NULL;
-            if (ok) {
-                int k = -1;
-                for (int i = 0; i < 7; i++)
-                    if (!strcmp(v, dtype_names[i])) k = i;
-                if (k < 0) {
-                    char m[96];
-                    snprintf(m, sizeof m, "dtype %.40s is not supported", v);
-                    ok = fail_(ps, m);
-                }
-                e->dtype = (stk_st_dtype)k;
-                free(v);
-                have_dtype = true;
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)o, key, v) {
+        if (!strcmp(key, "dtype")) {
+            int k = -1;
+            for (int i = 0; json_is_string(v) && i < 7; i++)
+                if (!strcmp(json_string_value(v), dtype_names[i])) k = i;
+            if (k < 0) {
+                char m[96];
+                snprintf(m, sizeof m, "dtype %.40s is not supported",
+                         json_is_string(v) ? json_string_value(v) : "(not a string)");
+                return fail_(err, cap, m);
             }
-        } else if (ok && !strcmp(key, "shape")) {
+            e->dtype = (stk_st_dtype)k;
+            have_dtype = true;
+        } else if (!strcmp(key, "shape")) {
             uint64_t dims[STK_ST_MAX_DIMS];
-            ok = parse_uint_array(ps, dims, STK_ST_MAX_DIMS, &e->ndim);
-            for (int d = 0; ok && d < e->ndim; d++) {
-                if (dims[d] > (1ull << 40)) ok = fail_(ps, "a dimension is too large");
-                e->shape[d] = (int64_t)dims[d];
-            }
+            if (!uint_array(v, dims, STK_ST_MAX_DIMS, &e->ndim, 1ull << 40, err, cap)) return false;
+            for (int d = 0; d < e->ndim; d++) e->shape[d] = (int64_t)dims[d];
             have_shape = true;
-        } else if (ok && !strcmp(key, "data_offsets")) {
+        } else if (!strcmp(key, "data_offsets")) {
             uint64_t off[2];
             int c;
-            ok = parse_uint_array(ps, off, 2, &c);
-            if (ok && c != 2) ok = fail_(ps, "data_offsets needs two numbers");
+            if (!uint_array(v, off, 2, &c, UINT64_MAX, err, cap)) return false;
+            if (c != 2) return fail_(err, cap, "data_offsets needs two numbers");
             e->begin = off[0];
             e->end = off[1];
             have_off = true;
-        } else if (ok) {
-            ok = fail_(ps, "unknown key in a tensor entry");
+        } else {
+            return fail_(err, cap, "unknown key in a tensor entry");
         }
-        free(key);
-        if (!ok) return false;
-        skip_ws(ps);
-        if (ps->p < ps->end && *ps->p == ',') {
-            ps->p++;
-            continue;
-        }
-        if (!expect(ps, '}')) return false;
-        break;
     }
     if (!have_dtype || !have_shape || !have_off)
-        return fail_(ps, "a tensor entry lacks dtype, shape or data_offsets");
+        return fail_(err, cap, "a tensor entry lacks dtype, shape or data_offsets");
     return true;
 }
 
-static bool parse_meta(parser *ps, stk_safetensors *f)
+static bool parse_meta(const json_t *o, stk_safetensors *f, char *err, size_t cap)
 {
-    if (!expect(ps, '{')) return false;
-    skip_ws(ps);
-    if (ps->p < ps->end && *ps->p == '}') {
-        ps->p++;
-        return true;
-    }
-    for (;;) {
-        char *k = parse_string(ps), *v = NULL;
-        if (!k || !expect(ps, ':') || !(v = parse_string(ps))) {
+    if (!json_is_object(o)) return fail_(err, cap, "__metadata__ is not an object");
+    size_t n = json_object_size(o);
+    f->meta_keys = calloc(n ? n : 1, sizeof *f->meta_keys);
+    f->meta_values = calloc(n ? n : 1, sizeof *f->meta_values);
+    if (!f->meta_keys || !f->meta_values) return fail_(err, cap, "no memory");
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)o, key, v) {
+        if (!json_is_string(v)) return fail_(err, cap, "a __metadata__ value is not a string");
+        char *k = strdup(key), *val = strdup(json_string_value(v));
+        if (!k || !val) {
             free(k);
-            return false;
-        }
-        /* Geometric growth: one realloc per pair made a hostile header with
-         * a million pairs quadratic. */
-        bool grow = (f->n_meta & (f->n_meta - 1)) == 0; /* at 0, 1, 2, 4, 8, ... */
-        size_t cap = f->n_meta ? 2 * (size_t)f->n_meta : 1;
-        char **nk = grow ? realloc(f->meta_keys, cap * sizeof *nk) : f->meta_keys;
-        if (nk) f->meta_keys = nk;
-        char **nv = grow ? realloc(f->meta_values, cap * sizeof *nv) : f->meta_values;
-        if (nv) f->meta_values = nv;
-        if (!nk || !nv) {
-            free(k);
-            free(v);
-            return fail_(ps, "no memory");
+            free(val);
+            return fail_(err, cap, "no memory");
         }
         f->meta_keys[f->n_meta] = k;
-        f->meta_values[f->n_meta++] = v;
-        skip_ws(ps);
-        if (ps->p < ps->end && *ps->p == ',') {
-            ps->p++;
+        f->meta_values[f->n_meta++] = val;
+    }
+    return true;
+}
+
+/* The header's top-level object: tensors by name, and __metadata__. */
+static bool parse_header(const json_t *root, stk_safetensors *f, char *err, size_t cap)
+{
+    if (!json_is_object(root)) return fail_(err, cap, "the header is not a JSON object");
+    size_t n = json_object_size(root);
+    if (!(f->entries = calloc(n ? n : 1, sizeof *f->entries))) return fail_(err, cap, "no memory");
+    const char *name;
+    const json_t *v;
+    json_object_foreach((json_t *)root, name, v) {
+        if (!strcmp(name, "__metadata__")) {
+            if (!parse_meta(v, f, err, cap)) return false;
             continue;
         }
-        return expect(ps, '}');
+        stk_st_entry *e = &f->entries[f->n++];
+        if (!(e->name = strdup(name))) return fail_(err, cap, "no memory");
+        if (!parse_entry(v, e, err, cap)) {
+            char m[240];
+            snprintf(m, sizeof m, "tensor %.60s: %.150s", name, err);
+            snprintf(err, cap, "%s", m);
+            return false;
+        }
     }
+    return true;
 }
 
 void stk_safetensors_free(stk_safetensors *f)
@@ -474,64 +365,21 @@ stk_status stk_safetensors_read(const char *path, stk_safetensors **out)
         goto fail;
     }
     f->data_offset = 8 + (size_t)hlen;
-    parser ps = {(const char *)f->file + 8, (const char *)f->file + 8 + hlen, path, ""};
-    if (!expect(&ps, '{')) goto bad;
-    skip_ws(&ps);
-    if (ps.p < ps.end && *ps.p == '}') {
-        ps.p++;
-    } else {
-        for (;;) {
-            char *name = parse_string(&ps);
-            if (!name) goto bad;
-            if (!expect(&ps, ':')) {
-                free(name);
-                goto bad;
-            }
-            if (!strcmp(name, "__metadata__")) {
-                free(name);
-                if (!parse_meta(&ps, f)) goto bad;
-            } else {
-                /* Geometric growth (at n = 0, 1, 2, 4, ...): one realloc per
-                 * tensor made 200,000 tensors quadratic. */
-                stk_st_entry *e = f->entries;
-                if ((f->n & (f->n - 1)) == 0)
-                    e = realloc(f->entries, (f->n ? 2 * (size_t)f->n : 1) * sizeof *e);
-                if (!e) {
-                    free(name);
-                    fail_(&ps, "no memory");
-                    goto bad;
-                }
-                f->entries = e;
-                e = &f->entries[f->n++];
-                memset(e, 0, sizeof *e);
-                e->name = name;
-                if (!parse_entry(&ps, e)) {
-                    char m[240];
-                    snprintf(m, sizeof m, "tensor %.60s: %.150s", name, ps.err);
-                    snprintf(ps.err, sizeof ps.err, "%s", m);
-                    goto bad;
-                }
-            }
-            skip_ws(&ps);
-            if (ps.p < ps.end && *ps.p == ',') {
-                ps.p++;
-                continue;
-            }
-            if (!expect(&ps, '}')) goto bad;
-            break;
-        }
+    json_t *root;
+    if ((st = stk_json_load((const char *)f->file + 8, (size_t)hlen, &root)) != STK_OK) {
+        stk_error_prefix(st, "%s: not a valid safetensors header", path);
+        goto fail;
     }
-    skip_ws(&ps);
-    if (ps.p != ps.end) {
-        fail_(&ps, "trailing bytes after the JSON header");
-        goto bad;
+    char err[240] = "";
+    bool ok = parse_header(root, f, err, sizeof err);
+    json_decref(root);
+    if (!ok) {
+        st = stk_error(STK_ERR_FORMAT, "%s: not a valid safetensors header: %s", path, err);
+        goto fail;
     }
     if ((st = check_entries(f)) != STK_OK) goto fail;
     *out = f;
     return STK_OK;
-bad:
-    st = stk_error(STK_ERR_FORMAT, "%s: not a valid safetensors header: %s", path,
-                   ps.err[0] ? ps.err : "no memory");
 fail:
     stk_safetensors_free(f);
     return st;

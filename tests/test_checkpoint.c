@@ -288,7 +288,8 @@ START_TEST(test_hostile_headers)
     ck_assert_int_eq(read_st(p), STK_ERR_FORMAT);
     write_st(p, "{\"\\u00zz\":1}", 0);
     ck_assert_int_eq(read_st(p), STK_ERR_FORMAT);
-    ck_assert_msg(strstr(stk_last_error(), "\\u escape"), "%s", stk_last_error());
+    ck_assert_msg(strstr(stk_last_error(), "line 1, column 7: invalid escape"), "%s",
+                  stk_last_error());
     /* \u escapes of any code point (Python's json.dumps writes class names so) */
     write_st(p,
              "{\"__metadata__\":{\"classes\":\"caf\\u00e9 \\ud83d\\ude00 \\u4e2d\"},"
@@ -315,7 +316,8 @@ START_TEST(test_hostile_headers)
     snprintf(h + n, cap - n, "}");
     write_st(p, h, N);
     ck_assert_int_eq(read_st(p), STK_ERR_FORMAT); /* quadratic, this took over a minute */
-    ck_assert_msg(strstr(stk_last_error(), "tensor t199998 appears twice"), "%s", stk_last_error());
+    ck_assert_msg(strstr(stk_last_error(), "duplicate object key near '\"t199998\"'"), "%s",
+                  stk_last_error());
     free(h);
     test_tmpdir_remove();
 }

@@ -231,47 +231,15 @@ START_TEST(test_stochastic_depth)
 }
 END_TEST
 
-/* Shape arithmetic that turns float (x * 1 / sqrt(float(width)), as torch
- * 2 scales an attention head): divided exactly, not as integers
- * (tests/fixtures/make_onnx_handmade.py). */
-/* Opset 20's Gelu: the exact (erf) form; its tanh approximation refused. */
-START_TEST(test_gelu_op)
+/* A handmade graph of [2, 4] inputs through fc (weights [[1, 2, 3, 4],
+ * [-1, 0, 1, 0.5]], bias [0.25, -0.5]; make_onnx_handmade.py): the
+ * forward against x * scale through fc, then GELU (exact) when `gelu`. */
+static void check_handmade_fc(const char *name, double scale, bool gelu, double tol)
 {
     stk_onnx_model *file;
-    ck_assert_int_eq(stk_onnx_read_file(data_path("gelu20.onnx"), &file), STK_OK);
+    ck_assert_int_eq(stk_onnx_read_file(data_path(name), &file), STK_OK);
     stk_onnx_graph *g;
-    ck_assert_msg(stk_onnx_graph_build(file, "gelu20.onnx", &g) == STK_OK, "%s", stk_last_error());
-    const float x[8] = {1, 2, 3, 4, 0, 1, 0, -1}, w[8] = {1, 2, 3, 4, -1, 0, 1, 0.5f};
-    const float b[2] = {0.25f, -0.5f};
-    int64_t xs[2] = {2, 4};
-    stk_scope *s;
-    ck_assert_int_eq(stk_scope_begin(&s), STK_OK);
-    stk_tensor *xt, *y;
-    ck_assert_int_eq(stk_tensor_from_host(STK_F32, 2, xs, x, &xt), STK_OK);
-    ck_assert_msg(stk_onnx_graph_forward(g, xt, false, 0, 0, &y) == STK_OK, "%s", stk_last_error());
-    const float *yv = stk_tensor_data(y);
-    for (int r = 0; r < 2; r++)
-        for (int o = 0; o < 2; o++) {
-            double v = b[o];
-            for (int k = 0; k < 4; k++) v += x[r * 4 + k] * w[o * 4 + k];
-            ck_assert_float_eq_tol(yv[r * 2 + o], 0.5 * v * (1 + erf(v / sqrt(2.0))), 1e-5f);
-        }
-    stk_scope_end(s);
-    stk_onnx_graph_destroy(g);
-    ck_assert_int_eq(stk_onnx_read_file(data_path("gelu_tanh.onnx"), &file), STK_OK);
-    ck_assert_int_eq(stk_onnx_graph_build(file, "gelu_tanh.onnx", &g), STK_ERR_UNSUPPORTED);
-    ck_assert_msg(strstr(stk_last_error(), "a Gelu with approximate='tanh'"), "%s",
-                  stk_last_error());
-}
-END_TEST
-
-START_TEST(test_float_shape_arithmetic)
-{
-    stk_onnx_model *file;
-    ck_assert_int_eq(stk_onnx_read_file(data_path("float_shape.onnx"), &file), STK_OK);
-    stk_onnx_graph *g;
-    ck_assert_msg(stk_onnx_graph_build(file, "float_shape.onnx", &g) == STK_OK, "%s",
-                  stk_last_error());
+    ck_assert_msg(stk_onnx_graph_build(file, name, &g) == STK_OK, "%s", stk_last_error());
     const float x[8] = {1, 2, 3, 4, 0, 1, 0, -1}, w[8] = {1, 2, 3, 4, -1, 0, 1, 0.5f};
     const float b[2] = {0.25f, -0.5f};
     int64_t xs[2] = {2, 4};
@@ -284,12 +252,34 @@ START_TEST(test_float_shape_arithmetic)
     const float *yv = stk_tensor_data(y);
     for (int r = 0; r < 2; r++)
         for (int o = 0; o < 2; o++) {
-            float want = b[o];
-            for (int k = 0; k < 4; k++) want += 0.5f * x[r * 4 + k] * w[o * 4 + k];
-            ck_assert_float_eq_tol(yv[r * 2 + o], want, 1e-6f);
+            double v = b[o];
+            for (int k = 0; k < 4; k++) v += scale * x[r * 4 + k] * w[o * 4 + k];
+            if (gelu) v = 0.5 * v * (1 + erf(v / sqrt(2.0)));
+            ck_assert_msg(fabs(yv[r * 2 + o] - v) <= tol, "%s: %g, want %g", name, yv[r * 2 + o], v);
         }
     stk_scope_end(s);
     stk_onnx_graph_destroy(g);
+}
+
+/* Shape arithmetic that turns float (x * 1 / sqrt(float(width)), as torch
+ * 2 scales an attention head): divided exactly, not as integers
+ * (tests/fixtures/make_onnx_handmade.py). */
+START_TEST(test_float_shape_arithmetic)
+{
+    check_handmade_fc("float_shape.onnx", 0.5, false, 1e-6);
+}
+END_TEST
+
+/* Opset 20's Gelu: the exact (erf) form; its tanh approximation refused. */
+START_TEST(test_gelu_op)
+{
+    check_handmade_fc("gelu20.onnx", 1, true, 1e-5);
+    stk_onnx_model *file;
+    stk_onnx_graph *g;
+    ck_assert_int_eq(stk_onnx_read_file(data_path("gelu_tanh.onnx"), &file), STK_OK);
+    ck_assert_int_eq(stk_onnx_graph_build(file, "gelu_tanh.onnx", &g), STK_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(stk_last_error(), "a Gelu with approximate='tanh'"), "%s",
+                  stk_last_error());
 }
 END_TEST
 

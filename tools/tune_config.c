@@ -3,10 +3,12 @@
 #include "tools/tune_config.h"
 
 #include "common/fs.h"
+#include "common/json.h"
 #include "common/text.h"
 #include "tools/cli.h"
 
 #include <ctype.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,10 +35,9 @@ static stk_status push(flags_out *o, const char *s, size_t len)
     return STK_OK;
 }
 
-/* The parse position: the text, where we are, for messages the line. */
+/* ---- TOML: the parse position (the text, where we are; for messages the line) ---- */
 typedef struct parser {
     const char *path, *p, *start;
-    bool toml;
 } parser;
 
 static int line_of(const parser *ps)
@@ -54,16 +55,15 @@ static stk_status bad(const parser *ps, const char *what)
 static void skip_space(parser *ps)
 {
     for (;;) {
-        while (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\r' || (!ps->toml && *ps->p == '\n'))
-            ps->p++;
-        if (ps->toml && *ps->p == '#')
+        while (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\r') ps->p++;
+        if (*ps->p == '#')
             while (*ps->p && *ps->p != '\n') ps->p++;
         else
             return;
     }
 }
 
-/* A quoted string (JSON's and TOML's basic "..." with escapes; TOML's
+/* A quoted string (TOML's basic "..." with escapes, its
  * literal '...'), its content appended to buf. */
 static stk_status string(parser *ps, char *buf, size_t cap)
 {
@@ -96,7 +96,7 @@ static stk_status string(parser *ps, char *buf, size_t cap)
 static stk_status scalar(parser *ps, char *buf, size_t cap, bool *is_bool, bool *truth)
 {
     *is_bool = false;
-    if (*ps->p == '"' || (ps->toml && *ps->p == '\'')) return string(ps, buf, cap);
+    if (*ps->p == '"' || *ps->p == '\'') return string(ps, buf, cap);
     if (!strncmp(ps->p, "true", 4) || !strncmp(ps->p, "false", 5)) {
         *is_bool = true;
         *truth = *ps->p == 't';
@@ -150,30 +150,92 @@ static stk_status entry(parser *ps, const char *key, flags_out *o, config_known 
     return push(o, value, strlen(value));
 }
 
-static stk_status parse_json(parser *ps, flags_out *o, config_known known)
+/* ---- JSON (jansson, common/json.h) ----------------------------------------------- */
+
+/* The line of a key's first mention ("key" in quotes), for messages: the
+ * parsed object no longer knows where its keys were. */
+static int json_key_line(const char *text, const char *key)
 {
-    skip_space(ps);
-    if (*ps->p++ != '{') return bad(ps, "not a JSON object");
-    for (;;) {
-        skip_space(ps);
-        if (*ps->p == '}') break;
-        if (!*ps->p) return bad(ps, "the file ends inside the object");
-        char key[80];
-        if (*ps->p != '"') return bad(ps, "a key that is not a string");
-        STK_TRY(string(ps, key, sizeof key));
-        skip_space(ps);
-        if (*ps->p++ != ':') return bad(ps, "no ':' after a key");
-        STK_TRY(entry(ps, key, o, known));
-        skip_space(ps);
-        if (*ps->p == ',')
-            ps->p++;
-        else if (*ps->p != '}')
-            return bad(ps, "no ',' or '}' after a value");
-    }
-    ps->p++;
-    skip_space(ps);
-    return *ps->p ? bad(ps, "text after the object") : STK_OK;
+    char quoted[96];
+    snprintf(quoted, sizeof quoted, "\"%s\"", key);
+    const char *at = strstr(text, quoted);
+    int line = 1;
+    for (const char *q = text; at && q < at; q++) line += *q == '\n';
+    return line;
 }
+
+/* A JSON number as the shortest text that reads back as it (0.1, not
+ * 0.10000000000000001); integers as they are. */
+static void json_number_text(const json_t *v, char *buf, size_t cap)
+{
+    if (json_is_integer(v)) {
+        snprintf(buf, cap, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        return;
+    }
+    double x = json_real_value(v);
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(buf, cap, "%.*g", digits, x);
+        if (strtod(buf, NULL) == x) return;
+    }
+}
+
+/* One value of key: a string or a number (the flag and its value), true
+ * (the switch) or false (left out), or a list of strings and numbers (the
+ * repeatable flag once per item). */
+static stk_status json_entry(const char *path, int line, const char *key, const json_t *v,
+                             flags_out *o)
+{
+    char flag[96], value[64];
+    snprintf(flag, sizeof flag, "--%s", key);
+    if (json_is_boolean(v)) return json_is_true(v) ? push(o, flag, strlen(flag)) : STK_OK;
+    size_t n = json_is_array(v) ? json_array_size(v) : 1;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *item = json_is_array(v) ? json_array_get(v, i) : v;
+        const char *text = value;
+        if (json_is_string(item))
+            text = json_string_value(item);
+        else if (json_is_number(item))
+            json_number_text(item, value, sizeof value);
+        else
+            return stk_error(STK_ERR_FORMAT,
+                             "--config %s line %d: %s: a value that is not a string, a number, "
+                             "true or false%s",
+                             path, line, key, json_is_array(v) ? " in a list" : "");
+        STK_TRY(push(o, flag, strlen(flag)));
+        STK_TRY(push(o, text, strlen(text)));
+    }
+    return STK_OK;
+}
+
+static stk_status parse_json(const char *path, const char *text, size_t len, flags_out *o,
+                             config_known known)
+{
+    json_t *root;
+    stk_status st = stk_json_load(text, len, &root);
+    if (st != STK_OK) { /* "line L, column C: ..." */
+        char why[300];
+        snprintf(why, sizeof why, "%s", stk_last_error());
+        return stk_error(st, "--config %s %s", path, why);
+    }
+    if (!json_is_object(root))
+        st = stk_error(STK_ERR_FORMAT, "--config %s: not a JSON object", path);
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        if (st != STK_OK) break;
+        int line = json_key_line(text, key);
+        if (!known(key))
+            st = stk_error(STK_ERR_INVALID_ARG,
+                           "--config %s line %d: '%s' is not a flag of stoke tune or stoke train",
+                           path, line, key);
+        else
+            st = json_entry(path, line, key, v, o);
+    }
+    json_decref(root);
+    return st;
+}
+
+/* ---- TOML ------------------------------------------------------------------------- */
 
 static stk_status parse_toml(parser *ps, flags_out *o, config_known known)
 {
@@ -230,8 +292,8 @@ int tune_config_flags(const char *path, config_known known, char ***out, int *n)
     if (!toml && !json)
         st = stk_error(STK_ERR_INVALID_ARG, "--config %s: a .json or a .toml file", path);
     else {
-        parser ps = {path, text, text, toml};
-        st = toml ? parse_toml(&ps, &o, known) : parse_json(&ps, &o, known);
+        parser ps = {path, text, text};
+        st = toml ? parse_toml(&ps, &o, known) : parse_json(path, text, len, &o, known);
     }
     free(text);
     if (st != STK_OK) {

@@ -201,7 +201,10 @@ run 2 "$STOKE" tune --config b.toml
 expect err.txt "--config b.toml line 2: a [table]: the flags are top-level keys"
 echo '{"data": "x",' > c2.json
 run 2 "$STOKE" tune --config c2.json
-expect err.txt "--config c2.json line 2: the file ends inside the object"
+expect err.txt "--config c2.json line 2, column 0: string or '}' expected near end of file"
+echo '{"data": "x", "data": "y"}' > d.json  # which one counts? neither
+run 2 "$STOKE" tune --config d.json
+expect err.txt "--config d.json line 1, column 20: duplicate object key near '\"data\"'"
 run 2 "$STOKE" tune --config none.json
 expect err.txt "--config none.json: "
 # stoke plot of a sweep: each trial's metric, the best so far
