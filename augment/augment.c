@@ -1,12 +1,12 @@
 #include "augment/augment.h"
 
 #include "augment/geometry.h"
-#include "augment/jpeg_decoder.h"
 #include "augment/pixel_ops.h"
-#include "common/trace.h"
 #include "augment/resize.h"
 #include "common/clock.h"
 #include "common/half.h"
+#include "common/trace.h"
+#include "decode/jpeg_decoder.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
  *   (e) the eval transform resize:256,center:224 into u8 HWC
  *   (f) the entropy decode alone (Huffman to DCT coefficients) of every
  *       restart segment, libjpeg-turbo's (jpeg_read_coefficients) against
- *       Stoke's (augment/jpeg_entropy.c), in MB of entropy-coded data and
+ *       Stoke's (decode/jpeg_entropy.c), in MB of entropy-coded data and
  *       million symbols per second (a set packed with --restart); then
  *       Stoke's all at once (stk_jpeg_entropy_decode_all: AVX-512 lanes)
  *   (g) (c) in fast mode with libjpeg-turbo's entropy decoder against
@@ -21,10 +21,10 @@
  */
 #include "augment/augment.h"
 #include "augment/geometry.h"
-#include "augment/jpeg_decoder.h"
-#include "augment/jpeg_entropy.h"
-#include "augment/jpeg_segments.h"
 #include "common/clock.h"
+#include "decode/jpeg_decoder.h"
+#include "decode/jpeg_entropy.h"
+#include "decode/jpeg_segments.h"
 #include "storage/dataset.h"
 
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* The other image formats pack and predict read: PNG (libpng), WebP
  * (libwebp), BMP and PPM/PGM (Stoke's own parsers), in both channel
  * counts, under a small pixel limit. */
-#include "augment/image_decode.h"
+#include "decode/image_decode.h"
 
 #include <stdlib.h>
 

@@ -1,6 +1,6 @@
 /* The JPEG decode wrapper: header, full validation, scaled and region
  * decodes as the loader asks for them, both IDCT modes. */
-#include "augment/jpeg_decoder.h"
+#include "decode/jpeg_decoder.h"
 
 static stk_jpeg_decoder *dec;
 

@@ -1,15 +1,15 @@
-/* Restart-marker segments (augment/jpeg_segments.h) from untrusted bytes:
+/* Restart-marker segments (decode/jpeg_segments.h) from untrusted bytes:
  * parse the grid, and for crops over the whole image (corners, middle,
  * single MCUs) assemble the crop's JPEG and decode a region from it, in
  * both IDCT modes; and the entropy decode of every segment into DCT
- * coefficients (augment/jpeg_entropy.h) one by one and all at once (the
+ * coefficients (decode/jpeg_entropy.h) one by one and all at once (the
  * AVX-512 decoder, which must agree), and Stoke's entropy decoder
  * against libjpeg-turbo's inside the crop decode (the same status and
  * pixels, or the fuzzer aborts). The seeds are the JPEG fixtures
  * with restart markers. */
-#include "augment/jpeg_decoder.h"
-#include "augment/jpeg_entropy.h"
-#include "augment/jpeg_segments.h"
+#include "decode/jpeg_decoder.h"
+#include "decode/jpeg_entropy.h"
+#include "decode/jpeg_segments.h"
 
 #include <stdlib.h>
 #include <string.h>

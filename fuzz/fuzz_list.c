@@ -1,6 +1,6 @@
 /* List-file parse: "path label" lines, comments, spaces, NULs, huge labels. */
 #include "fuzz_input.h"
-#include "storage/source.h"
+#include "pack/source.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -26,9 +26,9 @@ import subprocess
 import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-MODULES = ["common", "storage", "augment", "kernels", "engine", "loader", "train",
+MODULES = ["common", "storage", "decode", "augment", "pack", "kernels", "engine", "loader", "train",
            "distributed", "runlog", "tune", "tools", "python", "examples"]
-INSTALLED = ["common", "storage", "augment", "kernels", "engine", "loader", "train",
+INSTALLED = ["common", "storage", "decode", "augment", "pack", "kernels", "engine", "loader", "train",
              "distributed", "runlog", "tune"]  # CMakeLists.txt's install(DIRECTORY ...)
 CUDA_IF_ALLOWED = {
     "common/host_device.h": {"__CUDACC__"},

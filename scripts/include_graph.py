@@ -17,13 +17,14 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODULES = ["common", "storage", "augment", "kernels", "engine", "loader", "train", "distributed", "runlog",
+MODULES = ["common", "storage", "decode", "augment", "pack", "kernels", "engine", "loader", "train", "distributed", "runlog",
            "tune", "tools", "python"]
 # Lowest first: a module may use only modules of lower layers.
 LAYERS = [
     {"common"},
-    {"storage", "augment", "kernels", "runlog"},
-    {"engine", "loader"},
+    {"storage", "decode", "kernels", "runlog"},
+    {"augment"},
+    {"engine", "loader", "pack"},
     {"train"},
     {"distributed", "python"},
     {"tune"},

@@ -1,7 +1,7 @@
 /* stoke pack: read a source, prepare its images, write one .stoke file. */
 #include "common/json.h"
 #include "common/thread_pool.h"
-#include "loader/pack_job.h"
+#include "pack/pack_job.h"
 #include "tools/cli.h"
 #include "tools/flags.h"
 

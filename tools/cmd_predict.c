@@ -1,14 +1,14 @@
 /* stoke predict: a checkpoint's classes for image files, folders and .stoke
  * records. */
 #include "augment/augment.h"
-#include "augment/jpeg_decoder.h"
-#include "augment/image_decode.h"
-#include "augment/luma.h"
 #include "common/clock.h"
 #include "common/fs.h"
 #include "common/json.h"
 #include "common/progress.h"
 #include "common/thread_pool.h"
+#include "decode/image_decode.h"
+#include "decode/jpeg_decoder.h"
+#include "decode/luma.h"
 #include "engine/autograd.h"
 #include "kernels/backend.h"
 #include "tools/ckpt_read.h"

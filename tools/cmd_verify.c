@@ -1,10 +1,10 @@
 /* stoke verify: check every record of a dataset. */
-#include "augment/jpeg_decoder.h"
 #include "common/fs.h"
 #include "common/json.h"
 #include "common/progress.h"
-#include "common/thread_pool.h"
 #include "common/text.h"
+#include "common/thread_pool.h"
+#include "decode/jpeg_decoder.h"
 #include "storage/dataset.h"
 #include "storage/record_index.h"
 #include "tools/cli.h"

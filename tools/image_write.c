@@ -1,7 +1,7 @@
 #include "tools/image_write.h"
 
-#include "augment/jpeg_error.h"
 #include "common/fs.h"
+#include "decode/jpeg_error.h"
 #include "runlog/png.h"
 
 #include <errno.h>

@@ -8,7 +8,7 @@
 #include "module.h"
 
 #include "common/status.h"
-#include "loader/pack_job.h"
+#include "pack/pack_job.h"
 #include "storage/dataset.h"
 
 #include <errno.h>
