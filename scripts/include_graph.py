@@ -31,12 +31,9 @@ LAYERS = [
     {"tools"},
 ]
 # Units that are one concern and may share a cycle: a tensor knows its grad
-# node and hook, and the registry of live tensors; the Python extension is
-# one module split over two files (its error type and the dataset functions);
-# the caching allocator loads the CUDA module for the GPU heap's ops, and the
+# node and hook, and the registry of live tensors; the caching allocator loads the CUDA module for the GPU heap's ops, and the
 # module allocates its workspaces through the allocator (kernels/cuda_module_impl.h).
 ALLOWED = [{"engine/tensor", "engine/autograd", "engine/tensor_registry"},
-           {"python/src/stoke_module", "python/src/dataset_functions"},
            {"kernels/device_alloc", "kernels/cuda_module"}]
 INC = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

@@ -20,32 +20,6 @@
 #include <time.h>
 #include <unistd.h>
 
-int stoke_path_or_none(PyObject *arg, void *out)
-{
-    if (arg == Py_None) {
-        *(PyObject **)out = NULL;
-        return 1;
-    }
-    return PyUnicode_FSConverter(arg, out);
-}
-
-bool stoke_int_arg(PyObject *v, const char *name, long long lo, long long hi, long long *out)
-{
-    if (!PyLong_Check(v)) {
-        PyErr_Format(PyExc_TypeError, "%s=%R: expected an integer", name, v);
-        return false;
-    }
-    int overflow = 0;
-    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (x == -1 && PyErr_Occurred()) return false;
-    if (overflow || x < lo || x > hi) {
-        PyErr_Format(PyExc_ValueError, "%s=%R: expected an integer in %lld..%lld", name, v, lo, hi);
-        return false;
-    }
-    *out = x;
-    return true;
-}
-
 static const char *bytes_or_null(PyObject *b) { return b ? PyBytes_AsString(b) : NULL; }
 
 /* ---- pack ---- */

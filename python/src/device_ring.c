@@ -9,7 +9,7 @@
 
 typedef struct slot {
     void *images;
-    int64_t *labels; /* int64: PyTorch's label type (the loader's are int32) */
+    int64_t *labels;               /* int64: PyTorch's label type (the loader's are int32) */
     size_t images_cap, labels_cap; /* bytes allocated */
     bool held;
 } slot;

@@ -4,7 +4,8 @@
 #define Py_LIMITED_API 0x03090000
 #include <Python.h>
 
-/* stoke.StokeError: every error the library reports, with its message. */
+/* stoke.StokeError: every error the library reports, with its message
+ * (this and the helpers below: support.c). */
 extern PyObject *stoke_error;
 
 /* Raise StokeError with this thread's stk_last_error(); returns NULL. */
@@ -20,6 +21,11 @@ int stoke_path_or_none(PyObject *arg, void *out);
  * is not an integer. */
 #include <stdbool.h>
 bool stoke_int_arg(PyObject *v, const char *name, long long lo, long long hi, long long *out);
+
+/* tp_free of an instance of a heap type, then the type's reference. */
+void stoke_free_object(PyObject *self);
+/* tp_new of types made only by the library (Arrays, batches): TypeError. */
+PyObject *stoke_not_constructible(PyTypeObject *type, PyObject *args, PyObject *kw);
 
 /* The module's functions over datasets: pack(), info() (dataset_functions.c). */
 extern PyMethodDef stoke_dataset_functions[];
