@@ -5,11 +5,13 @@
 #include "common/crc32c.h"
 #include "distributed/comm.h"
 #include "distributed/ddp.h"
+#include "distributed/pipe_ranks.h"
 #include "engine_testlib.h"
 #include "train/batch.h"
 
 #include <check.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 static stk_comm *comm;
@@ -69,6 +71,36 @@ START_TEST(test_point_to_point)
     ck_assert_int_eq(stk_comm_isend(comm, rank, 0, &small, sizeof small, &req),
                      STK_ERR_INVALID_ARG);
     free(out), free(in);
+}
+END_TEST
+
+/* Pipeline stages on ranks: K must divide the ranks; with K = world each
+ * rank is a stage of one pipeline, and the link sends stage 0's message to
+ * stage 1 (the ranks found from the stage numbers). */
+START_TEST(test_pipe_ranks_link)
+{
+    int rank = stk_comm_rank(comm), world = stk_comm_world(comm);
+    stk_pipe_ranks *p;
+    ck_assert_int_eq(stk_pipe_ranks_open(comm, world + 1, &p), STK_ERR_INVALID_ARG);
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strstr(stk_last_error(), "the ranks must be a multiple of the stages"), "%s",
+                  stk_last_error());
+    ck_assert_int_eq(stk_pipe_ranks_open(comm, world, &p), STK_OK);
+    ck_assert_int_eq(stk_pipe_ranks_stage(p), rank);
+    ck_assert_int_eq(stk_pipe_ranks_replica(p), 0);
+    ck_assert_int_eq(stk_pipe_ranks_replicas(p), 1);
+    const stk_pipe_link *l = stk_pipe_ranks_link(p);
+    ck_assert_int_eq(l->stage, rank);
+    int64_t msg = 4242, got = 0;
+    if (world >= 2 && rank == 0) {
+        void *pending;
+        ck_assert_int_eq(l->send(l->ctx, 1, 9, &msg, sizeof msg, &pending), STK_OK);
+        ck_assert_int_eq(l->wait(l->ctx, pending), STK_OK);
+    } else if (world >= 2 && rank == 1) {
+        ck_assert_int_eq(l->recv(l->ctx, 0, 9, &got, sizeof got), STK_OK);
+        ck_assert_int_eq(got, msg);
+    }
+    stk_pipe_ranks_close(p);
 }
 END_TEST
 
@@ -301,6 +333,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_collectives);
     tcase_add_test(tc, test_point_to_point);
+    tcase_add_test(tc, test_pipe_ranks_link);
     tcase_add_test(tc, test_ranks_train_as_one_process);
     tcase_add_test(tc, test_sync_batch_norm);
     tcase_add_test(tc, test_a_different_rank_is_refused);

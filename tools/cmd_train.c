@@ -425,7 +425,7 @@ static int train_main(int argc, char **argv)
     else if (pipe)
         say(p.lines, "micro-batches: %" PRId64 " a step, gradients accumulated\n",
             a->micro_batches);
-    if (r.world > 1 && r.link.send)
+    if (r.world > 1 && r.pipe_ranks)
         say(p.lines,
             "pipelines on ranks: %d ranks (%s) = %d pipeline%s x %" PRId64
             " stages (rank = pipeline x %" PRId64 " + stage), batch %" PRId64

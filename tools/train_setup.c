@@ -438,69 +438,6 @@ static void exact(char buf[48], double x)
     }
 }
 
-/* --pipeline on ranks: the stages of this rank's pipeline are the ranks
- * replica * K .. replica * K + K - 1. */
-static stk_status link_send(void *ctx, int stage, int tag, const void *buf, size_t bytes,
-                            void **pending)
-{
-    run_state *r = ctx;
-    return stk_comm_isend(r->comm, r->rank - r->link.stage + stage, tag, buf, bytes,
-                          (stk_comm_request **)pending);
-}
-
-static stk_status link_wait(void *ctx, void *pending)
-{
-    return stk_comm_wait(((run_state *)ctx)->comm, pending);
-}
-
-static stk_status link_recv(void *ctx, int stage, int tag, void *buf, size_t bytes)
-{
-    run_state *r = ctx;
-    return stk_comm_recv(r->comm, r->rank - r->link.stage + stage, tag, buf, bytes);
-}
-
-/* After each step of a pipeline on ranks: every rank holds the whole model
- * (the gradients' all-reduce gave every parameter to all), but only a
- * stage's ranks ran its batch norm: its running statistics and counters go
- * to every rank, averaged over the replicas. */
-static stk_status sync_stage_buffers(void *ctx, const stk_step_info *info)
-{
-    run_state *r = ctx;
-    const stk_pipeline *p = stk_trainer_pipeline(r->trainer);
-    size_t n = 0;
-    for (int i = 0; i < stk_model_param_count(r->model); i++) {
-        const stk_param *pa = stk_model_param(r->model, i);
-        if (pa->is_buffer) n += (size_t)stk_tensor_numel(pa->value);
-    }
-    float *buf = calloc(n ? n : 1, sizeof *buf);
-    if (!buf) return stk_error(STK_ERR_NOMEM, "out of memory");
-    stk_status st = STK_OK;
-    for (int pass = 0; pass < 2 && st == STK_OK; pass++) {
-        size_t off = 0;
-        for (int i = 0; i < stk_model_param_count(r->model); i++) {
-            const stk_param *pa = stk_model_param(r->model, i);
-            if (!pa->is_buffer) continue;
-            stk_tensor *v = pa->value;
-            int64_t k = stk_tensor_numel(v);
-            bool mine = stk_pipeline_owns_param(p, i), f32 = stk_tensor_dtype(v) == STK_F32;
-            if (pass == 0 && mine && f32) st = stk_tensor_to_host(v, buf + off, (size_t)k * 4);
-            if (pass == 0 && mine && !f32) buf[off] = (float)*(int32_t *)stk_tensor_data(v);
-            if (pass == 1) {
-                for (int64_t j = 0; j < k; j++) buf[off + (size_t)j] /= (float)r->data_world;
-                if (f32)
-                    st = stk_tensor_copy_from_host(v, buf + off, (size_t)k * 4);
-                else
-                    *(int32_t *)stk_tensor_data(v) = (int32_t)lrintf(buf[off]);
-            }
-            off += (size_t)k;
-        }
-        if (pass == 0 && st == STK_OK) st = stk_ddp_allreduce(r->ddp, buf, n);
-    }
-    free(buf);
-    (void)info;
-    return st;
-}
-
 /* Data-parallel: every rank must compute the same thing, so before the
  * first step the ranks compare everything that changes what is computed or
  * when they synchronise (ddp.h names the first difference on every rank). */
@@ -585,9 +522,9 @@ static stk_status attach_ranks(run_state *r, int64_t per_epoch)
     STK_TRY(st);
     stk_ddp_set_timeout(r->ddp, (double)a->dist_timeout);
     if (a->sync_bn) stk_ddp_sync_batch_norm(r->ddp);
-    if (r->link.send) {
+    if (r->pipe_ranks) {
         stk_ddp_set_ranks_per_replica(r->ddp, (int)a->pipeline);
-        STK_TRY(stk_trainer_add_hook(r->trainer, STK_STEP_AFTER_OPTIMIZER, sync_stage_buffers, r));
+        STK_TRY(stk_pipe_ranks_average_buffers(r->pipe_ranks, r->trainer, r->model, r->ddp));
     }
     return STK_OK;
 }
@@ -652,7 +589,7 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
                        .warmup_steps = (int64_t)llround(a->warmup_epochs * (double)per_epoch),
                        .step_size = a->step_epochs * per_epoch,
                        .gamma = 0.1f};
-    if (r->link.send) r->tc.pipeline.link = &r->link;
+    if (r->pipe_ranks) r->tc.pipeline.link = stk_pipe_ranks_link(r->pipe_ranks);
     STK_TRY(stk_trainer_create(&r->tc, r->model, r->opt, &r->trainer));
     if (a->val && r->rank == 0 && !r->borrowed_data) { /* rank 0 evaluates for the job */
         stk_loader_options vo =
@@ -682,11 +619,7 @@ stk_status train_setup(run_state *r)
     train_args *a = &r->a;
     r->data_rank = r->rank, r->data_world = r->world;
     if (r->world > 1 && a->pipeline > 1) { /* stages on ranks */
-        if (r->world % a->pipeline)
-            return stk_error(STK_ERR_INVALID_ARG,
-                             "--pipeline %" PRId64 " on %d ranks: the ranks must be a multiple of "
-                             "the stages (K x replicas)",
-                             a->pipeline, r->world);
+        STK_TRY(stk_pipe_ranks_open(r->comm, (int)a->pipeline, &r->pipe_ranks));
         if (!a->split_after)
             return stk_error(STK_ERR_INVALID_ARG, "--pipeline on ranks needs --split-after (the "
                                                   "ranks cannot measure each other's stages)");
@@ -694,13 +627,8 @@ stk_status train_setup(run_state *r)
             return stk_error(STK_ERR_INVALID_ARG,
                              "--pipeline on ranks runs on the CPU (NCCL point to point is not "
                              "built yet)");
-        r->link = (stk_pipe_link){.stage = r->rank % (int)a->pipeline,
-                                  .ctx = r,
-                                  .send = link_send,
-                                  .wait = link_wait,
-                                  .recv = link_recv};
-        r->data_rank = r->rank / (int)a->pipeline;
-        r->data_world = r->world / (int)a->pipeline;
+        r->data_rank = stk_pipe_ranks_replica(r->pipe_ranks);
+        r->data_world = stk_pipe_ranks_replicas(r->pipe_ranks);
     }
     /* one GPU per rank: "cuda" is the rank's local GPU under a launcher */
     if (r->world > 1 && a->device.kind == STK_DEVICE_CUDA && !a->device.indexed)
@@ -723,8 +651,9 @@ void train_close(run_state *r)
         stk_loader_close(r->loader);
         stk_loader_close(r->val_loader);
     }
-    stk_trainer_destroy(r->trainer); /* before the ddp its hooks point to */
+    stk_trainer_destroy(r->trainer); /* before the ddp and the ranks its hooks point to */
     stk_ddp_destroy(r->ddp);
+    stk_pipe_ranks_close(r->pipe_ranks);
     stk_optim_destroy(r->opt);
     stk_model_destroy(r->model);
     stk_run_record_close(r->record);

@@ -11,6 +11,7 @@
 #include "common/trace.h"
 #include "distributed/comm.h"
 #include "distributed/ddp.h"
+#include "distributed/pipe_ranks.h"
 #include "kernels/device.h"
 #include "train/device.h"
 #include "train/fit.h"
@@ -83,7 +84,7 @@ typedef struct run_state {
     /* --pipeline K on K x D ranks: rank = replica * K + stage; the data is
      * sharded by replica (data_rank of data_world = D); else rank, world */
     int data_rank, data_world;
-    stk_pipe_link link;
+    stk_pipe_ranks *pipe_ranks; /* the link between the stages on ranks, NULL: none */
     uint64_t val_count;        /* images in --val */
     uint64_t data_fingerprint; /* stk_dataset_fingerprint of --data (ranks, checkpoints) */
     bool ranks_agree_on_error; /* every rank failed alike: no need to stop the others */
