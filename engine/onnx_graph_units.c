@@ -312,13 +312,17 @@ static stk_status make_units(stk_onnx_graph *g, const value_span *sp, const int 
         g->unit_in = calloc((size_t)n + 1, sizeof *g->unit_in);
         g->param_unit = calloc((size_t)(g->n_params ? g->n_params : 1), sizeof *g->param_unit);
         g->carry_start = calloc((size_t)n + 2, sizeof *g->carry_start);
-        g->carry_vals = calloc((size_t)(g->n_values ? g->n_values : 1) * (size_t)n,
-                               sizeof *g->carry_vals);
+        int carried = 0, n_host, tensor; /* the host numbers crossing all cuts, counted first */
+        for (int u = 1; u < n; u++) {
+            cut_before(g, sp, first[u], &tensor, NULL, &n_host);
+            carried += n_host;
+        }
+        g->carry_vals = calloc((size_t)(carried ? carried : 1), sizeof *g->carry_vals);
         if (!g->unit_first || !g->unit_in || !g->param_unit || !g->carry_start || !g->carry_vals)
             st = stk_error(STK_ERR_NOMEM, "%s: no memory for its units", g->what);
         for (int u = 0; st == STK_OK && u < n; u++) {
             g->unit_first[u] = first[u];
-            int n_host = 0;
+            n_host = 0;
             g->carry_start[u + 1] = g->carry_start[u];
             if (u == 0) {
                 g->unit_in[u] = g->input;

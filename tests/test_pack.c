@@ -24,17 +24,6 @@ static void rm_rf(const char *path)
     ck_assert_int_eq(system(cmd), 0);
 }
 
-static int count_entries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    int n = 0;
-    struct dirent *e;
-    while (d && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
-    if (d) closedir(d);
-    return n;
-}
-
 static void setup(void) { test_tmpdir_create("pack"); }
 
 static void teardown(void) { test_tmpdir_remove(); }
@@ -297,7 +286,7 @@ START_TEST(pack_cancel_leaves_nothing)
     stk_pack_options o = {.workers = 2, .cancel = &cancel};
     stk_pack_summary sum;
     ck_assert_int_eq(stk_pack_run(s, tpath("c.stoke"), &o, &sum), STK_ERR_CANCELLED);
-    ck_assert_int_eq(count_entries(test_tmp), 0);
+    ck_assert_int_eq(test_dir_entries(test_tmp), 0);
     stk_source_destroy(s);
 }
 END_TEST

@@ -23,17 +23,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-static int count_entries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    int n = 0;
-    struct dirent *e;
-    while (d && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
-    if (d) closedir(d);
-    return n;
-}
-
 static void setup(void) { test_tmpdir_create("storage"); }
 
 static void teardown(void) { test_tmpdir_remove(); }
@@ -242,13 +231,13 @@ START_TEST(writer_reader_roundtrip_index_matches_lmdb)
     const uint64_t n = 700; /* ~73 MB: more than the initial 64 MiB map, so it grows */
     write_synth(path, n, &meta);
     stk_meta_deinit(&meta);
-    ck_assert_int_eq(count_entries(test_tmp), 1); /* no temporary, no lock file */
+    ck_assert_int_eq(test_dir_entries(test_tmp), 1); /* no temporary, no lock file */
 
     stk_dataset *ds;
     ck_assert_int_eq(stk_dataset_open(path, &ds), STK_OK);
     ck_assert_uint_eq(stk_dataset_count(ds), n);
     ck_assert_uint_eq(stk_dataset_meta(ds)->class_counts[1], n / 2);
-    ck_assert_int_eq(count_entries(test_tmp), 1); /* the reader made no lock file */
+    ck_assert_int_eq(test_dir_entries(test_tmp), 1); /* the reader made no lock file */
     uint8_t *expect = malloc(1 << 20), *got = malloc(stk_dataset_max_record_bytes(ds));
     uint64_t *ends = calloc(n, sizeof *ends), *starts = calloc(n, sizeof *starts);
     for (uint64_t i = 0; i < n; i++) {
@@ -766,9 +755,9 @@ START_TEST(writer_cleans_up)
                     .payload = p,
                     .payload_len = 10};
     ck_assert_int_eq(stk_writer_put(w, &r), STK_OK);
-    ck_assert_int_eq(count_entries(test_tmp), 1); /* the temporary */
+    ck_assert_int_eq(test_dir_entries(test_tmp), 1); /* the temporary */
     stk_writer_close(w);                          /* no finish: abandon */
-    ck_assert_int_eq(count_entries(test_tmp), 0);
+    ck_assert_int_eq(test_dir_entries(test_tmp), 0);
 
     /* A temporary of a process that is gone is removed; a live one is kept. */
     char dead[1024], live[1024];
