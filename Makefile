@@ -33,13 +33,15 @@ test: build
 # The sanitizer builds are the STOKE_CUDA=EMULATE configuration: the CUDA
 # backend's own code runs against tests/cuda_host (the host CUDA runtime,
 # cuBLAS and cuDNN), so ASan, UBSan and TSan check it and the GPU op tests
-# pass without a GPU (tests/cuda_host/README.md).
+# pass without a GPU (tests/cuda_host/README.md). Check's timeouts are three
+# times the release build's there (CK_TIMEOUT_MULTIPLIER): a sanitized test on
+# a slower, loaded CI machine ran past its limit once (test_onnx_graph).
 test-sanitize: deps
 	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSTOKE_WERROR=ON \
 	    -DSTOKE_SANITIZE=address,undefined -DSTOKE_CUDA=EMULATE $(CMAKE_FLAGS)
 	cmake --build $(SAN_BUILD) -j $(JOBS)
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-	    UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
+	    UBSAN_OPTIONS=print_stacktrace=1 CK_TIMEOUT_MULTIPLIER=3 ctest --output-on-failure -j $(JOBS)
 
 # The thread pool, the loader and the parallel pack under ThreadSanitizer
 # (the tests labelled no_own_threads left out: tests/CMakeLists.txt).
@@ -50,7 +52,8 @@ test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSTOKE_WERROR=ON \
 	    -DSTOKE_SANITIZE=thread -DSTOKE_CUDA=EMULATE $(CMAKE_FLAGS)
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
-	cd $(TSAN_BUILD) && OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) \
+	cd $(TSAN_BUILD) && OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 CK_TIMEOUT_MULTIPLIER=3 \
+	    ctest --output-on-failure -j $(JOBS) \
 	    -LE no_own_threads
 
 # Without the CUDA backend and without MPI, as on machines without them: CI builds
