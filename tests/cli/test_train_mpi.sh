@@ -268,8 +268,9 @@ done
 
 # Failures stop the job within a bounded time, the last checkpoint intact.
 # rank_pid R: the pid of the stoke process of rank R (from its environment).
-rank_pid() {
+rank_pid() { # this test's rank $1 only: other tests' jobs may run at once (ctest -j)
     for p in $(pgrep -x stoke); do
+        [ "$(readlink /proc/$p/cwd 2>/dev/null)" = "$(pwd -P)" ] || continue
         if { tr '\0' '\n' </proc/$p/environ; } 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
             echo $p
             return
