@@ -76,7 +76,10 @@ struct stk_onnx_graph {
     int *param_unit;   /* n_params: the unit whose nodes use it */
     int *carry_start, *carry_vals; /* unit u's host numbers crossing its cut:
                                     * carry_vals[carry_start[u] .. carry_start[u + 1]) */
-    struct eng_onnx_carry *carry; /* shapes computed before a cut, for the stages after it */
+    /* shapes computed before a cut, for the stages after it: a list behind a
+     * head allocated once, so that a run's copy of this struct (eng_onnx_run)
+     * never reads what another stage's run writes */
+    struct eng_onnx_carry *carry;
 };
 
 /* One forward over nodes of the graph: its own copy of the values (so that

@@ -102,7 +102,7 @@ void eng_onnx_units_free(stk_onnx_graph *g)
     free(g->param_unit);
     free(g->carry_start);
     free(g->carry_vals);
-    for (struct eng_onnx_carry *c = g->carry, *next; c; c = next) {
+    for (struct eng_onnx_carry *c = g->carry ? g->carry->next : NULL, *next; c; c = next) {
         next = c->next;
         for (int k = 0; k < c->n; k++) free(c->copies[k].host);
         free(c->copies);
@@ -110,6 +110,7 @@ void eng_onnx_units_free(stk_onnx_graph *g)
     }
     free(g->seen_tensor);
     g->unit_names = NULL, g->unit_first = g->unit_in = g->param_unit = NULL;
+    free(g->carry);
     g->carry_start = g->carry_vals = NULL, g->carry = NULL, g->seen_tensor = NULL;
     g->n_units = 0;
 }
@@ -312,13 +313,15 @@ static stk_status make_units(stk_onnx_graph *g, const value_span *sp, const int 
         g->unit_in = calloc((size_t)n + 1, sizeof *g->unit_in);
         g->param_unit = calloc((size_t)(g->n_params ? g->n_params : 1), sizeof *g->param_unit);
         g->carry_start = calloc((size_t)n + 2, sizeof *g->carry_start);
+        g->carry = calloc(1, sizeof *g->carry); /* the list's head, never moved */
         int carried = 0, n_host, tensor; /* the host numbers crossing all cuts, counted first */
         for (int u = 1; u < n; u++) {
             cut_before(g, sp, first[u], &tensor, NULL, &n_host);
             carried += n_host;
         }
         g->carry_vals = calloc((size_t)(carried ? carried : 1), sizeof *g->carry_vals);
-        if (!g->unit_first || !g->unit_in || !g->param_unit || !g->carry_start || !g->carry_vals)
+        if (!g->unit_first || !g->unit_in || !g->param_unit || !g->carry_start || !g->carry_vals ||
+            !g->carry)
             st = stk_error(STK_ERR_NOMEM, "%s: no memory for its units", g->what);
         for (int u = 0; st == STK_OK && u < n; u++) {
             g->unit_first[u] = first[u];
@@ -414,7 +417,7 @@ static stk_status carry_out(stk_onnx_graph *g, const eng_onnx_run *r, int u, con
     if (n == 0) return STK_OK;
     pthread_mutex_lock(&carry_lock);
     bool have = false;
-    for (const struct eng_onnx_carry *c = g->carry; c && !have; c = c->next)
+    for (const struct eng_onnx_carry *c = g->carry->next; c && !have; c = c->next)
         have = same_shape(c, u, t);
     stk_status st = STK_OK;
     struct eng_onnx_carry *c = have ? NULL : calloc(1, sizeof *c);
@@ -430,7 +433,7 @@ static stk_status carry_out(stk_onnx_graph *g, const eng_onnx_run *r, int u, con
     if (!have && st == STK_OK) {
         c->n = n, c->unit = u, c->ndim = stk_tensor_ndim(t);
         for (int d = 0; d < c->ndim; d++) c->dims[d] = stk_tensor_dim(t, d);
-        c->next = g->carry, g->carry = c;
+        c->next = g->carry->next, g->carry->next = c;
     } else if (c) {
         for (int k = 0; c->copies && k < n; k++) free(c->copies[k].host);
         free(c->copies);
@@ -447,7 +450,7 @@ static stk_status carry_in(stk_onnx_graph *g, eng_onnx_run *r, int u, const stk_
     const int *vals = g->carry_vals + g->carry_start[u];
     if (n == 0) return STK_OK;
     pthread_mutex_lock(&carry_lock);
-    const struct eng_onnx_carry *c = g->carry;
+    const struct eng_onnx_carry *c = g->carry->next;
     while (c && !same_shape(c, u, x)) c = c->next;
     stk_status st = c ? STK_OK
                       : stk_error(STK_ERR_INVALID_ARG,
