@@ -99,3 +99,12 @@ void stk_strbuf_printf(stk_strbuf *b, const char *fmt, ...)
     va_end(ap);
     b->len += (size_t)n;
 }
+
+const char *stk_text_shortest(double x, char *buf, size_t size)
+{
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(buf, size, "%.*g", digits, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    return buf;
+}

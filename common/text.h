@@ -44,6 +44,11 @@ size_t stk_text_distance(const char *word, size_t len, const char *name);
  * within 1 edit. NULL when none is close. */
 const char *stk_text_closest(const char *word, size_t len, const char *const *names, int n);
 
+/* x as the shortest %g text that reads back as x (0.1, not
+ * 0.10000000000000001): what a setting's value is written and compared as.
+ * buf holds 32 bytes or more. Returns buf. */
+const char *stk_text_shortest(double x, char *buf, size_t size);
+
 /* s as one CSV field (RFC 4180): quoted, its quotes doubled, when it holds a
  * comma, a quote or a line break. */
 void stk_csv_write_field(FILE *f, const char *s);

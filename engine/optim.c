@@ -193,14 +193,15 @@ float stk_schedule_lr(const stk_schedule *s, int64_t step)
     case STK_SCHEDULE_STEP: {
         double gamma = s->gamma > 0.f ? s->gamma : 0.1;
         int64_t k = s->step_size > 0 ? step / s->step_size : 0;
-        return (float)(base * pow(gamma, (double)k));
+        return (float)fmax(base * pow(gamma, (double)k), (double)s->min_lr);
     }
     case STK_SCHEDULE_COSINE: {
         double w = (double)s->warmup_steps;
         if (t < w) return (float)(base * (t + 1) / w);
-        if (t >= total) return 0.f;
+        double lo = s->min_lr;
+        if (t >= total) return (float)lo;
         double u = (t - w) / fmax(1.0, total - w);
-        return (float)(base * 0.5 * (1.0 + cos(M_PI * u)));
+        return (float)(lo + (base - lo) * 0.5 * (1.0 + cos(M_PI * u)));
     }
     case STK_SCHEDULE_ONECYCLE: {
         double w = s->warmup_steps > 0 ? (double)s->warmup_steps : floor(0.3 * total);

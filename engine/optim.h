@@ -82,8 +82,8 @@ const char *stk_optim_kind_name(stk_optim_kind kind);
 /* Learning-rate schedules, as a pure function of the step. */
 typedef enum stk_schedule_kind {
     STK_SCHEDULE_CONSTANT,
-    STK_SCHEDULE_STEP,     /* base * gamma^(step / step_size) */
-    STK_SCHEDULE_COSINE,   /* linear warm-up, then cosine from base to 0 at total_steps */
+    STK_SCHEDULE_STEP,     /* max(base * gamma^(step / step_size), min_lr) */
+    STK_SCHEDULE_COSINE,   /* linear warm-up, then cosine from base to min_lr at total_steps */
     STK_SCHEDULE_ONECYCLE, /* linear warm-up from base/25 to base, cosine down to base/25e4 */
 } stk_schedule_kind;
 
@@ -94,6 +94,7 @@ typedef struct stk_schedule {
     int64_t warmup_steps; /* cosine: 0 = none; onecycle: 0 = 30% of total (PyTorch's pct_start) */
     int64_t step_size;    /* STEP */
     float gamma;          /* STEP: 0 means 0.1 */
+    float min_lr;         /* COSINE, STEP: the floor (timm's --min-lr); 0 = none */
 } stk_schedule;
 
 float stk_schedule_lr(const stk_schedule *s, int64_t step);

@@ -377,10 +377,20 @@ START_TEST(test_schedules)
     ck_assert_float_eq_tol(stk_schedule_lr(&cos, 9), 0.05f, 1e-7f);
     ck_assert_float_eq_tol(stk_schedule_lr(&cos, 10), 0.05f, 1e-7f);
     ck_assert_float_eq_tol(stk_schedule_lr(&cos, 55), 0.025f, 1e-7f);
+    cos.min_lr = 0.01f; /* timm's --min-lr: the cosine ends at the floor, halfway between */
+    ck_assert_float_eq_tol(stk_schedule_lr(&cos, 10), 0.05f, 1e-7f);
+    ck_assert_float_eq_tol(stk_schedule_lr(&cos, 55), 0.03f, 1e-7f);
+    ck_assert_float_eq_tol(stk_schedule_lr(&cos, 99),
+                           0.01f + 0.04f * 0.5f * (1 + cosf((float)M_PI * 89 / 90)), 1e-7f);
+    ck_assert_float_eq_tol(stk_schedule_lr(&cos, 100), 0.01f, 1e-9f);
+    ck_assert_float_eq_tol(stk_schedule_lr(&cos, 5), 0.03f, 1e-7f); /* warm-up: not floored */
     stk_schedule step = {.kind = STK_SCHEDULE_STEP, .base_lr = 1.f, .step_size = 30, .gamma = 0.5f};
     ck_assert_float_eq(stk_schedule_lr(&step, 29), 1.f);
     ck_assert_float_eq(stk_schedule_lr(&step, 30), 0.5f);
     ck_assert_float_eq(stk_schedule_lr(&step, 95), 0.125f);
+    step.min_lr = 0.2f;
+    ck_assert_float_eq(stk_schedule_lr(&step, 30), 0.5f);
+    ck_assert_float_eq(stk_schedule_lr(&step, 95), 0.2f);
     stk_schedule one = {.kind = STK_SCHEDULE_ONECYCLE, .base_lr = 0.1f, .total_steps = 101};
     ck_assert_float_eq_tol(stk_schedule_lr(&one, 0), 0.004f, 1e-7f);
     ck_assert_float_eq_tol(stk_schedule_lr(&one, 30), 0.1f, 1e-7f); /* peak at 30% */

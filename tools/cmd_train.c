@@ -5,6 +5,7 @@
 #include "kernels/backend.h"
 #include "common/text.h"
 #include "tools/cli.h"
+#include "tools/config_file.h"
 #include "tools/flags.h"
 #include "tools/train_print.h"
 #include "tools/train_setup.h"
@@ -21,10 +22,12 @@ static const stk_flag flags[] = {
     STK_FLAG_SECTION("model and data"),
     STK_FLAG_TEXT(T, data, "data", "PATH",
                   "training set: a .stoke file, or shards read as one (a.stoke,b.stoke\n"
-                  "or a list file, as pack --shard-size writes)"),
+                  "or a list file, as pack --shard-size writes)",
+                  .set = STK_SET_RANKS),
     STK_FLAG_TEXT(T, val, "val", "PATH",
                   "validation set, evaluated after each epoch (top-1,\n"
-                  "top-5, loss); same classes as --data"),
+                  "top-5, loss); same classes as --data",
+                  .set = STK_SET_RANKS),
     STK_FLAG_TEXT(T, model, "model", "NAME|FILE.onnx",
                   "mlp, cnn, resnet8, resnet18, resnet34, resnet50, mobilenet_v2,\n"
                   "efficientnet_b0, mobilenet_v3_small, mobilenet_v3_large,\n"
@@ -34,12 +37,14 @@ static const stk_flag flags[] = {
                   "your own exported from PyTorch: torch.onnx.export(model, x, FILE,\n"
                   "dynamo=False, training=torch.onnx.TrainingMode.TRAINING,\n"
                   "do_constant_folding=False), x of the training size (its weights\n"
-                  "start training, under the state_dict's names)"),
+                  "start training, under the state_dict's names)",
+                  .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_NUMBER(T, drop_path, "drop-path", "RATE", 0, 0.99,
                     "stochastic depth: each residual branch dropped per sample with a\n"
                     "rate rising linearly to RATE at the last block (torchvision's);\n"
                     "default the model's: efficientnet_b0 0.2, convnext_tiny 0.1, none\n"
-                    "for the others; 0 turns it off"),
+                    "for the others; 0 turns it off",
+                    .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_TEXT(T, transform, "transform", "SPEC",
                   "training transform; default pad:4,crop:SIDE,flip for raw\n"
                   "images (Fashion-MNIST: pad:4,crop:28,flip), rrc:224,flip\n"
@@ -47,71 +52,96 @@ static const stk_flag flags[] = {
                   "ops after the crop, e.g. rrc:224,flip,colorjitter:0.4:0.4:0.4:0.1\n"
                   "or rrc:224,flip,trivialaugment ('stoke help peek' lists them all);\n"
                   "batch transforms on the normalised batch: erase[:P] (RandomErasing,\n"
-                  "p 0.5), mixup:ALPHA, cutmix:ALPHA (timm's; see --mix-prob)"),
+                  "p 0.5), mixup:ALPHA, cutmix:ALPHA (timm's; see --mix-prob)",
+                  .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_TEXT(T, norm, "norm", "NORM",
                   "the input normalisation, for training and evaluation (checkpoints\n"
                   "record it; eval and export use it): dataset (default: the training\n"
                   "set's mean/std), imagenet (0.485,0.456,0.406 / 0.229,0.224,0.225:\n"
                   "fine-tuning ImageNet weights), or MEAN,STD (one value, or one per\n"
-                  "channel separated by ':'); a norm token in --transform says the same"),
+                  "channel separated by ':'); a norm token in --transform says the same",
+                  .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_TEXT(T, val_transform, "val-transform", "SPEC",
                   "evaluation transform; default center:SIDE for raw images,\n"
-                  "resize:256,center:224 for JPEG (scaled to the training size)"),
+                  "resize:256,center:224 for JPEG (scaled to the training size)",
+                  .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_TEXT(T, init, "init", "CHECKPOINT",
                   "start from a checkpoint of the same model; tensors whose\n"
                   "shape differs (another number of classes) are skipped and\n"
                   "reported (transfer learning)"),
     STK_FLAG_LIST(T, freeze, n_freeze, "freeze", "PREFIX",
                   "do not train parameters whose name starts with PREFIX\n"
-                  "(repeatable; e.g. --freeze conv1 --freeze layer1)"),
+                  "(repeatable; e.g. --freeze conv1 --freeze layer1)",
+                  .set = STK_SET_RANKS),
     STK_FLAG_SECTION("optimisation"),
-    STK_FLAG_INT(T, epochs, "epochs", "E", 1, 100000, "default 10"),
-    STK_FLAG_INT(T, batch, "batch", "B", 1, 65536, "default 128"),
+    STK_FLAG_INT(T, epochs, "epochs", "E", 1, 100000, "default 10", .def = "10",
+                 .set = STK_SET_RANKS),
+    STK_FLAG_INT(T, batch, "batch", "B", 1, 65536, "default 128", .def = "128",
+                 .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_CHOICE(T, optimizer, "optimizer", "NAME", train_optimizers,
-                    "sgd (default), adam or adamw"),
+                    "sgd (default), adam or adamw", .def = "sgd",
+                    .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_NUMBER(T, lr, "lr", "LR", 0, 100,
-                    "peak learning rate; default 0.05 (sgd), 0.001 (adam/adamw)"),
-    STK_FLAG_NUMBER(T, momentum, "momentum", "M", 0, 0.999999, "sgd momentum, default 0.9"),
-    STK_FLAG_BOOL(T, nesterov, "nesterov", "Nesterov momentum"),
+                    "peak learning rate; default 0.05 (sgd), 0.001 (adam/adamw)",
+                    .set = STK_SET_RANKS | STK_SET_TUNE),
+    STK_FLAG_NUMBER(T, momentum, "momentum", "M", 0, 0.999999, "sgd momentum, default 0.9",
+                    .def = "0.9", .set = STK_SET_RANKS | STK_SET_TUNE),
+    STK_FLAG_BOOL(T, nesterov, "nesterov", "Nesterov momentum",
+                  .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_NUMBER(T, wd, "wd", "W", 0, 10,
-                    "weight decay, default 5e-4 (sgd, adam: L2; adamw: decoupled)"),
+                    "weight decay, default 5e-4 (sgd, adam: L2; adamw: decoupled)", .def = "5e-4",
+                    .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_CHOICE(T, schedule, "schedule", "NAME", train_schedules,
                     "cosine (default, per step to 0), step (x0.1 every\n"
-                    "--step-epochs), onecycle, or constant"),
+                    "--step-epochs), onecycle, or constant",
+                    .def = "cosine", .set = STK_SET_RANKS | STK_SET_TUNE),
+    STK_FLAG_NUMBER(T, min_lr, "min-lr", "LR", 0, 100,
+                    "the floor of the cosine and step schedules (timm's --min-lr):\n"
+                    "cosine ends at LR, step decays no lower; default 0",
+                    .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_INT(T, step_epochs, "step-epochs", "N", 1, 100000,
-                 "epochs between step decays, default 30"),
+                 "epochs between step decays, default 30", .def = "30",
+                 .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_NUMBER(T, warmup_epochs, "warmup-epochs", "W", 0, 100000,
                     "linear warm-up at the start (cosine; onecycle: its rise),\n"
-                    "default 0 (onecycle: 30% of the run)"),
+                    "default 0 (onecycle: 30% of the run)",
+                    .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_NUMBER(T, smoothing, "label-smoothing", "S", 0, 0.999,
                     "default 0; composes with mixup/cutmix (the mixed targets are\n"
-                    "smoothed, as timm's)"),
+                    "smoothed, as timm's)",
+                    .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_NUMBER(T, mix_prob, "mix-prob", "P", 0, 1,
                     "the probability that a batch is mixed when the transform has\n"
                     "mixup:ALPHA and/or cutmix:ALPHA (timm's Mixup prob; one of the\n"
-                    "two per batch, cutmix half the time when both are given), default 1"),
+                    "two per batch, cutmix half the time when both are given), default 1",
+                    .def = "1", .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_NUMBER(T, clip_grad_norm, "clip-grad-norm", "MAX", 0, 1e9,
                     "scale the gradients down to a global L2 norm of at most MAX\n"
                     "before each optimizer step (torch.nn.utils.clip_grad_norm_;\n"
                     "data-parallel: after the all-reduce; --amp: after unscaling);\n"
-                    "the norm before clipping goes to steps.csv and TensorBoard"),
+                    "the norm before clipping goes to steps.csv and TensorBoard",
+                    .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_NUMBER(T, clip_grad_value, "clip-grad-value", "V", 0, 1e9,
                     "clamp each gradient element to [-V, V] before each optimizer\n"
-                    "step (torch.nn.utils.clip_grad_value_); not with --clip-grad-norm"),
+                    "step (torch.nn.utils.clip_grad_value_); not with --clip-grad-norm",
+                    .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_NUMBER(T, ema, "ema", "DECAY", 0, 0.999999999,
                     "keep an exponential moving average of the weights (timm's\n"
                     "ModelEmaV2: after each optimizer step ema = DECAY ema + (1 - DECAY)\n"
                     "weights, buffers copied), evaluated beside them each epoch\n"
                     "(ema_val_* in metrics.csv), saved in the checkpoints (eval,\n"
-                    "export --ema); e.g. 0.999"),
+                    "export --ema); e.g. 0.999",
+                    .set = STK_SET_RANKS | STK_SET_NO_TRIAL),
     STK_FLAG_BOOL(T, ema_warmup, "ema-warmup",
                   "the average's decay grows as 1 - k^(-2/3) up to DECAY (timm's\n"
-                  "ModelEmaV3 warm-up): early updates follow the weights closely"),
+                  "ModelEmaV3 warm-up): early updates follow the weights closely",
+                  .set = STK_SET_RANKS | STK_SET_NO_TRIAL),
     STK_FLAG_SECTION("micro-batches and pipeline stages"),
     STK_FLAG_INT(T, micro_batches, "micro-batches", "M", 1, STK_PIPE_MAX_MICRO,
                  "split each batch into M micro-batches whose gradients add up\n"
                  "before the one optimizer step (gradient accumulation: the memory\n"
-                 "of a batch of B/M; batch norm sees each micro-batch alone)"),
+                 "of a batch of B/M; batch norm sees each micro-batch alone)",
+                 .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_INT(T, pipeline, "pipeline", "K", 1, STK_PIPE_MAX_STAGES,
                  "cut the model into K stages of contiguous units (the top-level\n"
                  "layers, resnets' blocks, mobilenet_v2's features.N; an ONNX graph's\n"
@@ -119,75 +149,93 @@ static const stk_flag flags[] = {
                  "group of its own (--threads / K), the micro-batches flowing through\n"
                  "them (needs --micro-batches); the run prints the stages. Under\n"
                  "mpirun -np K*D: D pipelines, a stage per rank (rank = pipeline x K +\n"
-                 "stage), each pipeline its shard of the data (needs --split-after)"),
+                 "stage), each pipeline its shard of the data (needs --split-after)",
+                 .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_CHOICE(T, pipeline_schedule, "pipeline-schedule", "NAME", train_pipeline_schedules,
                     "1f1b (default: at most K micro-batches' activations a stage) or\n"
-                    "gpipe (all forwards, then all backwards)"),
+                    "gpipe (all forwards, then all backwards)",
+                    .def = "1f1b", .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_TEXT(T, split_after, "split-after", "UNITS",
                   "where the stages end: K-1 unit names, comma-separated (a layer\n"
                   "name means its last block: --split-after layer2); default:\n"
-                  "balanced by each unit's forward time measured at the first step"),
-    STK_FLAG_SEED(T, seed, "shuffling, augmentation and initialisation, default 0"),
+                  "balanced by each unit's forward time measured at the first step",
+                  .set = STK_SET_TUNE),
+    STK_FLAG_SEED(T, seed, "shuffling, augmentation and initialisation, default 0", .def = "0",
+                  .set = STK_SET_RANKS | STK_SET_RESUME),
     STK_FLAG_CHOICE(T, order, "order", "ORDER", stk_read_order_names,
                     "the training set's read order: random (default), block (FFCV's\n"
                     "quasi-random order, for files larger than memory: pack them with\n"
-                    "--shuffle) or sequential"),
+                    "--shuffle) or sequential",
+                    .def = "random", .set = STK_SET_RANKS | STK_SET_TUNE | STK_SET_RESUME),
     STK_FLAG_INT(T, block_mib, "block-mib", "N", 1, 1024,
                  "block order: MiB of the file per block (default 8; smaller when\n"
-                 "two windows of blocks would not fit the memory budget, with a notice)"),
+                 "two windows of blocks would not fit the memory budget, with a notice)",
+                 .def = "8", .set = STK_SET_TUNE),
     STK_FLAG_INT(T, block_window, "block-window", "N", 1, 1024,
-                 "block order: blocks shuffled together (default 8)"),
+                 "block order: blocks shuffled together (default 8)", .def = "8",
+                 .set = STK_SET_TUNE),
     STK_FLAG_INT(T, cache_mb, "cache-mb", "C", 0, STK_LOADER_MAX_CACHE_MIB,
                  "keep the training file's first C MiB in memory for the whole run,\n"
                  "never evicted (for files larger than memory; default 0). Reads go\n"
                  "around the page cache (O_DIRECT) when the file and the cache do not\n"
-                 "fit the memory budget (the machine's or the memory cgroup's)"),
+                 "fit the memory budget (the machine's or the memory cgroup's)",
+                 .set = STK_SET_TUNE),
     STK_FLAG_SECTION("early stopping (Keras's EarlyStopping)"),
     STK_FLAG_INT(T, early_stop, "early-stop", "PATIENCE", 0, 100000,
                  "stop once PATIENCE epochs in a row have not improved\n"
-                 "--monitor (default: never stop early)"),
+                 "--monitor (default: never stop early)",
+                 .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_TEXT(T, monitor, "monitor", "NAME",
                   "val_loss, val_top1, val_top5, train_loss or train_top1\n"
                   "(with --ema also ema_val_loss, ema_val_top1, ema_val_top5);\n"
                   "default val_loss with --val, else train_loss; also what\n"
-                  "best.safetensors is best by"),
+                  "best.safetensors is best by",
+                  .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_NUMBER(T, min_delta, "min-delta", "D", 0, 1e9,
-                    "an improvement must be larger than D (default 0)"),
-    STK_FLAG_CHOICE(T, mode, "mode", "M", modes, "auto (default: min for losses), min or max"),
+                    "an improvement must be larger than D (default 0)",
+                    .set = STK_SET_RANKS | STK_SET_TUNE),
+    STK_FLAG_CHOICE(T, mode, "mode", "M", modes, "auto (default: min for losses), min or max",
+                    .def = "auto", .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_INT(T, start_from_epoch, "start-from-epoch", "N", 0, 100000,
-                 "judge no improvement in the first N epochs (default 0)"),
+                 "judge no improvement in the first N epochs (default 0)",
+                 .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_BOOL(T, restore_best, "restore-best",
                   "end with the best epoch's weights: the summary's val_* are\n"
                   "that epoch's, best.safetensors holds them, last.safetensors\n"
-                  "stays the resumable last epoch"),
+                  "stays the resumable last epoch",
+                  .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_SECTION("machine"),
     STK_FLAG_WORKERS(T, workers, "loader threads, default: number of cores"),
     STK_FLAG_THREADS(T, threads),
-    STK_FLAG_DEVICE(T, device),
+    STK_FLAG_DEVICE(T, device, .set = STK_SET_RANKS),
     STK_FLAG_BOOL(T, amp, "amp",
                   "mixed precision: matmuls and convolutions in low precision\n"
                   "with f32 accumulation and f32 master weights; batch norm,\n"
                   "softmax, losses and the optimizer in f32. GPU: f16 with\n"
                   "dynamic loss scaling (skips a step whose gradients overflow).\n"
                   "CPU: bf16 (needs AVX512_BF16 or AMX: `stoke devices`), no\n"
-                  "loss scaling (bf16 has f32's range)"),
+                  "loss scaling (bf16 has f32's range)",
+                  .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_BOOL(T, sync_bn, "sync-bn",
                   "data-parallel: batch norm statistics over every rank's batch\n"
-                  "(as PyTorch's SyncBatchNorm); default: each rank's own"),
+                  "(as PyTorch's SyncBatchNorm); default: each rank's own",
+                  .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_INT(T, dist_timeout, "dist-timeout", "S", 1, 86400,
                  "data-parallel watchdog: starting MPI, the check of the\n"
                  "ranks' flags, a step whose gradient all-reduce has not\n"
                  "finished S seconds after backward, or leaving MPI (another\n"
                  "rank hung, stopped or died) stops the job with a message;\n"
                  "the ranks wait for rank 0's evaluation S seconds plus twice\n"
-                 "their training time for as many images; default 300"),
+                 "their training time for as many images; default 300",
+                 .def = "300"),
     STK_FLAG_SECTION("output"),
     STK_FLAG_TEXT(T, out, "out", "RUNDIR",
                   "default a fresh runs/MODEL-N; holds metrics.csv (per epoch),\n"
                   "steps.csv (per step), last.safetensors, best.safetensors\n"
                   "(best by --monitor), events.out.tfevents.*; locked while a\n"
                   "run writes it; a used one needs --resume or --overwrite"),
-    STK_FLAG_BOOL(T, overwrite, "overwrite", "clear RUNDIR's old run (event files included) first"),
+    STK_FLAG_BOOL(T, overwrite, "overwrite", "clear RUNDIR's old run (event files included) first",
+                  .set = STK_SET_NO_TRIAL),
     STK_FLAG_BOOL(T, tensorboard, "tensorboard",
                   "write a TensorBoard event file into RUNDIR (the default):\n"
                   "per step train/loss, train/lr (and train/grad_norm); per epoch epoch/* (loss,\n"
@@ -198,7 +246,8 @@ static const stk_flag flags[] = {
     STK_FLAG_BOOL(T, per_class, "per-class",
                   "after each epoch's evaluation, each class's images, top-1\n"
                   "(recall), precision and F1 (TensorBoard text eval/per_class) and\n"
-                  "the confusion matrix (image eval/confusion); needs --val"),
+                  "the confusion matrix (image eval/confusion); needs --val",
+                  .set = STK_SET_NO_TRIAL),
     STK_FLAG_TEXT(T, trace, "trace", "FILE.json",
                   "a timeline in Chrome's trace format (open it in\n"
                   "https://ui.perfetto.dev or chrome://tracing): loader workers'\n"
@@ -207,26 +256,40 @@ static const stk_flag flags[] = {
                   "backward and optimizer, data-parallel all-reduces; counters\n"
                   "(batches ready, reads in flight, images/s); arrows from a\n"
                   "batch's reads to its step. Under a launcher rank R > 0\n"
-                  "writes FILE.rankR.json"),
+                  "writes FILE.rankR.json",
+                  .set = STK_SET_NO_TRIAL),
     STK_FLAG_TEXT(T, trace_steps, "trace-steps", "WAIT,ACTIVE",
                   "record steps WAIT .. WAIT+ACTIVE-1 only (as PyTorch's\n"
-                  "profiler schedule); default 0,20 (ACTIVE 0: every step)"),
+                  "profiler schedule); default 0,20 (ACTIVE 0: every step)",
+                  .set = STK_SET_NO_TRIAL),
     STK_FLAG_BOOL(T, trace_ops, "trace-ops",
                   "also a span per layer forward (kind, name, input shape; a\n"
                   "batch norm with its ReLU fused is one span, bn1+relu1) and\n"
-                  "per autograd node backward"),
+                  "per autograd node backward",
+                  .set = STK_SET_NO_TRIAL),
     STK_FLAG_BOOL(T, memory_report, "memory-report",
                   "at the end, the training device's caching allocator as a\n"
                   "table of size classes on stderr (blocks in use and cached,\n"
                   "allocations, fresh memory from the system)"),
     STK_FLAG_INT(T, stop_after, "stop-after", "N", 1, 100000,
                  "end this invocation after N epochs (checkpointed), to split\n"
-                 "a run across time slots; continue it with --resume"),
+                 "a run across time slots; continue it with --resume",
+                 .set = STK_SET_RANKS | STK_SET_NO_TRIAL),
     STK_FLAG_BOOL(T, resume, "resume",
                   "continue RUNDIR's run from last.safetensors (the epoch\n"
                   "after the last completed one); the result is bit-identical\n"
                   "to an uninterrupted run with the same flags and ranks;\n"
-                  "another number of ranks continues from the same epoch"),
+                  "another number of ranks continues from the same epoch",
+                  .set = STK_SET_RANKS | STK_SET_NO_TRIAL),
+    STK_FLAG_TEXT(T, config, "config", "FILE",
+                  "read settings from FILE first: a JSON object or TOML, the flags\n"
+                  "without their \"--\" as keys (`batch = 64`, `amp = true`, `freeze =\n"
+                  "[\"conv1\"]`); a flag also on the command line is the command line's",
+                  .set = STK_SET_NO_TRIAL),
+    STK_FLAG_BOOL(T, print_config, "print-config",
+                  "print every setting of the run, defaults resolved, as TOML that\n"
+                  "--config reads back, and exit without training",
+                  .set = STK_SET_NO_TRIAL),
     STK_FLAG_JSON(T, json,
                   "one JSON object on stdout at the end (epochs, val_top1,\n"
                   "val_top5, val_loss, train_images_per_sec, stall_pct,\n"
@@ -272,26 +335,23 @@ static const stk_cli cli = {
              "beginning (exact for the same global batch, up to rounding).\n",
     .max_args = 0};
 
-int train_parse_flags(int argc, char **argv, train_args *a)
+/* A key --config may set: a flag of stoke train's but --config itself. */
+static bool config_key(const char *key) { return strcmp(key, "config") && stk_cli_find(&cli, key); }
+
+static int parse_flags(int argc, char **argv, train_args *a)
 {
-    *a = (train_args){.epochs = 10,
-                      .batch = 128,
-                      .lr = -1,
-                      .drop_path = -1,
-                      .momentum = 0.9,
-                      .wd = 5e-4,
-                      .step_epochs = 30,
-                      .dist_timeout = 300,
-                      .mix_prob = 1.0,
-                      .early_stop = -1,
-                      .block_mib = 8,
-                      .block_window = 8,
-                      .pipeline_schedule = STK_PIPE_1F1B,
-                      .optimizer = STK_OPTIM_SGD};
+    int rc;
+    *a = (train_args){.lr = -1, .drop_path = -1, .early_stop = -1}; /* -1: set below, or off */
+    rc = stk_cli_defaults(&cli, a);
+    if (rc >= 0) return rc;
     a->workers = a->threads = stk_cpu_count();
     char **pos;
     int n_pos;
-    int rc = stk_cli_parse(&cli, a, argc, argv, &pos, &n_pos);
+    rc = stk_config_expand("train", "stoke train", argc, argv, config_key, &a->config_argv,
+                           &a->config_argc);
+    if (rc >= 0) return rc;
+    if (a->config_argv) argc = a->config_argc, argv = a->config_argv;
+    rc = stk_cli_parse(&cli, a, argc, argv, &pos, &n_pos);
     if (rc >= 0) return rc;
     if (!a->data) return stk_cli_usage("train", "--data TRAIN.stoke is required");
     if (!a->model) return stk_cli_usage("train", "--model is required (" STK_MODEL_LIST ")");
@@ -355,9 +415,21 @@ int train_parse_flags(int argc, char **argv, train_args *a)
     if (a->ema_warmup && !(a->ema > 0))
         return stk_cli_usage("train", "--ema-warmup needs --ema DECAY");
     if (a->lr < 0) a->lr = a->optimizer == STK_OPTIM_SGD ? 0.05 : 0.001;
-    if (!a->out && train_default_out(a) != STK_OK)
+    if (a->min_lr > a->lr)
+        return stk_cli_usage("train", "--min-lr %g: above the peak --lr %g", a->min_lr, a->lr);
+    if (!a->out && !a->print_config && train_default_out(a) != STK_OK)
         return stk_cli_usage("train", "%s", stk_last_error());
     return -1;
+}
+
+int train_parse_flags(int argc, char **argv, train_args *a)
+{
+    int rc = parse_flags(argc, argv, a);
+    if (rc >= 0) { /* nothing of the run is left to free */
+        stk_config_free(a->config_argv, a->config_argc);
+        a->config_argv = NULL;
+    }
+    return rc;
 }
 
 stk_fit_options train_fit_options(run_state *r, train_printer *p)
@@ -389,6 +461,11 @@ static int train_main(int argc, char **argv)
     int rc = train_parse_flags(argc, argv, &r.a);
     if (rc >= 0) return rc;
     train_args *a = &r.a;
+    if (a->print_config) {
+        train_print_config(stdout, &cli, a);
+        train_close(&r);
+        return STK_EXIT_OK;
+    }
     stk_cli_catch_interrupt();
     stk_cpu_set_threads((int)a->threads);
     if (stk_comm_open((double)a->dist_timeout, &r.comm) != STK_OK) {

@@ -143,30 +143,20 @@ static const stk_cli cli = {
 
 /* Flags stoke tune owns, or that make no sense per trial (the moving
  * average and the per-class figures: tune's trials share one evaluation
- * stream that evaluates the raw weights alone). */
+ * stream that evaluates the raw weights alone): STK_SET_NO_TRIAL in
+ * train's table. */
 static bool train_flag_refused(const char *name)
 {
-    static const char *const refused[] = {"resume",    "overwrite",  "trace", "trace-steps",
-                                          "trace-ops", "stop-after", "ema",   "ema-warmup",
-                                          "per-class", NULL};
-    for (int i = 0; refused[i]; i++)
-        if (!strcmp(name, refused[i])) return true;
-    return false;
+    const stk_flag *f = stk_cli_find(train_cli, name);
+    return f && (f->set & STK_SET_NO_TRIAL);
 }
 
-/* The keys a space may set: stoke train's flags with a value, but not the
- * data, the run's bookkeeping or the machine. */
+/* The keys a space may set: STK_SET_TUNE in train's table (its flags with a
+ * value, but not the data, the run's bookkeeping or the machine). */
 static bool key_allowed(const char *key)
 {
-    static const char *const fixed[] = {"data",    "val",         "epochs",         "seed",
-                                        "out",     "init",        "freeze",         "device",
-                                        "workers", "threads",     "dist-timeout",   "memory-report",
-                                        "json",    "tensorboard", "no-tensorboard", NULL};
     const stk_flag *f = stk_cli_find(train_cli, key);
-    if (!f || f->kind == STK_FLAG_KIND_LIST || train_flag_refused(key)) return false;
-    for (int i = 0; fixed[i]; i++)
-        if (!strcmp(key, fixed[i])) return false;
-    return true;
+    return f && (f->set & STK_SET_TUNE);
 }
 
 /* Split argv: tune's flags (and anything unknown: its parser names it) into
@@ -439,11 +429,12 @@ static int tune_main(int argc, char **argv)
 {
     char **cfg = NULL;
     int n_cfg = 0;
-    int crc = tune_expand_config(argc, argv, known_flag, &cfg, &n_cfg);
+    int crc = stk_config_expand("tune", "stoke tune or stoke train", argc, argv, known_flag, &cfg,
+                                &n_cfg);
     if (crc >= 0) return crc;
     if (cfg) argc = n_cfg, argv = cfg;
     int rc = tune_with_flags(argc, argv);
-    tune_free_flags(cfg, n_cfg);
+    stk_config_free(cfg, n_cfg);
     return rc;
 }
 
@@ -463,7 +454,7 @@ static int tune_with_flags(int argc, char **argv)
     if (!mine || !theirs) {
         stk_error(STK_ERR_NOMEM, "out of memory");
         free(mine), free(theirs);
-        tune_free_flags(eff, n_eff);
+        stk_config_free(eff, n_eff);
         return stk_cli_fail();
     }
     int n_mine, n_theirs;
@@ -517,7 +508,7 @@ static int tune_with_flags(int argc, char **argv)
     free(out_buf);
     free(mine);
     free(theirs);
-    tune_free_flags(eff, n_eff);
+    stk_config_free(eff, n_eff);
     stk_comm_close(c.comm);
     for (int i = 0; i < 2; i++)
         if (locks[i] >= 0) close(locks[i]);

@@ -143,6 +143,60 @@ int stk_cli_parse(const stk_cli *c, void *args, int argc, char **argv, char ***p
     return -1;
 }
 
+int stk_cli_defaults(const stk_cli *c, void *args)
+{
+    for (const stk_flag *f = c->flags; f->kind != STK_FLAG_KIND_END; f++)
+        if (f->kind != STK_FLAG_KIND_SECTION && f->def) {
+            int rc = store(c, f, f->def, args);
+            if (rc >= 0) return rc;
+        }
+    return -1;
+}
+
+bool stk_cli_value_text(const stk_flag *f, const void *args, char *buf, size_t size)
+{
+    const char *field = (const char *)args + f->offset;
+    buf[0] = '\0';
+    switch (f->kind) {
+    case STK_FLAG_KIND_BOOL:
+        snprintf(buf, size, "%s", *(const bool *)field ? "yes" : "no");
+        return true;
+    case STK_FLAG_KIND_INT: {
+        int64_t v = *(const int64_t *)field;
+        if (v < f->lo) return false;
+        snprintf(buf, size, "%lld", (long long)v);
+        return true;
+    }
+    case STK_FLAG_KIND_NUMBER: {
+        double v = *(const double *)field;
+        if (!(v >= f->min)) return false;
+        stk_text_shortest(v, buf, size);
+        return true;
+    }
+    case STK_FLAG_KIND_TEXT: {
+        const char *v = *(const char *const *)field;
+        if (!v) return false;
+        snprintf(buf, size, "%s", v);
+        return true;
+    }
+    case STK_FLAG_KIND_CHOICE:
+        snprintf(buf, size, "%s", f->choices[*(const int *)field]);
+        return true;
+    case STK_FLAG_KIND_LIST: {
+        int n = *(const int *)((const char *)args + f->count_offset);
+        size_t used = 0;
+        for (int i = 0; i < n && used < size; i++)
+            used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? "," : "",
+                                     ((const char *const *)field)[i]);
+        return n > 0;
+    }
+    case STK_FLAG_KIND_DEVICE:
+        stk_device_spec_name((const stk_device_spec *)field, buf, size);
+        return true;
+    default: return false;
+    }
+}
+
 /* "  --name ARG" */
 static int label(const stk_flag *f, char *buf, size_t n)
 {

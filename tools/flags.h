@@ -51,7 +51,20 @@ typedef struct stk_flag {
     const char *const *choices; /* CHOICE: NULL-terminated */
     size_t count_offset;        /* LIST: the int field counting the values */
     int max_count;              /* LIST */
+    /* A setting's place in a run (train's table, read by the code that
+     * needs it rather than kept in lists of names beside it): */
+    const char *def; /* the default, as it would be typed (NULL: none, or set in code) */
+    unsigned set;    /* stk_setting_use bits */
 } stk_flag;
+
+/* What a setting of a run takes part in beyond its parsing. */
+typedef enum stk_setting_use {
+    STK_SET_RANKS = 1u << 0, /* ranks must agree on it (the fingerprint before the first step) */
+    STK_SET_TUNE = 1u << 1,  /* a tune space may vary it */
+    STK_SET_NO_TRIAL =
+        1u << 2, /* never passed to a tune trial (tune owns it, or it makes no sense per trial) */
+    STK_SET_RESUME = 1u << 3, /* in every checkpoint's metadata; --resume must match it */
+} stk_setting_use;
 
 typedef struct stk_cli {
     const char *cmd;   /* "train" */
@@ -71,6 +84,17 @@ int stk_cli_parse(const stk_cli *c, void *args, int argc, char **argv, char ***p
 
 /* The flag --name of c (name without "--"), or NULL. */
 const stk_flag *stk_cli_find(const stk_cli *c, const char *name);
+
+/* Store each flag's `def` into the struct at `args`. Returns -1, or the
+ * exit code of a default the table cannot parse (a bug, printed). */
+int stk_cli_defaults(const stk_cli *c, void *args);
+
+/* The value of flag f in the struct at `args` as it would be typed
+ * (numbers exact and shortest, a choice's name, a list's values joined by
+ * ','; a device's name); false when it is unset: a NULL text, an empty
+ * list, a number below the flag's range (the "off" or "the model's" of a
+ * default set in code). A switch is "no" or "yes". */
+bool stk_cli_value_text(const stk_flag *f, const void *args, char *buf, size_t size);
 
 /* The command's --help text. */
 void stk_cli_help(const stk_cli *c, FILE *f);
@@ -94,47 +118,50 @@ void stk_cli_help(const stk_cli *c, FILE *f);
     {                                                                                              \
         .kind = STK_FLAG_KIND_SECTION, .name = (heading)                                           \
     }
-#define STK_FLAG_BOOL(T, f, nm, hlp)                                                               \
+#define STK_FLAG_BOOL(T, f, nm, hlp, ...)                                                          \
     {                                                                                              \
         .kind = STK_FLAG_KIND_BOOL, .name = (nm), .help = (hlp),                                   \
-        .offset = STK_FLAG_AT_(T, f, bool)                                                         \
+        .offset = STK_FLAG_AT_(T, f, bool), __VA_ARGS__                                            \
     }
-#define STK_FLAG_INT(T, f, nm, a, lo_, hi_, hlp)                                                   \
+#define STK_FLAG_INT(T, f, nm, a, lo_, hi_, hlp, ...)                                              \
     {                                                                                              \
         .kind = STK_FLAG_KIND_INT, .name = (nm), .arg = (a), .help = (hlp),                        \
-        .offset = STK_FLAG_AT_(T, f, int64_t), .lo = (lo_), .hi = (hi_)                            \
+        .offset = STK_FLAG_AT_(T, f, int64_t), .lo = (lo_), .hi = (hi_), __VA_ARGS__               \
     }
-#define STK_FLAG_NUMBER(T, f, nm, a, lo, hi, hlp)                                                  \
+#define STK_FLAG_NUMBER(T, f, nm, a, lo, hi, hlp, ...)                                             \
     {                                                                                              \
         .kind = STK_FLAG_KIND_NUMBER, .name = (nm), .arg = (a), .help = (hlp),                     \
-        .offset = STK_FLAG_AT_(T, f, double), .min = (lo), .max = (hi)                             \
+        .offset = STK_FLAG_AT_(T, f, double), .min = (lo), .max = (hi), __VA_ARGS__                \
     }
-#define STK_FLAG_TEXT(T, f, nm, a, hlp)                                                            \
+#define STK_FLAG_TEXT(T, f, nm, a, hlp, ...)                                                       \
     {                                                                                              \
         .kind = STK_FLAG_KIND_TEXT, .name = (nm), .arg = (a), .help = (hlp),                       \
-        .offset = STK_FLAG_AT_(T, f, const char *)                                                 \
+        .offset = STK_FLAG_AT_(T, f, const char *), __VA_ARGS__                                    \
     }
-#define STK_FLAG_CHOICE(T, f, nm, a, ch, hlp)                                                      \
+#define STK_FLAG_CHOICE(T, f, nm, a, ch, hlp, ...)                                                 \
     {                                                                                              \
         .kind = STK_FLAG_KIND_CHOICE, .name = (nm), .arg = (a), .help = (hlp),                     \
-        .offset = STK_FLAG_AT_(T, f, int), .choices = (ch)                                         \
+        .offset = STK_FLAG_AT_(T, f, int), .choices = (ch), __VA_ARGS__                            \
     }
-#define STK_FLAG_LIST(T, f, n, nm, a, hlp)                                                         \
+#define STK_FLAG_LIST(T, f, n, nm, a, hlp, ...)                                                    \
     {                                                                                              \
         .kind = STK_FLAG_KIND_LIST, .name = (nm), .arg = (a), .help = (hlp),                       \
         .offset = STK_FLAG_AT_(T, f[0], const char *), .count_offset = STK_FLAG_AT_(T, n, int),    \
-        .max_count = (int)(sizeof(((T *)0)->f) / sizeof(((T *)0)->f[0]))                           \
+        .max_count = (int)(sizeof(((T *)0)->f) / sizeof(((T *)0)->f[0])), __VA_ARGS__              \
     }
-#define STK_FLAG_DEVICE(T, f)                                                                      \
+#define STK_FLAG_DEVICE(T, f, ...)                                                                 \
     {                                                                                              \
         .kind = STK_FLAG_KIND_DEVICE, .name = "device", .arg = "cpu|cuda[:N]",                     \
         .help = "default cpu; cuda: GPU 0, cuda:N another (stoke devices)",                        \
-        .offset = STK_FLAG_AT_(T, f, stk_device_spec)                                              \
+        .offset = STK_FLAG_AT_(T, f, stk_device_spec), __VA_ARGS__                                 \
     }
 
 /* The flags several commands share, with one range and one text each. */
-#define STK_FLAG_WORKERS(T, f, hlp) STK_FLAG_INT(T, f, "workers", "N", 1, 1024, hlp)
-#define STK_FLAG_THREADS(T, f)                                                                     \
-    STK_FLAG_INT(T, f, "threads", "N", 1, 1024, "compute threads, default: number of cores")
-#define STK_FLAG_SEED(T, f, hlp) STK_FLAG_INT(T, f, "seed", "S", 0, INT64_MAX, hlp)
-#define STK_FLAG_JSON(T, f, hlp) STK_FLAG_BOOL(T, f, "json", hlp)
+#define STK_FLAG_WORKERS(T, f, hlp, ...)                                                           \
+    STK_FLAG_INT(T, f, "workers", "N", 1, 1024, hlp, __VA_ARGS__)
+#define STK_FLAG_THREADS(T, f, ...)                                                                \
+    STK_FLAG_INT(T, f, "threads", "N", 1, 1024, "compute threads, default: number of cores",       \
+                 __VA_ARGS__)
+#define STK_FLAG_SEED(T, f, hlp, ...)                                                              \
+    STK_FLAG_INT(T, f, "seed", "S", 0, INT64_MAX, hlp, __VA_ARGS__)
+#define STK_FLAG_JSON(T, f, hlp, ...) STK_FLAG_BOOL(T, f, "json", hlp, __VA_ARGS__)

@@ -6,6 +6,7 @@
 #include "kernels/backend.h"
 #include "tools/cli.h"
 #include "storage/dataset.h"
+#include "tools/flags.h"
 #include "tools/memory_report.h"
 
 #include <inttypes.h>
@@ -267,4 +268,51 @@ void train_print_summary(train_printer *p, const stk_fit_result *f, int64_t star
                 "scale now %g\n",
                 stk_trainer_skipped_steps(r->trainer), stk_trainer_position(r->trainer)->step,
                 (double)stk_trainer_loss_scale(r->trainer));
+}
+
+/* A TOML basic string: the quotes, backslashes and line breaks escaped. */
+static void toml_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) switch (*s) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\t': fputs("\\t", f); break;
+        case '\r': fputs("\\r", f); break;
+        default: fputc(*s, f);
+        }
+    fputc('"', f);
+}
+
+void train_print_config(FILE *f, const stk_cli *c, const train_args *a)
+{
+    char v[4096];
+    for (const stk_flag *fl = c->flags; fl->kind != STK_FLAG_KIND_END; fl++) {
+        if (fl->kind == STK_FLAG_KIND_SECTION) {
+            fprintf(f, "%s# %s\n", fl == c->flags ? "" : "\n", fl->name);
+            continue;
+        }
+        if (!strcmp(fl->name, "config") || !strcmp(fl->name, "print-config") ||
+            !stk_cli_value_text(fl, a, v, sizeof v))
+            continue;
+        fprintf(f, "%s = ", fl->name);
+        switch (fl->kind) {
+        case STK_FLAG_KIND_BOOL: fputs(strcmp(v, "yes") ? "false" : "true", f); break;
+        case STK_FLAG_KIND_INT:
+        case STK_FLAG_KIND_NUMBER: fputs(v, f); break;
+        case STK_FLAG_KIND_LIST: {
+            int n = *(const int *)((const char *)a + fl->count_offset);
+            fputc('[', f);
+            for (int i = 0; i < n; i++) {
+                if (i) fputs(", ", f);
+                toml_string(f, ((const char *const *)((const char *)a + fl->offset))[i]);
+            }
+            fputc(']', f);
+            break;
+        }
+        default: toml_string(f, v);
+        }
+        fputc('\n', f);
+    }
 }

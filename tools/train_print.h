@@ -42,3 +42,8 @@ void train_print_dropped(FILE *f, const run_state *r);
 
 /* The last lines (or --json's object), the data-parallel, memory and amp notes. */
 void train_print_summary(train_printer *p, const stk_fit_result *f, int64_t start, double seconds);
+
+/* --print-config: every setting of c's table that a's run has (defaults
+ * resolved), as TOML that --config reads back, a heading per section. */
+struct stk_cli;
+void train_print_config(FILE *f, const struct stk_cli *c, const train_args *a);

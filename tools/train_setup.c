@@ -1,6 +1,9 @@
 /* `stoke train`'s wiring, from flags to a trainer ready to fit (train_setup.h). */
 #include "tools/train_setup.h"
 
+#include "tools/config_file.h"
+#include "tools/flags.h"
+
 #include "tools/cli.h"
 
 #include "common/fs.h"
@@ -47,12 +50,23 @@ static stk_status checkpoint_metadata(run_state *r, const stk_meta *m)
 {
     snprintf(r->meta_text[0], sizeof r->meta_text[0], "%d", r->data_world);
     snprintf(r->meta_text[1], sizeof r->meta_text[1], "%" PRId64, r->a.batch);
-    const char *keys[] = {"transform", "val_transform", "data", "ranks", "batch_per_rank", "order"};
-    const char *vals[] = {r->transform,    r->val_transform, r->a.data,
-                          r->meta_text[0], r->meta_text[1],  stk_read_order_names[r->a.order]};
+    const char *keys[] = {"transform", "val_transform", "data", "ranks", "batch_per_rank"};
+    const char *vals[] = {r->transform, r->val_transform, r->a.data, r->meta_text[0],
+                          r->meta_text[1]};
     memcpy(r->meta_keys, keys, sizeof keys);
     memcpy(r->meta_values, vals, sizeof vals);
-    r->n_meta = 6;
+    r->n_meta = 5;
+    /* the settings --resume must match (STK_SET_RESUME in train's table),
+     * under their flags' names; the trainer's position records "seed" */
+    int k = 0;
+    for (const stk_flag *f = train_cli->flags; f->kind != STK_FLAG_KIND_END; f++)
+        if (f->kind != STK_FLAG_KIND_SECTION && (f->set & STK_SET_RESUME) &&
+            strcmp(f->name, "seed") &&
+            k < (int)(sizeof r->meta_setting / sizeof r->meta_setting[0]) &&
+            stk_cli_value_text(f, &r->a, r->meta_setting[k], sizeof r->meta_setting[k])) {
+            r->meta_keys[r->n_meta] = f->name;
+            r->meta_values[r->n_meta++] = r->meta_setting[k++];
+        }
     /* what --data holds, so that --resume knows it reads the same records in
      * the same order (not the path: a copy elsewhere is the same data) */
     snprintf(r->meta_text[3], sizeof r->meta_text[3], "%016" PRIx64, r->data_fingerprint);
@@ -67,8 +81,8 @@ static stk_status checkpoint_metadata(run_state *r, const stk_meta *m)
         if (!(r->class_names = stk_json_string_array(m->class_names, (int)m->num_classes)) ||
             !(r->class_list = calloc(m->num_classes + 1, sizeof *r->class_list)))
             return stk_error(STK_ERR_NOMEM, "out of memory");
-        for (uint32_t k = 0; k < m->num_classes; k++)
-            if (!(r->class_list[k] = strdup(m->class_names[k])))
+        for (uint32_t c = 0; c < m->num_classes; c++)
+            if (!(r->class_list[c] = strdup(m->class_names[c])))
                 return stk_error(STK_ERR_NOMEM, "out of memory");
         r->meta_keys[r->n_meta] = "class_names";
         r->meta_values[r->n_meta++] = r->class_names;
@@ -110,20 +124,25 @@ static stk_status continue_on_this_world(run_state *r)
     return STK_OK;
 }
 
-/* A run goes on in the read order it was saved with (a checkpoint from
- * before --order: random), on the same records (from before the data's
- * fingerprint: not checked). */
-static stk_status same_order(const run_state *r)
+/* A run goes on with the settings it was saved with (STK_SET_RESUME in
+ * train's table: the seed, the read order; a checkpoint from before a key
+ * is not checked on it: from before "order" it was random), on the same
+ * records (from before the data's fingerprint: not checked). */
+static stk_status same_settings(const run_state *r)
 {
     stk_safetensors *f;
     STK_TRY(stk_safetensors_read(r->path_last, &f));
-    const char *saved = stk_safetensors_meta(f, "order");
-    char shown[64];
+    char shown[64], now[512];
     stk_status st = STK_OK;
-    if (saved && strcmp(saved, stk_read_order_names[r->a.order]))
-        st = stk_error(STK_ERR_INVALID_ARG, "--resume: %s was trained with --order %s, not %s",
-                       r->path_last, stk_printable(saved, shown, sizeof shown),
-                       stk_read_order_names[r->a.order]);
+    for (const stk_flag *fl = train_cli->flags; fl->kind != STK_FLAG_KIND_END && st == STK_OK;
+         fl++) {
+        if (fl->kind == STK_FLAG_KIND_SECTION || !(fl->set & STK_SET_RESUME)) continue;
+        const char *saved = stk_safetensors_meta(f, fl->name);
+        if (!stk_cli_value_text(fl, &r->a, now, sizeof now)) now[0] = '\0';
+        if (saved && strcmp(saved, now))
+            st = stk_error(STK_ERR_INVALID_ARG, "--resume: %s was trained with --%s %s, not %s",
+                           r->path_last, fl->name, stk_printable(saved, shown, sizeof shown), now);
+    }
     const char *fp = stk_safetensors_meta(f, "data_fingerprint"),
                *data = stk_safetensors_meta(f, "data");
     char shown_data[256];
@@ -135,7 +154,6 @@ static stk_status same_order(const run_state *r)
                        r->path_last, r->a.data,
                        data ? stk_printable(data, shown_data, sizeof shown_data) : "?");
     const char *blocks = stk_safetensors_meta(f, "block");
-    char now[24];
     block_params_text(r, now, sizeof now);
     int mib, window;
     if (st == STK_OK && r->a.order == STK_ORDER_BLOCK && blocks && strcmp(blocks, now)) {
@@ -160,11 +178,7 @@ static stk_status resume_from(run_state *r)
     if (st == STK_ERR_IO)
         return stk_error_prefix(st, "--resume: no checkpoint to continue from in %s", r->a.out);
     if (st != STK_OK) return st;
-    if (p.seed != r->a.seed)
-        return stk_error(STK_ERR_INVALID_ARG,
-                         "--resume: %s was trained with --seed %" PRId64 ", not %" PRId64,
-                         r->path_last, p.seed, r->a.seed);
-    STK_TRY(same_order(r));
+    STK_TRY(same_settings(r));
     STK_TRY(stk_trainer_resume(r->trainer, r->path_last));
     return continue_on_this_world(r);
 }
@@ -200,8 +214,8 @@ static stk_status onnx_model(const train_args *a, const stk_model_config *cfg, s
         st = e ? stk_model_from_onnx(stk_safetensors_data(f, e), (size_t)(e->end - e->begin), last,
                                      cfg, out)
                : stk_error(STK_ERR_INVALID_ARG,
-                           "--model %s: no such file, and %s does not keep an ONNX graph",
-                           a->model, last);
+                           "--model %s: no such file, and %s does not keep an ONNX graph", a->model,
+                           last);
         stk_safetensors_free(f);
     }
     free(last);
@@ -430,93 +444,61 @@ static stk_status prepare_run_folder(run_state *r)
     return claim_run_folder(r);
 }
 
-static void exact(char buf[48], double x)
+/* A setting's value as the ranks compare it: the table's text (train's
+ * flags, STK_SET_RANKS), but for what is compared resolved: the transforms
+ * in use (a default is the data's), whether there is a --val (rank 0 alone
+ * reads it), --data's content (a copy elsewhere is the same data) and the
+ * device's kind (each rank takes its local GPU). */
+static const char *rank_value(const run_state *r, const stk_flag *f, const char **label, char *buf,
+                              size_t size)
 {
-    for (int digits = 6; digits <= 17; digits++) {
-        snprintf(buf, 48, "%.*g", digits, x);
-        if (strtod(buf, NULL) == x) return;
+    if (!strcmp(f->name, "data")) {
+        *label = "--data (content fingerprint)";
+        snprintf(buf, size, "%016" PRIx64, r->data_fingerprint);
+        return buf;
     }
+    if (!strcmp(f->name, "transform")) return r->transform;
+    if (!strcmp(f->name, "val-transform")) return r->val_transform;
+    if (!strcmp(f->name, "val")) return r->a.val ? "given" : "none";
+    if (!strcmp(f->name, "device")) return stk_device_name(r->a.device.kind);
+    return stk_cli_value_text(f, &r->a, buf, size) ? buf : "(none)";
 }
 
 /* Data-parallel: every rank must compute the same thing, so before the
- * first step the ranks compare everything that changes what is computed or
- * when they synchronise (ddp.h names the first difference on every rank). */
+ * first step the ranks compare every setting that changes what is computed
+ * or when they synchronise (STK_SET_RANKS in train's table), the image
+ * size and the steps of an epoch (ddp.h names the first difference on
+ * every rank). */
 static stk_status attach_ranks(run_state *r, int64_t per_epoch)
 {
+    enum { MAX_ITEMS = 64 };
     const train_args *a = &r->a;
-    uint64_t fp = r->data_fingerprint;
-    char freeze[512] = "", v[24][48];
-    for (int i = 0; i < a->n_freeze; i++)
-        snprintf(freeze + strlen(freeze), sizeof freeze - strlen(freeze), "%s%s", i ? "," : "",
-                 a->freeze[i]);
-    snprintf(v[0], sizeof v[0], "%" PRId64, a->batch);
-    snprintf(v[1], sizeof v[1], "%" PRId64, a->epochs);
-    snprintf(v[2], sizeof v[2], "%" PRId64, a->seed);
-    exact(v[3], a->lr);
-    exact(v[4], a->momentum);
-    exact(v[5], a->wd);
-    snprintf(v[6], sizeof v[6], "%" PRId64, a->step_epochs);
-    exact(v[7], a->warmup_epochs);
-    exact(v[8], a->smoothing);
-    snprintf(v[9], sizeof v[9], "%" PRId64, a->stop_after);
-    snprintf(v[10], sizeof v[10], "%016" PRIx64, fp);
-    snprintf(v[11], sizeof v[11], "%d", r->size);
-    snprintf(v[12], sizeof v[12], "%" PRId64, per_epoch);
-    snprintf(v[13], sizeof v[13], "%" PRId64, a->early_stop);
-    exact(v[14], a->min_delta);
-    snprintf(v[15], sizeof v[15], "%d", a->mode);
-    snprintf(v[16], sizeof v[16], "%" PRId64, a->start_from_epoch);
-    exact(v[17], a->mix_prob);
-    exact(v[18], a->clip_grad_norm);
-    exact(v[19], a->clip_grad_value);
-    exact(v[20], a->ema);
-    snprintf(v[21], sizeof v[21], "%" PRId64, a->micro_batches);
-    snprintf(v[22], sizeof v[22], "%" PRId64, a->pipeline);
-    exact(v[23], a->drop_path);
-    const char *no_yes[] = {"no", "yes"};
-    stk_ddp_check_item items[] = {
-        {"--model", a->model},
-        {"--drop-path", v[23]},
-        {"--data (content fingerprint)", v[10]},
-        {"--batch", v[0]},
-        {"--epochs", v[1]},
-        {"--stop-after", a->stop_after ? v[9] : "(none)"},
-        {"--resume", no_yes[a->resume]},
-        {"--seed", v[2]},
-        {"--optimizer", train_optimizers[a->optimizer]},
-        {"--lr", v[3]},
-        {"--momentum", v[4]},
-        {"--nesterov", no_yes[a->nesterov]},
-        {"--wd", v[5]},
-        {"--schedule", train_schedules[a->schedule]},
-        {"--step-epochs", v[6]},
-        {"--warmup-epochs", v[7]},
-        {"--label-smoothing", v[8]},
-        {"--mix-prob", v[17]},
-        {"--clip-grad-norm", v[18]},
-        {"--clip-grad-value", v[19]},
-        {"--ema", v[20]},
-        {"--ema-warmup", no_yes[a->ema_warmup]},
-        {"--micro-batches", v[21]},
-        {"--pipeline", v[22]},
-        {"--transform", r->transform},
-        {"--val", a->val ? "given" : "none"},
-        {"--val-transform", r->val_transform},
-        {"--freeze", a->n_freeze ? freeze : "(none)"},
-        {"--early-stop", v[13]},
-        {"--monitor", a->monitor},
-        {"--min-delta", v[14]},
-        {"--mode", v[15]},
-        {"--start-from-epoch", v[16]},
-        {"--restore-best", no_yes[a->restore_best]},
-        {"--sync-bn", no_yes[a->sync_bn]},
-        {"--amp", no_yes[a->amp]},
-        {"--device", stk_device_name(a->device.kind)},
-        {"image size", v[11]},
-        {"steps per epoch", v[12]},
-    };
-    stk_status st = stk_ddp_attach(r->trainer, r->model, r->comm,
-                                   (int)(sizeof items / sizeof *items), items, &r->ddp);
+    stk_ddp_check_item items[MAX_ITEMS];
+    char(*text)[512] = calloc(MAX_ITEMS, sizeof *text);
+    char(*labels)[72] = calloc(MAX_ITEMS, sizeof *labels);
+    if (!text || !labels) {
+        free(text);
+        free(labels);
+        return stk_error(STK_ERR_NOMEM, "out of memory");
+    }
+    int n = 0;
+    for (const stk_flag *f = train_cli->flags; f->kind != STK_FLAG_KIND_END && n < MAX_ITEMS - 2;
+         f++) {
+        if (f->kind == STK_FLAG_KIND_SECTION || !(f->set & STK_SET_RANKS)) continue;
+        snprintf(labels[n], sizeof labels[n], "--%s", f->name);
+        const char *label = labels[n];
+        items[n].value = rank_value(r, f, &label, text[n], sizeof text[n]);
+        items[n++].name = label;
+    }
+    snprintf(text[n], sizeof text[n], "%d", r->size);
+    items[n] = (stk_ddp_check_item){"image size", text[n]};
+    n++;
+    snprintf(text[n], sizeof text[n], "%" PRId64, per_epoch);
+    items[n] = (stk_ddp_check_item){"steps per epoch", text[n]};
+    n++;
+    stk_status st = stk_ddp_attach(r->trainer, r->model, r->comm, n, items, &r->ddp);
+    free(text);
+    free(labels);
     /* a difference is found by every rank alike: each says so and leaves */
     r->ranks_agree_on_error = st == STK_ERR_INVALID_ARG;
     STK_TRY(st);
@@ -588,7 +570,8 @@ static stk_status setup_run(run_state *r, stk_dataset *ds)
                        .total_steps = per_epoch * a->epochs,
                        .warmup_steps = (int64_t)llround(a->warmup_epochs * (double)per_epoch),
                        .step_size = a->step_epochs * per_epoch,
-                       .gamma = 0.1f};
+                       .gamma = 0.1f,
+                       .min_lr = (float)a->min_lr};
     if (r->pipe_ranks) r->tc.pipeline.link = stk_pipe_ranks_link(r->pipe_ranks);
     STK_TRY(stk_trainer_create(&r->tc, r->model, r->opt, &r->trainer));
     if (a->val && r->rank == 0 && !r->borrowed_data) { /* rank 0 evaluates for the job */
@@ -666,6 +649,7 @@ void train_close(run_state *r)
     free(r->class_list);
     free(r->confusion);
     free(r->a.out_buf);
+    stk_config_free(r->a.config_argv, r->a.config_argc);
 }
 
 void train_finish_trace(run_state *r)

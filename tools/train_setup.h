@@ -35,18 +35,22 @@ typedef struct train_args {
     int64_t micro_batches, pipeline; /* 0: off */
     int pipeline_schedule;           /* stk_pipe_schedule */
     const char *split_after;
-    double lr, momentum, wd, warmup_epochs, smoothing, min_delta, mix_prob;
+    double lr, min_lr, momentum, wd, warmup_epochs, smoothing, min_delta, mix_prob;
     double clip_grad_norm, clip_grad_value; /* 0: off */
     double ema;                             /* --ema DECAY (0: off) */
     double drop_path;                       /* --drop-path RATE (-1: the model's default) */
     bool ema_warmup;
     bool nesterov, resume, overwrite, restore_best, json, amp, sync_bn, tensorboard, no_tensorboard,
         memory_report, per_class;
-    int optimizer; /* index in train_optimizers (= stk_optim_kind) */
-    int schedule;  /* index in train_schedules */
-    int mode;      /* stk_mode */
-    int order;     /* stk_read_order */
-    char *out_buf; /* a default --out (owned) */
+    int optimizer;      /* index in train_optimizers (= stk_optim_kind) */
+    int schedule;       /* index in train_schedules */
+    int mode;           /* stk_mode */
+    int order;          /* stk_read_order */
+    char *out_buf;      /* a default --out (owned) */
+    const char *config; /* --config FILE (read into config_argv) */
+    bool print_config;  /* --print-config */
+    char **config_argv; /* the flags with --config's first (owned; NULL: no --config) */
+    int config_argc;
     stk_device_spec device;
 } train_args;
 
@@ -76,7 +80,8 @@ typedef struct run_state {
     uint64_t *confusion;        /* --per-class: classes x classes (owned; NULL: not asked) */
     stk_memory_estimate memory; /* the run's training memory, measured before it starts */
     uint64_t ring_bytes;        /* the loader's ring of batches (host memory) */
-    const char *meta_keys[10], *meta_values[10]; /* the run's checkpoint metadata */
+    char meta_setting[4][64];   /* STK_SET_RESUME settings' values */
+    const char *meta_keys[16], *meta_values[16]; /* the run's checkpoint metadata */
     int n_meta;
     stk_comm *comm; /* the data-parallel job (a world of one alone) */
     stk_ddp *ddp;   /* with more than one rank */
@@ -85,10 +90,10 @@ typedef struct run_state {
      * sharded by replica (data_rank of data_world = D); else rank, world */
     int data_rank, data_world;
     stk_pipe_ranks *pipe_ranks; /* the link between the stages on ranks, NULL: none */
-    uint64_t val_count;        /* images in --val */
-    uint64_t data_fingerprint; /* stk_dataset_fingerprint of --data (ranks, checkpoints) */
-    bool ranks_agree_on_error; /* every rank failed alike: no need to stop the others */
-    int out_lock;              /* RUNDIR's lock: its descriptor + 1 (0: none) */
+    uint64_t val_count;         /* images in --val */
+    uint64_t data_fingerprint;  /* stk_dataset_fingerprint of --data (ranks, checkpoints) */
+    bool ranks_agree_on_error;  /* every rank failed alike: no need to stop the others */
+    int out_lock;               /* RUNDIR's lock: its descriptor + 1 (0: none) */
 } run_state;
 
 /* Parse `stoke train`'s flags (argv[0] is the command's name) into *a with

@@ -1,5 +1,5 @@
 /* `stoke tune`'s argument vector before its flags are parsed (cmd_tune.c):
- * --config FILE expanded in place, and a sweep's flags kept in DIR/sweep.txt
+ * --config FILE expanded in place (config_file.h), and a sweep's flags kept in DIR/sweep.txt
  * for --resume (given --resume --out DIR alone, they are read back; given
  * in full, they must be the same). */
 #include "tools/tune_args.h"
@@ -118,12 +118,6 @@ static char **load_flags(const char *out, int extra, int *n)
     return v;
 }
 
-void tune_free_flags(char **v, int n)
-{
-    for (int i = 0; v && i < n; i++) free(v[i]);
-    free(v);
-}
-
 /* --out's value in argv, or NULL. */
 static const char *out_flag(int argc, char **argv)
 {
@@ -164,7 +158,7 @@ int tune_resume_argv(int argc, char **argv, char ***eff, int *n_eff)
                                    "--resume: '%s' differs from the sweep in %s (%s/sweep.txt "
                                    "has '%s'); give --resume --out %s alone to continue it",
                                    argv[i], out, out, j < n_saved ? saved[j] : "(nothing)", out);
-            tune_free_flags(saved, n_saved);
+            stk_config_free(saved, n_saved);
             return rc;
         }
         j++;
@@ -174,7 +168,7 @@ int tune_resume_argv(int argc, char **argv, char ***eff, int *n_eff)
                                "--resume: %s/sweep.txt also has '%s'; give --resume --out %s "
                                "alone to continue it",
                                out, saved[j], out);
-        tune_free_flags(saved, n_saved);
+        stk_config_free(saved, n_saved);
         return rc;
     }
     /* this call's own: --out DIR, --json, --stop-after N (room: load_flags' extra) */
@@ -188,61 +182,4 @@ int tune_resume_argv(int argc, char **argv, char ***eff, int *n_eff)
     *eff = saved;
     *n_eff = n_saved;
     return -1;
-}
-
-/* argv with every --config FILE's flags first, in the order given (a later
- * file's flag after an earlier's, the command line's after both), owned:
- * *eff, *n_eff; or *eff NULL when there is none. -1 to go on, or the exit
- * code. */
-int tune_expand_config(int argc, char **argv, config_known known, char ***eff, int *n_eff)
-{
-    *eff = NULL;
-    char **v = NULL;
-    int m = 0;
-    bool any = false;
-    for (int pass = 0; pass < 2; pass++) { /* the files' flags, then argv's others */
-        if (pass == 1 && !any) return -1;
-        for (int i = 1; i < argc; i++) {
-            const char *path = !strcmp(argv[i], "--config") && i + 1 < argc ? argv[i + 1]
-                               : !strncmp(argv[i], "--config=", 9)          ? argv[i] + 9
-                                                                            : NULL;
-            int skip = !path ? 0 : argv[i][8] == '=' ? 1 : 2;
-            if (pass == 1) {
-                if (skip)
-                    i += skip - 1;
-                else if (!(v[m++] = strdup(argv[i])))
-                    goto nomem;
-                continue;
-            }
-            if (!path) continue;
-            char **file_flags;
-            int n;
-            if (tune_config_flags(path, known, &file_flags, &n) >= 0) {
-                tune_free_flags(v, m);
-                return stk_cli_usage("tune", "%s", stk_last_error());
-            }
-            char **grown = realloc(v, (size_t)(m + n + argc + 1) * sizeof *v);
-            if (!grown) {
-                for (int k = 0; k < n; k++) free(file_flags[k]);
-                free(file_flags);
-                goto nomem;
-            }
-            v = grown;
-            if (!any && !(v[m++] = strdup(argv[0]))) {
-                free(file_flags);
-                goto nomem;
-            }
-            any = true;
-            for (int k = 0; k < n; k++) v[m++] = file_flags[k];
-            free(file_flags);
-            i += skip - 1;
-        }
-    }
-    v[m] = NULL;
-    *eff = v;
-    *n_eff = m;
-    return -1;
-nomem:
-    tune_free_flags(v, m);
-    return stk_cli_fail();
 }

@@ -1,15 +1,10 @@
 /* `stoke tune`'s argument vector before its flags are parsed
- * (tune_args.c): --config FILE expanded in place (tune_config.h), and the
+ * (tune_args.c): --config FILE expanded in place (config_file.h), and the
  * flags that make a sweep kept in DIR/sweep.txt for --resume. */
 #pragma once
 
 #include "common/status.h"
-#include "tools/tune_config.h"
-
-/* argv with every --config FILE's flags before its own (files in the order
- * given), owned: *eff, *n_eff; or *eff NULL when there is none. -1 to go on,
- * or the exit code (printed). */
-int tune_expand_config(int argc, char **argv, config_known known, char ***eff, int *n_eff);
+#include "tools/config_file.h"
 
 /* DIR/sweep.txt: argv's flags but those of one call (--resume, --json,
  * --stop-after N, --out DIR), escaped so that any value round-trips. */
@@ -20,6 +15,3 @@ stk_status tune_save_flags(const char *out, int argc, char **argv);
  * the same; --out is always argv's (a copy of a sweep resumes in the copy). -1 to go on, or the
  * exit code of a usage error (printed). */
 int tune_resume_argv(int argc, char **argv, char ***eff, int *n_eff);
-
-/* NULL is a no-op. */
-void tune_free_flags(char **v, int n);

@@ -1,6 +1,6 @@
-/* stoke tune --config FILE: a JSON object or a TOML file holding the same
- * flags as the command line (tune_config.h). */
-#include "tools/tune_config.h"
+/* --config FILE (stoke train, stoke tune): a JSON object or a TOML file
+ * holding the same flags as the command line (config_file.h). */
+#include "tools/config_file.h"
 
 #include "common/fs.h"
 #include "common/json.h"
@@ -38,6 +38,7 @@ static stk_status push(flags_out *o, const char *s, size_t len)
 /* ---- TOML: the parse position (the text, where we are; for messages the line) ---- */
 typedef struct parser {
     const char *path, *p, *start;
+    const char *flags_of; /* "stoke train": whose flags the keys name, for messages */
 } parser;
 
 static int line_of(const parser *ps)
@@ -119,10 +120,8 @@ static stk_status entry(parser *ps, const char *key, flags_out *o, config_known 
     char flag[96];
     snprintf(flag, sizeof flag, "--%s", key);
     if (!known(key))
-        return stk_error(STK_ERR_INVALID_ARG,
-                         "--config %s line %d: '%s' is not a flag of stoke "
-                         "tune or stoke train",
-                         ps->path, line_of(ps), key);
+        return stk_error(STK_ERR_INVALID_ARG, "--config %s line %d: '%s' is not a flag of %s",
+                         ps->path, line_of(ps), key, ps->flags_of);
     char value[4096];
     bool is_bool, truth;
     skip_space(ps);
@@ -172,11 +171,7 @@ static void json_number_text(const json_t *v, char *buf, size_t cap)
         snprintf(buf, cap, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
         return;
     }
-    double x = json_real_value(v);
-    for (int digits = 1; digits <= 17; digits++) {
-        snprintf(buf, cap, "%.*g", digits, x);
-        if (strtod(buf, NULL) == x) return;
-    }
+    stk_text_shortest(json_real_value(v), buf, cap);
 }
 
 /* One value of key: a string or a number (the flag and its value), true
@@ -207,8 +202,8 @@ static stk_status json_entry(const char *path, int line, const char *key, const 
     return STK_OK;
 }
 
-static stk_status parse_json(const char *path, const char *text, size_t len, flags_out *o,
-                             config_known known)
+static stk_status parse_json(const char *path, const char *flags_of, const char *text, size_t len,
+                             flags_out *o, config_known known)
 {
     json_t *root;
     stk_status st = stk_json_load(text, len, &root);
@@ -221,13 +216,13 @@ static stk_status parse_json(const char *path, const char *text, size_t len, fla
         st = stk_error(STK_ERR_FORMAT, "--config %s: not a JSON object", path);
     const char *key;
     json_t *v;
-    json_object_foreach(root, key, v) {
+    json_object_foreach(root, key, v)
+    {
         if (st != STK_OK) break;
         int line = json_key_line(text, key);
         if (!known(key))
-            st = stk_error(STK_ERR_INVALID_ARG,
-                           "--config %s line %d: '%s' is not a flag of stoke tune or stoke train",
-                           path, line, key);
+            st = stk_error(STK_ERR_INVALID_ARG, "--config %s line %d: '%s' is not a flag of %s",
+                           path, line, key, flags_of);
         else
             st = json_entry(path, line, key, v, o);
     }
@@ -266,7 +261,8 @@ static stk_status parse_toml(parser *ps, flags_out *o, config_known known)
     }
 }
 
-int tune_config_flags(const char *path, config_known known, char ***out, int *n)
+int stk_config_flags(const char *path, const char *flags_of, config_known known, char ***out,
+                     int *n)
 {
     *out = NULL;
     *n = 0;
@@ -274,7 +270,7 @@ int tune_config_flags(const char *path, config_known known, char ***out, int *n)
     size_t len;
     stk_status rd = stk_file_read_all(path, 1 << 20, &data, &len);
     if (rd != STK_OK) {
-        stk_error_prefix(rd, "--config %s: ", path);
+        stk_error_prefix(rd, "--config %s", path);
         return STK_EXIT_USAGE;
     }
     char *text = realloc(data, len + 1);
@@ -292,8 +288,8 @@ int tune_config_flags(const char *path, config_known known, char ***out, int *n)
     if (!toml && !json)
         st = stk_error(STK_ERR_INVALID_ARG, "--config %s: a .json or a .toml file", path);
     else {
-        parser ps = {path, text, text};
-        st = toml ? parse_toml(&ps, &o, known) : parse_json(path, text, len, &o, known);
+        parser ps = {path, text, text, flags_of};
+        st = toml ? parse_toml(&ps, &o, known) : parse_json(path, flags_of, text, len, &o, known);
     }
     free(text);
     if (st != STK_OK) {
@@ -304,4 +300,68 @@ int tune_config_flags(const char *path, config_known known, char ***out, int *n)
     *out = o.v;
     *n = o.n;
     return -1;
+}
+
+void stk_config_free(char **v, int n)
+{
+    for (int i = 0; v && i < n; i++) free(v[i]);
+    free(v);
+}
+
+/* argv with every --config FILE's flags first, in the order given (a later
+ * file's flag after an earlier's, the command line's after both), owned:
+ * *eff, *n_eff; or *eff NULL when there is none. -1 to go on, or the exit
+ * code. */
+int stk_config_expand(const char *cmd, const char *flags_of, int argc, char **argv,
+                      config_known known, char ***eff, int *n_eff)
+{
+    *eff = NULL;
+    char **v = NULL;
+    int m = 0;
+    bool any = false;
+    for (int pass = 0; pass < 2; pass++) { /* the files' flags, then argv's others */
+        if (pass == 1 && !any) return -1;
+        for (int i = 1; i < argc; i++) {
+            const char *path = !strcmp(argv[i], "--config") && i + 1 < argc ? argv[i + 1]
+                               : !strncmp(argv[i], "--config=", 9)          ? argv[i] + 9
+                                                                            : NULL;
+            int skip = !path ? 0 : argv[i][8] == '=' ? 1 : 2;
+            if (pass == 1) {
+                if (skip)
+                    i += skip - 1;
+                else if (!(v[m++] = strdup(argv[i])))
+                    goto nomem;
+                continue;
+            }
+            if (!path) continue;
+            char **file_flags;
+            int n;
+            if (stk_config_flags(path, flags_of, known, &file_flags, &n) >= 0) {
+                stk_config_free(v, m);
+                return stk_cli_usage(cmd, "%s", stk_last_error());
+            }
+            char **grown = realloc(v, (size_t)(m + n + argc + 1) * sizeof *v);
+            if (!grown) {
+                for (int k = 0; k < n; k++) free(file_flags[k]);
+                free(file_flags);
+                goto nomem;
+            }
+            v = grown;
+            if (!any && !(v[m++] = strdup(argv[0]))) {
+                free(file_flags);
+                goto nomem;
+            }
+            any = true;
+            for (int k = 0; k < n; k++) v[m++] = file_flags[k];
+            free(file_flags);
+            i += skip - 1;
+        }
+    }
+    v[m] = NULL;
+    *eff = v;
+    *n_eff = m;
+    return -1;
+nomem:
+    stk_config_free(v, m);
+    return stk_cli_fail();
 }
