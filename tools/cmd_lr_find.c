@@ -18,60 +18,87 @@
 #include "train/lr_find.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The run's settings are stoke train's (its table, tools/train_setup.h):
+ * the same names, ranges, defaults and help; the sweep's are its own. */
 typedef struct lr_find_args {
-    const char *data, *model, *transform, *norm, *init, *out;
-    int64_t batch, workers, threads, seed, steps;
-    double start, end, smooth, stop_factor, momentum, wd, smoothing;
-    int optimizer;
-    bool nesterov, json;
-    stk_device_spec device;
+    train_args run;
+    const char *out;
+    int64_t steps;
+    double start, end, smooth, stop_factor;
+    bool json;
 } lr_find_args;
 
+/* stoke train's flags that prepare the run lr-find measures. */
+static const char *const borrowed[] = {
+    "data",     "model", "transform",       "norm", "init", "batch", "optimizer", "momentum",
+    "nesterov", "wd",    "label-smoothing", "seed", NULL};
+static const char *const borrowed_machine[] = {"workers", "threads", "device", NULL};
+
 #define T lr_find_args
-static const stk_flag flags[] = {
-    STK_FLAG_SECTION("the run it prepares (as stoke train takes them)"),
-    STK_FLAG_TEXT(T, data, "data", "PATH", "the training set (.stoke)"),
-    STK_FLAG_TEXT(T, model, "model", "NAME|FILE.onnx", STK_MODEL_LIST ", or an ONNX file (as stoke train)"),
-    STK_FLAG_TEXT(T, transform, "transform", "SPEC",
-                  "training transform (default as stoke train's); batch transforms\n"
-                  "(erase, mixup, cutmix) apply too"),
-    STK_FLAG_TEXT(T, norm, "norm", "NORM", "dataset (default), imagenet or MEAN,STD"),
-    STK_FLAG_TEXT(T, init, "init", "CHECKPOINT",
-                  "start from a checkpoint's weights (tensors of another shape skipped)"),
-    STK_FLAG_INT(T, batch, "batch", "B", 1, 65536, "default 128"),
-    STK_FLAG_CHOICE(T, optimizer, "optimizer", "NAME", train_optimizers,
-                    "sgd (default), adam or adamw"),
-    STK_FLAG_NUMBER(T, momentum, "momentum", "M", 0, 0.999999, "sgd momentum, default 0.9"),
-    STK_FLAG_BOOL(T, nesterov, "nesterov", "Nesterov momentum"),
-    STK_FLAG_NUMBER(T, wd, "wd", "W", 0, 10, "weight decay, default 5e-4"),
-    STK_FLAG_NUMBER(T, smoothing, "label-smoothing", "S", 0, 0.999, "default 0"),
-    STK_FLAG_SEED(T, seed, "shuffling, augmentation and initialisation, default 0"),
+static const stk_flag sweep_flags[] = {
     STK_FLAG_SECTION("the sweep"),
-    STK_FLAG_NUMBER(T, start, "start", "LR", 1e-12, 1e6, "the first learning rate, default 1e-7"),
-    STK_FLAG_NUMBER(T, end, "end", "LR", 1e-12, 1e6, "the last learning rate, default 10"),
+    STK_FLAG_NUMBER(T, start, "start", "LR", 1e-12, 1e6, "the first learning rate, default 1e-7",
+                    .def = "1e-7"),
+    STK_FLAG_NUMBER(T, end, "end", "LR", 1e-12, 1e6, "the last learning rate, default 10",
+                    .def = "10"),
     STK_FLAG_INT(T, steps, "steps", "N", 3, 100000,
                  "steps from --start to --end, exponentially spaced (default 100,\n"
                  "at least 3: the suggestion needs them; more than an epoch goes on\n"
-                 "into the next)"),
+                 "into the next)",
+                 .def = "100"),
     STK_FLAG_NUMBER(T, smooth, "smooth", "BETA", 0, 0.9999,
-                    "the loss's moving average, bias-corrected (default 0.98, as fastai)"),
+                    "the loss's moving average, bias-corrected (default 0.98, as fastai)",
+                    .def = "0.98"),
     STK_FLAG_NUMBER(T, stop_factor, "stop-factor", "F", 1.0001, 1e6,
-                    "stop once the smoothed loss exceeds F x its minimum (default 4)"),
+                    "stop once the smoothed loss exceeds F x its minimum (default 4)", .def = "4"),
     STK_FLAG_SECTION("machine and output"),
-    STK_FLAG_WORKERS(T, workers, "loader threads, default: number of cores"),
-    STK_FLAG_THREADS(T, threads),
-    STK_FLAG_DEVICE(T, device),
+    STK_FLAG_END};
+static const stk_flag output_flags[] = {
     STK_FLAG_TEXT(T, out, "out", "FILE",
                   "the plot: FILE.svg (default lr-find.svg) or FILE.png (rasterised\n"
-                  "by rsvg-convert)"),
+                  "by rsvg-convert)",
+                  .def = "lr-find.svg"),
     STK_FLAG_JSON(T, json,
                   "one JSON object on stdout (keys: steps, diverged, steepest,\n"
                   "min_over_10, min_lr, min_loss, plot, lr, loss, smooth)"),
     STK_FLAG_END};
 #undef T
+
+static stk_flag flags[48];
+
+/* flags[] from `names` of train's table, moved into lr_find_args.run */
+static int borrow(int n, const char *const *names)
+{
+    for (int i = 0; names[i]; i++) {
+        stk_flag f = *stk_cli_find(train_cli, names[i]);
+        f.offset += offsetof(lr_find_args, run);
+        f.count_offset += offsetof(lr_find_args, run);
+        flags[n++] = f;
+    }
+    return n;
+}
+
+static int append(int n, const stk_flag *own)
+{
+    for (; own->kind != STK_FLAG_KIND_END; own++) flags[n++] = *own;
+    return n;
+}
+
+/* The table, put together before main (and main.c's --help) runs. */
+__attribute__((constructor)) static void build_flags(void)
+{
+    int n = 0;
+    flags[n++] = (stk_flag)STK_FLAG_SECTION("the run it prepares (stoke train's flags)");
+    n = borrow(n, borrowed);
+    n = append(n, sweep_flags);
+    n = borrow(n, borrowed_machine);
+    n = append(n, output_flags);
+    flags[n] = (stk_flag)STK_FLAG_END;
+}
 
 static const stk_cli cli = {
     .cmd = "lr-find",
@@ -114,7 +141,7 @@ static stk_status plot(const lr_find_args *a, const stk_lr_sweep *s, const stk_l
         return st;
     }
     char text[256];
-    snprintf(text, sizeof text, "lr-find: %s on %s", a->model, a->data);
+    snprintf(text, sizeof text, "lr-find: %s on %s", a->run.model, a->run.data);
     stk_svg_text(svg, 400, 24, 16, "middle", text);
     stk_svg_panel(svg, (stk_rect){70, 60, 700, 360}, "smoothed training loss",
                   "log10(learning rate)", lines, n);
@@ -177,90 +204,84 @@ static stk_status prepare(const lr_find_args *a, const stk_copy_engine *ce, stk_
                           stk_model **model, stk_loader **l, stk_h2d **h, char **transform)
 {
     stk_dataset *ds;
-    STK_TRY(stk_dataset_open(a->data, &ds));
+    STK_TRY(stk_dataset_open(a->run.data, &ds));
     const stk_meta *m = stk_dataset_meta(ds);
     char deflt[64];
     stk_loader_default_transform(m, deflt, sizeof deflt);
     int size = 0;
     stk_status st = STK_OK;
-    if (!(*transform = strdup(a->transform ? a->transform : deflt)))
+    if (!(*transform = strdup(a->run.transform ? a->run.transform : deflt)))
         st = stk_error(STK_ERR_NOMEM, "out of memory");
     if (st == STK_OK) st = stk_train_check_transform(m, "--transform", *transform, true, &size);
     *tc = stk_trainer_defaults();
     tc->copy_engine = ce;
-    tc->label_smoothing = (float)a->smoothing;
-    tc->seed = a->seed;
+    tc->label_smoothing = (float)a->run.smoothing;
+    tc->seed = a->run.seed;
     if (st == STK_OK) st = stk_train_batch_mix(*transform, 1.0, 0, &tc->mix);
     if (st == STK_OK)
-        st = stk_train_normalisation(m, a->data, a->norm, *transform, tc->mean, tc->std);
-    stk_model_config cfg = {.name = a->model,
+        st = stk_train_normalisation(m, a->run.data, a->run.norm, *transform, tc->mean, tc->std);
+    stk_model_config cfg = {.name = a->run.model,
                             .in_channels = m->channels,
                             .classes = (int)m->num_classes,
                             .image_size = size,
-                            .seed = (uint64_t)a->seed};
+                            .seed = (uint64_t)a->run.seed};
     stk_dataset_close(ds);
     if (st == STK_OK)
-        st = train_model_is_onnx(a->model) ? stk_model_from_onnx_file(a->model, &cfg, model)
-                                           : stk_model_create(&cfg, model);
-    if (st == STK_OK && a->init) {
+        st = train_model_is_onnx(a->run.model) ? stk_model_from_onnx_file(a->run.model, &cfg, model)
+                                               : stk_model_create(&cfg, model);
+    if (st == STK_OK && a->run.init) {
         stk_load_report rep;
-        if ((st = stk_checkpoint_load(a->init, *model, NULL, false, &rep)) == STK_OK &&
+        if ((st = stk_checkpoint_load(a->run.init, *model, NULL, false, &rep)) == STK_OK &&
             rep.loaded == 0)
-            st = stk_error(STK_ERR_INVALID_ARG, "--init %s: no tensor matches a %s model", a->init,
-                           a->model);
+            st = stk_error(STK_ERR_INVALID_ARG, "--init %s: no tensor matches a %s model",
+                           a->run.init, a->run.model);
     }
-    if (st == STK_OK) st = stk_model_to(*model, a->device.kind);
+    if (st == STK_OK) st = stk_model_to(*model, a->run.device.kind);
     stk_loader_options o = stk_loader_defaults();
-    o.batch_size = (int)a->batch;
-    o.workers = (int)a->workers;
-    o.seed = (uint64_t)a->seed;
+    o.batch_size = (int)a->run.batch;
+    o.workers = (int)a->run.workers;
+    o.seed = (uint64_t)a->run.seed;
     o.drop_last = true;
     o.transform = *transform;
     o.host_memory = ce->host_memory;
-    if (st == STK_OK) st = stk_loader_open(a->data, &o, l);
+    if (st == STK_OK) st = stk_loader_open(a->run.data, &o, l);
     if (st == STK_OK && stk_loader_batches(*l) == 0)
-        st = stk_error(STK_ERR_INVALID_ARG, "%s: fewer images than one batch of %lld", a->data,
-                       (long long)a->batch);
+        st = stk_error(STK_ERR_INVALID_ARG, "%s: fewer images than one batch of %lld", a->run.data,
+                       (long long)a->run.batch);
     if (st == STK_OK) st = stk_h2d_open(*l, ce, h);
     return st;
 }
 
 static int lr_find_main(int argc, char **argv)
 {
-    lr_find_args a = {.batch = 128,
-                      .start = 1e-7,
-                      .end = 10,
-                      .steps = 100,
-                      .smooth = 0.98,
-                      .stop_factor = 4,
-                      .momentum = 0.9,
-                      .wd = 5e-4,
-                      .out = "lr-find.svg",
-                      .optimizer = STK_OPTIM_SGD};
-    a.workers = a.threads = stk_cpu_count();
+    lr_find_args a = {0};
+    int rc = stk_cli_defaults(&cli, &a);
+    if (rc >= 0) return rc;
+    a.run.workers = a.run.threads = stk_cpu_count();
     char **pos;
     int n_pos;
-    int rc = stk_cli_parse(&cli, &a, argc, argv, &pos, &n_pos);
+    rc = stk_cli_parse(&cli, &a, argc, argv, &pos, &n_pos);
     if (rc >= 0) return rc;
-    if (!a.data || !a.model) return stk_cli_usage("lr-find", "--data and --model are required");
+    if (!a.run.data || !a.run.model)
+        return stk_cli_usage("lr-find", "--data and --model are required");
     if (!(a.end > a.start))
         return stk_cli_usage("lr-find", "--end %g must be above --start %g", a.end, a.start);
     size_t len = strlen(a.out);
     if (!(len > 4 && (!strcmp(a.out + len - 4, ".svg") || !strcmp(a.out + len - 4, ".png"))))
         return stk_cli_usage("lr-find", "--out %s: FILE.svg or FILE.png", a.out);
-    if (a.nesterov && (a.optimizer != STK_OPTIM_SGD || a.momentum <= 0))
+    if (a.run.nesterov && (a.run.optimizer != STK_OPTIM_SGD || a.run.momentum <= 0))
         return stk_cli_usage("lr-find",
                              "--nesterov needs --optimizer sgd with a --momentum above 0");
     stk_cli_catch_interrupt();
-    stk_cpu_set_threads((int)a.threads);
+    stk_cpu_set_threads((int)a.run.threads);
     const stk_copy_engine *ce;
-    if (stk_device_spec_open(&a.device, &ce) != STK_OK) return stk_cli_fail();
+    if (stk_device_spec_open(&a.run.device, &ce) != STK_OK) return stk_cli_fail();
 
     stk_lr_find_options o = {
-        .optim = {.kind = (stk_optim_kind)a.optimizer,
-                  .weight_decay = (float)a.wd,
-                  .momentum = a.optimizer == STK_OPTIM_SGD ? (float)a.momentum : 0.f,
-                  .nesterov = a.nesterov}};
+        .optim = {.kind = (stk_optim_kind)a.run.optimizer,
+                  .weight_decay = (float)a.run.wd,
+                  .momentum = a.run.optimizer == STK_OPTIM_SGD ? (float)a.run.momentum : 0.f,
+                  .nesterov = a.run.nesterov}};
     stk_model *model = NULL;
     stk_loader *l = NULL;
     stk_h2d *h = NULL;
@@ -273,8 +294,9 @@ static int lr_find_main(int argc, char **argv)
     if (st == STK_OK)
         fprintf(lines,
                 "lr-find %s on %s: up to %d steps from %g to %g, %s, batch %lld, transform %s\n",
-                a.model, a.data, s.steps, a.start, a.end,
-                stk_optim_kind_name((stk_optim_kind)a.optimizer), (long long)a.batch, transform);
+                a.run.model, a.run.data, s.steps, a.start, a.end,
+                stk_optim_kind_name((stk_optim_kind)a.run.optimizer), (long long)a.run.batch,
+                transform);
     progress_ctx p;
     stk_progress_init(&p.bar, "lr-find", (uint64_t)a.steps, a.json || st != STK_OK ? NULL : stderr);
     o.progress = on_step, o.ctx = &p;
