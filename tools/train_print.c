@@ -316,3 +316,43 @@ void train_print_config(FILE *f, const stk_cli *c, const train_args *a)
         fputc('\n', f);
     }
 }
+
+void train_print_start(train_printer *p, int64_t start)
+{
+    const run_state *r = p->r;
+    const train_args *a = &r->a;
+    if (start >= a->epochs)
+        say(p->lines, "%s: already trained for %" PRId64 " epochs\n", r->path_last, start);
+    else
+        say(p->lines,
+            "train %s on %s: %" PRId64 " epochs of %" PRId64 " steps, batch %" PRId64
+            ", %s lr %g, transform %s%s\n",
+            a->model, a->data, a->epochs - start, (int64_t)stk_loader_batches(r->loader), a->batch,
+            stk_optim_kind_name((stk_optim_kind)a->optimizer), a->lr, r->transform,
+            start ? " (resumed)" : "");
+    train_print_dropped(p->lines, r);
+    train_print_params(p->lines, r->model, a->n_freeze > 0);
+    train_print_memory(p->lines, r);
+    const stk_pipeline *pipe = stk_trainer_pipeline(r->trainer);
+    char stages[1024];
+    if (pipe && a->pipeline > 1)
+        say(p->lines, "pipeline: %" PRId64 " stages (%s), %" PRId64 " micro-batches a step; %s\n",
+            a->pipeline, stk_pipe_schedule_name((stk_pipe_schedule)a->pipeline_schedule),
+            a->micro_batches, stk_pipeline_describe(pipe, stages, sizeof stages));
+    else if (pipe)
+        say(p->lines, "micro-batches: %" PRId64 " a step, gradients accumulated\n",
+            a->micro_batches);
+    if (r->world > 1 && r->pipe_ranks)
+        say(p->lines,
+            "pipelines on ranks: %d ranks (%s) = %d pipeline%s x %" PRId64
+            " stages (rank = pipeline x %" PRId64 " + stage), batch %" PRId64
+            " per pipeline, global batch %" PRId64 "; images/s below are the job's\n",
+            r->world, stk_comm_library(r->comm), r->data_world, r->data_world == 1 ? "" : "s",
+            a->pipeline, a->pipeline, a->batch, a->batch * r->data_world);
+    else if (r->world > 1)
+        say(p->lines,
+            "data-parallel: %d ranks (%s), batch %" PRId64 " per rank, global batch %" PRId64
+            "%s; images/s below are the job's\n",
+            r->world, stk_comm_library(r->comm), a->batch, a->batch * r->world,
+            a->sync_bn ? ", batch norm synchronised" : "");
+}

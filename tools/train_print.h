@@ -29,6 +29,11 @@ stk_status train_progress(void *ctx, const stk_epoch_stats *es);
 stk_status train_reduce(void *ctx, stk_fit_epoch *e);
 stk_status train_on_epoch(void *ctx, const stk_fit_epoch *e, bool *stop);
 
+/* The run's first lines: what it trains (or that it is trained), the
+ * dropped images, the parameters, the memory, the pipeline and the ranks.
+ * start: the epochs already done. */
+void train_print_start(train_printer *p, int64_t start);
+
 /* The model's parameter count: total, trainable, frozen; with per_module
  * (under --freeze) a line per top-level module (conv1, layer1, fc, ...). */
 void train_print_params(FILE *f, const stk_model *m, bool per_module);

@@ -98,10 +98,12 @@ typedef struct run_state {
 
 /* Parse `stoke train`'s flags (argv[0] is the command's name) into *a with
  * its defaults and cross-flag checks; returns -1 to go on, or the exit code
- * of a usage error (printed). (cmd_train.c) */
+ * of a usage error (printed). (train_settings.c) */
 int train_parse_flags(int argc, char **argv, train_args *a);
-/* Its flag table (what stoke tune passes on, and which keys a space may set). */
+/* Its settings' table (train_settings.c: what stoke tune passes on, which
+ * keys a space may set, what ranks compare and --resume checks). */
 struct stk_cli;
+extern const struct stk_cli train_settings_cli;
 extern const struct stk_cli *const train_cli;
 
 /* fit's options for run r, its callbacks reporting to p (cmd_train.c). */
