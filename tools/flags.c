@@ -50,54 +50,55 @@ static void list_choices(const char *const *choices, char *buf, size_t n)
     }
 }
 
-/* Store `value` of flag f into the struct; returns -1 or a usage exit code. */
-static int store(const stk_cli *c, const stk_flag *f, const char *value, char *base)
+stk_status stk_flag_set(const stk_flag *f, void *args, const char *value)
 {
-    void *field = base + f->offset;
+    void *field = (char *)args + f->offset;
     switch (f->kind) {
-    case STK_FLAG_KIND_BOOL: *(bool *)field = true; return -1;
-    case STK_FLAG_KIND_TEXT: *(const char **)field = value; return -1;
+    case STK_FLAG_KIND_BOOL: *(bool *)field = true; return STK_OK;
+    case STK_FLAG_KIND_TEXT: *(const char **)field = value; return STK_OK;
     case STK_FLAG_KIND_INT: {
         char *end;
         errno = 0;
         long long v = strtoll(value, &end, 10);
         if (errno || end == value || *end || v < f->lo || v > f->hi)
-            return stk_cli_usage(c->cmd, "--%s %s: expected an integer in %lld..%lld", f->name,
-                                 value, (long long)f->lo, (long long)f->hi);
+            return stk_error(STK_ERR_INVALID_ARG, "--%s %s: expected an integer in %lld..%lld",
+                             f->name, value, (long long)f->lo, (long long)f->hi);
         *(int64_t *)field = v;
-        return -1;
+        return STK_OK;
     }
     case STK_FLAG_KIND_NUMBER: {
         char *end;
         errno = 0;
         double v = strtod(value, &end);
         if (errno || end == value || *end || !(v >= f->min && v <= f->max))
-            return stk_cli_usage(c->cmd, "--%s %s: expected a number in %g..%g", f->name, value,
-                                 f->min, f->max);
+            return stk_error(STK_ERR_INVALID_ARG, "--%s %s: expected a number in %g..%g", f->name,
+                             value, f->min, f->max);
         *(double *)field = v;
-        return -1;
+        return STK_OK;
     }
     case STK_FLAG_KIND_CHOICE:
         for (int i = 0; f->choices[i]; i++)
             if (!strcmp(f->choices[i], value)) {
                 *(int *)field = i;
-                return -1;
+                return STK_OK;
             }
         char names[256];
         list_choices(f->choices, names, sizeof names);
-        return stk_cli_usage(c->cmd, "--%s %s: expected %s", f->name, value, names);
+        return stk_error(STK_ERR_INVALID_ARG, "--%s %s: expected %s", f->name, value, names);
     case STK_FLAG_KIND_LIST: {
-        int *count = (int *)(base + f->count_offset);
+        int *count = (int *)((char *)args + f->count_offset);
         if (*count == f->max_count)
-            return stk_cli_usage(c->cmd, "at most %d --%s values", f->max_count, f->name);
+            return stk_error(STK_ERR_INVALID_ARG, "at most %d --%s values", f->max_count, f->name);
         ((const char **)field)[(*count)++] = value;
-        return -1;
+        return STK_OK;
     }
-    case STK_FLAG_KIND_DEVICE:
-        if (stk_device_spec_parse(value, (stk_device_spec *)field) != STK_OK)
-            return stk_cli_usage(c->cmd, "--%s %s", f->name, stk_last_error());
-        return -1;
-    default: return stk_cli_usage(c->cmd, "--%s: a flag of no known kind", f->name);
+    case STK_FLAG_KIND_DEVICE: {
+        if (stk_device_spec_parse(value, (stk_device_spec *)field) == STK_OK) return STK_OK;
+        char why[256]; /* stk_error writes where stk_last_error() reads */
+        snprintf(why, sizeof why, "%s", stk_last_error());
+        return stk_error(STK_ERR_INVALID_ARG, "--%s %s", f->name, why);
+    }
+    default: return stk_error(STK_ERR_INVALID_ARG, "--%s: a flag of no known kind", f->name);
     }
 }
 
@@ -131,8 +132,8 @@ int stk_cli_parse(const stk_cli *c, void *args, int argc, char **argv, char ***p
         } else {
             return stk_cli_usage(c->cmd, "--%s needs a value (%s)", f->name, f->arg);
         }
-        int rc = store(c, f, value, args);
-        if (rc >= 0) return rc;
+        if (stk_flag_set(f, args, value) != STK_OK)
+            return stk_cli_usage(c->cmd, "%s", stk_last_error());
     }
     if (n < c->min_args || n > c->max_args) {
         if (c->max_args == 0) return stk_cli_usage(c->cmd, "unexpected argument '%s'", argv[1]);
@@ -147,8 +148,8 @@ int stk_cli_defaults(const stk_cli *c, void *args)
 {
     for (const stk_flag *f = c->flags; f->kind != STK_FLAG_KIND_END; f++)
         if (f->kind != STK_FLAG_KIND_SECTION && f->def) {
-            int rc = store(c, f, f->def, args);
-            if (rc >= 0) return rc;
+            if (stk_flag_set(f, args, f->def) != STK_OK)
+                return stk_cli_usage(c->cmd, "%s", stk_last_error());
         }
     return -1;
 }

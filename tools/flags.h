@@ -23,6 +23,8 @@
  */
 #pragma once
 
+#include "common/status.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -81,6 +83,12 @@ typedef struct stk_cli {
  * *n_pos of them). Returns -1 to go on, or the exit code of a usage error
  * (already printed). */
 int stk_cli_parse(const stk_cli *c, void *args, int argc, char **argv, char ***pos, int *n_pos);
+
+/* Store `value` (the text after --NAME) of flag f into the struct at
+ * `args`, checked against the flag's range or choices; a switch is set
+ * (the value is not read). Prints nothing: errors are INVALID_ARG
+ * ("--batch 0: expected an integer in 1..65536"), for any front end. */
+stk_status stk_flag_set(const stk_flag *f, void *args, const char *value);
 
 /* The flag --name of c (name without "--"), or NULL. */
 const stk_flag *stk_cli_find(const stk_cli *c, const char *name);

@@ -52,6 +52,17 @@ expect err.txt "--resume: f/last.safetensors was trained with --order random, no
 run 0 "$STOKE" train $T --model mlp --epochs 2 --seed 3 --out f --resume
 [ "$(wc -l <f/metrics.csv)" = 3 ] || fail "the resumed run: 2 epochs expected"
 
+# tune reads the same table: a space may vary --min-lr (STK_SET_TUNE), not
+# --seed or --ema (the sweep's own, not per trial).
+run 0 "$STOKE" tune --data tiny.stoke --val tiny.stoke --model mlp --batch 8 --workers 2 \
+    --no-tensorboard --epochs 1 --space 'min-lr=choice(0.001)' --lr 0.01 --out s1
+expect s1/trials.csv "min-lr"
+expect s1/trials.csv "0.001"
+run 2 "$STOKE" tune --data tiny.stoke --model mlp --space 'seed=choice(1,2)' --out s2
+expect err.txt "--space seed: not a stoke train flag a trial can vary"
+run 2 "$STOKE" tune --data tiny.stoke --model mlp --space 'lr=choice(0.1)' --ema 0.9 --out s2
+expect err.txt "unknown option '--ema'"
+
 # JSON; a key that is no flag, and --config inside a config, refused.
 printf '{"data": "tiny.stoke", "model": "mlp", "epochs": 1, "batch": 8, "no-tensorboard": true, "freeze": ["fc1"]}' >c.json
 run 0 "$STOKE" train --config c.json --out e

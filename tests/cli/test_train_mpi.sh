@@ -247,6 +247,9 @@ differ "" "--data shuffled.stoke" "--data (content fingerprint)"
 differ "--stop-after 1" "" "--stop-after (none) against 1"
 differ "--momentum 0.8" "" "--momentum 0.9 against 0.8"
 differ "--label-smoothing 0.1" "" "--label-smoothing 0 against 0.1"
+# settings the table added to the comparison (STK_SET_RANKS)
+differ "" "--min-lr 0.001" "--min-lr 0.001 against 0"
+differ "--order sequential" "" "--order random against sequential"
 T1="--data tiny.stoke --threads 1 --workers 1 --model mlp --epochs 2 --transform center:28 --batch 8"
 rm -rf bad
 run 1 $MPIRUN --oversubscribe -np 1 "$STOKE" train $T1 --out bad : -np 1 "$STOKE" train $T1 --out bad --val tiny.stoke
