@@ -13,11 +13,18 @@
 #include "tools/flags.h"
 #include "tools/train_setup.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <strings.h>
+#include <sys/stat.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+const char *const train_optimizers[] = {"sgd", "adam", "adamw", NULL};
+const char *const train_schedules[] = {"cosine", "step", "onecycle", "constant", NULL};
+const char *const train_pipeline_schedules[] = {"gpipe", "1f1b", NULL}; /* stk_pipe_schedule */
 static const char *const modes[] = {"auto", "min", "max", NULL};
 
 #define T train_args
@@ -439,3 +446,44 @@ int train_parse_flags(int argc, char **argv, train_args *a)
 }
 
 const stk_cli *const train_cli = &train_settings_cli;
+
+bool train_model_is_onnx(const char *model)
+{
+    size_t n = strlen(model);
+    return n > 5 && !strcasecmp(model + n - 5, ".onnx");
+}
+
+/* runs/MODEL-N: a fresh N for a new run (one more than the highest there),
+ * the highest for --resume. */
+stk_status train_default_out(train_args *a)
+{
+    int highest = 0;
+    /* an ONNX file's runs are named after it: runs/net-1 for nets/net.onnx */
+    const char *model = a->model, *slash = strrchr(model, '/');
+    char stem[128];
+    if (train_model_is_onnx(model)) {
+        if (slash) model = slash + 1;
+        snprintf(stem, sizeof stem, "%.*s", (int)(strlen(model) - 5), model);
+        model = stem;
+    }
+    size_t len = strlen(model);
+    DIR *d = opendir("runs");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char *end;
+        if (strncmp(e->d_name, model, len) || e->d_name[len] != '-') continue;
+        long n = strtol(e->d_name + len + 1, &end, 10);
+        if (end != e->d_name + len + 1 && !*end && n > highest && n < 1000000) highest = (int)n;
+    }
+    if (d) closedir(d);
+    if (a->resume && highest == 0)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--resume: no runs/%s-N to continue; name the run folder with --out",
+                         model);
+    if (!a->resume && mkdir("runs", 0755) != 0 && errno != EEXIST)
+        return stk_error(STK_ERR_IO, "runs: %s", strerror(errno));
+    if (!(a->out_buf = stk_text_printf("runs/%s-%d", model, highest + !a->resume)))
+        return stk_error(STK_ERR_NOMEM, "out of memory");
+    a->out = a->out_buf;
+    return STK_OK;
+}

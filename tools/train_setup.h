@@ -113,7 +113,8 @@ stk_fit_options train_fit_options(run_state *r, struct train_printer *p);
 /* mkdir -p: path and its parents (0755). 0, or -1 with errno. */
 int train_make_dirs(const char *path);
 
-/* No --out: runs/MODEL-N, a fresh N (or the latest one with --resume). */
+/* No --out: runs/MODEL-N, a fresh N (or the latest one with --resume).
+ * (This and the next, with the choices' names above: train_settings.c.) */
 stk_status train_default_out(train_args *a);
 /* --model names an ONNX file (it ends in .onnx) rather than a built-in. */
 bool train_model_is_onnx(const char *model);
