@@ -76,6 +76,9 @@ stk_status stk_dir_lock_shared(const char *dir, int *fd);
  * while holding DIR's lock. Returns how many were removed. */
 int stk_remove_stale_temporaries(const char *dir, const char *const *names, int n);
 
+/* mkdir -p: path and its parents (0755). 0, or -1 with errno. */
+int stk_make_dirs(const char *path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -27,9 +27,9 @@ import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 MODULES = ["common", "storage", "decode", "augment", "pack", "kernels", "engine", "loader", "train",
-           "distributed", "runlog", "tune", "tools", "python", "examples"]
+           "distributed", "runlog", "run", "tune", "tools", "python", "examples"]
 INSTALLED = ["common", "storage", "decode", "augment", "pack", "kernels", "engine", "loader", "train",
-             "distributed", "runlog", "tune"]  # CMakeLists.txt's install(DIRECTORY ...)
+             "distributed", "runlog", "run", "tune"]  # CMakeLists.txt's install(DIRECTORY ...)
 CUDA_IF_ALLOWED = {
     "common/host_device.h": {"__CUDACC__"},
     "kernels/cuda_module.c": {"STOKE_CUDA_MODULE_BUILT"},

@@ -18,7 +18,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULES = ["common", "storage", "decode", "augment", "pack", "kernels", "engine", "loader", "train", "distributed", "runlog",
-           "tune", "tools", "python"]
+           "run", "tune", "tools", "python"]
 # Lowest first: a module may use only modules of lower layers.
 LAYERS = [
     {"common"},
@@ -26,8 +26,10 @@ LAYERS = [
     {"augment"},
     {"engine", "loader", "pack"},
     {"train"},
-    {"distributed", "python"},
+    {"distributed"},
+    {"run"},
     {"tune"},
+    {"python"},
     {"tools"},
 ]
 # Units that are one concern and may share a cycle: a tensor knows its grad

@@ -12,7 +12,8 @@
 #include "tools/cli.h"
 #include "tools/flags.h"
 #include "tools/plot.h"
-#include "tools/train_setup.h"
+#include "run/run.h"
+#include "tools/train_flags.h"
 #include "train/device.h"
 #include "train/inputs.h"
 #include "train/lr_find.h"
@@ -25,7 +26,7 @@
 /* The run's settings are stoke train's (its table, tools/train_setup.h):
  * the same names, ranges, defaults and help; the sweep's are its own. */
 typedef struct lr_find_args {
-    train_args run;
+    stk_run_settings run;
     const char *out;
     int64_t steps;
     double start, end, smooth, stop_factor;
@@ -227,7 +228,7 @@ static stk_status prepare(const lr_find_args *a, const stk_copy_engine *ce, stk_
                             .seed = (uint64_t)a->run.seed};
     stk_dataset_close(ds);
     if (st == STK_OK)
-        st = train_model_is_onnx(a->run.model) ? stk_model_from_onnx_file(a->run.model, &cfg, model)
+        st = stk_run_model_is_onnx(a->run.model) ? stk_model_from_onnx_file(a->run.model, &cfg, model)
                                                : stk_model_create(&cfg, model);
     if (st == STK_OK && a->run.init) {
         stk_load_report rep;

@@ -206,7 +206,7 @@ static char *default_out(void)
 static stk_status make_out(const char *out)
 {
     char path[1100];
-    if (train_make_dirs(out) != 0)
+    if (stk_make_dirs(out) != 0)
         return stk_error(STK_ERR_IO, "--out %s: %s", out, strerror(errno));
     DIR *d = opendir(out);
     if (!d) return stk_error(STK_ERR_IO, "--out %s: %s", out, strerror(errno));
@@ -371,7 +371,7 @@ static stk_status lock_sweep(tune_config *c, int fds[2])
 
 static int run_sweep(tune_args *a, tune_config *c, tune_trial *trials, int64_t n, bool resume)
 {
-    train_args first;
+    stk_run_settings first;
     train_parse_flags(trials[0].argc, trials[0].argv, &first);
     free(first.out_buf);
     stk_cpu_set_threads((int)first.threads);

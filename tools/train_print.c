@@ -24,17 +24,16 @@ void say(FILE *f, const char *fmt, ...)
     va_end(ap);
 }
 
-stk_status train_epoch_begin(void *ctx, int64_t epoch)
+static stk_status train_epoch_begin(void *ctx, int64_t epoch)
 {
     train_printer *p = ctx;
     char label[32];
     snprintf(label, sizeof label, "epoch %" PRId64 "/%" PRId64, epoch + 1, p->r->a.epochs);
-    stk_device_reset_peak(p->r->a.device.kind); /* each epoch's own peak */
     stk_progress_init(&p->bar, label, stk_loader_batches(p->r->loader), p->r->rank ? NULL : stderr);
     return STK_OK;
 }
 
-stk_status train_progress(void *ctx, const stk_epoch_stats *es)
+static stk_status train_progress(void *ctx, const stk_epoch_stats *es)
 {
     train_printer *p = ctx;
     char extra[96];
@@ -42,20 +41,20 @@ stk_status train_progress(void *ctx, const stk_epoch_stats *es)
              es->images_per_sec, es->stall_pct);
     stk_progress_set_extra(&p->bar, extra);
     stk_progress_update(&p->bar, es->steps);
-    return stk_cli_interrupted ? stk_error(STK_ERR_CANCELLED, "interrupted") : STK_OK;
+    return STK_OK;
 }
 
-/* The job's figures on every rank; the ranks wait for rank 0's evaluation at
- * most --dist-timeout plus twice their training time for as many images. */
-stk_status train_reduce(void *ctx, stk_fit_epoch *e)
+static void train_epoch_end(void *ctx)
 {
     train_printer *p = ctx;
     stk_progress_finish(&p->bar);
-    if (!p->r->ddp) return STK_OK;
-    double per_rank = e->train->images_per_sec;
-    double allowance = per_rank > 0 ? 2.0 * (double)p->r->val_count / per_rank : 0;
-    if (e->val_ema) allowance *= 2; /* the average is evaluated too */
-    return stk_ddp_reduce_epoch(p->r->ddp, e->train, e->val, e->val_ema, allowance);
+}
+
+/* Rank 0's, where the epoch lines go (said while the run opens). */
+static void train_notice(void *ctx, const char *line)
+{
+    train_printer *p = ctx;
+    fprintf(p->r->a.json ? stderr : stdout, "%s\n", line);
 }
 
 /* A newcomer's first run at a small batch and a high --lr can evaluate at
@@ -77,25 +76,16 @@ static void warn_eval_far_above(train_printer *p, const stk_fit_epoch *e)
             e->epoch + 1, e->val->loss, e->train->loss, p->r->a.lr);
 }
 
-/* metrics.csv, TensorBoard and the epoch line (rank 0). */
-stk_status train_on_epoch(void *ctx, const stk_fit_epoch *e, bool *stop)
+/* The epoch line (rank 0), after the run recorded the epoch. */
+static stk_status train_on_epoch(void *ctx, const stk_run_epoch *re, bool *stop)
 {
     train_printer *p = ctx;
-    run_state *r = p->r;
+    stk_run *r = p->r;
+    const stk_fit_epoch *e = re->fit;
     const stk_epoch_stats *es = e->train;
+    const stk_run_memory mem = re->memory;
     (void)stop;
-    p->ips_sum += es->images_per_sec;
-    p->stall_sum += es->stall_pct;
-    if (r->rank != 0) return STK_OK;
-    stk_run_memory mem;
-    stk_run_memory_read(r->a.device.kind, &mem);
-    if (mem.heap.peak_allocated > p->run_peak) p->run_peak = mem.heap.peak_allocated;
-    STK_TRY(stk_run_record_epoch(r->record, e->epoch, stk_trainer_position(r->trainer)->step,
-                                 stk_optim_lr(r->opt), es, e->val, e->val_ema, &mem));
-    if (e->confusion)
-        STK_TRY(stk_run_record_classes(r->record, e->epoch, e->confusion,
-                                       stk_model_get_config(r->model)->classes,
-                                       (const char *const *)r->class_list));
+    if (!p->lines) return STK_OK;
     say(p->lines, "epoch %" PRId64 "/%" PRId64 ": loss %.4f, train acc %.2f%%", e->epoch + 1,
         r->a.epochs, es->loss, es->accuracy);
     if (e->val)
@@ -108,11 +98,23 @@ stk_status train_on_epoch(void *ctx, const stk_fit_epoch *e, bool *stop)
         es->images_per_sec, es->stall_pct, es->seconds, stk_device_name(r->a.device.kind),
         mem.heap.allocated / 1e6, mem.heap.peak_allocated / 1e6, mem.peak_rss_mb,
         e->improved ? " *" : "");
-    if (p->lines) warn_eval_far_above(p, e);
+    warn_eval_far_above(p, e);
     return STK_OK;
 }
 
-void train_print_dropped(FILE *f, const run_state *r)
+stk_run_hooks train_hooks(train_printer *p)
+{
+    return (stk_run_hooks){.epoch_begin = train_epoch_begin,
+                           .progress = train_progress,
+                           .epoch_end = train_epoch_end,
+                           .on_epoch = train_on_epoch,
+                           .notice = train_notice,
+                           .eval_label = "eval",
+                           .ctx = p,
+                           .cancel = &stk_cli_interrupted};
+}
+
+void train_print_dropped(FILE *f, const stk_run *r)
 {
     uint64_t total = stk_dataset_count(stk_loader_dataset(r->loader));
     uint64_t used = stk_loader_samples(r->loader) * (uint64_t)r->data_world;
@@ -178,7 +180,7 @@ void train_print_params(FILE *f, const stk_model *m, bool per_module)
     }
 }
 
-void train_print_memory(FILE *f, const run_state *r)
+void train_print_memory(FILE *f, const stk_run *r)
 {
     if (r->a.device.kind != STK_DEVICE_CPU) return;
     const stk_memory_estimate *e = &r->memory;
@@ -210,35 +212,34 @@ void train_print_memory(FILE *f, const run_state *r)
                 need / 1e6, budget / 1e6, why);
 }
 
-void train_print_summary(train_printer *p, const stk_fit_result *f, int64_t start, double seconds)
+void train_print_summary(train_printer *p, const stk_run_result *res)
 {
-    run_state *r = p->r;
-    const train_args *a = &r->a;
-    double n = f->epochs_run ? (double)f->epochs_run : 1;
+    stk_run *r = p->r;
+    const stk_run_settings *a = &r->a;
+    const stk_fit_result *f = &res->fit;
     if (a->json && r->rank == 0) {
         char j[8][STK_JSON_NUMBER];
-        int64_t trainable, frozen;
-        stk_model_count(r->model, "", &trainable, &frozen);
-        printf("{\"params\": %" PRId64 ", \"params_trainable\": %" PRId64 ", ", trainable + frozen,
-               trainable);
+        printf("{\"params\": %" PRId64 ", \"params_trainable\": %" PRId64 ", ", res->params,
+               res->params_trainable);
         printf("\"epochs\": %" PRId64 ", \"val_top1\": %s, \"val_top5\": %s, \"val_loss\": %s, "
                "\"train_images_per_sec\": %s, \"stall_pct\": %s, \"seconds\": %s, "
                "\"peak_rss_mb\": %s, \"ranks\": %d, \"stopped_epoch\": %" PRId64
                ", \"best_epoch\": %" PRId64 ", \"monitor\": \"%s\", \"best_value\": %s, "
                "\"stop_reason\": \"%s\"}\n",
-               start + f->epochs_run, stk_json_number(f->val.top1, 4, j[0]),
+               res->epochs, stk_json_number(f->val.top1, 4, j[0]),
                stk_json_number(f->val.top5, 4, j[1]), stk_json_number(f->val.loss, 6, j[2]),
-               stk_json_number(p->ips_sum / n, 1, j[3]), stk_json_number(p->stall_sum / n, 2, j[4]),
-               stk_json_number(seconds, 2, j[5]),
-               stk_json_number(stk_run_memory_peak_rss_mb(), 1, j[6]), r->world, f->stopped_epoch,
+               stk_json_number(res->images_per_sec, 1, j[3]),
+               stk_json_number(res->stall_pct, 2, j[4]), stk_json_number(res->seconds, 2, j[5]),
+               stk_json_number(res->peak_rss_mb, 1, j[6]), res->ranks, f->stopped_epoch,
                f->best_epoch, a->monitor, stk_json_number(f->best_value, 6, j[7]),
                stk_fit_stop_name(f->reason));
     } else if (f->epochs_run) {
         say(p->lines,
             "done: %" PRId64 " epochs in %.1f s, %.0f images/s, stall %.1f%%; checkpoints in %s\n"
             "stopped_epoch %" PRId64 ", best_epoch %" PRId64 " (%s %.6g), stop_reason %s%s\n",
-            f->epochs_run, seconds, p->ips_sum / n, p->stall_sum / n, a->out, f->stopped_epoch,
-            f->best_epoch, a->monitor, f->best_value, stk_fit_stop_name(f->reason),
+            f->epochs_run, res->seconds, res->images_per_sec, res->stall_pct, a->out,
+            f->stopped_epoch, f->best_epoch, a->monitor, f->best_value,
+            stk_fit_stop_name(f->reason),
             a->restore_best && f->best_epoch ? " (the best epoch's weights restored)" : "");
     }
     uint32_t classes = stk_model_get_config(r->model)->classes;
@@ -258,7 +259,8 @@ void train_print_summary(train_printer *p, const stk_fit_result *f, int64_t star
                 "all-reduce %.2f s over %" PRIu64 " steps, %.2f s of it not hidden by backward\n",
                 ds.bytes_per_step / 1e6, ds.buckets, ds.library, ds.comm_s, ds.steps, ds.exposed_s);
     }
-    if (a->memory_report && r->rank == 0) memory_report_print(stderr, a->device.kind, p->run_peak);
+    if (a->memory_report && r->rank == 0)
+        memory_report_print(stderr, a->device.kind, res->peak_heap);
     if (a->amp && r->rank == 0 && a->device.kind != STK_DEVICE_CUDA)
         fprintf(stderr, "amp: matmuls and convolutions in bf16 on %s, no loss scaling\n",
                 stk_cpu_bf16_isa());
@@ -285,7 +287,7 @@ static void toml_string(FILE *f, const char *s)
     fputc('"', f);
 }
 
-void train_print_config(FILE *f, const stk_cli *c, const train_args *a)
+void train_print_config(FILE *f, const stk_cli *c, const stk_run_settings *a)
 {
     char v[4096];
     for (const stk_flag *fl = c->flags; fl->kind != STK_FLAG_KIND_END; fl++) {
@@ -294,7 +296,7 @@ void train_print_config(FILE *f, const stk_cli *c, const train_args *a)
             continue;
         }
         if (!strcmp(fl->name, "config") || !strcmp(fl->name, "print-config") ||
-            !stk_cli_value_text(fl, a, v, sizeof v))
+            !stk_flag_value_text(fl, a, v, sizeof v))
             continue;
         fprintf(f, "%s = ", fl->name);
         switch (fl->kind) {
@@ -319,8 +321,8 @@ void train_print_config(FILE *f, const stk_cli *c, const train_args *a)
 
 void train_print_start(train_printer *p, int64_t start)
 {
-    const run_state *r = p->r;
-    const train_args *a = &r->a;
+    const stk_run *r = p->r;
+    const stk_run_settings *a = &r->a;
     if (start >= a->epochs)
         say(p->lines, "%s: already trained for %" PRId64 " epochs\n", r->path_last, start);
     else

@@ -109,7 +109,7 @@ stk_status tune_prepare(const tune_config *c, tune_trial *trials, int64_t n)
         snprintf(t->out, sizeof t->out, "%s/trials/%04" PRId64, c->out, i);
         STK_TRY(trial_flags(c, t));
         /* train's own checks on this trial's values, before anything runs */
-        train_args a;
+        stk_run_settings a;
         if (train_parse_flags(t->argc, t->argv, &a) >= 0) {
             char vals[512] = "";
             for (int k = 0; k < t->params.n; k++) {

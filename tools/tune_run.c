@@ -16,7 +16,7 @@
 
 /* The data of a group: the same loader flags (batch, read order and its blocks, cache,
  * transforms). */
-static bool same_data(const train_args *a, const train_args *b)
+static bool same_data(const stk_run_settings *a, const stk_run_settings *b)
 {
     return a->batch == b->batch && a->order == b->order && a->block_mib == b->block_mib &&
            a->block_window == b->block_window && a->cache_mb == b->cache_mb &&
@@ -295,7 +295,7 @@ static stk_status run_group(const tune_config *c, stk_scheduler *s, tune_trial *
 static stk_status run_cohort(const tune_config *c, stk_scheduler *s, tune_trial **cohort, int n,
                              tune_trial *trials, int64_t n_trials)
 {
-    train_args *args = calloc((size_t)(n ? n : 1), sizeof *args);
+    stk_run_settings *args = calloc((size_t)(n ? n : 1), sizeof *args);
     bool *done = calloc((size_t)(n ? n : 1), sizeof *done);
     live *g = calloc((size_t)(n ? n : 1), sizeof *g);
     stk_status st = args && done && g ? STK_OK : stk_error(STK_ERR_NOMEM, "out of memory");

@@ -20,7 +20,8 @@
 
 #include "distributed/comm.h"
 #include "tools/train_print.h"
-#include "tools/train_setup.h"
+#include "run/run.h"
+#include "tools/train_flags.h"
 #include "tune/scheduler.h"
 #include "tune/space.h"
 

@@ -94,7 +94,7 @@ void tune_announce(const tune_config *c, tune_trial *trials, int64_t n, tune_tri
 static stk_status trial_on_epoch(void *ctx, const stk_fit_epoch *e, bool *stop)
 {
     live *L = ctx;
-    STK_TRY(train_on_epoch(&L->p, e, stop));
+    STK_TRY(stk_run_epoch_done(&L->r, e, stop));
     const tune_config *c = L->c;
     double v = stk_fit_metric(c->metric, e->train, e->val, e->val_ema);
     if (c->results) {
@@ -173,7 +173,7 @@ bool tune_trial_start(live *L, const live *owner)
         L->r.h2d = owner->r.h2d;
     }
     L->r.world = 1;
-    stk_status st = train_setup(&L->r);
+    stk_status st = stk_run_setup(&L->r);
     /* (the values it started with: a clone's later values are in its pbt.csv) */
     if (st == STK_OK && !t->cloned && tune_write_params(t) != STK_OK) st = STK_ERR_IO;
     /* resumed after a PBT clone: its values are the explored ones (a clone
@@ -181,9 +181,9 @@ bool tune_trial_start(live *L, const live *owner)
     if (st == STK_OK && t->cloned && !t->redo_load)
         st = tune_pbt_set_values(L->r.trainer, &t->params);
     if (st == STK_OK) {
-        L->p = (train_printer){.r = &L->r, .lines = NULL};
-        stk_fit_options o = train_fit_options(&L->r, &L->p);
+        stk_fit_options o = stk_run_fit_options(&L->r);
         o.train = NULL, o.h2d = NULL, o.val = NULL;
+        o.epoch_begin = NULL;                 /* the sweep runs the epochs */
         o.val_elsewhere = L->r.a.val != NULL; /* the sweep evaluates it */
         o.progress = NULL, o.eval_label = NULL;
         o.reduce = NULL; /* one process */
@@ -203,7 +203,7 @@ bool tune_trial_start(live *L, const live *owner)
     if (st != STK_OK) {
         char why[512];
         snprintf(why, sizeof why, "%s", stk_last_error());
-        train_close(&L->r);
+        stk_run_close(&L->r);
         memset(&L->r, 0, sizeof L->r);
         L->failed = true;
         tune_trial_end(L, TRIAL_ERROR, why);
@@ -296,7 +296,7 @@ void tune_trial_close(live *L, bool closes_data)
     L->hparams = NULL;
     if (L->r.trainer || closes_data) {
         if (!closes_data) L->r.borrowed_data = true;
-        train_close(&L->r);
+        stk_run_close(&L->r);
         memset(&L->r, 0, sizeof L->r);
     }
 }

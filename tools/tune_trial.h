@@ -29,8 +29,7 @@ typedef struct live {
     const tune_config *c;
     stk_tfevents *hparams; /* its HParams session (NULL without TensorBoard) */
     tune_trial *t;
-    run_state r;
-    train_printer p;
+    stk_run r;
     stk_fit *fit;
     stk_epoch_run er;
     stk_eval_run ev;

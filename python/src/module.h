@@ -29,3 +29,5 @@ PyObject *stoke_not_constructible(PyTypeObject *type, PyObject *args, PyObject *
 
 /* The module's functions over datasets: pack(), info() (dataset_functions.c). */
 extern PyMethodDef stoke_dataset_functions[];
+/* stoke._stoke_run's functions over runs: train() (run_functions.c). */
+extern PyMethodDef stoke_run_functions[];

@@ -15,8 +15,29 @@ With device="cuda" the arrays are on the GPU (torch.from_dlpack gives CUDA
 tensors, ordered with torch's current stream through DLPack's stream argument).
 
 stoke.pack(src, out, ...) and stoke.info(path) are `stoke pack` and
-`stoke info --json` as Python calls.
+`stoke info --json` as Python calls; stoke.train(data=..., model=..., ...)
+is `stoke train` (the same run folder and metrics; its settings by name with
+'_' for '-'; on_epoch(metrics) after each epoch, True stops; Ctrl-C stops
+after the current step):
+
+    result = stoke.train(data="fm.stoke", val="fm-test.stoke", model="cnn", epochs=5,
+                         lr=0.05, freeze=["conv1"], out="runs/cnn",
+                         on_epoch=lambda m: m["val_top1"] > 92)
+    result["val_top1"], result["best_epoch"], result["out"]
 """
+import typing as _typing
+
 from ._stoke import Array, Loader, StokeError, __version__, info, pack
 
-__all__ = ["Array", "Loader", "StokeError", "info", "pack", "__version__"]
+
+def train(**settings: _typing.Any) -> _typing.Dict[str, _typing.Any]:
+    """`stoke train` from Python: train(*, data, model, val=None, epochs=None,
+    on_epoch=None, **settings) -> dict (stoke._stoke_run.train; README.md,
+    "Use the loader from PyTorch"). Its module links the engine, so it is
+    imported on the first call: `import stoke` and the Loader do not load
+    the CPU math libraries."""
+    from . import _stoke_run
+    return _stoke_run.train(**settings)
+
+
+__all__ = ["Array", "Loader", "StokeError", "info", "pack", "train", "__version__"]

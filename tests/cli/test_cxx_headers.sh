@@ -7,7 +7,8 @@ set -u
 cd "$ROOT" || exit 1
 fails=0 n=0
 for h in $(git ls-files 'common/*.h' 'storage/*.h' 'augment/*.h' 'kernels/*.h' 'engine/*.h' \
-        'loader/*.h' 'train/*.h' 'distributed/*.h' 'runlog/*.h' 2>/dev/null | grep -v '_impl\.h$' |
+        'loader/*.h' 'train/*.h' 'distributed/*.h' 'runlog/*.h' 'decode/*.h' 'pack/*.h' 'run/*.h' \
+        'tune/*.h' 2>/dev/null | grep -v '_impl\.h$' |
         grep -v '^kernels/cuda/'); do
     n=$((n + 1))
     grep -q 'extern "C"' "$h" || { echo "FAIL: $h has no extern \"C\" guard"; fails=$((fails + 1)); }

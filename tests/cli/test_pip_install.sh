@@ -17,9 +17,10 @@ SRC=$(cd "$STOKE_TESTS/.." && pwd)
 ls wheels/stoke_ml-0.1.0-cp39-abi3-linux_*.whl >/dev/null 2>&1 || fail "no abi3 wheel: $(ls wheels)"
 "$VPY" -m pip install -q --no-deps --disable-pip-version-check --target site wheels/*.whl \
     >pip.txt 2>&1 || fail "pip install: $(tail -20 pip.txt)"
-[ -f site/stoke/_stoke.abi3.so ] && [ -f site/stoke/__init__.py ] || fail "installed: $(find site)"
+[ -f site/stoke/_stoke.abi3.so ] && [ -f site/stoke/_stoke_run.abi3.so ] && [ -f site/stoke/__init__.py ] ||
+    fail "installed: $(find site)"
 # PEP 561: the wheel carries the marker and the stubs; and the LICENSE pyproject names
-[ -f site/stoke/py.typed ] && [ -f site/stoke/_stoke.pyi ] || fail "no py.typed or stubs: $(find site)"
+[ -f site/stoke/py.typed ] && [ -f site/stoke/_stoke.pyi ] && [ -f site/stoke/_stoke_run.pyi ] || fail "no py.typed or stubs: $(find site)"
 [ -f site/stoke_ml-0.1.0.dist-info/licenses/LICENSE ] || fail "no LICENSE in the wheel: $(ls -R site/*.dist-info)"
 cat >use.py <<'PY'
 import sys, torch, stoke
@@ -32,6 +33,8 @@ with stoke.Loader("tiny.stoke", 8, transform="center:28", workers=2) as loader:
     for images, labels in loader:
         n += torch.from_dlpack(images).shape[0]
 assert n == 50, n
+res = stoke.train(data="tiny.stoke", model="mlp", epochs=1, batch=10, out="run", no_tensorboard=True)
+assert res["epochs"] == 1 and res["stop_reason"] == "finished", res
 print("installed stoke works")
 PY
 PYTHONPATH="$PWD/site" "$PYTHON3" use.py "$PWD/site" "$STOKE_FIXTURES/idx" >use.txt 2>&1 || fail "$(cat use.txt)"

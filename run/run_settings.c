@@ -1,17 +1,14 @@
-/* stoke train's settings: one table (name, type, range, default, help;
- * whether ranks must agree on it, a tune space may vary it, --resume must
- * match it: flags.h's .def and .set) from which come the flags and --help
- * of train (and lr-find's run flags), the defaults, --config and
- * --print-config, the ranks' fingerprint (train_setup.c), the checkpoint's
- * resume checks and tune's keys; and the checks across settings. Adding a
- * setting is an entry here and the code that uses it. */
-#include "common/thread_pool.h"
-#include "kernels/backend.h"
+/* A run's settings: the table, the defaults, setting one by name, and the
+ * checks across settings (run_settings.h). */
+#include "run/run_settings.h"
+
 #include "common/text.h"
-#include "tools/cli.h"
-#include "tools/config_file.h"
-#include "tools/flags.h"
-#include "tools/train_setup.h"
+#include "common/thread_pool.h"
+#include "engine/nn.h"
+#include "engine/optim.h"
+#include "kernels/backend.h"
+#include "loader/loader.h"
+#include "train/fit.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -22,13 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const train_optimizers[] = {"sgd", "adam", "adamw", NULL};
-const char *const train_schedules[] = {"cosine", "step", "onecycle", "constant", NULL};
-const char *const train_pipeline_schedules[] = {"gpipe", "1f1b", NULL}; /* stk_pipe_schedule */
+const char *const stk_run_optimizers[] = {"sgd", "adam", "adamw", NULL};
+const char *const stk_run_schedules[] = {"cosine", "step", "onecycle", "constant", NULL};
+const char *const stk_run_pipeline_schedules[] = {"gpipe", "1f1b", NULL}; /* stk_pipe_schedule */
 static const char *const modes[] = {"auto", "min", "max", NULL};
 
-#define T train_args
-static const stk_flag flags[] = {
+#define T stk_run_settings
+const stk_flag stk_run_flags[] = {
     STK_FLAG_SECTION("model and data"),
     STK_FLAG_TEXT(T, data, "data", "PATH",
                   "training set: a .stoke file, or shards read as one (a.stoke,b.stoke\n"
@@ -88,7 +85,7 @@ static const stk_flag flags[] = {
                  .set = STK_SET_RANKS),
     STK_FLAG_INT(T, batch, "batch", "B", 1, 65536, "default 128", .def = "128",
                  .set = STK_SET_RANKS | STK_SET_TUNE),
-    STK_FLAG_CHOICE(T, optimizer, "optimizer", "NAME", train_optimizers,
+    STK_FLAG_CHOICE(T, optimizer, "optimizer", "NAME", stk_run_optimizers,
                     "sgd (default), adam or adamw", .def = "sgd",
                     .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_NUMBER(T, lr, "lr", "LR", 0, 100,
@@ -101,7 +98,7 @@ static const stk_flag flags[] = {
     STK_FLAG_NUMBER(T, wd, "wd", "W", 0, 10,
                     "weight decay, default 5e-4 (sgd, adam: L2; adamw: decoupled)", .def = "5e-4",
                     .set = STK_SET_RANKS | STK_SET_TUNE),
-    STK_FLAG_CHOICE(T, schedule, "schedule", "NAME", train_schedules,
+    STK_FLAG_CHOICE(T, schedule, "schedule", "NAME", stk_run_schedules,
                     "cosine (default, per step to 0), step (x0.1 every\n"
                     "--step-epochs), onecycle, or constant",
                     .def = "cosine", .set = STK_SET_RANKS | STK_SET_TUNE),
@@ -161,7 +158,7 @@ static const stk_flag flags[] = {
                  "mpirun -np K*D: D pipelines, a stage per rank (rank = pipeline x K +\n"
                  "stage), each pipeline its shard of the data (needs --split-after)",
                  .set = STK_SET_RANKS | STK_SET_TUNE),
-    STK_FLAG_CHOICE(T, pipeline_schedule, "pipeline-schedule", "NAME", train_pipeline_schedules,
+    STK_FLAG_CHOICE(T, pipeline_schedule, "pipeline-schedule", "NAME", stk_run_pipeline_schedules,
                     "1f1b (default: at most K micro-batches' activations a stage) or\n"
                     "gpipe (all forwards, then all backwards)",
                     .def = "1f1b", .set = STK_SET_RANKS | STK_SET_TUNE),
@@ -280,7 +277,8 @@ static const stk_flag flags[] = {
     STK_FLAG_BOOL(T, memory_report, "memory-report",
                   "at the end, the training device's caching allocator as a\n"
                   "table of size classes on stderr (blocks in use and cached,\n"
-                  "allocations, fresh memory from the system)"),
+                  "allocations, fresh memory from the system)",
+                  .set = STK_SET_FRONT),
     STK_FLAG_INT(T, stop_after, "stop-after", "N", 1, 100000,
                  "end this invocation after N epochs (checkpointed), to split\n"
                  "a run across time slots; continue it with --resume",
@@ -295,80 +293,86 @@ static const stk_flag flags[] = {
                   "read settings from FILE first: a JSON object or TOML, the flags\n"
                   "without their \"--\" as keys (`batch = 64`, `amp = true`, `freeze =\n"
                   "[\"conv1\"]`); a flag also on the command line is the command line's",
-                  .set = STK_SET_NO_TRIAL),
+                  .set = STK_SET_NO_TRIAL | STK_SET_FRONT),
     STK_FLAG_BOOL(T, print_config, "print-config",
                   "print every setting of the run, defaults resolved, as TOML that\n"
                   "--config reads back, and exit without training",
-                  .set = STK_SET_NO_TRIAL),
+                  .set = STK_SET_NO_TRIAL | STK_SET_FRONT),
     STK_FLAG_JSON(T, json,
                   "one JSON object on stdout at the end (epochs, val_top1,\n"
                   "val_top5, val_loss, train_images_per_sec, stall_pct,\n"
                   "seconds, peak_rss_mb, ranks, stopped_epoch, best_epoch,\n"
-                  "monitor, best_value, stop_reason); epoch lines go to stderr"),
+                  "monitor, best_value, stop_reason); epoch lines go to stderr",
+                  .set = STK_SET_FRONT),
     STK_FLAG_END};
 #undef T
 
-const stk_cli train_settings_cli = {
-    .cmd = "train",
-    .usage = "stoke train --data TRAIN.stoke --model MODEL [OPTIONS]",
-    .about = "Train a model: the loader reads, decodes and augments batches, the\n"
-             "host-to-device stage hands them to the engine, each step runs forward,\n"
-             "cross-entropy, backward and the optimizer (train/trainer.h). After each\n"
-             "epoch the model is evaluated on --val (eval mode, no augmentation) and\n"
-             "checkpointed (train/fit.h: the whole run is one library call).\n",
-    .flags = flags,
-    .notes = "Each epoch prints one line (loss, accuracy, validation, images/s, stall %:\n"
-             "the share of the epoch the step waited for data; memory). metrics.csv columns:\n"
-             "epoch, step, lr, train_loss, train_acc, val_loss, val_top1, val_top5,\n"
-             "images_per_sec, stall_pct, seconds, mem_allocated_mb, mem_reserved_mb,\n"
-             "mem_peak_mb (the training device's caching allocator: bytes in tensors, held\n"
-             "by the cache, the epoch's peak), peak_rss_mb (the process). steps.csv: step,\n"
-             "epoch, loss, lr (rank 0's loss under a launcher). `stoke plot RUNDIR` draws\n"
-             "them. A NaN or infinite loss, or a parameter that is no longer\n"
-             "finite after a step, stops the run at that step; the last\n"
-             "good checkpoint stays. Ctrl-C stops after the current step, keeping the last\n"
-             "completed epoch's checkpoint. The last line (and --json) gives the stopped and\n"
-             "best epochs (counted as metrics.csv's), the best --monitor value and why the run\n"
-             "stopped (finished, early_stop, stop_after).\n"
-             "\n"
-             "Data-parallel: under a launcher (mpirun -np N stoke train ..., srun) every\n"
-             "rank trains on its shard of each epoch and the gradients are averaged\n"
-             "(MPI) before each step; --batch is per rank, the global batch is N times it;\n"
-             "rank 0 prints, evaluates and writes RUNDIR; images/s are the job's. Every\n"
-             "rank must be given the same flags and data: before the first step the ranks\n"
-             "compare the model, its trainable parameters, every flag that changes what\n"
-             "is computed or when ranks synchronise, and a fingerprint of --data's\n"
-             "content; each rank names the first difference and the job ends. With\n"
-             "--device cuda each rank takes its local GPU and gradients are averaged by\n"
-             "NCCL on the GPUs (when the build found it). A rank that fails stops the job.\n"
-             "--resume works on another number of ranks: the next epoch starts from its\n"
-             "beginning (exact for the same global batch, up to rounding).\n",
-    .max_args = 0};
-
-/* A key --config may set: a flag of stoke train's but --config itself. */
-static bool config_key(const char *key)
+stk_status stk_run_settings_init(stk_run_settings *s)
 {
-    return strcmp(key, "config") && stk_cli_find(&train_settings_cli, key);
+    *s =
+        (stk_run_settings){.lr = -1, .drop_path = -1, .early_stop = -1}; /* -1: set later, or off */
+    s->workers = s->threads = stk_cpu_count();
+    return stk_flag_defaults(stk_run_flags, s); /* fails only on a table's bad default */
 }
 
-static int parse_flags(int argc, char **argv, train_args *a)
+const stk_flag *stk_run_setting_find(const char *name)
 {
-    int rc;
-    *a = (train_args){.lr = -1, .drop_path = -1, .early_stop = -1}; /* -1: set below, or off */
-    rc = stk_cli_defaults(&train_settings_cli, a);
-    if (rc >= 0) return rc;
-    a->workers = a->threads = stk_cpu_count();
-    char **pos;
-    int n_pos;
-    rc = stk_config_expand("train", "stoke train", argc, argv, config_key, &a->config_argv,
-                           &a->config_argc);
-    if (rc >= 0) return rc;
-    if (a->config_argv) argc = a->config_argc, argv = a->config_argv;
-    rc = stk_cli_parse(&train_settings_cli, a, argc, argv, &pos, &n_pos);
-    if (rc >= 0) return rc;
-    if (!a->data) return stk_cli_usage("train", "--data TRAIN.stoke is required");
-    if (!a->model) return stk_cli_usage("train", "--model is required (" STK_MODEL_LIST ")");
-    bool known = train_model_is_onnx(a->model); /* read (and checked) when the run starts */
+    char flag[64];
+    size_t n = strlen(name);
+    if (n >= sizeof flag) return NULL;
+    for (size_t i = 0; i <= n; i++) flag[i] = name[i] == '_' ? '-' : name[i];
+    return stk_flag_find(stk_run_flags, flag, n);
+}
+
+/* A copy of text the settings own (TEXT and LIST settings point at it). */
+static stk_status keep(stk_run_settings *s, const char *text, const char **kept)
+{
+    char **grown = realloc(s->owned, (size_t)(s->n_owned + 1) * sizeof *grown);
+    if (!grown) return stk_error(STK_ERR_NOMEM, "out of memory");
+    s->owned = grown;
+    if (!(s->owned[s->n_owned] = strdup(text))) return stk_error(STK_ERR_NOMEM, "out of memory");
+    *kept = s->owned[s->n_owned++];
+    return STK_OK;
+}
+
+stk_status stk_run_setting_set(stk_run_settings *s, const char *name, const char *value)
+{
+    const stk_flag *f = stk_run_setting_find(name);
+    if (!f) {
+        const char *names[256];
+        int k = 0;
+        for (const stk_flag *e = stk_run_flags; e->kind != STK_FLAG_KIND_END && k < 256; e++)
+            if (e->kind != STK_FLAG_KIND_SECTION) names[k++] = e->name;
+        char flag[64];
+        snprintf(flag, sizeof flag, "%s", name);
+        for (char *c = flag; *c; c++)
+            if (*c == '_') *c = '-';
+        const char *hint = stk_text_closest(flag, strlen(flag), names, k);
+        return hint ? stk_error(STK_ERR_INVALID_ARG, "'%s': no such setting (did you mean %s?)",
+                                name, hint)
+                    : stk_error(STK_ERR_INVALID_ARG, "'%s': no such setting", name);
+    }
+    if (f->kind == STK_FLAG_KIND_BOOL) {
+        bool on = !strcmp(value, "yes") || !strcmp(value, "true") || !strcmp(value, "1");
+        if (!on && strcmp(value, "no") && strcmp(value, "false") && strcmp(value, "0"))
+            return stk_error(STK_ERR_INVALID_ARG, "--%s %s: expected yes or no", f->name, value);
+        *(bool *)((char *)s + f->offset) = on;
+        return STK_OK;
+    }
+    if (f->kind == STK_FLAG_KIND_TEXT || f->kind == STK_FLAG_KIND_LIST) {
+        const char *kept = NULL;
+        STK_TRY(keep(s, value, &kept));
+        value = kept;
+    }
+    return stk_flag_set(f, s, value);
+}
+
+stk_status stk_run_settings_check(stk_run_settings *a)
+{
+    if (!a->data) return stk_error(STK_ERR_INVALID_ARG, "--data TRAIN.stoke is required");
+    if (!a->model)
+        return stk_error(STK_ERR_INVALID_ARG, "--model is required (" STK_MODEL_LIST ")");
+    bool known = stk_run_model_is_onnx(a->model); /* read (and checked) when the run starts */
     for (const char *const *n = stk_model_names(); *n; n++) known |= !strcmp(*n, a->model);
     if (!known) {
         const char *const *names = stk_model_names();
@@ -376,78 +380,78 @@ static int parse_flags(int argc, char **argv, train_args *a)
         while (names[n]) n++;
         const char *hint = stk_text_closest(a->model, strlen(a->model), names, n);
         if (hint)
-            return stk_cli_usage("train",
-                                 "--model %s: unknown (did you mean %s? known: " STK_MODEL_LIST ")",
-                                 a->model, hint);
-        return stk_cli_usage("train", "--model %s: unknown (known: " STK_MODEL_LIST ")", a->model);
+            return stk_error(STK_ERR_INVALID_ARG,
+                             "--model %s: unknown (did you mean %s? known: " STK_MODEL_LIST ")",
+                             a->model, hint);
+        return stk_error(STK_ERR_INVALID_ARG, "--model %s: unknown (known: " STK_MODEL_LIST ")",
+                         a->model);
     }
     if (a->clip_grad_norm > 0 && a->clip_grad_value > 0)
-        return stk_cli_usage("train", "--clip-grad-norm and --clip-grad-value: choose one");
+        return stk_error(STK_ERR_INVALID_ARG, "--clip-grad-norm and --clip-grad-value: choose one");
     if (a->pipeline > 1 && a->micro_batches < 2)
-        return stk_cli_usage("train",
-                             "--pipeline %lld needs --micro-batches (2 or more: the "
-                             "stages work on different micro-batches at once)",
-                             (long long)a->pipeline);
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--pipeline %lld needs --micro-batches (2 or more: the "
+                         "stages work on different micro-batches at once)",
+                         (long long)a->pipeline);
     if (a->sync_bn && a->pipeline > 1)
-        return stk_cli_usage("train", "--sync-bn with --pipeline: not supported (the ranks run "
-                                      "different layers; statistics are per micro-batch)");
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--sync-bn with --pipeline: not supported (the ranks run "
+                         "different layers; statistics are per micro-batch)");
     if (a->split_after && a->pipeline < 2)
-        return stk_cli_usage("train", "--split-after needs --pipeline 2 or more");
+        return stk_error(STK_ERR_INVALID_ARG, "--split-after needs --pipeline 2 or more");
     if (a->micro_batches > a->batch)
-        return stk_cli_usage("train", "--micro-batches %lld: more than the batch (%lld)",
-                             (long long)a->micro_batches, (long long)a->batch);
+        return stk_error(STK_ERR_INVALID_ARG, "--micro-batches %lld: more than the batch (%lld)",
+                         (long long)a->micro_batches, (long long)a->batch);
     if (a->nesterov && (a->optimizer != STK_OPTIM_SGD || a->momentum <= 0))
-        return stk_cli_usage("train", "--nesterov needs --optimizer sgd with a --momentum above 0");
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--nesterov needs --optimizer sgd with a --momentum above 0");
     if (a->amp && a->device.kind != STK_DEVICE_CUDA && stk_cpu_bf16_missing())
-        return stk_cli_usage("train",
-                             "--amp on the CPU %s (`stoke devices` says what oneDNN uses); train "
-                             "in f32 without --amp, or on a GPU",
-                             stk_cpu_bf16_missing());
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--amp on the CPU %s (`stoke devices` says what oneDNN uses); train "
+                         "in f32 without --amp, or on a GPU",
+                         stk_cpu_bf16_missing());
     a->trace_opts = (stk_trace_options){.wait_steps = 0, .active_steps = 20, .ops = a->trace_ops};
     if ((a->trace_steps || a->trace_ops) && !a->trace)
-        return stk_cli_usage("train", "--trace-steps and --trace-ops need --trace FILE.json");
-    if (a->trace_steps && stk_trace_parse_schedule(a->trace_steps, &a->trace_opts) != STK_OK)
-        return stk_cli_usage("train", "%s", stk_last_error());
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--trace-steps and --trace-ops need --trace FILE.json");
+    if (a->trace_steps) STK_TRY(stk_trace_parse_schedule(a->trace_steps, &a->trace_opts));
     if (a->tensorboard && a->no_tensorboard)
-        return stk_cli_usage("train", "--tensorboard and --no-tensorboard: choose one");
+        return stk_error(STK_ERR_INVALID_ARG, "--tensorboard and --no-tensorboard: choose one");
     if (a->resume && a->overwrite)
-        return stk_cli_usage("train", "--resume and --overwrite: choose one");
+        return stk_error(STK_ERR_INVALID_ARG, "--resume and --overwrite: choose one");
     if (a->per_class && (!a->val || a->no_tensorboard))
-        return stk_cli_usage("train", "--per-class evaluates --val per class into TensorBoard: "
-                                      "it needs --val, and not --no-tensorboard");
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--per-class evaluates --val per class into TensorBoard: "
+                         "it needs --val, and not --no-tensorboard");
     if (!a->monitor) a->monitor = a->val ? "val_loss" : "train_loss";
     int m = stk_monitor_parse(a->monitor);
     if (m < 0 || (stk_monitor_needs_val((stk_monitor)m) && !a->val))
-        return stk_cli_usage("train", "--monitor %s: %s", a->monitor,
-                             m < 0 ? "val_loss, val_top1, val_top5, train_loss, train_top1, "
-                                     "ema_val_loss, ema_val_top1 or ema_val_top5"
-                                   : "needs --val (without it: train_loss or train_top1)");
+        return stk_error(STK_ERR_INVALID_ARG, "--monitor %s: %s", a->monitor,
+                         m < 0 ? "val_loss, val_top1, val_top5, train_loss, train_top1, "
+                                 "ema_val_loss, ema_val_top1 or ema_val_top5"
+                               : "needs --val (without it: train_loss or train_top1)");
     if (stk_monitor_is_ema((stk_monitor)m) && !(a->ema > 0))
-        return stk_cli_usage("train", "--monitor %s: the moving average's figures need --ema DECAY",
-                             a->monitor);
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--monitor %s: the moving average's figures need --ema DECAY", a->monitor);
     if (a->ema_warmup && !(a->ema > 0))
-        return stk_cli_usage("train", "--ema-warmup needs --ema DECAY");
+        return stk_error(STK_ERR_INVALID_ARG, "--ema-warmup needs --ema DECAY");
     if (a->lr < 0) a->lr = a->optimizer == STK_OPTIM_SGD ? 0.05 : 0.001;
     if (a->min_lr > a->lr)
-        return stk_cli_usage("train", "--min-lr %g: above the peak --lr %g", a->min_lr, a->lr);
-    if (!a->out && !a->print_config && train_default_out(a) != STK_OK)
-        return stk_cli_usage("train", "%s", stk_last_error());
-    return -1;
+        return stk_error(STK_ERR_INVALID_ARG, "--min-lr %g: above the peak --lr %g", a->min_lr,
+                         a->lr);
+    if (!a->out && !a->print_config) return stk_run_default_out(a);
+    return STK_OK;
 }
 
-int train_parse_flags(int argc, char **argv, train_args *a)
+void stk_run_settings_free(stk_run_settings *s)
 {
-    int rc = parse_flags(argc, argv, a);
-    if (rc >= 0) { /* nothing of the run is left to free */
-        stk_config_free(a->config_argv, a->config_argc);
-        a->config_argv = NULL;
-    }
-    return rc;
+    free(s->out_buf);
+    for (int i = 0; i < s->n_owned; i++) free(s->owned[i]);
+    free(s->owned);
+    s->out_buf = NULL, s->owned = NULL, s->n_owned = 0;
 }
 
-const stk_cli *const train_cli = &train_settings_cli;
-
-bool train_model_is_onnx(const char *model)
+bool stk_run_model_is_onnx(const char *model)
 {
     size_t n = strlen(model);
     return n > 5 && !strcasecmp(model + n - 5, ".onnx");
@@ -455,13 +459,13 @@ bool train_model_is_onnx(const char *model)
 
 /* runs/MODEL-N: a fresh N for a new run (one more than the highest there),
  * the highest for --resume. */
-stk_status train_default_out(train_args *a)
+stk_status stk_run_default_out(stk_run_settings *a)
 {
     int highest = 0;
     /* an ONNX file's runs are named after it: runs/net-1 for nets/net.onnx */
     const char *model = a->model, *slash = strrchr(model, '/');
     char stem[128];
-    if (train_model_is_onnx(model)) {
+    if (stk_run_model_is_onnx(model)) {
         if (slash) model = slash + 1;
         snprintf(stem, sizeof stem, "%.*s", (int)(strlen(model) - 5), model);
         model = stem;

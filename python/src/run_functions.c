@@ -1,0 +1,319 @@
+/* stoke.train(): a whole run through the library (run/run.h), the same
+ * calls as `stoke train`, so the same run folder (metrics.csv, steps.csv,
+ * checkpoints, TensorBoard) and the same figures.
+ *
+ * The settings are stoke train's, by name with '_' for '-' (run_settings.h's
+ * table): a switch takes a bool, a repeatable setting (freeze) a str or a
+ * list of them, the others a str, int or float; None leaves the default.
+ * The run is opened, fitted and closed on a thread of its own while the
+ * caller waits in 0.1 s steps with the GIL released, so Ctrl-C raises
+ * KeyboardInterrupt: the run stops after the current step, keeping the last
+ * completed epoch's checkpoint. on_epoch(metrics) is called (with the GIL,
+ * on the run's thread) after each epoch's row is written; True stops the
+ * run, an exception stops it and is raised. */
+#include "module.h"
+
+#include "run/run.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct run_thread {
+    stk_run r;
+    stk_run_result res;
+    stk_status st;
+    char *error;                 /* the run thread's message, carried to the caller */
+    char monitor[32], out[4096]; /* the settings' (freed when the run closes) */
+    volatile sig_atomic_t cancel;
+    PyObject *on_epoch;                      /* borrowed: the caller's frame holds it */
+    PyObject *exc_type, *exc_value, *exc_tb; /* what on_epoch raised */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+} run_thread;
+
+/* A dict item that steals v; false (exception set) on failure. */
+static bool put(PyObject *d, const char *key, PyObject *v)
+{
+    bool ok = v && PyDict_SetItemString(d, key, v) == 0;
+    Py_XDECREF(v);
+    return ok;
+}
+
+/* NaN (no such figure) as None. */
+static PyObject *number(double v)
+{
+    if (isnan(v)) Py_RETURN_NONE;
+    return PyFloat_FromDouble(v);
+}
+
+/* The epoch's figures under metrics.csv's names (epoch counted from 1). */
+static PyObject *epoch_dict(const stk_run_epoch *re)
+{
+    const stk_fit_epoch *e = re->fit;
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    bool ok = put(d, "epoch", PyLong_FromLongLong(e->epoch + 1)) &&
+              put(d, "step", PyLong_FromLongLong(re->step)) &&
+              put(d, "lr", PyFloat_FromDouble(re->lr)) &&
+              put(d, "train_loss", number(e->train->loss)) &&
+              put(d, "train_acc", number(e->train->accuracy)) &&
+              put(d, "val_loss", number(e->val ? e->val->loss : NAN)) &&
+              put(d, "val_top1", number(e->val ? e->val->top1 : NAN)) &&
+              put(d, "val_top5", number(e->val ? e->val->top5 : NAN)) &&
+              put(d, "images_per_sec", number(e->train->images_per_sec)) &&
+              put(d, "stall_pct", number(e->train->stall_pct)) &&
+              put(d, "seconds", number(e->train->seconds)) &&
+              put(d, "improved", PyBool_FromLong(e->improved));
+    if (ok && e->val_ema)
+        ok = put(d, "ema_val_loss", number(e->val_ema->loss)) &&
+             put(d, "ema_val_top1", number(e->val_ema->top1)) &&
+             put(d, "ema_val_top5", number(e->val_ema->top5));
+    if (!ok) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* The run's hook: on_epoch(metrics), with the GIL. */
+static stk_status call_on_epoch(void *ctx, const stk_run_epoch *re, bool *stop)
+{
+    run_thread *t = ctx;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *d = epoch_dict(re),
+             *got = d ? PyObject_CallFunctionObjArgs(t->on_epoch, d, NULL) : NULL;
+    Py_XDECREF(d);
+    int truth = got ? PyObject_IsTrue(got) : -1;
+    Py_XDECREF(got);
+    stk_status st = STK_OK;
+    if (truth < 0) { /* it raised: the run stops, and the caller raises it */
+        PyErr_Fetch(&t->exc_type, &t->exc_value, &t->exc_tb);
+        st = stk_error(STK_ERR_CANCELLED, "on_epoch raised an exception");
+    } else {
+        *stop = truth == 1;
+    }
+    PyGILState_Release(g);
+    return st;
+}
+
+static void *run_main(void *arg)
+{
+    run_thread *t = arg;
+    stk_status st = stk_run_start(&t->r);
+    if (st == STK_OK) st = stk_run_fit(&t->r, &t->res);
+    char *err = st != STK_OK ? strdup(stk_last_error()) : NULL;
+    if (st != STK_OK) stk_run_stop_ranks(&t->r);
+    snprintf(t->monitor, sizeof t->monitor, "%s", t->r.a.monitor ? t->r.a.monitor : "");
+    snprintf(t->out, sizeof t->out, "%s", t->r.a.out ? t->r.a.out : "");
+    stk_run_close(&t->r);
+    pthread_mutex_lock(&t->mu);
+    t->st = st;
+    t->error = err;
+    t->done = true;
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+/* Wait up to 0.1 s for the run to end; true when it has. */
+static bool wait_a_little(run_thread *t)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 100 * 1000 * 1000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&t->mu);
+    while (!t->done)
+        if (pthread_cond_timedwait(&t->cv, &t->mu, &until) == ETIMEDOUT) break;
+    bool done = t->done;
+    pthread_mutex_unlock(&t->mu);
+    return done;
+}
+
+/* The run's result: `stoke train --json`'s fields and the run folder. */
+static PyObject *result_dict(const run_thread *t)
+{
+    const stk_run_result *res = &t->res;
+    const stk_fit_result *f = &res->fit;
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    bool ok = put(d, "params", PyLong_FromLongLong(res->params)) &&
+              put(d, "params_trainable", PyLong_FromLongLong(res->params_trainable)) &&
+              put(d, "epochs", PyLong_FromLongLong(res->epochs)) &&
+              put(d, "val_top1", number(f->val.top1)) && put(d, "val_top5", number(f->val.top5)) &&
+              put(d, "val_loss", number(f->val.loss)) &&
+              put(d, "train_images_per_sec", number(res->images_per_sec)) &&
+              put(d, "stall_pct", number(res->stall_pct)) &&
+              put(d, "seconds", number(res->seconds)) &&
+              put(d, "peak_rss_mb", number(res->peak_rss_mb)) &&
+              put(d, "ranks", PyLong_FromLong(res->ranks)) &&
+              put(d, "stopped_epoch", PyLong_FromLongLong(f->stopped_epoch)) &&
+              put(d, "best_epoch", PyLong_FromLongLong(f->best_epoch)) &&
+              put(d, "monitor", PyUnicode_FromString(t->monitor)) &&
+              put(d, "best_value", number(f->best_value)) &&
+              put(d, "stop_reason", PyUnicode_FromString(stk_fit_stop_name(f->reason))) &&
+              put(d, "out", PyUnicode_DecodeFSDefault(t->out));
+    if (!ok) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* The text a setting is given as, as bytes: a bool "yes"/"no", a str or
+ * path as itself (the file system's encoding), an int or float as Python
+ * writes it (repr: exact). NULL with an exception set. */
+static PyObject *setting_text(const char *name, PyObject *v)
+{
+    PyObject *str = NULL;
+    if (PyBool_Check(v))
+        str = PyUnicode_FromString(v == Py_True ? "yes" : "no");
+    else if (PyLong_Check(v) || PyFloat_Check(v))
+        str = PyObject_Repr(v);
+    else if (PyUnicode_Check(v) || PyBytes_Check(v) || PyObject_HasAttrString(v, "__fspath__"))
+        str = PyOS_FSPath(v);
+    else
+        return PyErr_Format(PyExc_TypeError, "%s: expected a str, int, float, bool or path", name);
+    if (!str) return NULL;
+    if (PyBytes_Check(str)) return str;
+    PyObject *b = PyUnicode_EncodeFSDefault(str);
+    Py_DECREF(str);
+    return b;
+}
+
+/* One setting into s; false with an exception set. */
+static bool set_one(stk_run_settings *s, const char *name, PyObject *v)
+{
+    PyObject *text = setting_text(name, v);
+    if (!text) return false;
+    bool ok = stk_run_setting_set(s, name, PyBytes_AsString(text)) == STK_OK;
+    if (!ok) PyErr_SetString(PyExc_ValueError, stk_last_error());
+    Py_DECREF(text);
+    return ok;
+}
+
+/* The keywords into s: names checked against the table (a front end's own,
+ * like json or config, refused), lists for repeatable settings. */
+static bool read_settings(stk_run_settings *s, PyObject *kw)
+{
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (kw && PyDict_Next(kw, &pos, &key, &value)) {
+        PyObject *key_bytes = PyUnicode_AsUTF8String(key);
+        if (!key_bytes) return false;
+        char name[64];
+        snprintf(name, sizeof name, "%s", PyBytes_AsString(key_bytes));
+        Py_DECREF(key_bytes);
+        if (!strcmp(name, "on_epoch") || value == Py_None) continue;
+        const stk_flag *f = stk_run_setting_find(name);
+        if (f && (f->set & STK_SET_FRONT)) {
+            PyErr_Format(PyExc_ValueError,
+                         "'%s' is stoke train's command line, not a setting of the run", name);
+            return false;
+        }
+        if (f && f->kind == STK_FLAG_KIND_LIST && (PyList_Check(value) || PyTuple_Check(value))) {
+            bool ok = true;
+            for (Py_ssize_t i = 0; ok && i < PySequence_Size(value); i++) {
+                PyObject *item = PySequence_GetItem(value, i);
+                ok = item && set_one(s, name, item);
+                Py_XDECREF(item);
+            }
+            if (!ok) return false;
+        } else if (!set_one(s, name, value)) {
+            return false;
+        }
+    }
+    if (stk_run_settings_check(s) != STK_OK) {
+        PyErr_SetString(PyExc_ValueError, stk_last_error());
+        return false;
+    }
+    return true;
+}
+
+static PyObject *run_and_wait(run_thread *t)
+{
+    pthread_t th;
+    if (pthread_create(&th, NULL, run_main, t) != 0) {
+        stk_run_close(&t->r);
+        return PyErr_Format(stoke_error, "train: cannot start a thread: %s", strerror(errno));
+    }
+    bool interrupted = false;
+    for (;;) {
+        PyThreadState *ts = PyEval_SaveThread();
+        bool done = wait_a_little(t);
+        PyEval_RestoreThread(ts);
+        if (done) break;
+        if (!interrupted && PyErr_CheckSignals() < 0) {
+            interrupted = true; /* keep the exception; stop the run and wait for it */
+            t->cancel = 1;
+        }
+    }
+    pthread_join(th, NULL);
+    PyObject *result = NULL;
+    if (interrupted) {
+        /* the KeyboardInterrupt (or the handler's exception) is set */
+        Py_XDECREF(t->exc_type);
+        Py_XDECREF(t->exc_value);
+        Py_XDECREF(t->exc_tb);
+    } else if (t->exc_type) {
+        PyErr_Restore(t->exc_type, t->exc_value, t->exc_tb);
+    } else if (t->st != STK_OK) {
+        PyErr_SetString(stoke_error, t->error ? t->error : "train failed");
+    } else {
+        result = result_dict(t);
+    }
+    free(t->error);
+    return result;
+}
+
+static PyObject *py_train(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    if (PyTuple_Size(args) != 0)
+        return PyErr_Format(PyExc_TypeError, "train() takes keyword arguments only "
+                                             "(data=..., model=..., and stoke train's settings)");
+    PyObject *on_epoch = kw ? PyDict_GetItemString(kw, "on_epoch") : NULL;
+    if (on_epoch == Py_None) on_epoch = NULL;
+    if (on_epoch && !PyCallable_Check(on_epoch))
+        return PyErr_Format(PyExc_TypeError, "on_epoch: expected a callable");
+    stk_run_settings s;
+    if (stk_run_settings_init(&s) != STK_OK) return stoke_raise();
+    if (!read_settings(&s, kw)) {
+        stk_run_settings_free(&s);
+        return NULL;
+    }
+    run_thread *t = calloc(1, sizeof *t);
+    if (!t) {
+        stk_run_settings_free(&s);
+        return PyErr_NoMemory();
+    }
+    t->on_epoch = on_epoch;
+    stk_run_hooks hooks = {
+        .on_epoch = on_epoch ? call_on_epoch : NULL, .ctx = t, .cancel = &t->cancel};
+    stk_run_init(&t->r, &s, &hooks); /* the run owns the settings now */
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    PyObject *result = run_and_wait(t);
+    pthread_cond_destroy(&t->cv);
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+    return result;
+}
+
+PyMethodDef stoke_run_functions[] = {
+    {"train", (PyCFunction)(void (*)(void))py_train, METH_VARARGS | METH_KEYWORDS,
+     "train(*, data, model, val=None, epochs=None, on_epoch=None, **settings) -> dict\n\n"
+     "Train a model as `stoke train` does (the same library calls, run folder and\n"
+     "metrics), with stoke train's settings by name ('_' for '-'). Returns the run's\n"
+     "figures (--json's fields). on_epoch(metrics) after each epoch: True stops."},
+    {NULL, NULL, 0, NULL}};

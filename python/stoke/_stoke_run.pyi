@@ -1,0 +1,13 @@
+"""Type stubs of stoke._stoke_run, the extension module of training runs (python/src)."""
+import os
+from typing import Any, Callable, Dict, Optional, Sequence, Union
+
+_Path = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+
+# A setting of stoke train's: a switch a bool, freeze a str or a list of
+# them, the others a str, int or float; None leaves the default.
+_Setting = Union[str, int, float, bool, _Path, Sequence[str], None]
+
+def train(*, data: _Path, model: str, val: Optional[_Path] = None, epochs: Optional[int] = None,
+          on_epoch: Optional[Callable[[Dict[str, Any]], Optional[bool]]] = None,
+          **settings: _Setting) -> Dict[str, Any]: ...

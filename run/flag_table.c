@@ -1,0 +1,133 @@
+/* A table's values stored, checked and shown (flag_table.h). */
+#include "run/flag_table.h"
+
+#include "common/text.h"
+#include "train/device.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const stk_flag *stk_flag_find(const stk_flag *flags, const char *name, size_t len)
+{
+    for (const stk_flag *f = flags; f->kind != STK_FLAG_KIND_END; f++)
+        if (f->kind != STK_FLAG_KIND_SECTION && strlen(f->name) == len &&
+            !strncmp(f->name, name, len))
+            return f;
+    return NULL;
+}
+
+/* "a, b or c" */
+static void list_choices(const char *const *choices, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; choices[i] && used < n; i++) {
+        const char *sep = i == 0 ? "" : choices[i + 1] ? ", " : " or ";
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", sep, choices[i]);
+    }
+}
+
+stk_status stk_flag_set(const stk_flag *f, void *args, const char *value)
+{
+    void *field = (char *)args + f->offset;
+    switch (f->kind) {
+    case STK_FLAG_KIND_BOOL: *(bool *)field = true; return STK_OK;
+    case STK_FLAG_KIND_TEXT: *(const char **)field = value; return STK_OK;
+    case STK_FLAG_KIND_INT: {
+        char *end;
+        errno = 0;
+        long long v = strtoll(value, &end, 10);
+        if (errno || end == value || *end || v < f->lo || v > f->hi)
+            return stk_error(STK_ERR_INVALID_ARG, "--%s %s: expected an integer in %lld..%lld",
+                             f->name, value, (long long)f->lo, (long long)f->hi);
+        *(int64_t *)field = v;
+        return STK_OK;
+    }
+    case STK_FLAG_KIND_NUMBER: {
+        char *end;
+        errno = 0;
+        double v = strtod(value, &end);
+        if (errno || end == value || *end || !(v >= f->min && v <= f->max))
+            return stk_error(STK_ERR_INVALID_ARG, "--%s %s: expected a number in %g..%g", f->name,
+                             value, f->min, f->max);
+        *(double *)field = v;
+        return STK_OK;
+    }
+    case STK_FLAG_KIND_CHOICE:
+        for (int i = 0; f->choices[i]; i++)
+            if (!strcmp(f->choices[i], value)) {
+                *(int *)field = i;
+                return STK_OK;
+            }
+        char names[256];
+        list_choices(f->choices, names, sizeof names);
+        return stk_error(STK_ERR_INVALID_ARG, "--%s %s: expected %s", f->name, value, names);
+    case STK_FLAG_KIND_LIST: {
+        int *count = (int *)((char *)args + f->count_offset);
+        if (*count == f->max_count)
+            return stk_error(STK_ERR_INVALID_ARG, "at most %d --%s values", f->max_count, f->name);
+        ((const char **)field)[(*count)++] = value;
+        return STK_OK;
+    }
+    case STK_FLAG_KIND_DEVICE: {
+        if (stk_device_spec_parse(value, (stk_device_spec *)field) == STK_OK) return STK_OK;
+        char why[256]; /* stk_error writes where stk_last_error() reads */
+        snprintf(why, sizeof why, "%s", stk_last_error());
+        return stk_error(STK_ERR_INVALID_ARG, "--%s %s", f->name, why);
+    }
+    default: return stk_error(STK_ERR_INVALID_ARG, "--%s: a flag of no known kind", f->name);
+    }
+}
+
+stk_status stk_flag_defaults(const stk_flag *flags, void *args)
+{
+    for (const stk_flag *f = flags; f->kind != STK_FLAG_KIND_END; f++)
+        if (f->kind != STK_FLAG_KIND_SECTION && f->def) STK_TRY(stk_flag_set(f, args, f->def));
+    return STK_OK;
+}
+
+bool stk_flag_value_text(const stk_flag *f, const void *args, char *buf, size_t size)
+{
+    const char *field = (const char *)args + f->offset;
+    buf[0] = '\0';
+    switch (f->kind) {
+    case STK_FLAG_KIND_BOOL:
+        snprintf(buf, size, "%s", *(const bool *)field ? "yes" : "no");
+        return true;
+    case STK_FLAG_KIND_INT: {
+        int64_t v = *(const int64_t *)field;
+        if (v < f->lo) return false;
+        snprintf(buf, size, "%lld", (long long)v);
+        return true;
+    }
+    case STK_FLAG_KIND_NUMBER: {
+        double v = *(const double *)field;
+        if (!(v >= f->min)) return false;
+        stk_text_shortest(v, buf, size);
+        return true;
+    }
+    case STK_FLAG_KIND_TEXT: {
+        const char *v = *(const char *const *)field;
+        if (!v) return false;
+        snprintf(buf, size, "%s", v);
+        return true;
+    }
+    case STK_FLAG_KIND_CHOICE:
+        snprintf(buf, size, "%s", f->choices[*(const int *)field]);
+        return true;
+    case STK_FLAG_KIND_LIST: {
+        int n = *(const int *)((const char *)args + f->count_offset);
+        size_t used = 0;
+        for (int i = 0; i < n && used < size; i++)
+            used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? "," : "",
+                                     ((const char *const *)field)[i]);
+        return n > 0;
+    }
+    case STK_FLAG_KIND_DEVICE:
+        stk_device_spec_name((const stk_device_spec *)field, buf, size);
+        return true;
+    default: return false;
+    }
+}

@@ -1,0 +1,179 @@
+"""stoke.train() (python/src/run_functions.c over run/run.h): the same library
+calls as `stoke train`, so the same run folder, the same metrics.csv and the
+same figures as --json; settings by name with '_' for '-'; on_epoch hears
+each epoch and may stop the run; Ctrl-C stops it, keeping the last epoch's
+checkpoint; errors raise with the library's messages.
+Run by ctest with PYTHONPATH=BUILD/python, STOKE and STOKE_FIXTURES."""
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import stoke
+
+STOKE = os.environ["STOKE"]
+FIX = os.environ["STOKE_FIXTURES"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """50 random 28x28 images of 10 classes (the fixtures' IDX files)."""
+    path = tmp_path_factory.mktemp("data") / "tiny.stoke"
+    stoke.pack(f"{FIX}/idx", path, kind="idx")
+    return str(path)
+
+
+def cli(*args, ok=True):
+    r = subprocess.run([STOKE, *args], capture_output=True, text=True)
+    assert (r.returncode == 0) == ok, r.stderr
+    return r
+
+
+def cli_error(*args):
+    """The CLI's message, without its "stoke: train: " or "stoke: " prefix."""
+    line = cli(*args, ok=False).stderr.strip().splitlines()
+    return next(l for l in line if l.startswith("stoke")).split(": ", 1)[1]
+
+
+def rows(run):
+    """metrics.csv's columns that do not depend on timing (epoch .. val_top5)."""
+    with open(os.path.join(run, "metrics.csv")) as f:
+        return [r[:8] for r in csv.reader(f)]
+
+
+SETTINGS = dict(model="cnn", epochs=2, batch=10, lr=0.02, optimizer="adamw",
+                transform="pad:2,crop:28,flip", seed=3, freeze=["conv1"], min_lr=0.001,
+                label_smoothing=0.1, no_tensorboard=True, workers=2)
+
+
+def flags(settings):
+    out = []
+    for k, v in settings.items():
+        name = "--" + k.replace("_", "-")
+        if v is True:
+            out.append(name)
+        elif isinstance(v, list):
+            for item in v:
+                out += [name, item]
+        else:
+            out += [name, str(v)]
+    return out
+
+
+def test_import_stoke_loads_no_math_library():
+    # stoke.train's module links the engine; `import stoke` does not load it
+    code = ("import stoke, sys; assert 'stoke._stoke_run' not in sys.modules; "
+            "maps = open('/proc/self/maps').read(); assert 'libdnnl' not in maps, 'dnnl loaded'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_train_writes_the_cli_metrics_and_figures(tiny, tmp_path):
+    seen = []
+    res = stoke.train(data=tiny, val=tiny, out=str(tmp_path / "py"), on_epoch=seen.append,
+                      **SETTINGS)
+    r = cli("train", "--data", tiny, "--val", tiny, "--out", str(tmp_path / "cli"), "--json",
+            *flags(SETTINGS))
+    assert rows(tmp_path / "py") == rows(tmp_path / "cli")
+    assert len(rows(tmp_path / "py")) == 3  # the header and two epochs
+    cli_res = json.loads(r.stdout)
+    for key in ("params", "params_trainable", "epochs", "ranks", "stopped_epoch", "best_epoch",
+                "monitor", "stop_reason"):
+        assert res[key] == cli_res[key], key
+    for key in ("val_top1", "val_top5", "val_loss", "best_value"):
+        assert res[key] == pytest.approx(cli_res[key], abs=1e-4), key
+    assert res["out"] == str(tmp_path / "py")
+    assert res["stop_reason"] == "finished" and res["epochs"] == 2
+    # on_epoch's metrics are the rows metrics.csv holds
+    assert [m["epoch"] for m in seen] == [1, 2]
+    table = rows(tmp_path / "py")
+    for m, row in zip(seen, table[1:]):
+        assert m["step"] == int(row[1])
+        assert m["train_loss"] == pytest.approx(float(row[3]), abs=1e-4)
+        assert m["val_top1"] == pytest.approx(float(row[6]), abs=1e-3)
+    # the same checkpoints: eval reads the Python run's as the CLI's
+    assert (tmp_path / "py" / "last.safetensors").exists()
+    assert (tmp_path / "py" / "best.safetensors").exists()
+
+
+def test_on_epoch_stops_the_run(tiny, tmp_path):
+    res = stoke.train(data=tiny, model="mlp", epochs=5, batch=10, no_tensorboard=True,
+                      out=str(tmp_path / "r"), on_epoch=lambda m: m["epoch"] == 2)
+    assert res["stop_reason"] == "callback"
+    assert res["epochs"] == 2 and res["stopped_epoch"] == 2
+    assert len(rows(tmp_path / "r")) == 3
+
+
+def test_an_exception_in_on_epoch_is_raised(tiny, tmp_path):
+    def boom(m):
+        raise ArithmeticError("from the callback")
+
+    with pytest.raises(ArithmeticError, match="from the callback"):
+        stoke.train(data=tiny, model="mlp", epochs=3, batch=10, no_tensorboard=True,
+                    out=str(tmp_path / "r"), on_epoch=boom)
+    assert len(rows(tmp_path / "r")) == 2  # the epoch it heard of was recorded
+
+
+def test_resume_continues_a_python_run(tiny, tmp_path):
+    out = str(tmp_path / "r")
+    common = dict(data=tiny, model="mlp", batch=10, no_tensorboard=True, out=out)
+    stoke.train(epochs=3, stop_after=1, **common)
+    res = stoke.train(epochs=3, resume=True, **common)
+    assert res["epochs"] == 3
+    stoke.train(epochs=3, out=str(tmp_path / "whole"), **{k: v for k, v in common.items()
+                                                            if k != "out"})
+    assert rows(out) == rows(tmp_path / "whole")
+
+
+def test_errors_are_the_librarys(tiny, tmp_path):
+    with pytest.raises(ValueError, match=r"'batch_sise': no such setting \(did you mean batch"):
+        stoke.train(data=tiny, model="mlp", batch_sise=4)
+    with pytest.raises(ValueError, match="'json' is stoke train's command line"):
+        stoke.train(data=tiny, model="mlp", json=True)
+    msg = cli_error("train", "--data", tiny, "--model", "mlp", "--batch", "0")
+    with pytest.raises(ValueError, match="^" + msg.replace(".", r"\.") + "$"):
+        stoke.train(data=tiny, model="mlp", batch=0)
+    with pytest.raises(ValueError, match="--model cnnn: unknown \\(did you mean cnn"):
+        stoke.train(data=tiny, model="cnnn")
+    with pytest.raises(ValueError, match="--data TRAIN.stoke is required"):
+        stoke.train(model="mlp")
+    with pytest.raises(TypeError):
+        stoke.train(tiny, "mlp")  # keywords only
+    from stoke import _stoke_run
+    with pytest.raises(TypeError, match="keyword arguments only"):
+        _stoke_run.train(tiny, "mlp")
+    with pytest.raises(TypeError, match="lr: expected a str, int, float, bool or path"):
+        stoke.train(data=tiny, model="mlp", lr=[0.1])
+    missing = str(tmp_path / "missing.stoke")
+    msg = cli_error("train", "--data", missing, "--model", "mlp", "--out", str(tmp_path / "c"))
+    with pytest.raises(stoke.StokeError, match="^" + msg.replace(".", r"\.") + "$"):
+        stoke.train(data=missing, model="mlp", out=str(tmp_path / "p"))
+    # a used run folder is refused, and left as it was
+    out = tmp_path / "used"
+    stoke.train(data=tiny, model="mlp", epochs=1, batch=10, no_tensorboard=True, out=str(out))
+    before = sorted(p.name for p in out.iterdir())
+    with pytest.raises(stoke.StokeError, match="already holds a run"):
+        stoke.train(data=tiny, model="mlp", epochs=1, batch=10, out=str(out))
+    assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_keyboard_interrupt_stops_the_run(tiny, tmp_path):
+    # thousands of short epochs, interrupted after 1 s: the run stops after
+    # the step it is in; the last completed epoch's checkpoint is kept
+    out = tmp_path / "r"
+    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        stoke.train(data=tiny, model="mlp", epochs=100000, batch=10, no_tensorboard=True,
+                    out=str(out))
+    timer.join()
+    done = len(rows(out)) - 1
+    assert 0 < done < 100000
+    assert (out / "last.safetensors").exists()
+    res = stoke.train(data=tiny, model="mlp", epochs=done + 1, batch=10, no_tensorboard=True,
+                      out=str(out), resume=True)
+    assert res["epochs"] == done + 1
