@@ -1,25 +1,16 @@
-/* stoke eval: a checkpoint's loss, top-1 and top-5 on a dataset. */
+/* stoke eval: a checkpoint's loss, top-1 and top-5 on a dataset
+ * (run/evaluate.h), printed, per class, and its confusion matrix written. */
 #include "common/fs.h"
 #include "common/json.h"
-#include "common/text.h"
-#include "storage/record.h"
 #include "common/thread_pool.h"
-#include "engine/checkpoint.h"
-#include "storage/safetensors.h"
 #include "kernels/backend.h"
-#include "tools/ckpt_read.h"
+#include "run/evaluate.h"
 #include "tools/cli.h"
 #include "tools/eval_per_class.h"
 #include "tools/flags.h"
-#include "train/batch.h"
-#include "train/device.h"
-#include "train/inputs.h"
-#include "train/trainer.h"
 
 #include <inttypes.h>
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
+#include <stdio.h>
 
 typedef struct eval_args {
     const char *data, *ckpt, *transform;
@@ -78,11 +69,7 @@ static int eval_main(int argc, char **argv)
     int n_pos;
     int parsed = stk_cli_parse(&cli, &a, argc, argv, &pos, &n_pos);
     if (parsed >= 0) return parsed;
-    const char *data = a.data, *ckpt = a.ckpt, *transform = a.transform;
-    int64_t batch = a.batch, workers = a.workers, threads = a.threads;
-    bool json = a.json;
-    stk_device_spec device = a.device;
-    if (!data || !ckpt) return stk_cli_usage("eval", "--data and --checkpoint are required");
+    if (!a.data || !a.ckpt) return stk_cli_usage("eval", "--data and --checkpoint are required");
     for (int i = 0; i < a.n_confusion; i++)
         if (!eval_confusion_path_ok(a.confusion[i]))
             return stk_cli_usage("eval",
@@ -92,114 +79,34 @@ static int eval_main(int argc, char **argv)
     for (int i = 0; i < a.n_confusion; i++) /* before the evaluation, not after it */
         if (stk_output_path_check(a.confusion[i]) != STK_OK)
             return stk_cli_usage("eval", "--confusion %s", stk_last_error());
-    stk_cpu_set_threads((int)threads);
-    const stk_copy_engine *ce; /* the device before any loader (pinned batch memory) */
-    if (stk_device_spec_open(&device, &ce) != STK_OK) return stk_cli_fail();
-
-    /* the model as the checkpoint describes it */
-    ckpt_desc d;
-    if (ckpt_describe(ckpt, &d) != STK_OK) return stk_cli_fail();
-    d.use_ema = a.ema;
-    /* the normalisation training used (its --data's statistics, not this
-     * set's): the same figures as the training run's evaluation */
-    const stk_model_config cfg = d.cfg;
-    /* Messages about the transform name where it came from. */
-    char *tf = strdup(transform ? transform : d.val_transform ? d.val_transform : "");
-    char *tf_from =
-        transform ? strdup("--transform") : stk_text_printf("%s: its val_transform", ckpt);
-    if (!tf || !tf_from) {
-        free(tf), free(tf_from);
-        ckpt_desc_free(&d);
-        fprintf(stderr, "stoke: out of memory\n");
-        return STK_EXIT_ERROR;
-    }
-
-    int rc = STK_EXIT_ERROR;
-    uint64_t *confusion = NULL; /* --per-class, --confusion */
-    stk_model *model = NULL;
-    stk_trainer *trainer = NULL;
-    stk_dataset *ds;
-    if (stk_dataset_open(data, &ds) != STK_OK) goto out;
-    const stk_meta *m = stk_dataset_meta(ds);
-    stk_trainer_config tc = stk_trainer_defaults();
-    tc.copy_engine = ce;
-    stk_input_norm_from_meta(m, data, tc.mean, tc.std); /* a checkpoint from before: this set's */
-    if (!isnan(d.mean[0])) {
-        memcpy(tc.mean, d.mean, sizeof d.mean);
-        memcpy(tc.std, d.std, sizeof d.std);
-    }
-    int size = 0;
-    stk_status st = STK_OK;
-    if (!tf[0]) {
-        char deflt[64];
-        stk_train_default_eval_transform(m, cfg.image_size, deflt, sizeof deflt);
-        free(tf);
-        tf = strdup(deflt);
-    }
-    if (!tf)
-        st = stk_error(STK_ERR_NOMEM, "out of memory");
-    else if ((int)m->num_classes != cfg.classes || m->channels != cfg.in_channels)
-        st = stk_error(STK_ERR_INVALID_ARG,
-                       "%s has %u classes and %d channels; the checkpoint's %s expects %d and %d",
-                       data, m->num_classes, m->channels, cfg.name, cfg.classes, cfg.in_channels);
-    else if ((st = stk_train_check_transform(m, tf_from, tf, false, &size)) == STK_OK &&
-             size != cfg.image_size)
-        st = stk_error(STK_ERR_INVALID_ARG,
-                       "%s %s gives %d px images; the model was trained on %d px", tf_from, tf,
-                       size, cfg.image_size);
-    stk_dataset_close(ds);
-    if (st != STK_OK) goto fail;
-
-    stk_eval_result r;
-    if ((a.per_class || a.n_confusion) &&
-        !(confusion = calloc((size_t)cfg.classes * (size_t)cfg.classes, sizeof *confusion))) {
-        st = stk_error(STK_ERR_NOMEM, "out of memory for a %dx%d confusion matrix", cfg.classes,
-                       cfg.classes);
-        goto fail;
-    }
-    if ((st = ckpt_load_model(&d, &model)) == STK_OK &&
-        (st = stk_model_to(model, device.kind)) == STK_OK &&
-        (st = stk_trainer_create(&tc, model, NULL, &trainer)) == STK_OK) {
-        stk_loader_options o = stk_trainer_eval_options(trainer, tf, (int)batch, (int)workers);
-        stk_loader *l;
-        if ((st = stk_loader_open(data, &o, &l)) == STK_OK) {
-            st = stk_trainer_evaluate_per_class(trainer, l, json ? NULL : "eval", &r, confusion);
-            stk_loader_close(l);
-        }
-    }
-    if (st == STK_ERR_DIVERGED)
-        st = stk_error(st,
-                       "%s: %s: its weights give outputs that are not finite (damaged, or "
-                       "saved from a run that diverged)",
-                       ckpt, stk_last_error());
-    if (st != STK_OK) goto fail;
+    stk_cpu_set_threads((int)a.threads);
+    stk_eval_request q = stk_eval_defaults();
+    q.data = a.data, q.checkpoint = a.ckpt, q.transform = a.transform;
+    q.batch = (int)a.batch, q.workers = (int)a.workers, q.device = a.device;
+    q.ema = a.ema, q.confusion = a.per_class || a.n_confusion;
+    q.label = a.json ? NULL : "eval";
+    stk_eval_report r;
+    if (stk_evaluate(&q, &r) != STK_OK) return stk_cli_fail();
+    const stk_eval_result *e = &r.result;
     char j[4][STK_JSON_NUMBER];
-    if (json)
+    if (a.json)
         printf("{\"val_loss\": %s, \"val_top1\": %s, \"val_top5\": %s, \"images\": %" PRIu64
                ", \"seconds\": %s",
-               stk_json_number(r.loss, 6, j[0]), stk_json_number(r.top1, 4, j[1]),
-               stk_json_number(r.top5, 4, j[2]), r.images, stk_json_number(r.seconds, 2, j[3]));
+               stk_json_number(e->loss, 6, j[0]), stk_json_number(e->top1, 4, j[1]),
+               stk_json_number(e->top5, 4, j[2]), e->images, stk_json_number(e->seconds, 2, j[3]));
     else
         printf("%s on %s (%" PRIu64 " images, transform %s): loss %.4f, top-1 %.2f%%, top-5 "
                "%.2f%% (%.1f s)\n",
-               ckpt, data, r.images, tf, r.loss, r.top1, r.top5, r.seconds);
-    const char *const *names = (const char *const *)d.class_names;
-    if (a.per_class) eval_print_per_class(confusion, cfg.classes, names, json);
-    if (json) printf("}\n");
-    for (int i = 0; i < a.n_confusion; i++)
-        if ((st = eval_write_confusion(a.confusion[i], confusion, cfg.classes, names)) != STK_OK)
-            goto fail;
-    rc = STK_EXIT_OK;
-    goto out;
-fail:
-    rc = stk_cli_fail();
-out:
-    stk_trainer_destroy(trainer);
-    stk_model_destroy(model);
-    free(confusion);
-    ckpt_desc_free(&d);
-    free(tf);
-    free(tf_from);
+               a.ckpt, a.data, e->images, r.transform, e->loss, e->top1, e->top5, e->seconds);
+    int classes = r.ckpt.cfg.classes;
+    const char *const *names = (const char *const *)r.ckpt.class_names;
+    if (a.per_class) eval_print_per_class(r.confusion, classes, names, a.json);
+    if (a.json) printf("}\n");
+    int rc = STK_EXIT_OK;
+    for (int i = 0; i < a.n_confusion && rc == STK_EXIT_OK; i++)
+        if (eval_write_confusion(a.confusion[i], r.confusion, classes, names) != STK_OK)
+            rc = stk_cli_fail();
+    stk_eval_report_free(&r);
     return rc;
 }
 

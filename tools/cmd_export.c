@@ -4,7 +4,7 @@
 #include "common/text.h"
 #include "engine/checkpoint.h"
 #include "engine/onnx.h"
-#include "tools/ckpt_read.h"
+#include "run/checkpoint_read.h"
 #include "tools/cli.h"
 #include "tools/flags.h"
 
@@ -108,7 +108,7 @@ typedef struct meta {
     char *names; /* owned */
 } meta;
 
-static stk_status fill_meta(const ckpt_desc *d, const export_args *a, const char *sha, meta *m,
+static stk_status fill_meta(const stk_ckpt_desc *d, const export_args *a, const char *sha, meta *m,
                             bool model_keys)
 {
     memset(m, 0, sizeof *m);
@@ -142,11 +142,11 @@ static stk_status fill_meta(const ckpt_desc *d, const export_args *a, const char
     return STK_OK;
 }
 
-static stk_status export_model(const ckpt_desc *d, const export_args *a, const char *out,
+static stk_status export_model(const stk_ckpt_desc *d, const export_args *a, const char *out,
                                const char *sha, int *tensors)
 {
     stk_model *model;
-    STK_TRY(ckpt_load_model(d, &model));
+    STK_TRY(stk_ckpt_load_model(d, &model));
     meta m;
     stk_status st = fill_meta(d, a, sha, &m, a->format == FORMAT_ONNX);
     *tensors = stk_model_param_count(model);
@@ -190,10 +190,10 @@ static int export_main(int argc, char **argv)
         free(out);
         return stk_cli_usage("export", "--out %s is the checkpoint itself", a.out ? a.out : "");
     }
-    ckpt_desc d;
+    stk_ckpt_desc d;
     char sha[65];
     int tensors = 0, rc = STK_EXIT_OK;
-    if (ckpt_describe(ckpt, &d) != STK_OK) {
+    if (stk_ckpt_describe(ckpt, &d) != STK_OK) {
         free(out);
         return stk_cli_fail();
     }
@@ -224,7 +224,7 @@ static int export_main(int argc, char **argv)
                                               : "normalised f32 NCHW in",
                sha);
     }
-    ckpt_desc_free(&d);
+    stk_ckpt_desc_free(&d);
     free(out);
     return rc;
 }

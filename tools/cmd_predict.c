@@ -11,7 +11,7 @@
 #include "decode/luma.h"
 #include "engine/autograd.h"
 #include "kernels/backend.h"
-#include "tools/ckpt_read.h"
+#include "run/checkpoint_read.h"
 #include "tools/cli.h"
 #include "tools/flags.h"
 #include "tools/predict_inputs.h"
@@ -181,7 +181,7 @@ static void decode_one(void *ctx, size_t k, int worker)
 /* What the batch's readable images are, and their logits. */
 typedef struct model_ctx {
     stk_model *model;
-    ckpt_desc d;
+    stk_ckpt_desc d;
     float mean[3], std[3];
 } model_ctx;
 
@@ -364,7 +364,7 @@ static int predict_main(int argc, char **argv)
     if (parsed >= 0) return parsed;
     stk_cpu_set_threads((int)a.threads);
     model_ctx m = {0};
-    if (ckpt_describe(pos[0], &m.d) != STK_OK) return stk_cli_fail();
+    if (stk_ckpt_describe(pos[0], &m.d) != STK_OK) return stk_cli_fail();
     for (int c = 0; c < 3; c++) {
         m.mean[c] = isnan(m.d.mean[0]) ? 0.5f : m.d.mean[c];
         m.std[c] = isnan(m.d.mean[0]) ? 0.5f : m.d.std[c];
@@ -378,14 +378,14 @@ static int predict_main(int argc, char **argv)
     int rc = STK_EXIT_OK;
     for (int i = 1; i < n_pos && rc == STK_EXIT_OK; i++)
         if (predict_inputs_add(&in, pos[i]) != STK_OK) rc = stk_cli_fail();
-    if (rc == STK_EXIT_OK && ckpt_load_model(&m.d, &m.model) != STK_OK) rc = stk_cli_fail();
+    if (rc == STK_EXIT_OK && stk_ckpt_load_model(&m.d, &m.model) != STK_OK) rc = stk_cli_fail();
     if (rc == STK_EXIT_OK) {
         stk_model_train(m.model, false);
         stk_cli_catch_interrupt();
         rc = run(&a, &m, &in);
     }
     stk_model_destroy(m.model);
-    ckpt_desc_free(&m.d);
+    stk_ckpt_desc_free(&m.d);
     predict_inputs_free(&in);
     return rc;
 }

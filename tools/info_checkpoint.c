@@ -8,7 +8,7 @@
 #include "common/sha256.h"
 #include "engine/checkpoint.h"
 #include "storage/safetensors.h"
-#include "tools/ckpt_read.h"
+#include "run/checkpoint_read.h"
 #include "tools/cli.h"
 #include "train/position.h"
 
@@ -34,7 +34,7 @@ static void json_meta(const stk_safetensors *f, const char *key, bool comma)
         printf("null");
 }
 
-static void print_json(const ckpt_desc *d, const stk_safetensors *f, const char *sha,
+static void print_json(const stk_ckpt_desc *d, const stk_safetensors *f, const char *sha,
                        int64_t params, const stk_train_position *pos, bool trained)
 {
     printf("{\"path\": ");
@@ -66,7 +66,7 @@ static void print_json(const ckpt_desc *d, const stk_safetensors *f, const char 
         printf(", \"epoch\": null, \"step\": null, \"best_epoch\": null}\n");
 }
 
-static void print_text(const ckpt_desc *d, const stk_safetensors *f, const char *sha,
+static void print_text(const stk_ckpt_desc *d, const stk_safetensors *f, const char *sha,
                        int64_t params, const stk_train_position *pos, bool trained)
 {
     char b[6][256];
@@ -103,12 +103,12 @@ static void print_text(const ckpt_desc *d, const stk_safetensors *f, const char 
 
 int info_checkpoint(const char *path, bool json)
 {
-    ckpt_desc d;
-    if (ckpt_describe(path, &d) != STK_OK) return stk_cli_fail();
+    stk_ckpt_desc d;
+    if (stk_ckpt_describe(path, &d) != STK_OK) return stk_cli_fail();
     stk_safetensors *f;
     char sha[65];
     if (stk_safetensors_read(path, &f) != STK_OK || stk_sha256_file(path, sha) != STK_OK) {
-        ckpt_desc_free(&d);
+        stk_ckpt_desc_free(&d);
         return stk_cli_fail();
     }
     /* trainable: neither optimizer state, batch norm's buffers nor an ONNX model's file */
@@ -128,6 +128,6 @@ int info_checkpoint(const char *path, bool json)
     else
         print_text(&d, f, sha, params, &pos, trained);
     stk_safetensors_free(f);
-    ckpt_desc_free(&d);
+    stk_ckpt_desc_free(&d);
     return STK_EXIT_OK;
 }

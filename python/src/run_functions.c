@@ -276,7 +276,7 @@ static PyObject *run_and_wait(run_thread *t)
     return result;
 }
 
-static PyObject *py_train(PyObject *self, PyObject *args, PyObject *kw)
+PyObject *stoke_py_train(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
     if (PyTuple_Size(args) != 0)
@@ -309,11 +309,3 @@ static PyObject *py_train(PyObject *self, PyObject *args, PyObject *kw)
     free(t);
     return result;
 }
-
-PyMethodDef stoke_run_functions[] = {
-    {"train", (PyCFunction)(void (*)(void))py_train, METH_VARARGS | METH_KEYWORDS,
-     "train(*, data, model, val=None, epochs=None, on_epoch=None, **settings) -> dict\n\n"
-     "Train a model as `stoke train` does (the same library calls, run folder and\n"
-     "metrics), with stoke train's settings by name ('_' for '-'). Returns the run's\n"
-     "figures (--json's fields). on_epoch(metrics) after each epoch: True stops."},
-    {NULL, NULL, 0, NULL}};

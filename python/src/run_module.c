@@ -1,13 +1,27 @@
-/* stoke._stoke_run: a whole training run from Python (run_functions.c),
- * a module of its own beside stoke._stoke because it links the engine (the
- * CPU math: oneDNN, OpenMP) that the loader does not: `import stoke` and
- * its Loader stay free of them (ctest's loader_links_no_math), and
- * stoke.train imports this module on its first call. Its errors are the
+/* stoke._stoke_run: a whole training run from Python (run_functions.c) and
+ * a checkpoint's evaluation (evaluate_function.c); a module of its own
+ * beside stoke._stoke because it links the engine (the CPU math: oneDNN,
+ * OpenMP) that the loader does not: `import stoke` and its Loader stay
+ * free of them (ctest's loader_links_no_math), and stoke.train and
+ * stoke.evaluate import this module on their first call. Its errors are the
  * loader's StokeError, taken from stoke._stoke. */
 #include "module.h"
 
+static PyMethodDef functions[] = {
+    {"train", (PyCFunction)(void (*)(void))stoke_py_train, METH_VARARGS | METH_KEYWORDS,
+     "train(*, data, model, val=None, epochs=None, on_epoch=None, **settings) -> dict\n\n"
+     "Train a model as `stoke train` does (the same library calls, run folder and\n"
+     "metrics), with stoke train's settings by name ('_' for '-'). Returns the run's\n"
+     "figures (--json's fields). on_epoch(metrics) after each epoch: True stops."},
+    {"evaluate", (PyCFunction)(void (*)(void))stoke_py_evaluate, METH_VARARGS | METH_KEYWORDS,
+     "evaluate(*, data, checkpoint, transform=None, batch=128, workers=0, device='cpu',\n"
+     "         ema=False, per_class=False) -> dict\n\n"
+     "Evaluate a checkpoint as `stoke eval` does: val_loss, val_top1, val_top5, images,\n"
+     "seconds, transform; with per_class the class names and the confusion matrix."},
+    {NULL, NULL, 0, NULL}};
+
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_stoke_run",
-                                    "Stoke's training runs from Python", -1, stoke_run_functions};
+                                    "Stoke's training runs from Python", -1, functions};
 
 PyMODINIT_FUNC PyInit__stoke_run(void)
 {

@@ -16,7 +16,8 @@ tensors, ordered with torch's current stream through DLPack's stream argument).
 
 stoke.pack(src, out, ...) and stoke.info(path) are `stoke pack` and
 `stoke info --json` as Python calls; stoke.train(data=..., model=..., ...)
-is `stoke train` (the same run folder and metrics; its settings by name with
+is `stoke train` and stoke.evaluate(data=..., checkpoint=...) `stoke eval`
+(the same run folder and metrics; its settings by name with
 '_' for '-'; on_epoch(metrics) after each epoch, True stops; Ctrl-C stops
 after the current step):
 
@@ -40,4 +41,12 @@ def train(**settings: _typing.Any) -> _typing.Dict[str, _typing.Any]:
     return _stoke_run.train(**settings)
 
 
-__all__ = ["Array", "Loader", "StokeError", "info", "pack", "train", "__version__"]
+def evaluate(**request: _typing.Any) -> _typing.Dict[str, _typing.Any]:
+    """`stoke eval --json` from Python: evaluate(*, data, checkpoint,
+    transform=None, batch=128, workers=0, device="cpu", ema=False,
+    per_class=False) -> dict (stoke._stoke_run.evaluate)."""
+    from . import _stoke_run
+    return _stoke_run.evaluate(**request)
+
+
+__all__ = ["Array", "Loader", "StokeError", "evaluate", "info", "pack", "train", "__version__"]

@@ -11,3 +11,7 @@ _Setting = Union[str, int, float, bool, _Path, Sequence[str], None]
 def train(*, data: _Path, model: str, val: Optional[_Path] = None, epochs: Optional[int] = None,
           on_epoch: Optional[Callable[[Dict[str, Any]], Optional[bool]]] = None,
           **settings: _Setting) -> Dict[str, Any]: ...
+
+def evaluate(*, data: _Path, checkpoint: _Path, transform: Optional[str] = None,
+             batch: int = 128, workers: int = 0, device: str = "cpu", ema: bool = False,
+             per_class: bool = False) -> Dict[str, Any]: ...

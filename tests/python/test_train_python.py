@@ -177,3 +177,31 @@ def test_keyboard_interrupt_stops_the_run(tiny, tmp_path):
     res = stoke.train(data=tiny, model="mlp", epochs=done + 1, batch=10, no_tensorboard=True,
                       out=str(out), resume=True)
     assert res["epochs"] == done + 1
+
+
+def test_evaluate_gives_the_cli_figures(tiny, tmp_path):
+    out = tmp_path / "r"
+    stoke.train(data=tiny, val=tiny, model="cnn", epochs=1, batch=10, no_tensorboard=True,
+                out=str(out))
+    ckpt = str(out / "last.safetensors")
+    res = stoke.evaluate(data=tiny, checkpoint=ckpt, batch=10, per_class=True)
+    r = cli("eval", "--data", tiny, "--checkpoint", ckpt, "--batch", "10", "--json",
+            "--per-class")
+    cli_res = json.loads(r.stdout)
+    assert res["images"] == cli_res["images"] == 50
+    for key in ("val_loss", "val_top1", "val_top5"):
+        assert res[key] == pytest.approx(cli_res[key], abs=1e-4), key
+    assert res["confusion"] == cli_res["confusion"]
+    assert len(res["classes"]) == 10 and sum(map(sum, res["confusion"])) == 50
+    assert res["transform"] == "center:28"
+    # the run's last epoch line: the same batches give the same figures
+    last = rows(out)[-1]
+    assert res["val_top1"] == pytest.approx(float(last[6]), abs=1e-3)
+    # errors: the library's messages
+    msg = cli_error("eval", "--data", tiny, "--checkpoint", str(tmp_path / "none.safetensors"))
+    with pytest.raises(stoke.StokeError, match="^" + msg.replace(".", r"\.") + "$"):
+        stoke.evaluate(data=tiny, checkpoint=str(tmp_path / "none.safetensors"))
+    with pytest.raises(ValueError, match="batch=0: expected an integer in 1..65536"):
+        stoke.evaluate(data=tiny, checkpoint=ckpt, batch=0)
+    with pytest.raises(stoke.StokeError, match="gives 24 px images; the model was trained on 28"):
+        stoke.evaluate(data=tiny, checkpoint=ckpt, transform="center:24")

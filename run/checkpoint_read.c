@@ -1,5 +1,5 @@
-/* Reading a checkpoint's description (ckpt_read.h). */
-#include "tools/ckpt_read.h"
+/* Reading a checkpoint's description (checkpoint_read.h). */
+#include "run/checkpoint_read.h"
 
 #include "common/fs.h"
 #include "common/json.h"
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void ckpt_desc_free(ckpt_desc *d)
+void stk_ckpt_desc_free(stk_ckpt_desc *d)
 {
     free(d->path);
     free(d->model);
@@ -26,7 +26,7 @@ void ckpt_desc_free(ckpt_desc *d)
 }
 
 /* The parts of f's metadata that describe the model, checked. */
-static stk_status describe(const stk_safetensors *f, ckpt_desc *d)
+static stk_status describe(const stk_safetensors *f, stk_ckpt_desc *d)
 {
     const char *path = d->path, *name = stk_safetensors_meta(f, "model");
     if (!name)
@@ -82,7 +82,7 @@ static stk_status describe(const stk_safetensors *f, ckpt_desc *d)
     return STK_OK;
 }
 
-stk_status ckpt_describe(const char *path, ckpt_desc *out)
+stk_status stk_ckpt_describe(const char *path, stk_ckpt_desc *out)
 {
     memset(out, 0, sizeof *out);
     if (!(out->path = strdup(path))) return stk_error(STK_ERR_NOMEM, "out of memory");
@@ -92,11 +92,11 @@ stk_status ckpt_describe(const char *path, ckpt_desc *out)
         st = describe(f, out);
         stk_safetensors_free(f);
     }
-    if (st != STK_OK) ckpt_desc_free(out);
+    if (st != STK_OK) stk_ckpt_desc_free(out);
     return st;
 }
 
-stk_status ckpt_load_model(const ckpt_desc *d, stk_model **out)
+stk_status stk_ckpt_load_model(const stk_ckpt_desc *d, stk_model **out)
 {
     *out = NULL;
     stk_model *m;
