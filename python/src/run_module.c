@@ -1,9 +1,10 @@
 /* stoke._stoke_run: a whole training run from Python (run_functions.c) and
- * a checkpoint's evaluation (evaluate_function.c); a module of its own
+ * a checkpoint's evaluation and export (evaluate_function.c,
+ * export_function.c); a module of its own
  * beside stoke._stoke because it links the engine (the CPU math: oneDNN,
  * OpenMP) that the loader does not: `import stoke` and its Loader stay
- * free of them (ctest's loader_links_no_math), and stoke.train and
- * stoke.evaluate import this module on their first call. Its errors are the
+ * free of them (ctest's loader_links_no_math), and stoke.train,
+ * stoke.evaluate and stoke.export import this module on their first call. Its errors are the
  * loader's StokeError, taken from stoke._stoke. */
 #include "module.h"
 
@@ -18,6 +19,11 @@ static PyMethodDef functions[] = {
      "         ema=False, per_class=False) -> dict\n\n"
      "Evaluate a checkpoint as `stoke eval` does: val_loss, val_top1, val_top5, images,\n"
      "seconds, transform; with per_class the class names and the confusion matrix."},
+    {"export", (PyCFunction)(void (*)(void))stoke_py_export, METH_VARARGS | METH_KEYWORDS,
+     "export(checkpoint, *, out=None, format='onnx', opset=None, fold=True,\n"
+     "       input='f32-nchw', ema=False) -> dict\n\n"
+     "Export a checkpoint's model as `stoke export` does (ONNX for inference, or the\n"
+     "weights alone as PyTorch's state dict): out, format, tensors, bytes, source_sha256."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_stoke_run",

@@ -16,7 +16,8 @@ tensors, ordered with torch's current stream through DLPack's stream argument).
 
 stoke.pack(src, out, ...) and stoke.info(path) are `stoke pack` and
 `stoke info --json` as Python calls; stoke.train(data=..., model=..., ...)
-is `stoke train` and stoke.evaluate(data=..., checkpoint=...) `stoke eval`
+is `stoke train`, stoke.evaluate(data=..., checkpoint=...) `stoke eval` and
+stoke.export(checkpoint, ...) `stoke export`
 (the same run folder and metrics; its settings by name with
 '_' for '-'; on_epoch(metrics) after each epoch, True stops; Ctrl-C stops
 after the current step):
@@ -49,4 +50,12 @@ def evaluate(**request: _typing.Any) -> _typing.Dict[str, _typing.Any]:
     return _stoke_run.evaluate(**request)
 
 
-__all__ = ["Array", "Loader", "StokeError", "evaluate", "info", "pack", "train", "__version__"]
+def export(checkpoint: _typing.Any, **options: _typing.Any) -> _typing.Dict[str, _typing.Any]:
+    """`stoke export --json` from Python: export(checkpoint, *, out=None,
+    format="onnx", opset=None, fold=True, input="f32-nchw", ema=False) -> dict
+    (stoke._stoke_run.export)."""
+    from . import _stoke_run
+    return _stoke_run.export(checkpoint, **options)
+
+
+__all__ = ["Array", "Loader", "StokeError", "evaluate", "export", "info", "pack", "train", "__version__"]

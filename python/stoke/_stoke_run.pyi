@@ -15,3 +15,7 @@ def train(*, data: _Path, model: str, val: Optional[_Path] = None, epochs: Optio
 def evaluate(*, data: _Path, checkpoint: _Path, transform: Optional[str] = None,
              batch: int = 128, workers: int = 0, device: str = "cpu", ema: bool = False,
              per_class: bool = False) -> Dict[str, Any]: ...
+
+def export(checkpoint: _Path, *, out: Optional[_Path] = None, format: str = "onnx",
+           opset: Optional[int] = None, fold: bool = True, input: str = "f32-nchw",
+           ema: bool = False) -> Dict[str, Any]: ...

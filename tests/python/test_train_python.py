@@ -205,3 +205,30 @@ def test_evaluate_gives_the_cli_figures(tiny, tmp_path):
         stoke.evaluate(data=tiny, checkpoint=ckpt, batch=0)
     with pytest.raises(stoke.StokeError, match="gives 24 px images; the model was trained on 28"):
         stoke.evaluate(data=tiny, checkpoint=ckpt, transform="center:24")
+
+
+def test_export_writes_the_cli_files(tiny, tmp_path):
+    out = tmp_path / "r"
+    stoke.train(data=tiny, model="cnn", epochs=1, batch=10, no_tensorboard=True, out=str(out))
+    ckpt = str(out / "last.safetensors")
+    for fmt, kw, flags_ in [("onnx", {}, []),
+                            ("onnx", dict(fold=False, input="u8-nhwc", opset=13),
+                             ["--no-fold", "--input", "u8-nhwc", "--opset", "13"]),
+                            ("safetensors", {}, [])]:
+        ours = tmp_path / f"py.{fmt}"
+        res = stoke.export(ckpt, out=ours, format=fmt, **kw)
+        r = cli("export", ckpt, "--format", fmt, "--out", str(tmp_path / f"cli.{fmt}"), "--json",
+                *flags_)
+        cli_res = json.loads(r.stdout)
+        assert ours.read_bytes() == (tmp_path / f"cli.{fmt}").read_bytes()
+        assert res["out"] == str(ours)
+        for key in ("format", "tensors", "bytes", "source_sha256"):
+            assert res[key] == cli_res[key], key
+    # beside the checkpoint by default
+    assert stoke.export(ckpt)["out"] == str(out / "last.onnx")
+    with pytest.raises(stoke.StokeError, match="is the checkpoint itself"):
+        stoke.export(ckpt, out=ckpt)
+    with pytest.raises(ValueError, match="format=tflite: expected onnx or safetensors"):
+        stoke.export(ckpt, format="tflite")
+    with pytest.raises(ValueError, match="opset=12: expected an integer in 13..17"):
+        stoke.export(ckpt, opset=12)
