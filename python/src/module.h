@@ -30,7 +30,9 @@ PyObject *stoke_not_constructible(PyTypeObject *type, PyObject *args, PyObject *
 /* The module's functions over datasets: pack(), info() (dataset_functions.c). */
 extern PyMethodDef stoke_dataset_functions[];
 /* stoke._stoke_run's functions (run_module.c): train() (run_functions.c)
- * evaluate() (evaluate_function.c) and export() (export_function.c). */
+ * evaluate(), export() and predict() (evaluate_function.c,
+ * export_function.c, predict_function.c). */
 PyObject *stoke_py_train(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *stoke_py_evaluate(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *stoke_py_export(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *stoke_py_predict(PyObject *self, PyObject *args, PyObject *kw);

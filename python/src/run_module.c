@@ -1,10 +1,10 @@
 /* stoke._stoke_run: a whole training run from Python (run_functions.c) and
- * a checkpoint's evaluation and export (evaluate_function.c,
- * export_function.c); a module of its own
+ * a checkpoint's evaluation, export and predictions (evaluate_function.c,
+ * export_function.c, predict_function.c); a module of its own
  * beside stoke._stoke because it links the engine (the CPU math: oneDNN,
  * OpenMP) that the loader does not: `import stoke` and its Loader stay
  * free of them (ctest's loader_links_no_math), and stoke.train,
- * stoke.evaluate and stoke.export import this module on their first call. Its errors are the
+ * evaluate, export and predict import this module on their first call. Its errors are the
  * loader's StokeError, taken from stoke._stoke. */
 #include "module.h"
 
@@ -24,6 +24,10 @@ static PyMethodDef functions[] = {
      "       input='f32-nchw', ema=False) -> dict\n\n"
      "Export a checkpoint's model as `stoke export` does (ONNX for inference, or the\n"
      "weights alone as PyTorch's state dict): out, format, tensors, bytes, source_sha256."},
+    {"predict", (PyCFunction)(void (*)(void))stoke_py_predict, METH_VARARGS | METH_KEYWORDS,
+     "predict(checkpoint, inputs, *, transform=None, top_k=5, batch=64, workers=0) -> list\n\n"
+     "Classify images as `stoke predict --json` does: for each image, in input order,\n"
+     "{path, top: [{class, index, probability}]}, or {path, error} when unreadable."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_stoke_run",

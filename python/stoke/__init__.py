@@ -17,7 +17,8 @@ tensors, ordered with torch's current stream through DLPack's stream argument).
 stoke.pack(src, out, ...) and stoke.info(path) are `stoke pack` and
 `stoke info --json` as Python calls; stoke.train(data=..., model=..., ...)
 is `stoke train`, stoke.evaluate(data=..., checkpoint=...) `stoke eval` and
-stoke.export(checkpoint, ...) `stoke export`
+stoke.export(checkpoint, ...) `stoke export` and stoke.predict(checkpoint,
+inputs) `stoke predict`
 (the same run folder and metrics; its settings by name with
 '_' for '-'; on_epoch(metrics) after each epoch, True stops; Ctrl-C stops
 after the current step):
@@ -58,4 +59,15 @@ def export(checkpoint: _typing.Any, **options: _typing.Any) -> _typing.Dict[str,
     return _stoke_run.export(checkpoint, **options)
 
 
-__all__ = ["Array", "Loader", "StokeError", "evaluate", "export", "info", "pack", "train", "__version__"]
+def predict(checkpoint: _typing.Any, inputs: _typing.Any,
+            **options: _typing.Any) -> _typing.List[_typing.Dict[str, _typing.Any]]:
+    """`stoke predict --json` from Python: predict(checkpoint, inputs, *,
+    transform=None, top_k=5, batch=64, workers=0) -> list, an item per image
+    in input order: {path, top: [{class, index, probability}]} or {path,
+    error} (stoke._stoke_run.predict)."""
+    from . import _stoke_run
+    return _stoke_run.predict(checkpoint, inputs, **options)
+
+
+__all__ = ["Array", "Loader", "StokeError", "evaluate", "export", "info", "pack", "predict", "train",
+           "__version__"]

@@ -1,6 +1,6 @@
 """Type stubs of stoke._stoke_run, the extension module of training runs (python/src)."""
 import os
-from typing import Any, Callable, Dict, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 _Path = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
@@ -19,3 +19,7 @@ def evaluate(*, data: _Path, checkpoint: _Path, transform: Optional[str] = None,
 def export(checkpoint: _Path, *, out: Optional[_Path] = None, format: str = "onnx",
            opset: Optional[int] = None, fold: bool = True, input: str = "f32-nchw",
            ema: bool = False) -> Dict[str, Any]: ...
+
+def predict(checkpoint: _Path, inputs: Union[_Path, Sequence[_Path]], *,
+            transform: Optional[str] = None, top_k: int = 5, batch: int = 64,
+            workers: int = 0) -> List[Dict[str, Any]]: ...

@@ -232,3 +232,34 @@ def test_export_writes_the_cli_files(tiny, tmp_path):
         stoke.export(ckpt, format="tflite")
     with pytest.raises(ValueError, match="opset=12: expected an integer in 13..17"):
         stoke.export(ckpt, opset=12)
+
+
+def test_predict_gives_the_cli_lines(tiny, tmp_path):
+    out = tmp_path / "r"
+    stoke.train(data=tiny, model="mlp", epochs=1, batch=10, no_tensorboard=True, out=str(out))
+    ckpt = str(out / "last.safetensors")
+    missing = str(tmp_path / "missing.jpg")
+    ours = stoke.predict(ckpt, [tiny, missing], top_k=3, workers=2)
+    r = cli("predict", ckpt, tiny, missing, "--top-k", "3", "--json", "--workers", "2")
+    lines = [json.loads(l) for l in r.stdout.splitlines()]
+    assert len(ours) == 51 and len(lines) == 50  # the missing file: an error item
+    assert ours[-1]["path"] == missing and "error" in ours[-1]
+    assert missing in r.stderr  # the CLI names it on stderr
+    for a, b in zip(ours, lines):
+        assert a["path"] == b["path"]
+        assert [t["index"] for t in a["top"]] == [t["index"] for t in b["top"]]
+        assert [t["class"] for t in a["top"]] == [t["class"] for t in b["top"]]
+        for ta, tb in zip(a["top"], b["top"]):
+            assert ta["probability"] == pytest.approx(tb["probability"], abs=1e-6)
+    assert ours[0]["path"] == tiny + "#0"
+    one = stoke.predict(ckpt, tiny + "#7", top_k=1)  # one input, not a list
+    assert [i["path"] for i in one] == [tiny + "#7"]
+    assert one[0]["top"][0]["index"] == ours[7]["top"][0]["index"]
+    # (a batch of one: the same figures up to the GEMM's summation order)
+    assert one[0]["top"][0]["probability"] == pytest.approx(ours[7]["top"][0]["probability"],
+                                                            abs=1e-5)
+    msg = cli_error("predict", ckpt, tiny, "--transform", "center:20")
+    with pytest.raises(stoke.StokeError, match="^" + msg.replace(".", r"\.") + "$"):
+        stoke.predict(ckpt, tiny, transform="center:20")
+    with pytest.raises(ValueError, match="top_k=0: expected an integer in 1..1000"):
+        stoke.predict(ckpt, tiny, top_k=0)

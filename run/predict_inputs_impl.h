@@ -1,4 +1,4 @@
-/* What `stoke predict` classifies (cmd_predict.c): its INPUT arguments as a
+/* What `stoke predict` classifies (predict.c): its INPUT arguments as a
  * list of images, in order. A file is one image (JPEG or PNG, told by its
  * bytes); a folder, recursively in name order, gives its files with an
  * image name (.jpg .jpeg .jpe .jfif .png; others are counted, not read); a

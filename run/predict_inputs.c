@@ -1,5 +1,5 @@
-/* stoke predict's inputs (predict_inputs.h). */
-#include "tools/predict_inputs.h"
+/* What a prediction classifies (predict_inputs_impl.h). */
+#include "run/predict_inputs_impl.h"
 
 #include "common/text.h"
 
