@@ -11,13 +11,10 @@
 #include "pack/pack_job.h"
 #include "storage/dataset.h"
 
-#include <errno.h>
 #include <stdint.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 static const char *bytes_or_null(PyObject *b) { return b ? PyBytes_AsString(b) : NULL; }
@@ -31,41 +28,14 @@ typedef struct pack_thread {
     stk_status st;
     char *error; /* the pack thread's message, carried to the caller */
     volatile sig_atomic_t cancel;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;
 } pack_thread;
 
 static void *pack_main(void *arg)
 {
     pack_thread *t = arg;
-    stk_status st = stk_pack_job_run(&t->req, &t->sum, &t->enc);
-    char *err = st ? strdup(stk_last_error()) : NULL;
-    pthread_mutex_lock(&t->mu);
-    t->st = st;
-    t->error = err;
-    t->done = true;
-    pthread_cond_signal(&t->cv);
-    pthread_mutex_unlock(&t->mu);
+    t->st = stk_pack_job_run(&t->req, &t->sum, &t->enc);
+    t->error = t->st != STK_OK ? strdup(stk_last_error()) : NULL;
     return NULL;
-}
-
-/* Wait up to 0.1 s for the pack to end; true when it has. */
-static bool wait_a_little(pack_thread *t)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += 100 * 1000 * 1000;
-    if (until.tv_nsec >= 1000000000) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000;
-    }
-    pthread_mutex_lock(&t->mu);
-    while (!t->done)
-        if (pthread_cond_timedwait(&t->cv, &t->mu, &until) == ETIMEDOUT) break;
-    bool done = t->done;
-    pthread_mutex_unlock(&t->mu);
-    return done;
 }
 
 static PyObject *summary_dict(const pack_thread *t)
@@ -92,21 +62,8 @@ static PyObject *summary_dict(const pack_thread *t)
 
 static PyObject *run_pack(pack_thread *t)
 {
-    pthread_t th;
-    if (pthread_create(&th, NULL, pack_main, t) != 0)
-        return PyErr_Format(stoke_error, "pack: cannot start a thread: %s", strerror(errno));
-    bool interrupted = false;
-    for (;;) {
-        PyThreadState *ts = PyEval_SaveThread();
-        bool done = wait_a_little(t);
-        PyEval_RestoreThread(ts);
-        if (done) break;
-        if (!interrupted && PyErr_CheckSignals() < 0) {
-            interrupted = true; /* keep the exception; stop the pack and wait for it */
-            t->cancel = 1;
-        }
-    }
-    pthread_join(th, NULL);
+    bool interrupted;
+    if (!stoke_wait_for_thread(pack_main, t, &t->cancel, &interrupted)) return NULL;
     PyObject *result = NULL;
     if (interrupted) {
         /* the KeyboardInterrupt (or the handler's exception) is set */
@@ -176,11 +133,7 @@ static PyObject *py_pack(PyObject *self, PyObject *args, PyObject *kw)
     t->req.store = store;
     t->req.progress = progress ? stderr : NULL;
     t->req.cancel = &t->cancel;
-    pthread_mutex_init(&t->mu, NULL);
-    pthread_cond_init(&t->cv, NULL);
     result = run_pack(t);
-    pthread_cond_destroy(&t->cv);
-    pthread_mutex_destroy(&t->mu);
     free(t);
 fail:
     Py_XDECREF(src);
@@ -191,14 +144,6 @@ fail:
 }
 
 /* ---- info ---- */
-
-/* A dict item that steals v; false (exception set) on failure. */
-static bool put(PyObject *d, const char *key, PyObject *v)
-{
-    bool ok = v && PyDict_SetItemString(d, key, v) == 0;
-    Py_XDECREF(v);
-    return ok;
-}
 
 static PyObject *triple(const double *v, int n)
 {
@@ -240,19 +185,22 @@ static PyObject *info_dict(PyObject *path, const stk_meta *m, uint64_t file_byte
 {
     PyObject *d = PyDict_New();
     bool ok =
-        d && put(d, "path", PyUnicode_DecodeFSDefault(PyBytes_AsString(path))) &&
-        put(d, "version", PyLong_FromUnsignedLong(m->version)) &&
-        put(d, "records", PyLong_FromUnsignedLongLong(m->count)) &&
-        put(d, "encoding", PyUnicode_FromString(stk_encoding_name(m->encoding))) &&
-        put(d, "channels", PyLong_FromLong(m->channels)) &&
-        put(d, "file_bytes", PyLong_FromUnsignedLongLong(file_bytes)) &&
-        put(d, "width", Py_BuildValue("{s:I,s:I}", "min", m->min_width, "max", m->max_width)) &&
-        put(d, "height", Py_BuildValue("{s:I,s:I}", "min", m->min_height, "max", m->max_height)) &&
-        put(d, "classes", classes_list(m)) && put(d, "source", text(m->source)) &&
-        put(d, "packed_with", text(m->packed_with));
+        d && stoke_dict_put(d, "path", PyUnicode_DecodeFSDefault(PyBytes_AsString(path))) &&
+        stoke_dict_put(d, "version", PyLong_FromUnsignedLong(m->version)) &&
+        stoke_dict_put(d, "records", PyLong_FromUnsignedLongLong(m->count)) &&
+        stoke_dict_put(d, "encoding", PyUnicode_FromString(stk_encoding_name(m->encoding))) &&
+        stoke_dict_put(d, "channels", PyLong_FromLong(m->channels)) &&
+        stoke_dict_put(d, "file_bytes", PyLong_FromUnsignedLongLong(file_bytes)) &&
+        stoke_dict_put(d, "width",
+                       Py_BuildValue("{s:I,s:I}", "min", m->min_width, "max", m->max_width)) &&
+        stoke_dict_put(d, "height",
+                       Py_BuildValue("{s:I,s:I}", "min", m->min_height, "max", m->max_height)) &&
+        stoke_dict_put(d, "classes", classes_list(m)) &&
+        stoke_dict_put(d, "source", text(m->source)) &&
+        stoke_dict_put(d, "packed_with", text(m->packed_with));
     if (ok && m->has_stats)
-        ok = put(d, "mean", triple(m->mean, m->channels)) &&
-             put(d, "std", triple(m->std, m->channels));
+        ok = stoke_dict_put(d, "mean", triple(m->mean, m->channels)) &&
+             stoke_dict_put(d, "std", triple(m->std, m->channels));
     if (!ok) Py_CLEAR(d);
     return d;
 }

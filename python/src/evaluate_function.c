@@ -9,14 +9,6 @@
 #include <math.h>
 #include <string.h>
 
-/* A dict item that steals v; false (exception set) on failure. */
-static bool put(PyObject *d, const char *key, PyObject *v)
-{
-    bool ok = v && PyDict_SetItemString(d, key, v) == 0;
-    Py_XDECREF(v);
-    return ok;
-}
-
 /* The confusion matrix as a list of rows. */
 static PyObject *matrix(const uint64_t *c, int classes)
 {
@@ -48,15 +40,15 @@ static PyObject *report_dict(const stk_eval_report *r, bool per_class)
     const stk_eval_result *e = &r->result;
     PyObject *d = PyDict_New();
     if (!d) return NULL;
-    bool ok = put(d, "val_loss", PyFloat_FromDouble(e->loss)) &&
-              put(d, "val_top1", PyFloat_FromDouble(e->top1)) &&
-              put(d, "val_top5", PyFloat_FromDouble(e->top5)) &&
-              put(d, "images", PyLong_FromUnsignedLongLong(e->images)) &&
-              put(d, "seconds", PyFloat_FromDouble(e->seconds)) &&
-              put(d, "transform", PyUnicode_FromString(r->transform));
+    bool ok = stoke_dict_put(d, "val_loss", PyFloat_FromDouble(e->loss)) &&
+              stoke_dict_put(d, "val_top1", PyFloat_FromDouble(e->top1)) &&
+              stoke_dict_put(d, "val_top5", PyFloat_FromDouble(e->top5)) &&
+              stoke_dict_put(d, "images", PyLong_FromUnsignedLongLong(e->images)) &&
+              stoke_dict_put(d, "seconds", PyFloat_FromDouble(e->seconds)) &&
+              stoke_dict_put(d, "transform", PyUnicode_FromString(r->transform));
     if (ok && per_class)
-        ok = put(d, "classes", class_names(&r->ckpt)) &&
-             put(d, "confusion", matrix(r->confusion, r->ckpt.cfg.classes));
+        ok = stoke_dict_put(d, "classes", class_names(&r->ckpt)) &&
+             stoke_dict_put(d, "confusion", matrix(r->confusion, r->ckpt.cfg.classes));
     if (!ok) {
         Py_DECREF(d);
         return NULL;

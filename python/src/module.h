@@ -22,6 +22,18 @@ int stoke_path_or_none(PyObject *arg, void *out);
 #include <stdbool.h>
 bool stoke_int_arg(PyObject *v, const char *name, long long lo, long long hi, long long *out);
 
+/* A dict item that steals v; false (exception set) on failure. */
+bool stoke_dict_put(PyObject *d, const char *key, PyObject *v);
+
+/* fn(arg) on a thread of its own while the caller waits with the GIL
+ * released, in 0.1 s steps, so that Ctrl-C reaches Python: when a signal
+ * handler raises (KeyboardInterrupt), *cancel is set, fn is waited for, and
+ * *interrupted is true with the exception kept. false (exception set): the
+ * thread could not start. (stoke.pack, stoke.train) */
+#include <signal.h>
+bool stoke_wait_for_thread(void *(*fn)(void *), void *arg, volatile sig_atomic_t *cancel,
+                           bool *interrupted);
+
 /* tp_free of an instance of a heap type, then the type's reference. */
 void stoke_free_object(PyObject *self);
 /* tp_new of types made only by the library (Arrays, batches): TypeError. */

@@ -15,14 +15,11 @@
 
 #include "run/run.h"
 
-#include <errno.h>
 #include <math.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct run_thread {
     stk_run r;
@@ -38,14 +35,6 @@ typedef struct run_thread {
     bool done;
 } run_thread;
 
-/* A dict item that steals v; false (exception set) on failure. */
-static bool put(PyObject *d, const char *key, PyObject *v)
-{
-    bool ok = v && PyDict_SetItemString(d, key, v) == 0;
-    Py_XDECREF(v);
-    return ok;
-}
-
 /* NaN (no such figure) as None. */
 static PyObject *number(double v)
 {
@@ -59,22 +48,22 @@ static PyObject *epoch_dict(const stk_run_epoch *re)
     const stk_fit_epoch *e = re->fit;
     PyObject *d = PyDict_New();
     if (!d) return NULL;
-    bool ok = put(d, "epoch", PyLong_FromLongLong(e->epoch + 1)) &&
-              put(d, "step", PyLong_FromLongLong(re->step)) &&
-              put(d, "lr", PyFloat_FromDouble(re->lr)) &&
-              put(d, "train_loss", number(e->train->loss)) &&
-              put(d, "train_acc", number(e->train->accuracy)) &&
-              put(d, "val_loss", number(e->val ? e->val->loss : NAN)) &&
-              put(d, "val_top1", number(e->val ? e->val->top1 : NAN)) &&
-              put(d, "val_top5", number(e->val ? e->val->top5 : NAN)) &&
-              put(d, "images_per_sec", number(e->train->images_per_sec)) &&
-              put(d, "stall_pct", number(e->train->stall_pct)) &&
-              put(d, "seconds", number(e->train->seconds)) &&
-              put(d, "improved", PyBool_FromLong(e->improved));
+    bool ok = stoke_dict_put(d, "epoch", PyLong_FromLongLong(e->epoch + 1)) &&
+              stoke_dict_put(d, "step", PyLong_FromLongLong(re->step)) &&
+              stoke_dict_put(d, "lr", PyFloat_FromDouble(re->lr)) &&
+              stoke_dict_put(d, "train_loss", number(e->train->loss)) &&
+              stoke_dict_put(d, "train_acc", number(e->train->accuracy)) &&
+              stoke_dict_put(d, "val_loss", number(e->val ? e->val->loss : NAN)) &&
+              stoke_dict_put(d, "val_top1", number(e->val ? e->val->top1 : NAN)) &&
+              stoke_dict_put(d, "val_top5", number(e->val ? e->val->top5 : NAN)) &&
+              stoke_dict_put(d, "images_per_sec", number(e->train->images_per_sec)) &&
+              stoke_dict_put(d, "stall_pct", number(e->train->stall_pct)) &&
+              stoke_dict_put(d, "seconds", number(e->train->seconds)) &&
+              stoke_dict_put(d, "improved", PyBool_FromLong(e->improved));
     if (ok && e->val_ema)
-        ok = put(d, "ema_val_loss", number(e->val_ema->loss)) &&
-             put(d, "ema_val_top1", number(e->val_ema->top1)) &&
-             put(d, "ema_val_top5", number(e->val_ema->top5));
+        ok = stoke_dict_put(d, "ema_val_loss", number(e->val_ema->loss)) &&
+             stoke_dict_put(d, "ema_val_top1", number(e->val_ema->top1)) &&
+             stoke_dict_put(d, "ema_val_top5", number(e->val_ema->top5));
     if (!ok) {
         Py_DECREF(d);
         return NULL;
@@ -113,31 +102,9 @@ static void *run_main(void *arg)
     snprintf(t->monitor, sizeof t->monitor, "%s", t->r.a.monitor ? t->r.a.monitor : "");
     snprintf(t->out, sizeof t->out, "%s", t->r.a.out ? t->r.a.out : "");
     stk_run_close(&t->r);
-    pthread_mutex_lock(&t->mu);
     t->st = st;
     t->error = err;
-    t->done = true;
-    pthread_cond_signal(&t->cv);
-    pthread_mutex_unlock(&t->mu);
     return NULL;
-}
-
-/* Wait up to 0.1 s for the run to end; true when it has. */
-static bool wait_a_little(run_thread *t)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += 100 * 1000 * 1000;
-    if (until.tv_nsec >= 1000000000) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000;
-    }
-    pthread_mutex_lock(&t->mu);
-    while (!t->done)
-        if (pthread_cond_timedwait(&t->cv, &t->mu, &until) == ETIMEDOUT) break;
-    bool done = t->done;
-    pthread_mutex_unlock(&t->mu);
-    return done;
 }
 
 /* The run's result: `stoke train --json`'s fields and the run folder. */
@@ -147,22 +114,24 @@ static PyObject *result_dict(const run_thread *t)
     const stk_fit_result *f = &res->fit;
     PyObject *d = PyDict_New();
     if (!d) return NULL;
-    bool ok = put(d, "params", PyLong_FromLongLong(res->params)) &&
-              put(d, "params_trainable", PyLong_FromLongLong(res->params_trainable)) &&
-              put(d, "epochs", PyLong_FromLongLong(res->epochs)) &&
-              put(d, "val_top1", number(f->val.top1)) && put(d, "val_top5", number(f->val.top5)) &&
-              put(d, "val_loss", number(f->val.loss)) &&
-              put(d, "train_images_per_sec", number(res->images_per_sec)) &&
-              put(d, "stall_pct", number(res->stall_pct)) &&
-              put(d, "seconds", number(res->seconds)) &&
-              put(d, "peak_rss_mb", number(res->peak_rss_mb)) &&
-              put(d, "ranks", PyLong_FromLong(res->ranks)) &&
-              put(d, "stopped_epoch", PyLong_FromLongLong(f->stopped_epoch)) &&
-              put(d, "best_epoch", PyLong_FromLongLong(f->best_epoch)) &&
-              put(d, "monitor", PyUnicode_FromString(t->monitor)) &&
-              put(d, "best_value", number(f->best_value)) &&
-              put(d, "stop_reason", PyUnicode_FromString(stk_fit_stop_name(f->reason))) &&
-              put(d, "out", PyUnicode_DecodeFSDefault(t->out));
+    bool ok =
+        stoke_dict_put(d, "params", PyLong_FromLongLong(res->params)) &&
+        stoke_dict_put(d, "params_trainable", PyLong_FromLongLong(res->params_trainable)) &&
+        stoke_dict_put(d, "epochs", PyLong_FromLongLong(res->epochs)) &&
+        stoke_dict_put(d, "val_top1", number(f->val.top1)) &&
+        stoke_dict_put(d, "val_top5", number(f->val.top5)) &&
+        stoke_dict_put(d, "val_loss", number(f->val.loss)) &&
+        stoke_dict_put(d, "train_images_per_sec", number(res->images_per_sec)) &&
+        stoke_dict_put(d, "stall_pct", number(res->stall_pct)) &&
+        stoke_dict_put(d, "seconds", number(res->seconds)) &&
+        stoke_dict_put(d, "peak_rss_mb", number(res->peak_rss_mb)) &&
+        stoke_dict_put(d, "ranks", PyLong_FromLong(res->ranks)) &&
+        stoke_dict_put(d, "stopped_epoch", PyLong_FromLongLong(f->stopped_epoch)) &&
+        stoke_dict_put(d, "best_epoch", PyLong_FromLongLong(f->best_epoch)) &&
+        stoke_dict_put(d, "monitor", PyUnicode_FromString(t->monitor)) &&
+        stoke_dict_put(d, "best_value", number(f->best_value)) &&
+        stoke_dict_put(d, "stop_reason", PyUnicode_FromString(stk_fit_stop_name(f->reason))) &&
+        stoke_dict_put(d, "out", PyUnicode_DecodeFSDefault(t->out));
     if (!ok) {
         Py_DECREF(d);
         return NULL;
@@ -242,23 +211,11 @@ static bool read_settings(stk_run_settings *s, PyObject *kw)
 
 static PyObject *run_and_wait(run_thread *t)
 {
-    pthread_t th;
-    if (pthread_create(&th, NULL, run_main, t) != 0) {
+    bool interrupted;
+    if (!stoke_wait_for_thread(run_main, t, &t->cancel, &interrupted)) {
         stk_run_close(&t->r);
-        return PyErr_Format(stoke_error, "train: cannot start a thread: %s", strerror(errno));
+        return NULL;
     }
-    bool interrupted = false;
-    for (;;) {
-        PyThreadState *ts = PyEval_SaveThread();
-        bool done = wait_a_little(t);
-        PyEval_RestoreThread(ts);
-        if (done) break;
-        if (!interrupted && PyErr_CheckSignals() < 0) {
-            interrupted = true; /* keep the exception; stop the run and wait for it */
-            t->cancel = 1;
-        }
-    }
-    pthread_join(th, NULL);
     PyObject *result = NULL;
     if (interrupted) {
         /* the KeyboardInterrupt (or the handler's exception) is set */
@@ -301,11 +258,7 @@ PyObject *stoke_py_train(PyObject *self, PyObject *args, PyObject *kw)
     stk_run_hooks hooks = {
         .on_epoch = on_epoch ? call_on_epoch : NULL, .ctx = t, .cancel = &t->cancel};
     stk_run_init(&t->r, &s, &hooks); /* the run owns the settings now */
-    pthread_mutex_init(&t->mu, NULL);
-    pthread_cond_init(&t->cv, NULL);
     PyObject *result = run_and_wait(t);
-    pthread_cond_destroy(&t->cv);
-    pthread_mutex_destroy(&t->mu);
     free(t);
     return result;
 }

@@ -4,7 +4,11 @@
 
 #include "common/status.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
+#include <string.h>
+#include <time.h>
 
 PyObject *stoke_error;
 
@@ -59,4 +63,79 @@ PyObject *stoke_not_constructible(PyTypeObject *type, PyObject *args, PyObject *
                  name ? name : Py_None);
     Py_XDECREF(name);
     return NULL;
+}
+
+bool stoke_dict_put(PyObject *d, const char *key, PyObject *v)
+{
+    bool ok = v && PyDict_SetItemString(d, key, v) == 0;
+    Py_XDECREF(v);
+    return ok;
+}
+
+typedef struct waited {
+    void *(*fn)(void *);
+    void *arg;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+} waited;
+
+static void *waited_main(void *p)
+{
+    waited *w = p;
+    w->fn(w->arg);
+    pthread_mutex_lock(&w->mu);
+    w->done = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* Wait up to 0.1 s for the thread's work to end; true when it has. */
+static bool wait_a_little(waited *w)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 100 * 1000 * 1000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&w->mu);
+    while (!w->done)
+        if (pthread_cond_timedwait(&w->cv, &w->mu, &until) == ETIMEDOUT) break;
+    bool done = w->done;
+    pthread_mutex_unlock(&w->mu);
+    return done;
+}
+
+bool stoke_wait_for_thread(void *(*fn)(void *), void *arg, volatile sig_atomic_t *cancel,
+                           bool *interrupted)
+{
+    waited w = {.fn = fn, .arg = arg};
+    *interrupted = false;
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    pthread_t th;
+    int e = pthread_create(&th, NULL, waited_main, &w);
+    if (e != 0) {
+        pthread_cond_destroy(&w.cv);
+        pthread_mutex_destroy(&w.mu);
+        PyErr_Format(stoke_error, "cannot start a thread: %s", strerror(e));
+        return false;
+    }
+    for (;;) {
+        PyThreadState *ts = PyEval_SaveThread();
+        bool done = wait_a_little(&w);
+        PyEval_RestoreThread(ts);
+        if (done) break;
+        if (!*interrupted && PyErr_CheckSignals() < 0) {
+            *interrupted = true; /* keep the exception; stop the work and wait for it */
+            *cancel = 1;
+        }
+    }
+    pthread_join(th, NULL);
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    return true;
 }
