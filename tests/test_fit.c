@@ -7,7 +7,7 @@
 #include "check_main.h"
 #include "engine_testlib.h"
 #include "loader/h2d.h"
-#include "storage/writer.h"
+#include "raw_dataset.h"
 #include "test_tmpdir.h"
 #include "train/fit.h"
 #include "train/lr_find.h"
@@ -23,42 +23,6 @@ static const char *tmp_path(const char *name)
 {
     snprintf(path_buf, sizeof path_buf, "%s/%s", test_tmp, name);
     return path_buf;
-}
-
-/* IMAGES raw 8x8 gray images in 3 classes. */
-static void make_dataset(const char *path)
-{
-    stk_writer *w;
-    ck_assert_int_eq(stk_writer_open(path, &w), STK_OK);
-    stk_meta m = {.encoding = STK_ENCODING_RAW_U8,
-                  .channels = 1,
-                  .min_width = SIDE,
-                  .max_width = SIDE,
-                  .min_height = SIDE,
-                  .max_height = SIDE};
-    char *names[] = {"a", "b", "c"};
-    ck_assert_int_eq(stk_meta_set_classes(&m, names, 3), STK_OK);
-    for (int i = 0; i < IMAGES; i++) {
-        uint8_t px[SIDE * SIDE];
-        for (int k = 0; k < SIDE * SIDE; k++)
-            px[k] = (uint8_t)((i * 37 + k * 11 + (i % 3) * 60) & 255);
-        char name[16];
-        snprintf(name, sizeof name, "r%d", i);
-        stk_record r = {.encoding = STK_ENCODING_RAW_U8,
-                        .channels = 1,
-                        .width = SIDE,
-                        .height = SIDE,
-                        .label = i % 3,
-                        .name = name,
-                        .name_len = (uint32_t)strlen(name),
-                        .payload = px,
-                        .payload_len = sizeof px};
-        ck_assert_int_eq(stk_writer_put(w, &r), STK_OK);
-        m.class_counts[i % 3]++;
-    }
-    ck_assert_int_eq(stk_writer_finish(w, &m, NULL), STK_OK);
-    stk_writer_close(w);
-    stk_meta_deinit(&m);
 }
 
 /* A model, optimizer, trainer and loaders over the dataset. */
@@ -172,7 +136,7 @@ static stk_fit_result fit(rig *g, script *s, stk_early_stop early, const char *r
 static void setup(void)
 {
     test_tmpdir_create("fit");
-    make_dataset(tmp_path("d.stoke"));
+    make_raw_dataset(tmp_path("d.stoke"), IMAGES, SIDE);
 }
 
 static void teardown(void) { test_tmpdir_remove(); }
@@ -425,7 +389,8 @@ START_TEST(lr_sweep_on_a_scripted_loss)
     ck_assert_int_eq(stk_lr_sweep_init(&s, 0, 1, 10, 0.98, 4), STK_ERR_INVALID_ARG);
     ck_assert_int_eq(stk_lr_sweep_init(&s, 1, 0.5, 10, 0.98, 4), STK_ERR_INVALID_ARG);
     ck_assert_int_eq(stk_lr_sweep_init(&s, 1e-5, 1, 1, 0.98, 4), STK_ERR_INVALID_ARG);
-    ck_assert_int_eq(stk_lr_sweep_init(&s, 1e-5, 1, 2, 0.98, 4), STK_ERR_INVALID_ARG); /* no suggestion from 2 */
+    ck_assert_int_eq(stk_lr_sweep_init(&s, 1e-5, 1, 2, 0.98, 4),
+                     STK_ERR_INVALID_ARG); /* no suggestion from 2 */
     ck_assert_int_eq(stk_lr_sweep_init(&s, 1e-5, 1, 10, 1, 4), STK_ERR_INVALID_ARG);
     ck_assert_int_eq(stk_lr_sweep_init(&s, 1e-5, 1, 10, 0.98, 1), STK_ERR_INVALID_ARG);
 }

@@ -4,8 +4,8 @@
  * their order, on_epoch stopping it, the caller's flag cancelling it, the
  * run folder refused when used, resume continuing to the same metrics. */
 #include "check_main.h"
+#include "raw_dataset.h"
 #include "run/run.h"
-#include "storage/writer.h"
 #include "test_tmpdir.h"
 
 #include <math.h>
@@ -23,46 +23,10 @@ static const char *tmp_path(const char *name)
     return path_buf;
 }
 
-/* IMAGES raw 8x8 gray images in 3 classes. */
-static void make_dataset(const char *path)
-{
-    stk_writer *w;
-    ck_assert_int_eq(stk_writer_open(path, &w), STK_OK);
-    stk_meta m = {.encoding = STK_ENCODING_RAW_U8,
-                  .channels = 1,
-                  .min_width = SIDE,
-                  .max_width = SIDE,
-                  .min_height = SIDE,
-                  .max_height = SIDE};
-    char *names[] = {"a", "b", "c"};
-    ck_assert_int_eq(stk_meta_set_classes(&m, names, 3), STK_OK);
-    for (int i = 0; i < IMAGES; i++) {
-        uint8_t px[SIDE * SIDE];
-        for (int k = 0; k < SIDE * SIDE; k++)
-            px[k] = (uint8_t)((i * 37 + k * 11 + (i % 3) * 60) & 255);
-        char name[16];
-        snprintf(name, sizeof name, "r%d", i);
-        stk_record r = {.encoding = STK_ENCODING_RAW_U8,
-                        .channels = 1,
-                        .width = SIDE,
-                        .height = SIDE,
-                        .label = i % 3,
-                        .name = name,
-                        .name_len = (uint32_t)strlen(name),
-                        .payload = px,
-                        .payload_len = sizeof px};
-        ck_assert_int_eq(stk_writer_put(w, &r), STK_OK);
-        m.class_counts[i % 3]++;
-    }
-    ck_assert_int_eq(stk_writer_finish(w, &m, NULL), STK_OK);
-    stk_writer_close(w);
-    stk_meta_deinit(&m);
-}
-
 static void setup(void)
 {
     test_tmpdir_create("run");
-    make_dataset(tmp_path("d.stoke"));
+    make_raw_dataset(tmp_path("d.stoke"), IMAGES, SIDE);
 }
 
 static void teardown(void) { test_tmpdir_remove(); }
