@@ -81,6 +81,46 @@ stk_status stk_flag_set(const stk_flag *f, void *args, const char *value)
     }
 }
 
+/* "unknown option '--batch-size' (did you mean --batch?)" */
+static stk_status unknown(const stk_flag *flags, const char *a, size_t len)
+{
+    const char *names[256];
+    int n = 0;
+    for (const stk_flag *f = flags; f->kind != STK_FLAG_KIND_END && n < 256; f++)
+        if (f->kind != STK_FLAG_KIND_SECTION) names[n++] = f->name;
+    const char *word = a + (a[1] == '-' ? 2 : 1);
+    const char *hint = stk_text_closest(word, len - (size_t)(word - a), names, n);
+    if (hint)
+        return stk_error(STK_ERR_INVALID_ARG, "unknown option '%.*s' (did you mean --%s?)",
+                         (int)len, a, hint);
+    return stk_error(STK_ERR_INVALID_ARG, "unknown option '%.*s'", (int)len, a);
+}
+
+stk_status stk_flag_parse_args(const stk_flag *flags, void *args, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || a[1] != '-' || !a[2])
+            return stk_error(STK_ERR_INVALID_ARG, "unexpected argument '%s'", a);
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const stk_flag *f = stk_flag_find(flags, name, len);
+        if (!f) return unknown(flags, a, len + 2);
+        const char *value = NULL;
+        if (f->kind == STK_FLAG_KIND_BOOL) {
+            if (eq) return stk_error(STK_ERR_INVALID_ARG, "--%s takes no value", f->name);
+        } else if (eq) {
+            value = eq + 1;
+        } else if (i + 1 < argc) {
+            value = argv[++i];
+        } else {
+            return stk_error(STK_ERR_INVALID_ARG, "--%s needs a value (%s)", f->name, f->arg);
+        }
+        STK_TRY(stk_flag_set(f, args, value));
+    }
+    return STK_OK;
+}
+
 stk_status stk_flag_defaults(const stk_flag *flags, void *args)
 {
     for (const stk_flag *f = flags; f->kind != STK_FLAG_KIND_END; f++)

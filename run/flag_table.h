@@ -78,6 +78,12 @@ stk_status stk_flag_set(const stk_flag *f, void *args, const char *value);
 /* The entry --name of the table (name without "--"; len bytes of it), or NULL. */
 const stk_flag *stk_flag_find(const stk_flag *flags, const char *name, size_t len);
 
+/* Parse argv[1..argc-1], flags only ("--name VALUE", "--name=VALUE", a
+ * switch "--name"), into the struct at `args`; TEXT and LIST values point
+ * into argv. Prints nothing: INVALID_ARG names the flag ("unknown option
+ * '--batch-size' (did you mean --batch?)", "--epochs needs a value (E)"). */
+stk_status stk_flag_parse_args(const stk_flag *flags, void *args, int argc, char **argv);
+
 /* Store each entry's `def` into the struct at `args`. INVALID_ARG names a
  * default the table cannot parse (a bug in the table). */
 stk_status stk_flag_defaults(const stk_flag *flags, void *args);

@@ -443,6 +443,15 @@ stk_status stk_run_settings_check(stk_run_settings *a)
     return STK_OK;
 }
 
+stk_status stk_run_settings_from_args(stk_run_settings *s, int argc, char **argv)
+{
+    stk_status st = stk_run_settings_init(s);
+    if (st == STK_OK) st = stk_flag_parse_args(stk_run_flags, s, argc, argv);
+    if (st == STK_OK) st = stk_run_settings_check(s);
+    if (st != STK_OK) stk_run_settings_free(s);
+    return st;
+}
+
 void stk_run_settings_free(stk_run_settings *s)
 {
     free(s->out_buf);

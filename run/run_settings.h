@@ -87,6 +87,11 @@ stk_status stk_run_setting_set(stk_run_settings *s, const char *name, const char
  * optimizer, --monitor by --val), and a default --out (runs/MODEL-N, made
  * unless print_config). INVALID_ARG with the message a user reads. */
 stk_status stk_run_settings_check(stk_run_settings *s);
+/* Settings from stoke train's flags (argv[0] the command's name; no
+ * --config): the defaults, the flags, the checks. TEXT settings point into
+ * argv. On failure (INVALID_ARG, the message a user reads) nothing is left
+ * to free. */
+stk_status stk_run_settings_from_args(stk_run_settings *s, int argc, char **argv);
 /* Free what the settings own. */
 void stk_run_settings_free(stk_run_settings *s);
 

@@ -1,5 +1,5 @@
 /* stoke tune: a hyperparameter search whose trials share one decoded,
- * augmented stream (tune_sweep.h); the flags here, every other flag is
+ * augmented stream (tune/sweep.h); the flags here, every other flag is
  * `stoke train`'s, fixed for all trials. */
 #include "common/clock.h"
 #include "common/crc32c.h"
@@ -7,8 +7,10 @@
 #include "kernels/backend.h"
 #include "tools/cli.h"
 #include "tools/flags.h"
+#include "tools/train_flags.h"
+#include "tools/train_print.h"
 #include "tools/tune_args.h"
-#include "tools/tune_sweep.h"
+#include "tune/sweep.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -206,8 +208,7 @@ static char *default_out(void)
 static stk_status make_out(const char *out)
 {
     char path[1100];
-    if (stk_make_dirs(out) != 0)
-        return stk_error(STK_ERR_IO, "--out %s: %s", out, strerror(errno));
+    if (stk_make_dirs(out) != 0) return stk_error(STK_ERR_IO, "--out %s: %s", out, strerror(errno));
     DIR *d = opendir(out);
     if (!d) return stk_error(STK_ERR_IO, "--out %s: %s", out, strerror(errno));
     int entries = 0;
@@ -224,7 +225,7 @@ static stk_status make_out(const char *out)
 
 /* tune's flags into c (space, scheduler, metric); returns -1 to go on, or
  * the exit code of a usage error. */
-static int configure(tune_args *a, tune_config *c, char **theirs, int n_theirs)
+static int configure(tune_args *a, stk_tune_config *c, char **theirs, int n_theirs)
 {
     for (int i = 0; i < a->n_space; i++)
         if (stk_space_parse(&c->space, a->space[i]) != STK_OK)
@@ -281,7 +282,7 @@ static int configure(tune_args *a, tune_config *c, char **theirs, int n_theirs)
     }
     if (a->scheduler == STK_SCHED_PBT) {
         for (int k = 0; k < c->space.n; k++)
-            if (!tune_pbt_key(c->space.keys[k].name))
+            if (!stk_tune_pbt_key(c->space.keys[k].name))
                 return stk_cli_usage("tune",
                                      "--scheduler pbt: --space %s: PBT changes values while a "
                                      "trial runs: lr, momentum, wd or label-smoothing",
@@ -303,6 +304,7 @@ static int configure(tune_args *a, tune_config *c, char **theirs, int n_theirs)
     c->stop_after = a->stop_after;
     c->train_argv = theirs, c->train_argc = n_theirs;
     c->lines = a->json ? stderr : stdout;
+    c->cancel = &stk_cli_interrupted;
     return -1;
 }
 
@@ -310,7 +312,7 @@ static int configure(tune_args *a, tune_config *c, char **theirs, int n_theirs)
 
 /* Under a launcher, before anything is written: every rank runs the same
  * sweep (a fingerprint of their flags). */
-static stk_status ranks_agree(tune_config *c, int argc, char **argv)
+static stk_status ranks_agree(stk_tune_config *c, int argc, char **argv)
 {
     uint64_t h = 0xcbf29ce484222325ull;
     for (int i = 1; i < argc; i++) h = stk_fnv1a64(h, argv[i], strlen(argv[i]) + 1);
@@ -329,7 +331,7 @@ static stk_status ranks_agree(tune_config *c, int argc, char **argv)
 
 /* Rank 0's folder exists (made = its outcome there) before any rank writes
  * a trial's. */
-static stk_status folder_made(tune_config *c, stk_status made)
+static stk_status folder_made(stk_tune_config *c, stk_status made)
 {
     int32_t ok = made == STK_OK;
     stk_status st = stk_comm_broadcast(c->comm, &ok, sizeof ok, 0);
@@ -343,7 +345,7 @@ static stk_status folder_made(tune_config *c, stk_status made)
  * tune` on DIR (a --resume while the sweep runs, or a new job while ranks of
  * a killed one live on) is refused before it reads or writes anything.
  * fds[0..1] are closed by the caller (the locks go with them). */
-static stk_status lock_sweep(tune_config *c, int fds[2])
+static stk_status lock_sweep(stk_tune_config *c, int fds[2])
 {
     char trials[1100];
     snprintf(trials, sizeof trials, "%s/trials", c->out);
@@ -369,21 +371,22 @@ static stk_status lock_sweep(tune_config *c, int fds[2])
     return st;
 }
 
-static int run_sweep(tune_args *a, tune_config *c, tune_trial *trials, int64_t n, bool resume)
+static int run_sweep(tune_args *a, stk_tune_config *c, stk_tune_trial *trials, int64_t n,
+                     bool resume)
 {
     stk_run_settings first;
     train_parse_flags(trials[0].argc, trials[0].argv, &first);
     free(first.out_buf);
     stk_cpu_set_threads((int)first.threads);
     stk_cli_catch_interrupt();
-    if (resume && tune_read_trials(c, trials, n) != STK_OK) return stk_cli_fail();
+    if (resume && stk_tune_read_trials(c, trials, n) != STK_OK) return stk_cli_fail();
     /* results.log (results.rankR.log under a launcher), for --resume */
-    if (!resume && tune_open_log(c) != STK_OK) return stk_cli_fail();
+    if (!resume && stk_tune_open_log(c) != STK_OK) return stk_cli_fail();
     if (!resume && c->rank == 0 && !first.no_tensorboard &&
-        tune_hparams_experiment(c, first.val != NULL) != STK_OK)
+        stk_tune_hparams_experiment(c, first.val != NULL) != STK_OK)
         return stk_cli_fail();
     int64_t ended = 0;
-    for (int64_t i = 0; i < n; i++) ended += trials[i].status != TRIAL_PENDING;
+    for (int64_t i = 0; i < n; i++) ended += trials[i].status != STK_TRIAL_PENDING;
     say(c->lines,
         "tune: %" PRId64 " trials, %" PRId64 " side by side on one stream, %s, %s (%s), "
         "up to %" PRId64 " epochs, into %s%s\n",
@@ -392,7 +395,7 @@ static int run_sweep(tune_args *a, tune_config *c, tune_trial *trials, int64_t n
         resume ? " (resumed)" : "");
     if (resume) say(c->lines, "resume: %" PRId64 " trials had ended\n", ended);
     double t0 = stk_clock_sec();
-    stk_status st = tune_run(c, trials, n, resume);
+    stk_status st = stk_tune_run(c, trials, n, resume);
     if (c->results) fclose(c->results);
     c->results = NULL;
     if (st != STK_ERR_CANCELLED && st != STK_OK) {
@@ -403,16 +406,17 @@ static int run_sweep(tune_args *a, tune_config *c, tune_trial *trials, int64_t n
     }
     if (c->rank != 0) /* (--stop-after ends every rank alike: exit 0) */
         return st == STK_ERR_CANCELLED && stk_cli_interrupted ? STK_EXIT_INTERRUPTED : STK_EXIT_OK;
-    if (st == STK_ERR_CANCELLED && tune_write_trials(c, trials, n) != STK_OK)
+    if (st == STK_ERR_CANCELLED && stk_tune_write_trials(c, trials, n) != STK_OK)
         fprintf(stderr, "stoke: %s\n", stk_last_error());
-    tune_print_summary(c, trials, n, a->json ? stdout : c->lines, a->json, stk_clock_sec() - t0);
+    stk_tune_print_summary(c, trials, n, a->json ? stdout : c->lines, a->json,
+                           stk_clock_sec() - t0);
     if (st == STK_ERR_CANCELLED) {
         fprintf(stderr, "stoke: %s; continue with: stoke tune --resume --out %s\n",
                 stk_cli_interrupted ? "interrupted" : "stopped after --stop-after", c->out);
         return stk_cli_interrupted ? STK_EXIT_INTERRUPTED : STK_EXIT_OK;
     }
     int64_t failed = 0;
-    for (int64_t i = 0; i < n; i++) failed += trials[i].status == TRIAL_ERROR;
+    for (int64_t i = 0; i < n; i++) failed += trials[i].status == STK_TRIAL_ERROR;
     if (failed < n) return STK_EXIT_OK;
     fprintf(stderr, "stoke: every trial failed (trials.csv: error)\n");
     return STK_EXIT_ERROR;
@@ -469,8 +473,8 @@ static int tune_with_flags(int argc, char **argv)
                    .perturbation_interval = 1,
                    .quantile = 0.25,
                    .resample_probability = 0.25};
-    tune_config c = {0};
-    tune_trial *trials = NULL;
+    stk_tune_config c = {0};
+    stk_tune_trial *trials = NULL;
     int64_t n = 0;
     char *out_buf = NULL;
     int locks[2] = {-1, -1};
@@ -486,7 +490,7 @@ static int tune_with_flags(int argc, char **argv)
             rc = stk_cli_fail();
         }
     }
-    if (rc < 0 && tune_prepare(&c, trials, n) != STK_OK)
+    if (rc < 0 && stk_tune_prepare(&c, trials, n) != STK_OK)
         rc = stk_cli_usage("tune", "%s", stk_last_error());
     if (rc < 0 && stk_comm_open(300, &c.comm) != STK_OK) rc = stk_cli_fail();
     if (rc < 0) {
@@ -503,7 +507,7 @@ static int tune_with_flags(int argc, char **argv)
         if (made != STK_OK || lock_sweep(&c, locks) != STK_OK) rc = stk_cli_fail();
     }
     if (rc < 0) rc = run_sweep(&a, &c, trials, n, resume);
-    tune_trials_free(trials, n);
+    stk_tune_trials_free(trials, n);
     stk_space_free(&c.space);
     free(out_buf);
     free(mine);

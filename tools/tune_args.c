@@ -6,7 +6,7 @@
 
 #include "common/fs.h"
 #include "tools/cli.h"
-#include "tools/tune_sweep.h"
+#include "tune/sweep.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,7 +60,7 @@ stk_status tune_save_flags(const char *out, int argc, char **argv)
     char path[1100];
     snprintf(path, sizeof path, "%s/sweep.txt", out);
     args a = {argc, argv};
-    return tune_write_text(path, flags_text, &a);
+    return stk_tune_write_text(path, flags_text, &a);
 }
 
 /* s with \\ and \n undone, in place. */

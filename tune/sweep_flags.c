@@ -1,9 +1,8 @@
 /* `stoke tune`'s trials as `stoke train` flags (tune_sweep.h): drawing
  * them, checking them with train's own parser, the reproducing command. */
-#include "tools/tune_sweep.h"
+#include "tune/sweep.h"
 
 #include "common/text.h"
-#include "tools/flags.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -11,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool push_arg(tune_trial *t, int *cap, const char *s)
+static bool push_arg(stk_tune_trial *t, int *cap, const char *s)
 {
     if (t->argc + 1 >= *cap) {
         int c = *cap ? 2 * *cap : 32;
@@ -48,7 +47,7 @@ static char *shell_word(const char *s)
 }
 
 /* "stoke train ..." with every flag but --out (a fresh run folder) */
-static char *command_of(const tune_trial *t)
+static char *command_of(const stk_tune_trial *t)
 {
     char *cmd = strdup("stoke train");
     for (int i = 1; cmd && i < t->argc; i++) {
@@ -65,7 +64,7 @@ static char *command_of(const tune_trial *t)
     return cmd;
 }
 
-static stk_status trial_flags(const tune_config *c, tune_trial *t)
+static stk_status trial_flags(const stk_tune_config *c, stk_tune_trial *t)
 {
     int cap = 0;
     char num[3][32];
@@ -78,7 +77,7 @@ static stk_status trial_flags(const tune_config *c, tune_trial *t)
     for (int i = 0; i < 6; i++)
         if (!push_arg(t, &cap, fixed[i])) return stk_error(STK_ERR_NOMEM, "out of memory");
     for (int k = 0; k < t->params.n; k++) {
-        const stk_flag *f = stk_cli_find(train_cli, t->params.key[k]);
+        const stk_flag *f = stk_run_setting_find(t->params.key[k]);
         char flag[80];
         snprintf(flag, sizeof flag, "--%s", t->params.key[k]);
         if (f && f->kind == STK_FLAG_KIND_BOOL) { /* true: the flag; false: nothing */
@@ -93,16 +92,16 @@ static stk_status trial_flags(const tune_config *c, tune_trial *t)
     return STK_OK;
 }
 
-stk_status tune_prepare(const tune_config *c, tune_trial *trials, int64_t n)
+stk_status stk_tune_prepare(const stk_tune_config *c, stk_tune_trial *trials, int64_t n)
 {
     /* DIR/trials/NNNN/pbt.safetensors and its kin must fit the sweep's
-     * path buffers (tune_trial.out, 1100-byte paths): refused, not cut. */
+     * path buffers (stk_tune_trial.out, 1100-byte paths): refused, not cut. */
     if (strlen(c->out) > TUNE_OUT_MAX)
         return stk_error(STK_ERR_INVALID_ARG,
                          "--out is %zu bytes long: a sweep's folder name may be at most %d",
                          strlen(c->out), TUNE_OUT_MAX);
     for (int64_t i = 0; i < n; i++) {
-        tune_trial *t = &trials[i];
+        stk_tune_trial *t = &trials[i];
         t->id = i;
         t->best_value = NAN;
         stk_space_draw(&c->space, (uint64_t)c->seed, i, &t->params);
@@ -110,7 +109,9 @@ stk_status tune_prepare(const tune_config *c, tune_trial *trials, int64_t n)
         STK_TRY(trial_flags(c, t));
         /* train's own checks on this trial's values, before anything runs */
         stk_run_settings a;
-        if (train_parse_flags(t->argc, t->argv, &a) >= 0) {
+        if (stk_run_settings_from_args(&a, t->argc, t->argv) != STK_OK) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", stk_last_error());
             char vals[512] = "";
             for (int k = 0; k < t->params.n; k++) {
                 size_t used = strlen(vals);
@@ -118,16 +119,16 @@ stk_status tune_prepare(const tune_config *c, tune_trial *trials, int64_t n)
                          t->params.value[k]);
             }
             return stk_error(STK_ERR_INVALID_ARG,
-                             "trial %" PRId64 " (%s): stoke train refuses these values (above); "
+                             "trial %" PRId64 " (%s): stoke train refuses these values (%s); "
                              "narrow --space",
-                             i, vals);
+                             i, vals, why);
         }
-        free(a.out_buf);
+        stk_run_settings_free(&a);
     }
     return STK_OK;
 }
 
-void tune_trials_free(tune_trial *trials, int64_t n)
+void stk_tune_trials_free(stk_tune_trial *trials, int64_t n)
 {
     for (int64_t i = 0; trials && i < n; i++) {
         for (int k = 0; k < trials[i].argc; k++) free(trials[i].argv[k]);

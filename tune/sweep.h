@@ -1,5 +1,5 @@
 /* `stoke tune`'s sweep (tune_run.c and its parts): trials drawn from a search space,
- * run as `stoke train` runs would be (tools/train_setup.h), several at a
+ * run as `stoke train` runs would be (run/run.h), several at a
  * time on one shared stream of decoded, augmented batches, a scheduler
  * (tune/scheduler.h) deciding after each epoch which go on; and what the
  * sweep writes (tune_report.c).
@@ -19,28 +19,32 @@
 #pragma once
 
 #include "distributed/comm.h"
-#include "tools/train_print.h"
 #include "run/run.h"
-#include "tools/train_flags.h"
 #include "tune/scheduler.h"
 #include "tune/space.h"
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
-typedef enum trial_status {
-    TRIAL_PENDING,
-    TRIAL_COMPLETED,     /* ran to --epochs */
-    TRIAL_STOPPED,       /* the scheduler stopped it (stopped_at) */
-    TRIAL_EARLY_STOPPED, /* its own early stopping (--early-stop) */
-    TRIAL_ERROR,         /* failed (diverged, ...): error */
-} trial_status;
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum stk_trial_status {
+    STK_TRIAL_PENDING,
+    STK_TRIAL_COMPLETED,     /* ran to --epochs */
+    STK_TRIAL_STOPPED,       /* the scheduler stopped it (stopped_at) */
+    STK_TRIAL_EARLY_STOPPED, /* its own early stopping (--early-stop) */
+    STK_TRIAL_ERROR,         /* failed (diverged, ...): error */
+} stk_trial_status;
 
 /* The longest --out a sweep takes (its trials' folders and files below it
- * must fit tune_trial.out and the 1100-byte paths of tune_*.c). */
+ * must fit stk_tune_trial.out and the 1100-byte paths of tune_*.c). */
 #define TUNE_OUT_MAX 1000
 
-typedef struct tune_trial {
+typedef struct stk_tune_trial {
     int64_t id;
     int64_t saved_epoch; /* PBT: the epoch of its kept state (0: none) */
     uint64_t saved_hash;
@@ -51,7 +55,7 @@ typedef struct tune_trial {
     bool redo_save, redo_load;
     bool announced; /* its end was announced (or it had ended when resumed) */
     stk_trial_params params;
-    trial_status status;
+    stk_trial_status status;
     int64_t epochs_run, stopped_at, best_epoch;
     double best_value, seconds;
     char error[512];
@@ -59,9 +63,9 @@ typedef struct tune_trial {
     char **argv;    /* its `stoke train` flags (argv[0] "train"), owned */
     int argc;
     char *command; /* the shell command that reproduces it, owned */
-} tune_trial;
+} stk_tune_trial;
 
-typedef struct tune_config {
+typedef struct stk_tune_config {
     const char *out; /* DIR */
     int64_t samples, epochs, concurrent, seed;
     stk_sched_options sched;
@@ -70,7 +74,9 @@ typedef struct tune_config {
     char **train_argv; /* the fixed `stoke train` flags */
     int train_argc;
     stk_space space;
-    FILE *lines;          /* progress lines (stdout, or stderr under --json) */
+    FILE *lines; /* progress lines (the CLI's stdout, or stderr under --json; NULL: none) */
+    const volatile sig_atomic_t
+        *cancel;          /* the caller's flag: nonzero stops the sweep (NULL: none) */
     FILE *results;        /* DIR/results.log: "TRIAL EPOCH VALUE SETTLE" per reported epoch */
     int64_t stop_after;   /* > 0: end this call after that many trial epochs (resume later) */
     int64_t *epochs_done; /* this call's trial epochs (tune_run's counter) */
@@ -81,14 +87,14 @@ typedef struct tune_config {
      * rank 0 writes DIR's files and prints. */
     struct stk_comm *comm;
     int rank, world;
-} tune_config;
+} stk_tune_config;
 
 /* The trials' flags and commands (before anything runs). Errors: a usage
  * error of a trial's flags (printed by train's parser; the message names
  * the trial and its values). */
-stk_status tune_prepare(const tune_config *c, tune_trial *trials, int64_t n);
+stk_status stk_tune_prepare(const stk_tune_config *c, stk_tune_trial *trials, int64_t n);
 
-/* Run every pending trial. A trial that fails ends as TRIAL_ERROR and the
+/* Run every pending trial. A trial that fails ends as STK_TRIAL_ERROR and the
  * sweep goes on. Cohort k is always trials [k*concurrent, (k+1)*concurrent):
  * a resumed sweep runs each cohort's pending trials where the first run
  * would have. Errors: STK_ERR_CANCELLED (Ctrl-C: the trials that ended keep
@@ -100,17 +106,17 @@ stk_status tune_prepare(const tune_config *c, tune_trial *trials, int64_t n);
  * epochs, reporting them again in the same place), so its decisions are
  * those of the first run; unfinished trials continue from their last
  * checkpoint (stoke train --resume). */
-stk_status tune_run(tune_config *c, tune_trial *trials, int64_t n, bool replay);
+stk_status stk_tune_run(stk_tune_config *c, stk_tune_trial *trials, int64_t n, bool replay);
 
 /* DIR/results.log opened for appending into c->results (a new sweep; a
  * resumed one opens it once its replay has rewritten it). */
-stk_status tune_open_log(tune_config *c);
+stk_status stk_tune_open_log(stk_tune_config *c);
 
 /* The statuses and figures of DIR/trials.csv's ended trials into trials
  * (tune_report.c). Errors: STK_ERR_FORMAT naming the line. */
-stk_status tune_read_trials(const tune_config *c, tune_trial *trials, int64_t n);
+stk_status stk_tune_read_trials(const stk_tune_config *c, stk_tune_trial *trials, int64_t n);
 
-void tune_trials_free(tune_trial *trials, int64_t n);
+void stk_tune_trials_free(stk_tune_trial *trials, int64_t n);
 
 /* Population based training (tune_pbt.c), in rounds (tune/scheduler.h:
  * every trial of the population at the same epoch). tune_pbt_plan, on every
@@ -123,40 +129,47 @@ void tune_trials_free(tune_trial *trials, int64_t n);
  * t's explored values (lr, momentum, wd, label-smoothing). Each writes a
  * line of DIR/trials/ID/pbt.csv with a hash of the state saved or loaded
  * (once: a resumed sweep that does a round's part again writes none). */
-void tune_pbt_plan(const tune_config *c, tune_trial *trials, const stk_pbt_step *steps, int64_t n,
-                   int64_t epoch);
-stk_status tune_pbt_save(const tune_config *c, tune_trial *t, stk_trainer *tr, int64_t epoch);
-stk_status tune_pbt_load(const tune_config *c, tune_trial *t, stk_trainer *tr,
-                         const tune_trial *src, int64_t epoch);
+void stk_tune_pbt_plan(const stk_tune_config *c, stk_tune_trial *trials, const stk_pbt_step *steps,
+                       int64_t n, int64_t epoch);
+stk_status stk_tune_pbt_save(const stk_tune_config *c, stk_tune_trial *t, stk_trainer *tr,
+                             int64_t epoch);
+stk_status stk_tune_pbt_load(const stk_tune_config *c, stk_tune_trial *t, stk_trainer *tr,
+                             const stk_tune_trial *src, int64_t epoch);
 /* A cloned trial's values into its trainer (a resumed trial's, set up with
  * the values it started with). */
-stk_status tune_pbt_set_values(stk_trainer *tr, const stk_trial_params *p);
+stk_status stk_tune_pbt_set_values(stk_trainer *tr, const stk_trial_params *p);
 /* The keys PBT can change while a trial runs. */
-bool tune_pbt_key(const char *key);
+bool stk_tune_pbt_key(const char *key);
 
 /* Trial t's epoch `epoch` (counted from 1) had the sweep's metric v: its
- * epochs run and best so far (tune_trial.c; the replay of a resume too). */
-void tune_trial_note(const tune_config *c, tune_trial *t, int64_t epoch, double v);
+ * epochs run and best so far (stk_tune_trial.c; the replay of a resume too). */
+void stk_tune_trial_note(const stk_tune_config *c, stk_tune_trial *t, int64_t epoch, double v);
 
 /* "COMPLETED", "STOPPED@3", "EARLY_STOPPED", "ERROR", "PENDING" */
-void tune_status_text(const tune_trial *t, char buf[32]);
+void stk_tune_status_text(const stk_tune_trial *t, char buf[32]);
 
 /* TensorBoard's HParams experiment summary in DIR (the space's keys as
  * columns; the epoch metrics, val_* with a validation set); each trial
  * writes its session start and end in its own folder (unless
  * --no-tensorboard). */
-stk_status tune_hparams_experiment(const tune_config *c, bool val);
+stk_status stk_tune_hparams_experiment(const stk_tune_config *c, bool val);
 
 /* The text `fill` writes to its stream, written atomically to path (the
  * sweep's files: trials.csv, best.json, results.log, sweep.txt). */
-stk_status tune_write_text(const char *path, void (*fill)(FILE *, const void *), const void *ctx);
+stk_status stk_tune_write_text(const char *path, void (*fill)(FILE *, const void *),
+                               const void *ctx);
 
 /* DIR/trials.csv alone (after each trial ends). */
-stk_status tune_write_trials(const tune_config *c, const tune_trial *trials, int64_t n);
+stk_status stk_tune_write_trials(const stk_tune_config *c, const stk_tune_trial *trials, int64_t n);
 /* DIR/trials.csv, DIR/best.json, DIR/best.safetensors; the ranked summary
  * on `f` (or one JSON object with --json). (tune_report.c) */
-stk_status tune_write_results(const tune_config *c, const tune_trial *trials, int64_t n);
-void tune_print_summary(const tune_config *c, const tune_trial *trials, int64_t n, FILE *f,
-                        bool json, double seconds);
+stk_status stk_tune_write_results(const stk_tune_config *c, const stk_tune_trial *trials,
+                                  int64_t n);
+void stk_tune_print_summary(const stk_tune_config *c, const stk_tune_trial *trials, int64_t n,
+                            FILE *f, bool json, double seconds);
 /* DIR/trials/ID/params.json */
-stk_status tune_write_params(const tune_trial *t);
+stk_status stk_tune_write_params(const stk_tune_trial *t);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,6 +1,6 @@
 /* What a sweep writes (tune_sweep.h): trials.csv, best.json,
  * best.safetensors, each trial's params.json, and the ranked summary. */
-#include "tools/tune_sweep.h"
+#include "tune/sweep.h"
 
 #include "common/fs.h"
 #include "common/json.h"
@@ -13,17 +13,18 @@
 #include <string.h>
 #include <unistd.h>
 
-void tune_status_text(const tune_trial *t, char buf[32])
+void stk_tune_status_text(const stk_tune_trial *t, char buf[32])
 {
     static const char *const names[] = {"PENDING", "COMPLETED", "STOPPED", "EARLY_STOPPED",
                                         "ERROR"};
-    if (t->status == TRIAL_STOPPED)
+    if (t->status == STK_TRIAL_STOPPED)
         snprintf(buf, 32, "STOPPED@%" PRId64, t->stopped_at);
     else
         snprintf(buf, 32, "%s", names[t->status]);
 }
 
-stk_status tune_write_text(const char *path, void (*fill)(FILE *, const void *), const void *ctx)
+stk_status stk_tune_write_text(const char *path, void (*fill)(FILE *, const void *),
+                               const void *ctx)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -41,7 +42,7 @@ stk_status tune_write_text(const char *path, void (*fill)(FILE *, const void *),
 }
 
 /* {"lr": "0.01", ...}: the values as the text passed to stoke train */
-static void params_object(FILE *f, const tune_trial *t)
+static void params_object(FILE *f, const stk_tune_trial *t)
 {
     fputs("{", f);
     for (int k = 0; k < t->params.n; k++) {
@@ -59,16 +60,16 @@ static void params_json(FILE *f, const void *ctx)
     fputs("\n", f);
 }
 
-stk_status tune_write_params(const tune_trial *t)
+stk_status stk_tune_write_params(const stk_tune_trial *t)
 {
     char path[1100];
     snprintf(path, sizeof path, "%s/params.json", t->out);
-    return tune_write_text(path, params_json, t);
+    return stk_tune_write_text(path, params_json, t);
 }
 
 typedef struct results {
-    const tune_config *c;
-    const tune_trial *trials;
+    const stk_tune_config *c;
+    const stk_tune_trial *trials;
     int64_t n;
 } results;
 
@@ -81,9 +82,9 @@ static void trials_csv(FILE *f, const void *ctx)
     fprintf(f, ",best_%s,best_epoch,epochs_run,seconds,error,command\n",
             stk_monitor_name(r->c->metric));
     for (int64_t i = 0; i < r->n; i++) {
-        const tune_trial *t = &r->trials[i];
+        const stk_tune_trial *t = &r->trials[i];
         char st[32], v[32];
-        tune_status_text(t, st);
+        stk_tune_status_text(t, st);
         fprintf(f, "%04" PRId64 ",%s", t->id, st);
         for (int k = 0; k < t->params.n; k++) {
             fputc(',', f);
@@ -101,11 +102,12 @@ static void trials_csv(FILE *f, const void *ctx)
 }
 
 /* The best trial: the best metric (ties: the lower id); NULL when none has one. */
-static const tune_trial *best_trial(const tune_config *c, const tune_trial *trials, int64_t n)
+static const stk_tune_trial *best_trial(const stk_tune_config *c, const stk_tune_trial *trials,
+                                        int64_t n)
 {
-    const tune_trial *b = NULL;
+    const stk_tune_trial *b = NULL;
     for (int64_t i = 0; i < n; i++) {
-        const tune_trial *t = &trials[i];
+        const stk_tune_trial *t = &trials[i];
         if (isnan(t->best_value)) continue;
         if (!b || (c->maximise ? t->best_value > b->best_value : t->best_value < b->best_value))
             b = t;
@@ -116,7 +118,7 @@ static const tune_trial *best_trial(const tune_config *c, const tune_trial *tria
 static void best_json(FILE *f, const void *ctx)
 {
     const results *r = ctx;
-    const tune_trial *b = best_trial(r->c, r->trials, r->n);
+    const stk_tune_trial *b = best_trial(r->c, r->trials, r->n);
     char id[16], num[STK_JSON_NUMBER], ckpt[1200];
     snprintf(id, sizeof id, "%04" PRId64, b->id);
     snprintf(ckpt, sizeof ckpt, "%s/best.safetensors", b->out);
@@ -135,7 +137,7 @@ static void best_json(FILE *f, const void *ctx)
 
 /* best.safetensors: a copy of the best trial's best.safetensors (the
  * weights of its best epoch by its --monitor, as `stoke train` keeps). */
-static stk_status copy_best(const tune_config *c, const tune_trial *b)
+static stk_status copy_best(const stk_tune_config *c, const stk_tune_trial *b)
 {
     char from[1200], to[1100];
     snprintf(from, sizeof from, "%s/best.safetensors", b->out);
@@ -150,12 +152,12 @@ static stk_status copy_best(const tune_config *c, const tune_trial *b)
     return st;
 }
 
-stk_status tune_write_trials(const tune_config *c, const tune_trial *trials, int64_t n)
+stk_status stk_tune_write_trials(const stk_tune_config *c, const stk_tune_trial *trials, int64_t n)
 {
     results r = {c, trials, n};
     char path[1100];
     snprintf(path, sizeof path, "%s/trials.csv", c->out);
-    return tune_write_text(path, trials_csv, &r);
+    return stk_tune_write_text(path, trials_csv, &r);
 }
 
 /* One CSV line's fields (quoted ones unquoted), in place; their number. */
@@ -187,7 +189,7 @@ static int csv_split(char *line, char **fields, int max)
     }
 }
 
-stk_status tune_read_trials(const tune_config *c, tune_trial *trials, int64_t n)
+stk_status stk_tune_read_trials(const stk_tune_config *c, stk_tune_trial *trials, int64_t n)
 {
     char path[1100];
     snprintf(path, sizeof path, "%s/trials.csv", c->out);
@@ -213,17 +215,17 @@ stk_status tune_read_trials(const tune_config *c, tune_trial *trials, int64_t n)
             st = stk_error(STK_ERR_FORMAT, "%s line %d: not a trial of this sweep", path, line);
             break;
         }
-        tune_trial *t = &trials[id];
+        stk_tune_trial *t = &trials[id];
         const char *status = f[1];
         if (!strncmp(status, "STOPPED@", 8)) {
-            t->status = TRIAL_STOPPED;
+            t->status = STK_TRIAL_STOPPED;
             t->stopped_at = strtoll(status + 8, NULL, 10);
         } else if (!strcmp(status, "COMPLETED")) {
-            t->status = TRIAL_COMPLETED;
+            t->status = STK_TRIAL_COMPLETED;
         } else if (!strcmp(status, "EARLY_STOPPED")) {
-            t->status = TRIAL_EARLY_STOPPED;
+            t->status = STK_TRIAL_EARLY_STOPPED;
         } else if (!strcmp(status, "ERROR")) {
-            t->status = TRIAL_ERROR;
+            t->status = STK_TRIAL_ERROR;
         } else {
             continue; /* PENDING: it runs again */
         }
@@ -238,24 +240,24 @@ stk_status tune_read_trials(const tune_config *c, tune_trial *trials, int64_t n)
     return st;
 }
 
-stk_status tune_write_results(const tune_config *c, const tune_trial *trials, int64_t n)
+stk_status stk_tune_write_results(const stk_tune_config *c, const stk_tune_trial *trials, int64_t n)
 {
     results r = {c, trials, n};
     char path[1100];
-    STK_TRY(tune_write_trials(c, trials, n));
-    const tune_trial *b = best_trial(c, trials, n);
+    STK_TRY(stk_tune_write_trials(c, trials, n));
+    const stk_tune_trial *b = best_trial(c, trials, n);
     if (!b) return STK_OK;
     snprintf(path, sizeof path, "%s/best.json", c->out);
-    STK_TRY(tune_write_text(path, best_json, &r));
+    STK_TRY(stk_tune_write_text(path, best_json, &r));
     return copy_best(c, b);
 }
 
 static int by_metric_desc = 1;
-static const tune_trial *sort_base;
+static const stk_tune_trial *sort_base;
 
 static int rank_cmp(const void *a, const void *b)
 {
-    const tune_trial *x = &sort_base[*(const int64_t *)a], *y = &sort_base[*(const int64_t *)b];
+    const stk_tune_trial *x = &sort_base[*(const int64_t *)a], *y = &sort_base[*(const int64_t *)b];
     bool nx = isnan(x->best_value), ny = isnan(y->best_value);
     if (nx != ny) return nx ? 1 : -1;
     if (!nx && x->best_value != y->best_value)
@@ -263,8 +265,8 @@ static int rank_cmp(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-void tune_print_summary(const tune_config *c, const tune_trial *trials, int64_t n, FILE *f,
-                        bool json, double seconds)
+void stk_tune_print_summary(const stk_tune_config *c, const stk_tune_trial *trials, int64_t n,
+                            FILE *f, bool json, double seconds)
 {
     int64_t *order = malloc((size_t)(n ? n : 1) * sizeof *order);
     if (!order) return;
@@ -272,7 +274,7 @@ void tune_print_summary(const tune_config *c, const tune_trial *trials, int64_t 
     sort_base = trials;
     by_metric_desc = c->maximise ? 1 : -1;
     qsort(order, (size_t)n, sizeof *order, rank_cmp);
-    const tune_trial *b = n ? &trials[order[0]] : NULL;
+    const stk_tune_trial *b = n ? &trials[order[0]] : NULL;
     int64_t counts[5] = {0};
     for (int64_t i = 0; i < n; i++) counts[trials[i].status]++;
     if (json) {
@@ -280,8 +282,8 @@ void tune_print_summary(const tune_config *c, const tune_trial *trials, int64_t 
         fprintf(f,
                 "{\"trials\": %" PRId64 ", \"completed\": %" PRId64 ", \"stopped\": %" PRId64
                 ", \"early_stopped\": %" PRId64 ", \"errors\": %" PRId64 ", \"seconds\": %.1f",
-                n, counts[TRIAL_COMPLETED], counts[TRIAL_STOPPED], counts[TRIAL_EARLY_STOPPED],
-                counts[TRIAL_ERROR], seconds);
+                n, counts[STK_TRIAL_COMPLETED], counts[STK_TRIAL_STOPPED],
+                counts[STK_TRIAL_EARLY_STOPPED], counts[STK_TRIAL_ERROR], seconds);
         if (b && !isnan(b->best_value))
             fprintf(f, ", \"best_trial\": \"%04" PRId64 "\", \"best_%s\": %s", b->id,
                     stk_monitor_name(c->metric), stk_json_number(b->best_value, 6, num));
@@ -294,14 +296,15 @@ void tune_print_summary(const tune_config *c, const tune_trial *trials, int64_t 
     fprintf(f,
             "\n%" PRId64 " trials in %.1f s: %" PRId64 " completed, %" PRId64
             " stopped by %s, %" PRId64 " early-stopped, %" PRId64 " failed\n",
-            n, seconds, counts[TRIAL_COMPLETED], counts[TRIAL_STOPPED],
-            stk_sched_name(c->sched.kind), counts[TRIAL_EARLY_STOPPED], counts[TRIAL_ERROR]);
+            n, seconds, counts[STK_TRIAL_COMPLETED], counts[STK_TRIAL_STOPPED],
+            stk_sched_name(c->sched.kind), counts[STK_TRIAL_EARLY_STOPPED],
+            counts[STK_TRIAL_ERROR]);
     fprintf(f, "rank  trial  %-14s %-10s epochs  status         params\n",
             stk_monitor_name(c->metric), "at epoch");
     for (int64_t r = 0; r < n && r < 10; r++) {
-        const tune_trial *t = &trials[order[r]];
+        const stk_tune_trial *t = &trials[order[r]];
         char st[32], v[32] = "-";
-        tune_status_text(t, st);
+        stk_tune_status_text(t, st);
         if (!isnan(t->best_value)) snprintf(v, sizeof v, "%.4f", t->best_value);
         fprintf(f, "%4" PRId64 "  %04" PRId64 "   %-14s %-10" PRId64 " %-7" PRId64 " %-14s", r + 1,
                 t->id, v, t->best_epoch, t->epochs_run, st);

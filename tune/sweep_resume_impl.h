@@ -7,7 +7,7 @@
  * when they had no checkpoint). The logs are only ever appended to. */
 #pragma once
 
-#include "tools/tune_sweep.h"
+#include "tune/sweep.h"
 
 #include <stddef.h>
 
@@ -23,12 +23,12 @@ typedef struct entry {
  * epochs_run go); *next_settle: the number of this run's first exchange.
  * Errors: FORMAT naming the file and line (not a result of this sweep),
  * IO, NOMEM. */
-stk_status tune_read_log(const tune_config *c, const tune_trial *trials, int64_t n_trials,
+stk_status tune_read_log(const stk_tune_config *c, const stk_tune_trial *trials, int64_t n_trials,
                          entry **out, size_t *n, int64_t *next_settle);
 /* The epoch of trial t's last checkpoint (0: none). */
-int64_t tune_checkpoint_epoch(const tune_trial *t);
+int64_t tune_checkpoint_epoch(const stk_tune_trial *t);
 /* Cohort [k0, k1)'s entries from *next on, fed to s. */
-void tune_replay_cohort(const tune_config *c, stk_scheduler *s, tune_trial *trials,
+void tune_replay_cohort(const stk_tune_config *c, stk_scheduler *s, stk_tune_trial *trials,
                         const entry *log, size_t n_log, size_t *next, int64_t k0, int64_t k1,
                         const int64_t *ckpt);
 /* The same for PBT, round by round (tune/scheduler.h): each epoch's
@@ -36,7 +36,7 @@ void tune_replay_cohort(const tune_config *c, stk_scheduler *s, tune_trial *tria
  * they did, every complete round planned again (tune_pbt_plan: the explore
  * draws in step); a pending trial whose checkpoint is that round's epoch
  * does its part of it again once it runs (redo_*). Errors: NOMEM. */
-stk_status tune_replay_pbt(const tune_config *c, stk_scheduler *s, tune_trial *trials,
+stk_status tune_replay_pbt(const stk_tune_config *c, stk_scheduler *s, stk_tune_trial *trials,
                            int64_t n_trials, const entry *log, size_t n_log, size_t *next,
                            int64_t k0, int64_t k1, const int64_t *ckpt);
-stk_status tune_resume_flags(tune_trial *trials, int64_t n, const int64_t *ckpt);
+stk_status tune_resume_flags(stk_tune_trial *trials, int64_t n, const int64_t *ckpt);

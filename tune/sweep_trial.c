@@ -1,10 +1,9 @@
-/* One running trial of `stoke tune` (tune_trial.h). */
-#include "tools/tune_trial.h"
+/* One running trial of `stoke tune` (stk_tune_trial.h). */
+#include "tune/sweep_trial_impl.h"
 
 #include "common/clock.h"
 #include "common/log.h"
 #include "runlog/tb_hparams.h"
-#include "tools/cli.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -22,13 +21,13 @@ static double stk_wall_seconds(void)
     return (double)tv.tv_sec + tv.tv_usec * 1e-6;
 }
 
-void tune_trial_end(live *L, trial_status status, const char *error)
+void tune_trial_end(live *L, stk_trial_status status, const char *error)
 {
-    tune_trial *t = L->t;
+    stk_tune_trial *t = L->t;
     if (L->fit) {
         stk_fit_result res;
-        if (status != TRIAL_ERROR && stk_fit_finish(L->fit, &res) != STK_OK) {
-            status = TRIAL_ERROR;
+        if (status != STK_TRIAL_ERROR && stk_fit_finish(L->fit, &res) != STK_OK) {
+            status = STK_TRIAL_ERROR;
             error = stk_last_error();
             L->failed = true;
         }
@@ -39,7 +38,7 @@ void tune_trial_end(live *L, trial_status status, const char *error)
     if (error) snprintf(t->error, sizeof t->error, "%s", error);
     if (L->hparams) {
         stk_tb_hparams_session_end(
-            L->hparams, status == TRIAL_ERROR ? STK_TB_SESSION_FAILURE : STK_TB_SESSION_SUCCESS,
+            L->hparams, status == STK_TRIAL_ERROR ? STK_TB_SESSION_FAILURE : STK_TB_SESSION_SUCCESS,
             stk_wall_seconds());
         stk_tfevents_close(L->hparams);
         L->hparams = NULL;
@@ -48,24 +47,24 @@ void tune_trial_end(live *L, trial_status status, const char *error)
     L->running = L->active = false;
 }
 
-void tune_announce(const tune_config *c, tune_trial *trials, int64_t n, tune_trial *t)
+void tune_announce(const stk_tune_config *c, stk_tune_trial *trials, int64_t n, stk_tune_trial *t)
 {
     t->announced = true;
     if (c->rank != 0) return;
-    if (tune_write_trials(c, trials, n) != STK_OK) /* a kill now keeps this trial's end */
+    if (stk_tune_write_trials(c, trials, n) != STK_OK) /* a kill now keeps this trial's end */
         stk_log_warn("%s", stk_last_error());
     char st[32], best[32];
-    tune_status_text(t, st);
+    stk_tune_status_text(t, st);
     snprintf(best, sizeof best, "%.4g", t->best_value);
-    bool err = t->status == TRIAL_ERROR;
+    bool err = t->status == STK_TRIAL_ERROR;
     /* the sweep so far: trials ended, stopped, and the best of them */
     int64_t ended = 0, stopped = 0;
-    const tune_trial *top = NULL;
+    const stk_tune_trial *top = NULL;
     for (int64_t i = 0; i < n; i++) {
-        const tune_trial *u = &trials[i];
-        if (u->status == TRIAL_PENDING || !u->announced) continue;
+        const stk_tune_trial *u = &trials[i];
+        if (u->status == STK_TRIAL_PENDING || !u->announced) continue;
         ended++;
-        stopped += u->status == TRIAL_STOPPED;
+        stopped += u->status == STK_TRIAL_STOPPED;
         if (!isnan(u->best_value) && (!top || (c->maximise ? u->best_value > top->best_value
                                                            : u->best_value < top->best_value)))
             top = u;
@@ -78,11 +77,13 @@ void tune_announce(const tune_config *c, tune_trial *trials, int64_t n, tune_tri
                  ended, n, stopped, top->id, top->best_value);
     else
         snprintf(so_far, sizeof so_far, " [%" PRId64 "/%" PRId64 " ended]", ended, n);
-    say(c->lines,
-        "trial %04" PRId64 " %s after %" PRId64 " epoch%s: best %s %s (epoch %" PRId64 ")%s%s%s\n",
-        t->id, st, t->epochs_run, t->epochs_run == 1 ? "" : "s", stk_monitor_name(c->metric),
-        isnan(t->best_value) ? "-" : best, t->best_epoch, err ? ": " : "", err ? t->error : "",
-        so_far);
+    if (c->lines)
+        fprintf(c->lines,
+                "trial %04" PRId64 " %s after %" PRId64 " epoch%s: best %s %s (epoch %" PRId64
+                ")%s%s%s\n",
+                t->id, st, t->epochs_run, t->epochs_run == 1 ? "" : "s",
+                stk_monitor_name(c->metric), isnan(t->best_value) ? "-" : best, t->best_epoch,
+                err ? ": " : "", err ? t->error : "", so_far);
 }
 
 /* fit's on_epoch: the run's record (metrics.csv, TensorBoard) as stoke
@@ -95,7 +96,7 @@ static stk_status trial_on_epoch(void *ctx, const stk_fit_epoch *e, bool *stop)
 {
     live *L = ctx;
     STK_TRY(stk_run_epoch_done(&L->r, e, stop));
-    const tune_config *c = L->c;
+    const stk_tune_config *c = L->c;
     double v = stk_fit_metric(c->metric, e->train, e->val, e->val_ema);
     if (c->results) {
         fprintf(c->results, "%" PRId64 " %" PRId64 " %.17g %" PRId64 "\n", L->t->id, e->epoch + 1,
@@ -124,7 +125,7 @@ static void hparam_columns(const stk_space *sp, stk_tb_hparam *hp)
     }
 }
 
-stk_status tune_hparams_experiment(const tune_config *c, bool val)
+stk_status stk_tune_hparams_experiment(const stk_tune_config *c, bool val)
 {
     stk_tb_hparam hp[STK_SPACE_MAX_KEYS];
     hparam_columns(&c->space, hp);
@@ -139,7 +140,7 @@ stk_status tune_hparams_experiment(const tune_config *c, bool val)
 }
 
 /* The trial's HParams session: a writer of its own in its run folder. */
-static stk_status hparams_start(const tune_config *c, live *L)
+static stk_status hparams_start(const stk_tune_config *c, live *L)
 {
     stk_tb_hparam hp[STK_SPACE_MAX_KEYS];
     hparam_columns(&c->space, hp);
@@ -157,13 +158,14 @@ static stk_status hparams_start(const tune_config *c, live *L)
  * one. Failure ends the trial (ERROR). */
 bool tune_trial_start(live *L, const live *owner)
 {
-    const tune_config *c = L->c;
+    const stk_tune_config *c = L->c;
     memset(&L->r, 0, sizeof L->r);
     L->t0 = stk_clock_sec();
-    tune_trial *t = L->t;
-    if (train_parse_flags(t->argc, t->argv, &L->r.a) >= 0) { /* checked in tune_prepare */
+    stk_tune_trial *t = L->t;
+    if (stk_run_settings_from_args(&L->r.a, t->argc, t->argv) !=
+        STK_OK) { /* checked in tune_prepare */
         L->failed = true;
-        tune_trial_end(L, TRIAL_ERROR, "its flags were refused");
+        tune_trial_end(L, STK_TRIAL_ERROR, "its flags were refused");
         return false;
     }
     if (owner) {
@@ -175,11 +177,11 @@ bool tune_trial_start(live *L, const live *owner)
     L->r.world = 1;
     stk_status st = stk_run_setup(&L->r);
     /* (the values it started with: a clone's later values are in its pbt.csv) */
-    if (st == STK_OK && !t->cloned && tune_write_params(t) != STK_OK) st = STK_ERR_IO;
+    if (st == STK_OK && !t->cloned && stk_tune_write_params(t) != STK_OK) st = STK_ERR_IO;
     /* resumed after a PBT clone: its values are the explored ones (a clone
      * still to be loaded again sets them itself) */
     if (st == STK_OK && t->cloned && !t->redo_load)
-        st = tune_pbt_set_values(L->r.trainer, &t->params);
+        st = stk_tune_pbt_set_values(L->r.trainer, &t->params);
     if (st == STK_OK) {
         stk_fit_options o = stk_run_fit_options(&L->r);
         o.train = NULL, o.h2d = NULL, o.val = NULL;
@@ -196,7 +198,7 @@ bool tune_trial_start(live *L, const live *owner)
         int64_t done = stk_trainer_position(L->r.trainer)->epoch;
         t->epochs_run = done;
         L->running = true;
-        tune_trial_end(L, done >= c->epochs ? TRIAL_COMPLETED : TRIAL_EARLY_STOPPED, NULL);
+        tune_trial_end(L, done >= c->epochs ? STK_TRIAL_COMPLETED : STK_TRIAL_EARLY_STOPPED, NULL);
         L->failed = true; /* not a failure, but its end is owed to the others */
         return true;
     }
@@ -206,14 +208,14 @@ bool tune_trial_start(live *L, const live *owner)
         stk_run_close(&L->r);
         memset(&L->r, 0, sizeof L->r);
         L->failed = true;
-        tune_trial_end(L, TRIAL_ERROR, why);
+        tune_trial_end(L, STK_TRIAL_ERROR, why);
         return false;
     }
     L->running = true;
     return true;
 }
 
-void tune_trial_note(const tune_config *c, tune_trial *t, int64_t epoch, double v)
+void stk_tune_trial_note(const stk_tune_config *c, stk_tune_trial *t, int64_t epoch, double v)
 {
     t->epochs_run = epoch;
     if (isfinite(v) &&
@@ -228,11 +230,11 @@ void tune_trial_failed(live *L)
     char why[512];
     snprintf(why, sizeof why, "%s", stk_last_error());
     L->failed = true;
-    tune_trial_end(L, TRIAL_ERROR, why);
+    tune_trial_end(L, STK_TRIAL_ERROR, why);
 }
 
 /* The figures every rank keeps of a trial, into r. */
-static void report_figures(const tune_trial *t, tune_report *r)
+static void report_figures(const stk_tune_trial *t, tune_report *r)
 {
     r->trial = t->id;
     r->epochs_run = t->epochs_run;
@@ -243,13 +245,13 @@ static void report_figures(const tune_trial *t, tune_report *r)
 
 void tune_trial_error_report(live *L, tune_report *r)
 {
-    tune_trial *t = L->t;
+    stk_tune_trial *t = L->t;
     memset(r, 0, sizeof *r);
     report_figures(t, r);
     r->epoch = t->epochs_run;
     r->value = NAN;
     /* a resumed trial found already ended is owed an ENDED report */
-    r->kind = t->status == TRIAL_ERROR ? REPORT_ERROR : REPORT_ENDED;
+    r->kind = t->status == STK_TRIAL_ERROR ? REPORT_ERROR : REPORT_ENDED;
     r->status = t->status;
     snprintf(r->error, sizeof r->error, "%s", t->error);
     L->failed = false;
@@ -257,8 +259,8 @@ void tune_trial_error_report(live *L, tune_report *r)
 
 bool tune_trial_epoch(live *L, tune_report *r)
 {
-    const tune_config *c = L->c;
-    tune_trial *t = L->t;
+    const stk_tune_config *c = L->c;
+    stk_tune_trial *t = L->t;
     stk_epoch_stats es;
     stk_eval_result val = {0};
     stk_trainer_epoch_finish(L->r.trainer, stk_trainer_position(L->r.trainer)->epoch, &L->er, &es);
@@ -271,15 +273,15 @@ bool tune_trial_epoch(live *L, tune_report *r)
     }
     int64_t epoch = stk_trainer_position(L->r.trainer)->epoch; /* done, counted from 1 */
     double v = stk_fit_metric(c->metric, &es, have_val ? &val : NULL, NULL);
-    tune_trial_note(c, t, epoch, v);
+    stk_tune_trial_note(c, t, epoch, v);
     memset(r, 0, sizeof *r);
     r->epoch = epoch;
     r->value = v;
     r->kind = REPORT_RESULT;
     if (stop) { /* its own end: the last epoch, or early stopping */
         r->kind = REPORT_ENDED;
-        r->status = epoch >= c->epochs ? TRIAL_COMPLETED : TRIAL_EARLY_STOPPED;
-        tune_trial_end(L, (trial_status)r->status, NULL);
+        r->status = epoch >= c->epochs ? STK_TRIAL_COMPLETED : STK_TRIAL_EARLY_STOPPED;
+        tune_trial_end(L, (stk_trial_status)r->status, NULL);
     }
     report_figures(t, r);
     return true;

@@ -1,6 +1,6 @@
 /* Resuming a `stoke tune` sweep (tune_resume.h): the first run's results
  * read back and replayed to the scheduler. */
-#include "tools/tune_resume.h"
+#include "tune/sweep_resume_impl.h"
 
 #include "common/fs.h"
 
@@ -15,8 +15,8 @@
 /* One results file's entries appended to *out. A line is "TRIAL EPOCH
  * VALUE SETTLE" (SETTLE: the sweep's count of exchanges before it; a log
  * from before it had three columns: its settle is its line's order). */
-static stk_status read_file(const tune_config *c, const char *path, int64_t n_trials, entry **out,
-                            size_t *n, size_t *cap)
+static stk_status read_file(const stk_tune_config *c, const char *path, int64_t n_trials,
+                            entry **out, size_t *n, size_t *cap)
 {
     FILE *f = fopen(path, "r");
     if (!f)
@@ -65,7 +65,7 @@ static int by_settle(const void *a, const void *b)
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
-stk_status tune_read_log(const tune_config *c, const tune_trial *trials, int64_t n_trials,
+stk_status tune_read_log(const stk_tune_config *c, const stk_tune_trial *trials, int64_t n_trials,
                          entry **out, size_t *n, int64_t *next_settle)
 {
     *out = NULL;
@@ -90,11 +90,11 @@ stk_status tune_read_log(const tune_config *c, const tune_trial *trials, int64_t
      * later entry stands), or the trial ended before it (it goes). */
     size_t k = 0;
     for (size_t i = 0; i < *n; i++) {
-        const tune_trial *t = &trials[e[i].trial];
+        const stk_tune_trial *t = &trials[e[i].trial];
         bool later = false;
         for (size_t j = i + 1; j < *n && !later; j++)
             later = e[j].trial == e[i].trial && e[j].epoch == e[i].epoch;
-        if (later || (t->status != TRIAL_PENDING && e[i].epoch > t->epochs_run)) continue;
+        if (later || (t->status != STK_TRIAL_PENDING && e[i].epoch > t->epochs_run)) continue;
         if (k && e[i].trial / c->concurrent < e[k - 1].trial / c->concurrent)
             return stk_error(STK_ERR_FORMAT,
                              "%s: results of trial %" PRId64 " after cohort %" PRId64
@@ -107,7 +107,7 @@ stk_status tune_read_log(const tune_config *c, const tune_trial *trials, int64_t
 }
 
 /* The epoch of trial t's last checkpoint (0: none). */
-int64_t tune_checkpoint_epoch(const tune_trial *t)
+int64_t tune_checkpoint_epoch(const stk_tune_trial *t)
 {
     char path[1100];
     snprintf(path, sizeof path, "%s/last.safetensors", t->out);
@@ -115,7 +115,7 @@ int64_t tune_checkpoint_epoch(const tune_trial *t)
     return stk_train_position_read(path, &pos) == STK_OK ? pos.epoch : 0;
 }
 
-static stk_status add_flag(tune_trial *t, const char *flag)
+static stk_status add_flag(stk_tune_trial *t, const char *flag)
 {
     char **a = realloc(t->argv, (size_t)(t->argc + 2) * sizeof *a);
     if (!a) return stk_error(STK_ERR_NOMEM, "out of memory");
@@ -126,16 +126,16 @@ static stk_status add_flag(tune_trial *t, const char *flag)
 }
 
 /* Its last entry says it ended on its own (not by the scheduler). */
-static bool ended_itself(const tune_config *c, const tune_trial *t, const entry *e)
+static bool ended_itself(const stk_tune_config *c, const stk_tune_trial *t, const entry *e)
 {
-    return t->status == TRIAL_COMPLETED || t->status == TRIAL_EARLY_STOPPED ||
-           (t->status == TRIAL_PENDING && e->epoch >= c->epochs);
+    return t->status == STK_TRIAL_COMPLETED || t->status == STK_TRIAL_EARLY_STOPPED ||
+           (t->status == STK_TRIAL_PENDING && e->epoch >= c->epochs);
 }
 
 /* Feed cohort [k0, k1)'s entries (from *next on) to the scheduler as the
  * first run did; pending trials learn their figures, and a decision the
  * first run made but had not written (a stop) takes effect. */
-void tune_replay_cohort(const tune_config *c, stk_scheduler *s, tune_trial *trials,
+void tune_replay_cohort(const stk_tune_config *c, stk_scheduler *s, stk_tune_trial *trials,
                         const entry *log, size_t n_log, size_t *next, int64_t k0, int64_t k1,
                         const int64_t *ckpt)
 {
@@ -144,21 +144,21 @@ void tune_replay_cohort(const tune_config *c, stk_scheduler *s, tune_trial *tria
     *next = to;
     for (size_t i = from; i < to; i++) {
         const entry *e = &log[i];
-        tune_trial *t = &trials[e->trial];
-        if (t->status == TRIAL_PENDING && e->epoch > ckpt[e->trial]) continue; /* redone */
+        stk_tune_trial *t = &trials[e->trial];
+        if (t->status == STK_TRIAL_PENDING && e->epoch > ckpt[e->trial]) continue; /* redone */
         bool last = true; /* its last kept entry */
         for (size_t j = i + 1; j < to && last; j++)
             last = !(log[j].trial == e->trial &&
-                     (t->status != TRIAL_PENDING || log[j].epoch <= ckpt[e->trial]));
+                     (t->status != STK_TRIAL_PENDING || log[j].epoch <= ckpt[e->trial]));
         if (last && ended_itself(c, t, e)) {
             stk_scheduler_complete(s, t->id, e->epoch, e->value);
             continue;
         }
         stk_decision d = stk_scheduler_result(s, t->id, e->epoch, e->value);
-        if (t->status != TRIAL_PENDING) continue;
-        tune_trial_note(c, t, e->epoch, e->value);
+        if (t->status != STK_TRIAL_PENDING) continue;
+        stk_tune_trial_note(c, t, e->epoch, e->value);
         if (last && d == STK_DECISION_STOP) { /* stopped, then killed before trials.csv */
-            t->status = TRIAL_STOPPED;
+            t->status = STK_TRIAL_STOPPED;
             t->stopped_at = e->epoch;
         }
     }
@@ -167,18 +167,18 @@ void tune_replay_cohort(const tune_config *c, stk_scheduler *s, tune_trial *tria
 /* The end of the replay of epoch e's entries: the trials that failed
  * during it (their last entry before e) leave the population, then PBT's
  * round, if it is complete. */
-static stk_status close_epoch(const tune_config *c, stk_scheduler *s, tune_trial *trials,
+static stk_status close_epoch(const stk_tune_config *c, stk_scheduler *s, stk_tune_trial *trials,
                               int64_t k0, int64_t k1, const int64_t *last, const int64_t *ckpt,
                               int64_t e, stk_pbt_step *steps)
 {
     for (int64_t i = k0; i < k1; i++)
-        if (trials[i].status == TRIAL_ERROR && last[i - k0] < e) stk_scheduler_remove(s, i);
+        if (trials[i].status == STK_TRIAL_ERROR && last[i - k0] < e) stk_scheduler_remove(s, i);
     int64_t k;
     STK_TRY(stk_scheduler_pbt_round(s, steps, &k));
-    tune_pbt_plan(c, trials, steps, k, e);
+    stk_tune_pbt_plan(c, trials, steps, k, e);
     for (int64_t i = 0; i < k; i++) {
-        tune_trial *t = &trials[steps[i].trial];
-        if (t->status != TRIAL_PENDING || ckpt[t->id] != e) continue; /* done before the stop */
+        stk_tune_trial *t = &trials[steps[i].trial];
+        if (t->status != STK_TRIAL_PENDING || ckpt[t->id] != e) continue; /* done before the stop */
         t->redo_epoch = e;
         t->redo_save = steps[i].save;
         t->redo_load = steps[i].clone >= 0;
@@ -187,7 +187,7 @@ static stk_status close_epoch(const tune_config *c, stk_scheduler *s, tune_trial
     return STK_OK;
 }
 
-stk_status tune_replay_pbt(const tune_config *c, stk_scheduler *s, tune_trial *trials,
+stk_status tune_replay_pbt(const stk_tune_config *c, stk_scheduler *s, stk_tune_trial *trials,
                            int64_t n_trials, const entry *log, size_t n_log, size_t *next,
                            int64_t k0, int64_t k1, const int64_t *ckpt)
 {
@@ -199,14 +199,14 @@ stk_status tune_replay_pbt(const tune_config *c, stk_scheduler *s, tune_trial *t
     stk_status st = last && steps ? STK_OK : stk_error(STK_ERR_NOMEM, "out of memory");
     for (size_t i = from; st == STK_OK && i < to; i++) {
         const entry *e = &log[i];
-        if (trials[e->trial].status != TRIAL_PENDING || e->epoch <= ckpt[e->trial])
+        if (trials[e->trial].status != STK_TRIAL_PENDING || e->epoch <= ckpt[e->trial])
             last[e->trial - k0] = e->epoch;
     }
     int64_t epoch = 0; /* the population reports epoch by epoch: the log is in epoch order */
     for (size_t i = from; st == STK_OK && i < to; i++) {
         const entry *e = &log[i];
-        tune_trial *t = &trials[e->trial];
-        if (t->status == TRIAL_PENDING && e->epoch > ckpt[e->trial]) continue; /* redone */
+        stk_tune_trial *t = &trials[e->trial];
+        if (t->status == STK_TRIAL_PENDING && e->epoch > ckpt[e->trial]) continue; /* redone */
         if (e->epoch != epoch && epoch)
             st = close_epoch(c, s, trials, k0, k1, last, ckpt, epoch, steps);
         epoch = e->epoch;
@@ -214,11 +214,11 @@ stk_status tune_replay_pbt(const tune_config *c, stk_scheduler *s, tune_trial *t
             stk_scheduler_complete(s, t->id, e->epoch, e->value);
         else
             stk_scheduler_pbt_result(s, t->id, e->epoch, e->value);
-        if (t->status == TRIAL_PENDING) tune_trial_note(c, t, e->epoch, e->value);
+        if (t->status == STK_TRIAL_PENDING) stk_tune_trial_note(c, t, e->epoch, e->value);
     }
     if (st == STK_OK && epoch) st = close_epoch(c, s, trials, k0, k1, last, ckpt, epoch, steps);
     for (int64_t i = k0; st == STK_OK && i < k1; i++) /* they report no more */
-        if (trials[i].status == TRIAL_ERROR) stk_scheduler_remove(s, i);
+        if (trials[i].status == STK_TRIAL_ERROR) stk_scheduler_remove(s, i);
     free(last);
     free(steps);
     return st;
@@ -226,11 +226,11 @@ stk_status tune_replay_pbt(const tune_config *c, stk_scheduler *s, tune_trial *t
 
 /* Before resuming: each pending trial continues from its checkpoint, or
  * starts over in its folder. */
-stk_status tune_resume_flags(tune_trial *trials, int64_t n, const int64_t *ckpt)
+stk_status tune_resume_flags(stk_tune_trial *trials, int64_t n, const int64_t *ckpt)
 {
     for (int64_t i = 0; i < n; i++) {
-        tune_trial *t = &trials[i];
-        if (t->status != TRIAL_PENDING) continue;
+        stk_tune_trial *t = &trials[i];
+        if (t->status != STK_TRIAL_PENDING) continue;
         if (ckpt[i] > 0)
             STK_TRY(add_flag(t, "--resume"));
         else if (access(t->out, F_OK) == 0)
@@ -239,7 +239,7 @@ stk_status tune_resume_flags(tune_trial *trials, int64_t n, const int64_t *ckpt)
     return STK_OK;
 }
 
-stk_status tune_open_log(tune_config *c)
+stk_status stk_tune_open_log(stk_tune_config *c)
 {
     char path[1100];
     if (c->world > 1) /* each rank its own file: its entries precede its checkpoints */

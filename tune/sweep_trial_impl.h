@@ -1,4 +1,4 @@
-/* One running trial of `stoke tune` (tune_trial.c), private to the sweep:
+/* One running trial of `stoke tune` (stk_tune_trial.c), private to the sweep:
  * set up as `stoke train` would be (train_setup.h), an epoch at a time
  * through fit's calls (train/fit.h), and what every rank learns of it.
  *
@@ -10,7 +10,7 @@
 #pragma once
 
 #include "runlog/tfevents.h"
-#include "tools/tune_sweep.h"
+#include "tune/sweep.h"
 
 /* What every rank learns of a trial's epoch (or of its failure). */
 typedef enum report_kind { REPORT_RESULT, REPORT_ENDED, REPORT_ERROR } report_kind;
@@ -19,16 +19,16 @@ typedef struct tune_report {
     int64_t trial, epoch; /* epoch: done, counted from 1 */
     double value;         /* the sweep's metric */
     int32_t kind;         /* report_kind */
-    int32_t status;       /* REPORT_ENDED: TRIAL_COMPLETED or TRIAL_EARLY_STOPPED */
+    int32_t status;       /* REPORT_ENDED: STK_TRIAL_COMPLETED or STK_TRIAL_EARLY_STOPPED */
     int64_t epochs_run, best_epoch;
     double best_value, seconds;
     char error[512];
 } tune_report;
 
 typedef struct live {
-    const tune_config *c;
+    const stk_tune_config *c;
     stk_tfevents *hparams; /* its HParams session (NULL without TensorBoard) */
-    tune_trial *t;
+    stk_tune_trial *t;
     stk_run r;
     stk_fit *fit;
     stk_epoch_run er;
@@ -50,9 +50,9 @@ bool tune_trial_epoch(live *L, tune_report *r);
 /* The report owed by a failed trial. */
 void tune_trial_error_report(live *L, tune_report *r);
 /* End its run (fit finished, the HParams session closed) with `status`. */
-void tune_trial_end(live *L, trial_status status, const char *error);
+void tune_trial_end(live *L, stk_trial_status status, const char *error);
 /* Close what is left of it (an interrupted trial stays PENDING). */
 void tune_trial_close(live *L, bool closes_data);
 
 /* A trial ended (any rank's): the progress line and trials.csv (rank 0). */
-void tune_announce(const tune_config *c, tune_trial *trials, int64_t n, tune_trial *t);
+void tune_announce(const stk_tune_config *c, stk_tune_trial *trials, int64_t n, stk_tune_trial *t);

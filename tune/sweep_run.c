@@ -1,12 +1,11 @@
 /* Running a `stoke tune` sweep (tune_sweep.h): cohorts of trials on shared streams,
  * shared between the ranks of a job, and the scheduler's decisions. */
-#include "tools/tune_sweep.h"
+#include "tune/sweep.h"
 
 #include "common/clock.h"
 #include "common/rng.h"
-#include "tools/cli.h"
-#include "tools/tune_resume.h"
-#include "tools/tune_trial.h"
+#include "tune/sweep_resume_impl.h"
+#include "tune/sweep_trial_impl.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -45,7 +44,7 @@ static stk_status train_epoch(live *g, int n, const live *owner, int64_t e)
                 stk_trainer_epoch_step(g[i].r.trainer, &g[i].er, b, waited) != STK_OK)
                 tune_trial_failed(&g[i]);
         stk_h2d_release(owner->r.h2d, b);
-        if (stk_cli_interrupted) return stk_error(STK_ERR_CANCELLED, "interrupted");
+        if (owner->c->cancel && *owner->c->cancel) return stk_error(STK_ERR_CANCELLED, "interrupted");
     }
     return STK_OK;
 }
@@ -65,7 +64,7 @@ static stk_status evaluate(live *g, int n, const live *owner)
             if (g[i].active && stk_trainer_eval_batch(g[i].r.trainer, &g[i].ev, b) != STK_OK)
                 tune_trial_failed(&g[i]);
         stk_h2d_release(h, b);
-        if (stk_cli_interrupted) st = stk_error(STK_ERR_CANCELLED, "interrupted");
+        if (owner->c->cancel && *owner->c->cancel) st = stk_error(STK_ERR_CANCELLED, "interrupted");
     }
     stk_h2d_close(h);
     return st == STK_END ? STK_OK : st;
@@ -75,7 +74,7 @@ static stk_status evaluate(live *g, int n, const live *owner)
 
 /* Every rank's reports (each at most cap), merged in trial order. With one
  * rank, the reports as they are. */
-static stk_status exchange(const tune_config *c, const tune_report *mine, int n_mine, int cap,
+static stk_status exchange(const stk_tune_config *c, const tune_report *mine, int n_mine, int cap,
                            tune_report **all, int *n_all)
 {
     size_t slot = sizeof(int64_t) + (size_t)cap * sizeof(tune_report);
@@ -108,7 +107,7 @@ static stk_status exchange(const tune_config *c, const tune_report *mine, int n_
 }
 
 /* The smallest of every rank's x (INT64_MAX: none anywhere). */
-static stk_status global_min(const tune_config *c, int64_t x, int64_t *out)
+static stk_status global_min(const stk_tune_config *c, int64_t x, int64_t *out)
 {
     *out = x;
     if (c->world == 1) return STK_OK;
@@ -132,10 +131,10 @@ static live *find(live *g, int n, int64_t trial)
 /* One report, on every rank in the same order: the scheduler's bookkeeping
  * and decision, acted on by the trial's owner (L; NULL on the others, which
  * keep the trial's figures and status for trials.csv). */
-static void apply(const tune_config *c, stk_scheduler *s, tune_trial *trials, int64_t n_trials,
-                  live *L, const tune_report *r)
+static void apply(const stk_tune_config *c, stk_scheduler *s, stk_tune_trial *trials,
+                  int64_t n_trials, live *L, const tune_report *r)
 {
-    tune_trial *t = &trials[r->trial];
+    stk_tune_trial *t = &trials[r->trial];
     if (!L) {
         t->epochs_run = r->epochs_run;
         t->best_epoch = r->best_epoch;
@@ -144,14 +143,14 @@ static void apply(const tune_config *c, stk_scheduler *s, tune_trial *trials, in
     }
     if (r->kind == REPORT_ERROR) {
         stk_scheduler_remove(s, t->id);
-        t->status = TRIAL_ERROR;
+        t->status = STK_TRIAL_ERROR;
         snprintf(t->error, sizeof t->error, "%s", r->error);
         tune_announce(c, trials, n_trials, t);
         return;
     }
     if (r->kind == REPORT_ENDED) {
         if (r->epoch > 0) stk_scheduler_complete(s, t->id, r->epoch, r->value);
-        t->status = (trial_status)r->status;
+        t->status = (stk_trial_status)r->status;
         tune_announce(c, trials, n_trials, t);
         return;
     }
@@ -161,8 +160,8 @@ static void apply(const tune_config *c, stk_scheduler *s, tune_trial *trials, in
     }
     if (stk_scheduler_result(s, t->id, r->epoch, r->value) == STK_DECISION_STOP) {
         t->stopped_at = r->epoch;
-        if (L) tune_trial_end(L, TRIAL_STOPPED, NULL);
-        t->status = TRIAL_STOPPED;
+        if (L) tune_trial_end(L, STK_TRIAL_STOPPED, NULL);
+        t->status = STK_TRIAL_STOPPED;
         tune_announce(c, trials, n_trials, t);
     }
 }
@@ -170,12 +169,12 @@ static void apply(const tune_config *c, stk_scheduler *s, tune_trial *trials, in
 /* A PBT round's part of this rank's trials: every save, then (once every
  * rank's saves are written) every load. A trial whose part fails ends as
  * ERROR (reported with the next exchange). */
-static stk_status pbt_act(const tune_config *c, tune_trial *trials, live *g, int n,
+static stk_status pbt_act(const stk_tune_config *c, stk_tune_trial *trials, live *g, int n,
                           const stk_pbt_step *steps, int64_t k, int64_t epoch)
 {
     for (int64_t i = 0; i < k; i++) {
         live *L = steps[i].save ? find(g, n, steps[i].trial) : NULL;
-        if (L && L->running && tune_pbt_save(c, L->t, L->r.trainer, epoch) != STK_OK)
+        if (L && L->running && stk_tune_pbt_save(c, L->t, L->r.trainer, epoch) != STK_OK)
             tune_trial_failed(L);
     }
     int64_t any;
@@ -183,14 +182,14 @@ static stk_status pbt_act(const tune_config *c, tune_trial *trials, live *g, int
     for (int64_t i = 0; i < k; i++) {
         live *L = steps[i].clone >= 0 ? find(g, n, steps[i].trial) : NULL;
         if (L && L->running &&
-            tune_pbt_load(c, L->t, L->r.trainer, &trials[steps[i].clone], epoch) != STK_OK)
+            stk_tune_pbt_load(c, L->t, L->r.trainer, &trials[steps[i].clone], epoch) != STK_OK)
             tune_trial_failed(L);
     }
     return STK_OK;
 }
 
 /* PBT: the round, once every live trial has reported at the sync time. */
-static stk_status pbt_round(const tune_config *c, stk_scheduler *s, tune_trial *trials,
+static stk_status pbt_round(const stk_tune_config *c, stk_scheduler *s, stk_tune_trial *trials,
                             int64_t n_trials, live *g, int n)
 {
     stk_pbt_step *steps = malloc((size_t)n_trials * sizeof *steps);
@@ -199,7 +198,7 @@ static stk_status pbt_round(const tune_config *c, stk_scheduler *s, tune_trial *
     stk_status st = stk_scheduler_pbt_round(s, steps, &k);
     if (st == STK_OK && k) {
         int64_t epoch = trials[steps[0].trial].epochs_run; /* the population's, in step */
-        tune_pbt_plan(c, trials, steps, k, epoch);
+        stk_tune_pbt_plan(c, trials, steps, k, epoch);
         st = pbt_act(c, trials, g, n, steps, k, epoch);
     }
     free(steps);
@@ -208,14 +207,14 @@ static stk_status pbt_round(const tune_config *c, stk_scheduler *s, tune_trial *
 
 /* PBT, resumed: the round parts of the cohort's trials that stopped before
  * doing them (tune_replay_pbt), saves before loads as in the round. */
-static stk_status pbt_redo(const tune_config *c, tune_trial *trials, int64_t n_trials, live *g,
-                           int n)
+static stk_status pbt_redo(const stk_tune_config *c, stk_tune_trial *trials, int64_t n_trials,
+                           live *g, int n)
 {
     stk_pbt_step *steps = malloc((size_t)(2 * n_trials) * sizeof *steps);
     if (!steps) return stk_error(STK_ERR_NOMEM, "out of memory");
     int64_t k = 0, epoch = 0;
     for (int64_t i = 0; i < n_trials; i++) { /* every rank alike: the replay's */
-        tune_trial *t = &trials[i];
+        stk_tune_trial *t = &trials[i];
         if (!t->redo_epoch) continue;
         epoch = t->redo_epoch;
         if (t->redo_save) steps[k++] = (stk_pbt_step){t->id, true, -1};
@@ -229,7 +228,7 @@ static stk_status pbt_redo(const tune_config *c, tune_trial *trials, int64_t n_t
 
 /* This rank's owed reports (trials that failed or were found ended) and
  * the epoch's reports, exchanged and applied. *stopped: --stop-after hit. */
-static stk_status settle(const tune_config *c, stk_scheduler *s, tune_trial *trials,
+static stk_status settle(const stk_tune_config *c, stk_scheduler *s, stk_tune_trial *trials,
                          int64_t n_trials, live *g, int n, int cap, bool epoch_done, bool *stopped)
 {
     tune_report *mine = calloc((size_t)(n ? n : 1), sizeof *mine), *all = NULL;
@@ -259,7 +258,7 @@ static stk_status settle(const tune_config *c, stk_scheduler *s, tune_trial *tri
 
 /* A group of this rank's trials on one stream, epoch by epoch, in step with
  * the other ranks' groups, until every rank's have ended. */
-static stk_status run_group(const tune_config *c, stk_scheduler *s, tune_trial *trials,
+static stk_status run_group(const stk_tune_config *c, stk_scheduler *s, stk_tune_trial *trials,
                             int64_t n_trials, live *g, int n, int cap)
 {
     live *data = NULL;
@@ -292,18 +291,19 @@ static stk_status run_group(const tune_config *c, stk_scheduler *s, tune_trial *
  * group after another (in the order of their first trials); each rank runs
  * its share of each group (cohort trial i on rank i mod world), in step
  * with the others, an empty share too. */
-static stk_status run_cohort(const tune_config *c, stk_scheduler *s, tune_trial **cohort, int n,
-                             tune_trial *trials, int64_t n_trials)
+static stk_status run_cohort(const stk_tune_config *c, stk_scheduler *s, stk_tune_trial **cohort,
+                             int n, stk_tune_trial *trials, int64_t n_trials)
 {
     stk_run_settings *args = calloc((size_t)(n ? n : 1), sizeof *args);
     bool *done = calloc((size_t)(n ? n : 1), sizeof *done);
     live *g = calloc((size_t)(n ? n : 1), sizeof *g);
     stk_status st = args && done && g ? STK_OK : stk_error(STK_ERR_NOMEM, "out of memory");
     for (int i = 0; st == STK_OK && i < n; i++) { /* every rank knows every trial's data flags */
-        if (train_parse_flags(cohort[i]->argc, cohort[i]->argv, &args[i]) >= 0)
-            st = stk_error(STK_ERR_INVALID_ARG, "trial %" PRId64 ": flags refused", cohort[i]->id);
+        if (stk_run_settings_from_args(&args[i], cohort[i]->argc, cohort[i]->argv) != STK_OK)
+            st = stk_error_prefix(STK_ERR_INVALID_ARG, "trial %" PRId64 ": flags refused",
+                                  cohort[i]->id);
         else
-            free(args[i].out_buf);
+            stk_run_settings_free(&args[i]);
     }
     for (int i = 0; st == STK_OK && i < n; i++) {
         if (done[i]) continue;
@@ -321,7 +321,7 @@ static stk_status run_cohort(const tune_config *c, stk_scheduler *s, tune_trial 
     return st;
 }
 
-stk_status tune_run(tune_config *c, tune_trial *trials, int64_t n, bool replay)
+stk_status stk_tune_run(stk_tune_config *c, stk_tune_trial *trials, int64_t n, bool replay)
 {
     int64_t epochs_done = 0;
     c->epochs_done = &epochs_done;
@@ -335,12 +335,12 @@ stk_status tune_run(tune_config *c, tune_trial *trials, int64_t n, bool replay)
     int64_t settles = 0; /* this run's exchanges so far, counted on from the logs' */
     c->settle = &settles;
     int64_t *ckpt = calloc((size_t)n, sizeof *ckpt);
-    tune_trial **cohort = calloc((size_t)c->concurrent, sizeof *cohort);
+    stk_tune_trial **cohort = calloc((size_t)c->concurrent, sizeof *cohort);
     stk_status st = cohort && ckpt ? STK_OK : stk_error(STK_ERR_NOMEM, "out of memory");
     if (st == STK_OK && replay) {
         st = tune_read_log(c, trials, n, &log, &n_log, &settles);
         for (int64_t i = 0; st == STK_OK && i < n; i++)
-            if (trials[i].status == TRIAL_PENDING) ckpt[i] = tune_checkpoint_epoch(&trials[i]);
+            if (trials[i].status == STK_TRIAL_PENDING) ckpt[i] = tune_checkpoint_epoch(&trials[i]);
     }
     for (int64_t k0 = 0; st == STK_OK && k0 < n; k0 += c->concurrent) {
         int64_t k1 = k0 + c->concurrent < n ? k0 + c->concurrent : n;
@@ -351,14 +351,14 @@ stk_status tune_run(tune_config *c, tune_trial *trials, int64_t n, bool replay)
         else if (st == STK_OK && replay)
             tune_replay_cohort(c, s, trials, log, n_log, &next, k0, k1, ckpt);
         if (st == STK_OK && replay && next == n_log) { /* the replay is over: append from here */
-            if ((st = tune_resume_flags(trials, n, ckpt)) == STK_OK) st = tune_open_log(c);
+            if ((st = tune_resume_flags(trials, n, ckpt)) == STK_OK) st = stk_tune_open_log(c);
             replay = false;
         }
         int k = 0;
         for (int64_t i = k0; i < k1; i++)
-            if (trials[i].status == TRIAL_PENDING) cohort[k++] = &trials[i];
+            if (trials[i].status == STK_TRIAL_PENDING) cohort[k++] = &trials[i];
         if (st == STK_OK && k) st = run_cohort(c, s, cohort, k, trials, n);
-        if (st == STK_OK && c->rank == 0) st = tune_write_results(c, trials, n);
+        if (st == STK_OK && c->rank == 0) st = stk_tune_write_results(c, trials, n);
     }
     free(log);
     free(ckpt);

@@ -1,10 +1,9 @@
 /* Population based training's exploit and explore steps for `stoke tune`
  * (tune_sweep.h): a trial's state kept for others to clone, and cloned. */
-#include "tools/tune_sweep.h"
+#include "tune/sweep.h"
 
 #include "common/crc32c.h"
 #include "common/rng.h"
-#include "tools/flags.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -14,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool tune_pbt_key(const char *key)
+bool stk_tune_pbt_key(const char *key)
 {
     return !strcmp(key, "lr") || !strcmp(key, "momentum") || !strcmp(key, "wd") ||
            !strcmp(key, "label-smoothing");
@@ -47,12 +46,12 @@ static stk_status state_hash(stk_trainer *tr, uint64_t *out)
     return STK_OK;
 }
 
-static stk_status log_line(const tune_trial *t, const char *fmt, ...)
+static stk_status log_line(const stk_tune_trial *t, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* A line appended to the trial's pbt.csv, unless it holds it already (a
  * resumed sweep doing a round's part again). */
-static stk_status log_line(const tune_trial *t, const char *fmt, ...)
+static stk_status log_line(const stk_tune_trial *t, const char *fmt, ...)
 {
     char path[1100], line[1024], have[1024];
     va_list ap;
@@ -75,7 +74,7 @@ static stk_status log_line(const tune_trial *t, const char *fmt, ...)
     return STK_OK;
 }
 
-static void values_text(const tune_trial *t, char *buf, size_t n)
+static void values_text(const stk_tune_trial *t, char *buf, size_t n)
 {
     buf[0] = '\0';
     for (int k = 0; k < t->params.n; k++) {
@@ -85,7 +84,8 @@ static void values_text(const tune_trial *t, char *buf, size_t n)
     }
 }
 
-stk_status tune_pbt_save(const tune_config *c, tune_trial *t, stk_trainer *tr, int64_t epoch)
+stk_status stk_tune_pbt_save(const stk_tune_config *c, stk_tune_trial *t, stk_trainer *tr,
+                             int64_t epoch)
 {
     (void)c;
     char path[1100], values[600];
@@ -102,7 +102,7 @@ stk_status tune_pbt_save(const tune_config *c, tune_trial *t, stk_trainer *tr, i
                     t->id, epoch, t->saved_hash, values);
 }
 
-stk_status tune_pbt_set_values(stk_trainer *tr, const stk_trial_params *p)
+stk_status stk_tune_pbt_set_values(stk_trainer *tr, const stk_trial_params *p)
 {
     for (int k = 0; k < p->n; k++) {
         float v = strtof(p->value[k], NULL);
@@ -121,7 +121,7 @@ stk_status tune_pbt_set_values(stk_trainer *tr, const stk_trial_params *p)
     return STK_OK;
 }
 
-static void explore(const tune_config *c, tune_trial *t, const tune_trial *src)
+static void explore(const stk_tune_config *c, stk_tune_trial *t, const stk_tune_trial *src)
 {
     stk_trial_params p;
     stk_space_explore(&c->space, c->explore, c->resample_probability, &src->params, &p);
@@ -129,7 +129,7 @@ static void explore(const tune_config *c, tune_trial *t, const tune_trial *src)
      * 1.2, label smoothing 0.9 * 1.2) is clamped into it, as the flag's own
      * parser would accept it. */
     for (int k = 0; k < p.n; k++) {
-        const stk_flag *f = stk_cli_find(train_cli, p.key[k]);
+        const stk_flag *f = stk_run_setting_find(p.key[k]);
         double v = strtod(p.value[k], NULL);
         if (!f || f->kind != STK_FLAG_KIND_NUMBER || (v >= f->min && v <= f->max)) continue;
         stk_number_text(v < f->min ? f->min : f->max, p.value[k]);
@@ -138,18 +138,18 @@ static void explore(const tune_config *c, tune_trial *t, const tune_trial *src)
     t->cloned = true;
 }
 
-void tune_pbt_plan(const tune_config *c, tune_trial *trials, const stk_pbt_step *steps, int64_t n,
-                   int64_t epoch)
+void stk_tune_pbt_plan(const stk_tune_config *c, stk_tune_trial *trials, const stk_pbt_step *steps,
+                       int64_t n, int64_t epoch)
 {
     for (int64_t i = 0; i < n; i++) {
-        tune_trial *t = &trials[steps[i].trial];
+        stk_tune_trial *t = &trials[steps[i].trial];
         if (steps[i].save) t->saved_epoch = epoch;
         if (steps[i].clone >= 0) explore(c, t, &trials[steps[i].clone]);
     }
 }
 
-stk_status tune_pbt_load(const tune_config *c, tune_trial *t, stk_trainer *tr,
-                         const tune_trial *src, int64_t epoch)
+stk_status stk_tune_pbt_load(const stk_tune_config *c, stk_tune_trial *t, stk_trainer *tr,
+                             const stk_tune_trial *src, int64_t epoch)
 {
     (void)c;
     char path[1100], values[600];
@@ -157,7 +157,7 @@ stk_status tune_pbt_load(const tune_config *c, tune_trial *t, stk_trainer *tr,
     STK_TRY(stk_trainer_resume(tr, path)); /* checked whole before anything changes */
     uint64_t h;
     STK_TRY(state_hash(tr, &h));
-    STK_TRY(tune_pbt_set_values(tr, &t->params));
+    STK_TRY(stk_tune_pbt_set_values(tr, &t->params));
     values_text(t, values, sizeof values);
     return log_line(t, "%" PRId64 ",cloned,%04" PRId64 ",%" PRId64 ",%016" PRIx64 ",%s\n", epoch,
                     src->id, src->saved_epoch, h, values);
