@@ -81,27 +81,42 @@ stk_status stk_flag_set(const stk_flag *f, void *args, const char *value)
     }
 }
 
-/* "unknown option '--batch-size' (did you mean --batch?)" */
-static stk_status unknown(const stk_flag *flags, const char *a, size_t len)
+const char *stk_flag_closest(const stk_flag *flags, const char *word, size_t len)
 {
     const char *names[256];
     int n = 0;
     for (const stk_flag *f = flags; f->kind != STK_FLAG_KIND_END && n < 256; f++)
         if (f->kind != STK_FLAG_KIND_SECTION) names[n++] = f->name;
+    return stk_text_closest(word, len, names, n);
+}
+
+/* "unknown option '--batch-size' (did you mean --batch?)" */
+static stk_status unknown(const stk_flag *flags, const char *a, size_t len)
+{
     const char *word = a + (a[1] == '-' ? 2 : 1);
-    const char *hint = stk_text_closest(word, len - (size_t)(word - a), names, n);
+    const char *hint = stk_flag_closest(flags, word, len - (size_t)(word - a));
     if (hint)
         return stk_error(STK_ERR_INVALID_ARG, "unknown option '%.*s' (did you mean --%s?)",
                          (int)len, a, hint);
     return stk_error(STK_ERR_INVALID_ARG, "unknown option '%.*s'", (int)len, a);
 }
 
-stk_status stk_flag_parse_args(const stk_flag *flags, void *args, int argc, char **argv)
+stk_status stk_flag_parse(const stk_flag *flags, void *args, int argc, char **argv, int *n_pos)
 {
+    int n = 0; /* positional arguments, gathered to the front of argv[1..] in order */
+    bool flags_done = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (a[0] != '-' || a[1] != '-' || !a[2])
-            return stk_error(STK_ERR_INVALID_ARG, "unexpected argument '%s'", a);
+        if (flags_done || a[0] != '-' || !a[1]) {
+            if (!n_pos) return stk_error(STK_ERR_INVALID_ARG, "unexpected argument '%s'", a);
+            argv[1 + n++] = argv[i];
+            continue;
+        }
+        if (!strcmp(a, "--")) {
+            flags_done = true;
+            continue;
+        }
+        if (a[1] != '-') return unknown(flags, a, strlen(a));
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         const stk_flag *f = stk_flag_find(flags, name, len);
@@ -118,7 +133,13 @@ stk_status stk_flag_parse_args(const stk_flag *flags, void *args, int argc, char
         }
         STK_TRY(stk_flag_set(f, args, value));
     }
+    if (n_pos) *n_pos = n;
     return STK_OK;
+}
+
+stk_status stk_flag_parse_args(const stk_flag *flags, void *args, int argc, char **argv)
+{
+    return stk_flag_parse(flags, args, argc, argv, NULL);
 }
 
 stk_status stk_flag_defaults(const stk_flag *flags, void *args)

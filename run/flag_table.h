@@ -78,6 +78,17 @@ stk_status stk_flag_set(const stk_flag *f, void *args, const char *value);
 /* The entry --name of the table (name without "--"; len bytes of it), or NULL. */
 const stk_flag *stk_flag_find(const stk_flag *flags, const char *name, size_t len);
 
+/* Parse argv[1..argc-1] ("--name VALUE", "--name=VALUE", a switch
+ * "--name"; "--" ends the flags) into the struct at `args`; TEXT and LIST
+ * values point into argv. The positional arguments are moved to argv[1..]
+ * in order, *n_pos of them (n_pos NULL: one is an error). Prints nothing:
+ * INVALID_ARG names the flag ("unknown option '--batch-size' (did you mean
+ * --batch?)", "--epochs needs a value (E)"). */
+stk_status stk_flag_parse(const stk_flag *flags, void *args, int argc, char **argv, int *n_pos);
+
+/* The name in flags nearest to word's len bytes (a did-you-mean), or NULL. */
+const char *stk_flag_closest(const stk_flag *flags, const char *word, size_t len);
+
 /* Parse argv[1..argc-1], flags only ("--name VALUE", "--name=VALUE", a
  * switch "--name"), into the struct at `args`; TEXT and LIST values point
  * into argv. Prints nothing: INVALID_ARG names the flag ("unknown option

@@ -339,15 +339,11 @@ stk_status stk_run_setting_set(stk_run_settings *s, const char *name, const char
 {
     const stk_flag *f = stk_run_setting_find(name);
     if (!f) {
-        const char *names[256];
-        int k = 0;
-        for (const stk_flag *e = stk_run_flags; e->kind != STK_FLAG_KIND_END && k < 256; e++)
-            if (e->kind != STK_FLAG_KIND_SECTION) names[k++] = e->name;
         char flag[64];
         snprintf(flag, sizeof flag, "%s", name);
         for (char *c = flag; *c; c++)
             if (*c == '_') *c = '-';
-        const char *hint = stk_text_closest(flag, strlen(flag), names, k);
+        const char *hint = stk_flag_closest(stk_run_flags, flag, strlen(flag));
         return hint ? stk_error(STK_ERR_INVALID_ARG, "'%s': no such setting (did you mean %s?)",
                                 name, hint)
                     : stk_error(STK_ERR_INVALID_ARG, "'%s': no such setting", name);

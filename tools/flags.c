@@ -1,25 +1,9 @@
 /* Table-driven flag parsing and help text (flags.h). */
 #include "tools/flags.h"
 
-#include "common/text.h"
 #include "tools/cli.h"
 
 #include <string.h>
-
-/* "unknown option '--batch-size' (did you mean --batch?)" */
-static int unknown_option(const stk_cli *c, const char *a, size_t len)
-{
-    const char *names[256];
-    int n = 0;
-    for (const stk_flag *f = c->flags; f->kind != STK_FLAG_KIND_END && n < 256; f++)
-        if (f->kind != STK_FLAG_KIND_SECTION) names[n++] = f->name;
-    const char *word = a + (a[1] == '-' ? 2 : 1);
-    const char *hint = stk_text_closest(word, len - (size_t)(word - a), names, n);
-    if (hint)
-        return stk_cli_usage(c->cmd, "unknown option '%.*s' (did you mean --%s?)", (int)len, a,
-                             hint);
-    return stk_cli_usage(c->cmd, "unknown option '%.*s'", (int)len, a);
-}
 
 const stk_flag *stk_cli_find(const stk_cli *c, const char *name)
 {
@@ -28,37 +12,9 @@ const stk_flag *stk_cli_find(const stk_cli *c, const char *name)
 
 int stk_cli_parse(const stk_cli *c, void *args, int argc, char **argv, char ***pos, int *n_pos)
 {
-    /* positional arguments are gathered to the front of argv[1..] in order */
-    int n = 0;
-    bool flags_done = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (flags_done || a[0] != '-' || !a[1]) {
-            argv[1 + n++] = argv[i];
-            continue;
-        }
-        if (!strcmp(a, "--")) {
-            flags_done = true;
-            continue;
-        }
-        if (a[1] != '-') return unknown_option(c, a, strlen(a));
-        const char *name = a + 2, *eq = strchr(name, '=');
-        size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        const stk_flag *f = stk_flag_find(c->flags, name, len);
-        if (!f) return unknown_option(c, a, len + 2);
-        const char *value = NULL;
-        if (f->kind == STK_FLAG_KIND_BOOL) {
-            if (eq) return stk_cli_usage(c->cmd, "--%s takes no value", f->name);
-        } else if (eq) {
-            value = eq + 1;
-        } else if (i + 1 < argc) {
-            value = argv[++i];
-        } else {
-            return stk_cli_usage(c->cmd, "--%s needs a value (%s)", f->name, f->arg);
-        }
-        if (stk_flag_set(f, args, value) != STK_OK)
-            return stk_cli_usage(c->cmd, "%s", stk_last_error());
-    }
+    int n;
+    if (stk_flag_parse(c->flags, args, argc, argv, &n) != STK_OK)
+        return stk_cli_usage(c->cmd, "%s", stk_last_error());
     if (n < c->min_args || n > c->max_args) {
         if (c->max_args == 0) return stk_cli_usage(c->cmd, "unexpected argument '%s'", argv[1]);
         return stk_cli_usage(c->cmd, "%s", c->args_error ? c->args_error : "wrong arguments");
