@@ -76,7 +76,10 @@ typedef struct stk_tune_config {
     stk_space space;
     FILE *lines; /* progress lines (the CLI's stdout, or stderr under --json; NULL: none) */
     const volatile sig_atomic_t
-        *cancel;          /* the caller's flag: nonzero stops the sweep (NULL: none) */
+        *cancel; /* the caller's flag: nonzero stops the sweep (NULL: none) */
+    /* Trial t has ended (rank 0, once trials.csv holds it; NULL: none). */
+    void (*trial_end)(void *ctx, const struct stk_tune_config *c, const stk_tune_trial *t);
+    void *trial_end_ctx;
     FILE *results;        /* DIR/results.log: "TRIAL EPOCH VALUE SETTLE" per reported epoch */
     int64_t stop_after;   /* > 0: end this call after that many trial epochs (resume later) */
     int64_t *epochs_done; /* this call's trial epochs (tune_run's counter) */
@@ -158,6 +161,11 @@ stk_status stk_tune_hparams_experiment(const stk_tune_config *c, bool val);
  * sweep's files: trials.csv, best.json, results.log, sweep.txt). */
 stk_status stk_tune_write_text(const char *path, void (*fill)(FILE *, const void *),
                                const void *ctx);
+
+/* The best trial (by the sweep's metric; ties: the lower id), or NULL when
+ * none has a figure. */
+const stk_tune_trial *stk_tune_best(const stk_tune_config *c, const stk_tune_trial *trials,
+                                    int64_t n);
 
 /* DIR/trials.csv alone (after each trial ends). */
 stk_status stk_tune_write_trials(const stk_tune_config *c, const stk_tune_trial *trials, int64_t n);

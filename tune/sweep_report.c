@@ -101,9 +101,8 @@ static void trials_csv(FILE *f, const void *ctx)
     }
 }
 
-/* The best trial: the best metric (ties: the lower id); NULL when none has one. */
-static const stk_tune_trial *best_trial(const stk_tune_config *c, const stk_tune_trial *trials,
-                                        int64_t n)
+const stk_tune_trial *stk_tune_best(const stk_tune_config *c, const stk_tune_trial *trials,
+                                    int64_t n)
 {
     const stk_tune_trial *b = NULL;
     for (int64_t i = 0; i < n; i++) {
@@ -118,7 +117,7 @@ static const stk_tune_trial *best_trial(const stk_tune_config *c, const stk_tune
 static void best_json(FILE *f, const void *ctx)
 {
     const results *r = ctx;
-    const stk_tune_trial *b = best_trial(r->c, r->trials, r->n);
+    const stk_tune_trial *b = stk_tune_best(r->c, r->trials, r->n);
     char id[16], num[STK_JSON_NUMBER], ckpt[1200];
     snprintf(id, sizeof id, "%04" PRId64, b->id);
     snprintf(ckpt, sizeof ckpt, "%s/best.safetensors", b->out);
@@ -245,7 +244,7 @@ stk_status stk_tune_write_results(const stk_tune_config *c, const stk_tune_trial
     results r = {c, trials, n};
     char path[1100];
     STK_TRY(stk_tune_write_trials(c, trials, n));
-    const stk_tune_trial *b = best_trial(c, trials, n);
+    const stk_tune_trial *b = stk_tune_best(c, trials, n);
     if (!b) return STK_OK;
     snprintf(path, sizeof path, "%s/best.json", c->out);
     STK_TRY(stk_tune_write_text(path, best_json, &r));

@@ -84,6 +84,7 @@ void tune_announce(const stk_tune_config *c, stk_tune_trial *trials, int64_t n, 
                 t->id, st, t->epochs_run, t->epochs_run == 1 ? "" : "s",
                 stk_monitor_name(c->metric), isnan(t->best_value) ? "-" : best, t->best_epoch,
                 err ? ": " : "", err ? t->error : "", so_far);
+    if (c->trial_end) c->trial_end(c->trial_end_ctx, c, t);
 }
 
 /* fit's on_epoch: the run's record (metrics.csv, TensorBoard) as stoke

@@ -34,6 +34,12 @@ bool stoke_dict_put(PyObject *d, const char *key, PyObject *v);
 bool stoke_wait_for_thread(void *(*fn)(void *), void *arg, volatile sig_atomic_t *cancel,
                            bool *interrupted);
 
+/* The text a setting is given as, as bytes: a bool "yes"/"no", a str or
+ * path as itself (the file system's encoding), an int or float as Python
+ * writes it (repr: exact). NULL with TypeError naming `name` for another
+ * type. (stoke.train, stoke.tune) */
+PyObject *stoke_setting_text(const char *name, PyObject *v);
+
 /* tp_free of an instance of a heap type, then the type's reference. */
 void stoke_free_object(PyObject *self);
 /* tp_new of types made only by the library (Arrays, batches): TypeError. */
@@ -48,3 +54,5 @@ PyObject *stoke_py_train(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *stoke_py_evaluate(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *stoke_py_export(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *stoke_py_predict(PyObject *self, PyObject *args, PyObject *kw);
+/* tune() (tune_function.c) */
+PyObject *stoke_py_tune(PyObject *self, PyObject *args, PyObject *kw);

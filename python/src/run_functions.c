@@ -139,31 +139,10 @@ static PyObject *result_dict(const run_thread *t)
     return d;
 }
 
-/* The text a setting is given as, as bytes: a bool "yes"/"no", a str or
- * path as itself (the file system's encoding), an int or float as Python
- * writes it (repr: exact). NULL with an exception set. */
-static PyObject *setting_text(const char *name, PyObject *v)
-{
-    PyObject *str = NULL;
-    if (PyBool_Check(v))
-        str = PyUnicode_FromString(v == Py_True ? "yes" : "no");
-    else if (PyLong_Check(v) || PyFloat_Check(v))
-        str = PyObject_Repr(v);
-    else if (PyUnicode_Check(v) || PyBytes_Check(v) || PyObject_HasAttrString(v, "__fspath__"))
-        str = PyOS_FSPath(v);
-    else
-        return PyErr_Format(PyExc_TypeError, "%s: expected a str, int, float, bool or path", name);
-    if (!str) return NULL;
-    if (PyBytes_Check(str)) return str;
-    PyObject *b = PyUnicode_EncodeFSDefault(str);
-    Py_DECREF(str);
-    return b;
-}
-
 /* One setting into s; false with an exception set. */
 static bool set_one(stk_run_settings *s, const char *name, PyObject *v)
 {
-    PyObject *text = setting_text(name, v);
+    PyObject *text = stoke_setting_text(name, v);
     if (!text) return false;
     bool ok = stk_run_setting_set(s, name, PyBytes_AsString(text)) == STK_OK;
     if (!ok) PyErr_SetString(PyExc_ValueError, stk_last_error());

@@ -1,6 +1,6 @@
-/* stoke._stoke_run: a whole training run from Python (run_functions.c) and
- * a checkpoint's evaluation, export and predictions (evaluate_function.c,
- * export_function.c, predict_function.c); a module of its own
+/* stoke._stoke_run: a whole training run from Python (run_functions.c), a
+ * checkpoint's evaluation, export and predictions (evaluate_function.c,
+ * export_function.c, predict_function.c) and a sweep (tune_function.c); a module of its own
  * beside stoke._stoke because it links the engine (the CPU math: oneDNN,
  * OpenMP) that the loader does not: `import stoke` and its Loader stay
  * free of them (ctest's loader_links_no_math), and stoke.train,
@@ -28,6 +28,14 @@ static PyMethodDef functions[] = {
      "predict(checkpoint, inputs, *, transform=None, top_k=5, batch=64, workers=0) -> list\n\n"
      "Classify images as `stoke predict --json` does: for each image, in input order,\n"
      "{path, top: [{class, index, probability}]}, or {path, error} when unreadable."},
+    {"tune", (PyCFunction)(void (*)(void))stoke_py_tune, METH_VARARGS | METH_KEYWORDS,
+     "tune(*, data, model, space, val=None, samples=None, scheduler=None, metric=None,\n"
+     "     epochs=None, concurrent=None, out=None, resume=False, on_trial=None,\n"
+     "     **settings) -> dict\n\n"
+     "Search hyperparameters as `stoke tune` does (the same library calls, folder and\n"
+     "trials), with stoke tune's and stoke train's flags by name ('_' for '-'); space\n"
+     "a dict {key: 'loguniform(1e-3,0.3)'}. Returns --json's fields, 'best' and every\n"
+     "trial ('results'). on_trial(trial) as each trial ends: True stops the sweep."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_stoke_run",

@@ -139,3 +139,24 @@ bool stoke_wait_for_thread(void *(*fn)(void *), void *arg, volatile sig_atomic_t
     pthread_mutex_destroy(&w.mu);
     return true;
 }
+
+/* The text a setting is given as, as bytes: a bool "yes"/"no", a str or
+ * path as itself (the file system's encoding), an int or float as Python
+ * writes it (repr: exact). NULL with an exception set. */
+PyObject *stoke_setting_text(const char *name, PyObject *v)
+{
+    PyObject *str = NULL;
+    if (PyBool_Check(v))
+        str = PyUnicode_FromString(v == Py_True ? "yes" : "no");
+    else if (PyLong_Check(v) || PyFloat_Check(v))
+        str = PyObject_Repr(v);
+    else if (PyUnicode_Check(v) || PyBytes_Check(v) || PyObject_HasAttrString(v, "__fspath__"))
+        str = PyOS_FSPath(v);
+    else
+        return PyErr_Format(PyExc_TypeError, "%s: expected a str, int, float, bool or path", name);
+    if (!str) return NULL;
+    if (PyBytes_Check(str)) return str;
+    PyObject *b = PyUnicode_EncodeFSDefault(str);
+    Py_DECREF(str);
+    return b;
+}

@@ -17,8 +17,9 @@ tensors, ordered with torch's current stream through DLPack's stream argument).
 stoke.pack(src, out, ...) and stoke.info(path) are `stoke pack` and
 `stoke info --json` as Python calls; stoke.train(data=..., model=..., ...)
 is `stoke train`, stoke.evaluate(data=..., checkpoint=...) `stoke eval` and
-stoke.export(checkpoint, ...) `stoke export` and stoke.predict(checkpoint,
-inputs) `stoke predict`
+stoke.export(checkpoint, ...) `stoke export`, stoke.predict(checkpoint,
+inputs) `stoke predict` and stoke.tune(data=..., model=..., space=...)
+`stoke tune`
 (the same run folder and metrics; its settings by name with
 '_' for '-'; on_epoch(metrics) after each epoch, True stops; Ctrl-C stops
 after the current step):
@@ -69,5 +70,17 @@ def predict(checkpoint: _typing.Any, inputs: _typing.Any,
     return _stoke_run.predict(checkpoint, inputs, **options)
 
 
+def tune(**settings: _typing.Any) -> _typing.Dict[str, _typing.Any]:
+    """`stoke tune --json` from Python: tune(*, data, model, space, val=None,
+    samples=None, scheduler=None, metric=None, epochs=None, concurrent=None,
+    out=None, resume=False, on_trial=None, **settings) -> dict: --json's
+    fields, "best" and "results" (every trial: trial, status, params,
+    best_value, best_epoch, epochs, seconds, error, out, command);
+    on_trial(trial) as each trial ends, True stops the sweep
+    (stoke._stoke_run.tune)."""
+    from . import _stoke_run
+    return _stoke_run.tune(**settings)
+
+
 __all__ = ["Array", "Loader", "StokeError", "evaluate", "export", "info", "pack", "predict", "train",
-           "__version__"]
+           "tune", "__version__"]

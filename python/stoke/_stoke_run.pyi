@@ -23,3 +23,14 @@ def export(checkpoint: _Path, *, out: Optional[_Path] = None, format: str = "onn
 def predict(checkpoint: _Path, inputs: Union[_Path, Sequence[_Path]], *,
             transform: Optional[str] = None, top_k: int = 5, batch: int = 64,
             workers: int = 0) -> List[Dict[str, Any]]: ...
+
+# A search space: {key: "dist(args)"}, "key=dist(args) ..." or a list of those.
+_Space = Union[Dict[str, str], str, Sequence[str]]
+
+def tune(*, data: _Path, model: str, space: _Space, val: Optional[_Path] = None,
+         samples: Optional[int] = None, scheduler: Optional[str] = None,
+         metric: Optional[str] = None, mode: Optional[str] = None, epochs: Optional[int] = None,
+         concurrent: Optional[int] = None, seed: Optional[int] = None,
+         out: Optional[_Path] = None, resume: bool = False, stop_after: Optional[int] = None,
+         on_trial: Optional[Callable[[Dict[str, Any]], Optional[bool]]] = None,
+         **settings: _Setting) -> Dict[str, Any]: ...

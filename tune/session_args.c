@@ -1,12 +1,8 @@
-/* `stoke tune`'s argument vector before its flags are parsed (cmd_tune.c):
- * --config FILE expanded in place (config_file.h), and a sweep's flags kept in DIR/sweep.txt
- * for --resume (given --resume --out DIR alone, they are read back; given
- * in full, they must be the same). */
-#include "tools/tune_args.h"
-
+/* A sweep's flags kept in DIR/sweep.txt for --resume (session.h): given
+ * --resume --out DIR alone, they are read back; given in full, they must be
+ * the same. */
 #include "common/fs.h"
-#include "tools/cli.h"
-#include "tune/sweep.h"
+#include "tune/session.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,7 +51,7 @@ static void flags_text(FILE *f, const void *ctx)
 }
 
 /* DIR/sweep.txt: the flags that made the sweep, one per line. */
-stk_status tune_save_flags(const char *out, int argc, char **argv)
+stk_status stk_tune_save_flags(const char *out, int argc, char **argv)
 {
     char path[1100];
     snprintf(path, sizeof path, "%s/sweep.txt", out);
@@ -128,18 +124,22 @@ static const char *out_flag(int argc, char **argv)
     return NULL;
 }
 
-/* --resume: the flags of the sweep in --out. Given alone (with --out) they
- * are read from DIR/sweep.txt; given in full they must be the same. Returns
- * -1 to go on with *eff (owned: *n_eff), or an exit code. */
-int tune_resume_argv(int argc, char **argv, char ***eff, int *n_eff)
+void stk_tune_free_flags(char **v, int n)
+{
+    for (int i = 0; v && i < n; i++) free(v[i]);
+    free(v);
+}
+
+stk_status stk_tune_resume_flags(int argc, char **argv, char ***eff, int *n_eff)
 {
     const char *out = out_flag(argc, argv);
-    if (!out) return stk_cli_usage("tune", "--resume needs --out DIR, the sweep to continue");
+    if (!out)
+        return stk_error(STK_ERR_INVALID_ARG, "--resume needs --out DIR, the sweep to continue");
     int n_saved;
     char **saved = load_flags(out, argc, &n_saved);
     if (!saved)
-        return stk_cli_usage("tune", "--resume: %s/sweep.txt: %s", out,
-                             access(out, F_OK) ? "no such sweep" : stk_last_error());
+        return stk_error(STK_ERR_INVALID_ARG, "--resume: %s/sweep.txt: %s", out,
+                         access(out, F_OK) ? "no such sweep" : stk_last_error());
     int given = 0;
     for (int i = 1; i < argc;) {
         int skip = session_skip(argc, argv, i);
@@ -154,22 +154,22 @@ int tune_resume_argv(int argc, char **argv, char ***eff, int *n_eff)
             continue;
         }
         if (j >= n_saved || strcmp(argv[i], saved[j])) {
-            int rc = stk_cli_usage("tune",
-                                   "--resume: '%s' differs from the sweep in %s (%s/sweep.txt "
-                                   "has '%s'); give --resume --out %s alone to continue it",
-                                   argv[i], out, out, j < n_saved ? saved[j] : "(nothing)", out);
-            stk_config_free(saved, n_saved);
-            return rc;
+            stk_status st = stk_error(STK_ERR_INVALID_ARG,
+                                      "--resume: '%s' differs from the sweep in %s (%s/sweep.txt "
+                                      "has '%s'); give --resume --out %s alone to continue it",
+                                      argv[i], out, out, j < n_saved ? saved[j] : "(nothing)", out);
+            stk_tune_free_flags(saved, n_saved);
+            return st;
         }
         j++;
     }
     if (given && j < n_saved) { /* given in full, but fewer */
-        int rc = stk_cli_usage("tune",
-                               "--resume: %s/sweep.txt also has '%s'; give --resume --out %s "
-                               "alone to continue it",
-                               out, saved[j], out);
-        stk_config_free(saved, n_saved);
-        return rc;
+        stk_status st = stk_error(STK_ERR_INVALID_ARG,
+                                  "--resume: %s/sweep.txt also has '%s'; give --resume --out %s "
+                                  "alone to continue it",
+                                  out, saved[j], out);
+        stk_tune_free_flags(saved, n_saved);
+        return st;
     }
     /* this call's own: --out DIR, --json, --stop-after N (room: load_flags' extra) */
     for (int i = 1; i < argc; i++) {
@@ -181,5 +181,5 @@ int tune_resume_argv(int argc, char **argv, char ***eff, int *n_eff)
     saved[n_saved] = NULL;
     *eff = saved;
     *n_eff = n_saved;
-    return -1;
+    return STK_OK;
 }
