@@ -8,32 +8,33 @@
 #include "tools/cli.h"
 #include "tools/eval_per_class.h"
 #include "tools/flags.h"
+#include "tools/train_flags.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 
+/* The loader's and machine's settings are stoke train's (its table: the
+ * same names, ranges, defaults and help); the rest are eval's own. */
 typedef struct eval_args {
+    stk_run_settings run;
     const char *data, *ckpt, *transform;
-    int64_t batch, workers, threads;
     bool json, per_class, ema;
     const char *confusion[3];
     int n_confusion;
-    stk_device_spec device;
 } eval_args;
 
+static const char *const borrowed[] = {"batch", "workers", "threads", "device", NULL};
+
 #define T eval_args
-static const stk_flag flags[] = {
-    STK_FLAG_SECTION("options"),
+static const stk_flag own_flags[] = {
     STK_FLAG_TEXT(T, data, "data", "PATH", "the dataset (same classes as the training set)"),
     STK_FLAG_TEXT(T, ckpt, "checkpoint", "FILE",
                   "a .safetensors checkpoint (last.safetensors, best.safetensors)"),
     STK_FLAG_TEXT(T, transform, "transform", "SPEC",
                   "default: the checkpoint's evaluation transform"),
-    STK_FLAG_INT(T, batch, "batch", "B", 1, 65536,
-                 "default 128 (as stoke train: the same batches give the same numbers)"),
-    STK_FLAG_WORKERS(T, workers, "loader threads, default: number of cores"),
-    STK_FLAG_THREADS(T, threads),
-    STK_FLAG_DEVICE(T, device),
+    STK_FLAG_END};
+static const stk_flag report_flags[] = {
     STK_FLAG_BOOL(T, per_class, "per-class",
                   "also each class's images, top-1 (recall), precision and F1, named\n"
                   "as the checkpoint names them (its training set's class names);\n"
@@ -52,22 +53,39 @@ static const stk_flag flags[] = {
     STK_FLAG_END};
 #undef T
 
+static stk_flag flags[16];
+
+/* The table, put together before main (and main.c's --help) runs. */
+__attribute__((constructor)) static void build_flags(void)
+{
+    const int cap = (int)(sizeof flags / sizeof flags[0]);
+    int n = 0;
+    flags[n++] = (stk_flag)STK_FLAG_SECTION("options");
+    n = stk_cli_append(flags, n, cap, own_flags);
+    n = stk_cli_borrow(flags, n, cap, train_cli, borrowed, offsetof(eval_args, run));
+    n = stk_cli_append(flags, n, cap, report_flags);
+    flags[n] = (stk_flag)STK_FLAG_END;
+}
+
 static const stk_cli cli = {
     .cmd = "eval",
     .usage = "stoke eval --data VAL.stoke --checkpoint FILE [OPTIONS]",
     .about = "Evaluate a checkpoint written by stoke train (eval mode, no augmentation):\n"
              "mean cross-entropy loss, top-1 and top-5 accuracy. Inputs are normalised with\n"
              "the statistics training used (saved in the checkpoint), so on the run's --val\n"
-             "set with its --batch the figures equal that epoch's line.\n",
+             "set with its --batch the figures equal that epoch's line (--batch, --workers,\n"
+             "--threads and --device are stoke train's).\n",
     .flags = flags,
     .max_args = 0};
 
 static int eval_main(int argc, char **argv)
 {
-    eval_args a = {.batch = 128, .workers = stk_cpu_count(), .threads = stk_cpu_count()};
+    eval_args a = {0};
+    if (stk_run_settings_init(&a.run) != STK_OK) return stk_cli_fail();
     char **pos;
     int n_pos;
     int parsed = stk_cli_parse(&cli, &a, argc, argv, &pos, &n_pos);
+    stk_run_settings_free(&a.run); /* (its values are numbers: nothing of it owned) */
     if (parsed >= 0) return parsed;
     if (!a.data || !a.ckpt) return stk_cli_usage("eval", "--data and --checkpoint are required");
     for (int i = 0; i < a.n_confusion; i++)
@@ -79,10 +97,10 @@ static int eval_main(int argc, char **argv)
     for (int i = 0; i < a.n_confusion; i++) /* before the evaluation, not after it */
         if (stk_output_path_check(a.confusion[i]) != STK_OK)
             return stk_cli_usage("eval", "--confusion %s", stk_last_error());
-    stk_cpu_set_threads((int)a.threads);
+    stk_cpu_set_threads((int)a.run.threads);
     stk_eval_request q = stk_eval_defaults();
     q.data = a.data, q.checkpoint = a.ckpt, q.transform = a.transform;
-    q.batch = (int)a.batch, q.workers = (int)a.workers, q.device = a.device;
+    q.batch = (int)a.run.batch, q.workers = (int)a.run.workers, q.device = a.run.device;
     q.ema = a.ema, q.confusion = a.per_class || a.n_confusion;
     q.label = a.json ? NULL : "eval";
     stk_eval_report r;

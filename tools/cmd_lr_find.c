@@ -71,33 +71,17 @@ static const stk_flag output_flags[] = {
 
 static stk_flag flags[48];
 
-/* flags[] from `names` of train's table, moved into lr_find_args.run */
-static int borrow(int n, const char *const *names)
-{
-    for (int i = 0; names[i]; i++) {
-        stk_flag f = *stk_cli_find(train_cli, names[i]);
-        f.offset += offsetof(lr_find_args, run);
-        f.count_offset += offsetof(lr_find_args, run);
-        flags[n++] = f;
-    }
-    return n;
-}
-
-static int append(int n, const stk_flag *own)
-{
-    for (; own->kind != STK_FLAG_KIND_END; own++) flags[n++] = *own;
-    return n;
-}
-
 /* The table, put together before main (and main.c's --help) runs. */
 __attribute__((constructor)) static void build_flags(void)
 {
+    const int cap = (int)(sizeof flags / sizeof flags[0]);
+    const size_t run = offsetof(lr_find_args, run);
     int n = 0;
     flags[n++] = (stk_flag)STK_FLAG_SECTION("the run it prepares (stoke train's flags)");
-    n = borrow(n, borrowed);
-    n = append(n, sweep_flags);
-    n = borrow(n, borrowed_machine);
-    n = append(n, output_flags);
+    n = stk_cli_borrow(flags, n, cap, train_cli, borrowed, run);
+    n = stk_cli_append(flags, n, cap, sweep_flags);
+    n = stk_cli_borrow(flags, n, cap, train_cli, borrowed_machine, run);
+    n = stk_cli_append(flags, n, cap, output_flags);
     flags[n] = (stk_flag)STK_FLAG_END;
 }
 
@@ -228,8 +212,9 @@ static stk_status prepare(const lr_find_args *a, const stk_copy_engine *ce, stk_
                             .seed = (uint64_t)a->run.seed};
     stk_dataset_close(ds);
     if (st == STK_OK)
-        st = stk_run_model_is_onnx(a->run.model) ? stk_model_from_onnx_file(a->run.model, &cfg, model)
-                                               : stk_model_create(&cfg, model);
+        st = stk_run_model_is_onnx(a->run.model)
+                 ? stk_model_from_onnx_file(a->run.model, &cfg, model)
+                 : stk_model_create(&cfg, model);
     if (st == STK_OK && a->run.init) {
         stk_load_report rep;
         if ((st = stk_checkpoint_load(a->run.init, *model, NULL, false, &rep)) == STK_OK &&

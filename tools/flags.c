@@ -24,6 +24,26 @@ int stk_cli_parse(const stk_cli *c, void *args, int argc, char **argv, char ***p
     return -1;
 }
 
+int stk_cli_borrow(stk_flag *dst, int n, int cap, const stk_cli *from, const char *const *names,
+                   size_t offset)
+{
+    for (int i = 0; names[i] && n < cap - 1; i++) {
+        const stk_flag *f = stk_cli_find(from, names[i]);
+        if (!f) continue;
+        dst[n] = *f;
+        dst[n].offset += offset;
+        if (f->kind == STK_FLAG_KIND_LIST) dst[n].count_offset += offset;
+        n++;
+    }
+    return n;
+}
+
+int stk_cli_append(stk_flag *dst, int n, int cap, const stk_flag *own)
+{
+    for (; own->kind != STK_FLAG_KIND_END && n < cap - 1; own++) dst[n++] = *own;
+    return n;
+}
+
 int stk_cli_defaults(const stk_cli *c, void *args)
 {
     return stk_flag_defaults(c->flags, args) == STK_OK

@@ -47,6 +47,17 @@ typedef struct stk_cli {
  * (already printed). */
 int stk_cli_parse(const stk_cli *c, void *args, int argc, char **argv, char ***pos, int *n_pos);
 
+/* A table put together from entries of another command's (`from`: the
+ * same names, ranges, defaults and help, their fields in a struct of its
+ * kind at `offset` in the command's own; lr-find's and eval's settings of
+ * the run are stoke train's) and the command's own entries: into dst from
+ * entry n on, at most cap - 1 of them (room for the END a caller adds);
+ * returns the new n. A name `from` lacks is skipped (a bug its tests see:
+ * the flag is unknown). */
+int stk_cli_borrow(stk_flag *dst, int n, int cap, const stk_cli *from, const char *const *names,
+                   size_t offset);
+int stk_cli_append(stk_flag *dst, int n, int cap, const stk_flag *own);
+
 /* The flag --name of c (name without "--"), or NULL. */
 const stk_flag *stk_cli_find(const stk_cli *c, const char *name);
 
