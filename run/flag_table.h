@@ -63,9 +63,11 @@ typedef enum stk_setting_use {
     STK_SET_TUNE = 1u << 1,  /* a tune space may vary it */
     STK_SET_NO_TRIAL =
         1u << 2, /* never passed to a tune trial (tune owns it, or it makes no sense per trial) */
-    STK_SET_RESUME = 1u << 3, /* in every checkpoint's metadata; --resume must match it */
-    STK_SET_FRONT = 1u << 4,  /* the front end's (what it prints, a file of flags), not the run's:
-                                 a library caller (Python) does not pass it */
+    STK_SET_RESUME = 1u << 3,   /* in every checkpoint's metadata; --resume must match it */
+    STK_SET_FRONT = 1u << 4,    /* the front end's (what it prints, a file of flags), not the run's:
+                                   a library caller (Python) does not pass it */
+    STK_SET_POSITION = 1u << 5, /* with RESUME: the trainer's position (train/position.h)
+                                   records it under this name, so the run's metadata does not */
 } stk_setting_use;
 
 /* Store `value` (the text after --NAME) of flag f into the struct at

@@ -34,11 +34,11 @@ stk_status run_checkpoint_metadata(stk_run *r, const stk_meta *m)
     memcpy(r->meta_values, vals, sizeof vals);
     r->n_meta = 5;
     /* the settings --resume must match (STK_SET_RESUME in train's table),
-     * under their flags' names; the trainer's position records "seed" */
+     * under their flags' names, but those the trainer's position records */
     int k = 0;
     for (const stk_flag *f = stk_run_flags; f->kind != STK_FLAG_KIND_END; f++)
         if (f->kind != STK_FLAG_KIND_SECTION && (f->set & STK_SET_RESUME) &&
-            strcmp(f->name, "seed") &&
+            !(f->set & STK_SET_POSITION) &&
             k < (int)(sizeof r->meta_setting / sizeof r->meta_setting[0]) &&
             stk_flag_value_text(f, &r->a, r->meta_setting[k], sizeof r->meta_setting[k])) {
             r->meta_keys[r->n_meta] = f->name;

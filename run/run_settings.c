@@ -168,7 +168,7 @@ const stk_flag stk_run_flags[] = {
                   "balanced by each unit's forward time measured at the first step",
                   .set = STK_SET_TUNE),
     STK_FLAG_SEED(T, seed, "shuffling, augmentation and initialisation, default 0", .def = "0",
-                  .set = STK_SET_RANKS | STK_SET_RESUME),
+                  .set = STK_SET_RANKS | STK_SET_RESUME | STK_SET_POSITION),
     STK_FLAG_CHOICE(T, order, "order", "ORDER", stk_read_order_names,
                     "the training set's read order: random (default), block (FFCV's\n"
                     "quasi-random order, for files larger than memory: pack them with\n"
