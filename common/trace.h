@@ -59,7 +59,7 @@ static inline bool stk_trace_enabled(void)
     return __atomic_load_n(&stk_trace_state_, __ATOMIC_RELAXED) != 0;
 }
 /* The same as a call, for code outside this library's objects (the CUDA
- * backend module reaches it through kernels/cuda_module_impl.h's table). */
+ * backend module reaches it through device/cuda_module_impl.h's table). */
 bool stk_trace_active(void);
 
 /* Start tracing (recording now unless wait_steps > 0). Errors: INVALID_ARG

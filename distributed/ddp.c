@@ -5,7 +5,7 @@
 
 #include "common/clock.h"
 #include "common/crc32c.h"
-#include "kernels/device_collective.h"
+#include "device/device_collective.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -27,7 +27,7 @@
 #pragma once
 
 #include "common/status.h"
-#include "kernels/device_alloc.h"
+#include "device/device_alloc.h"
 #include "kernels/dtype.h"
 
 #include <stdbool.h>

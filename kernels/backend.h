@@ -21,7 +21,7 @@
 
 #include "common/status.h"
 #include "kernels/batch_mix_math.h"
-#include "kernels/device_alloc.h"
+#include "device/device_alloc.h"
 #include "kernels/dtype.h"
 #include "kernels/pool_math.h"
 #include "kernels/scalar_math.h"

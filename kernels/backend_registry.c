@@ -4,7 +4,7 @@
 #include "kernels/backend.h"
 
 #include "kernels/cpu_kernels_impl.h"
-#include "kernels/cuda_module_impl.h"
+#include "device/cuda_module_impl.h"
 
 stk_status stk_backend_get(stk_device dev, const stk_backend **out)
 {
@@ -16,7 +16,7 @@ stk_status stk_backend_get(stk_device dev, const stk_backend **out)
     if (dev == STK_DEVICE_CUDA) {
         const stk_cuda_module *m;
         stk_status st = stk_cuda_module_get(&m);
-        return st == STK_OK ? m->backend(out) : st;
+        return st == STK_OK ? m->backend(sizeof(stk_backend), out) : st;
     }
     return stk_error(STK_ERR_UNSUPPORTED, "device %d: not a device", (int)dev);
 }

@@ -20,7 +20,7 @@
  * the same result for any thread count), sums each tap in 16 float lanes
  * over the images in order and adds the lanes in double at the end. */
 #include "kernels/cpu_kernels_impl.h"
-#include "kernels/device_alloc.h"
+#include "device/device_alloc.h"
 
 #include <omp.h>
 #include <string.h>

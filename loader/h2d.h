@@ -25,7 +25,7 @@
  */
 #pragma once
 
-#include "kernels/copy_engine.h"
+#include "device/copy_engine.h"
 #include "loader/loader.h"
 
 #ifdef __cplusplus

@@ -6,7 +6,7 @@
 #include "common/memory_budget.h"
 #include "common/thread_pool.h"
 #include "common/trace.h"
-#include "kernels/device.h"
+#include "device/device.h"
 #include "loader/block_store.h"
 #include "loader/sampler.h"
 

@@ -49,7 +49,7 @@
 
 #include "augment/augment.h"
 #include "common/status.h"
-#include "kernels/device.h"
+#include "device/device.h"
 #include "loader/record_reader.h"
 #include "storage/dataset.h"
 
@@ -105,7 +105,7 @@ typedef struct stk_loader_options {
     bool read_only;   /* read records only: no CRC check, no decode (I/O benchmark) */
     bool checksum;    /* fill stk_batch.checksums (the workers hash each sample) */
     /* the batch ring's memory; NULL: locked pages (stk_host_allocator_locked).
-     * Feeding a GPU: its copy engine's host_memory (kernels/copy_engine.h) */
+     * Feeding a GPU: its copy engine's host_memory (device/copy_engine.h) */
     const stk_host_allocator *host_memory;
 } stk_loader_options;
 

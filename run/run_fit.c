@@ -5,7 +5,7 @@
 #include "run/run.h"
 
 #include "common/clock.h"
-#include "kernels/device.h"
+#include "device/device.h"
 
 #include <math.h>
 #include <string.h>

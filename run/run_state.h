@@ -5,7 +5,7 @@
 #include "distributed/comm.h"
 #include "distributed/ddp.h"
 #include "distributed/pipe_ranks.h"
-#include "kernels/device.h"
+#include "device/device.h"
 #include "run/run_settings.h"
 #include "train/device.h"
 #include "train/fit.h"

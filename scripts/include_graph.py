@@ -17,13 +17,13 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODULES = ["common", "storage", "decode", "augment", "pack", "kernels", "engine", "loader", "train", "distributed", "runlog",
+MODULES = ["common", "storage", "decode", "augment", "pack", "device", "kernels", "engine", "loader", "train", "distributed", "runlog",
            "run", "tune", "tools", "python"]
 # Lowest first: a module may use only modules of lower layers.
 LAYERS = [
     {"common"},
-    {"storage", "decode", "kernels", "runlog"},
-    {"augment"},
+    {"storage", "decode", "device", "runlog"},
+    {"augment", "kernels"},
     {"engine", "loader", "pack"},
     {"train"},
     {"distributed"},
@@ -34,9 +34,9 @@ LAYERS = [
 ]
 # Units that are one concern and may share a cycle: a tensor knows its grad
 # node and hook, and the registry of live tensors; the caching allocator loads the CUDA module for the GPU heap's ops, and the
-# module allocates its workspaces through the allocator (kernels/cuda_module_impl.h).
+# module allocates its workspaces through the allocator (device/cuda_module_impl.h).
 ALLOWED = [{"engine/tensor", "engine/autograd", "engine/tensor_registry"},
-           {"kernels/device_alloc", "kernels/cuda_module"}]
+           {"device/device_alloc", "device/cuda_module"}]
 INC = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 

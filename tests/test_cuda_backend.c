@@ -14,7 +14,7 @@
 #include "common/rng.h"
 #include "kernels/backend.h"
 #include "kernels/cpu_kernels_impl.h"
-#include "kernels/device_query.h"
+#include "device/device_query.h"
 #include "kernels/scalar_math.h"
 
 #ifdef STOKE_CUDA_BACKEND

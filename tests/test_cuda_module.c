@@ -1,14 +1,15 @@
-/* The CUDA backend module's seam (kernels/cuda_module_impl.h), on the real
+/* The CUDA backend module's seam (device/cuda_module_impl.h), on the real
  * libstoke_cuda.so of this build (STOKE_CUDA_MODULE_FILE): its one entry
  * point refuses a program from another version or with other table
- * layouts, with a message naming both; a matching program gets the table,
+ * layouts, with a message naming both (the op table's when it is asked
+ * for); a matching program gets the table,
  * whose query answers (GPUs, or why none); and a program that loads it on
  * first use gets the same answers through stk_cuda_query. Skipped (77) in
  * builds without the module. */
 #include "check_main.h"
 #include "common/trace.h"
 #include "kernels/backend.h"
-#include "kernels/cuda_module_impl.h"
+#include "device/cuda_module_impl.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -50,13 +51,20 @@ END_TEST
 START_TEST(test_other_layouts_are_refused)
 {
     stk_cuda_host h = matching_host();
-    h.sizes[0] += 8; /* a program whose op table has one more entry */
+    h.sizes[0] += 8; /* a program whose copy engine has one more entry */
     const stk_cuda_module *m;
     ck_assert_int_eq(entry(&h, &m), STK_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(stk_last_error(), "with other table layouts"));
     h = matching_host();
     h.abi = STK_CUDA_MODULE_ABI + 1;
     ck_assert_int_eq(entry(&h, &m), STK_ERR_FORMAT);
+    /* the op table's layout is checked when it is asked for (before any context) */
+    h = matching_host();
+    ck_assert_int_eq(entry(&h, &m), STK_OK);
+    const stk_backend *b = (void *)1;
+    ck_assert_int_eq(m->backend(sizeof(stk_backend) + 8, &b), STK_ERR_FORMAT);
+    ck_assert_ptr_null(b);
+    ck_assert_msg(strstr(stk_last_error(), "op table has"), "%s", stk_last_error());
 }
 END_TEST
 
@@ -67,6 +75,7 @@ START_TEST(test_a_matching_program_gets_the_table)
     ck_assert_int_eq(entry(&h, &m), STK_OK);
     ck_assert_ptr_nonnull(m->query);
     ck_assert_ptr_nonnull(m->backend);
+    ck_assert_ptr_nonnull(m->context);
     ck_assert_ptr_nonnull(m->heap);
     ck_assert_ptr_nonnull(strstr(m->describe(), "CUDA"));
     stk_cuda_report r;

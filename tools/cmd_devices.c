@@ -1,6 +1,6 @@
 /* stoke devices: the compute devices this build and machine offer. */
 #include "kernels/backend.h"
-#include "kernels/device_query.h"
+#include "device/device_query.h"
 #include "common/json.h"
 #include "tools/cli.h"
 #include "tools/flags.h"

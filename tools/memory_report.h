@@ -3,7 +3,7 @@
  * cached now, allocations served and those that needed fresh memory. */
 #pragma once
 
-#include "kernels/device_alloc.h"
+#include "device/device_alloc.h"
 
 #include <stdint.h>
 #include <stdio.h>

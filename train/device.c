@@ -1,7 +1,7 @@
 /* Device names and opening (device.h). */
 #include "train/device.h"
 
-#include "kernels/device_query.h"
+#include "device/device_query.h"
 
 #include <errno.h>
 #include <stdio.h>

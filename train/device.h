@@ -10,7 +10,7 @@
 #pragma once
 
 #include "common/status.h"
-#include "kernels/copy_engine.h"
+#include "device/copy_engine.h"
 
 #include <stdbool.h>
 

@@ -12,7 +12,7 @@
 #pragma once
 
 #include "common/status.h"
-#include "kernels/device_alloc.h"
+#include "device/device_alloc.h"
 #include "train/trainer.h"
 
 #include <stdbool.h>

@@ -42,7 +42,7 @@
 
 #include "engine/nn.h"
 #include "engine/optim.h"
-#include "kernels/copy_engine.h"
+#include "device/copy_engine.h"
 #include "loader/h2d.h"
 #include "loader/loader.h"
 #include "train/batch_mix.h"

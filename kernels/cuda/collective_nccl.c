@@ -1,4 +1,4 @@
-/* Device collectives on NCCL: kernels/device_collective.h's functions inside the
+/* Device collectives on NCCL: device/device_collective.h's functions inside the
  * CUDA backend module (the host reaches them through its table). */
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/cuda_device.h"

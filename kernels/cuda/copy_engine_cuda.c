@@ -1,4 +1,4 @@
-/* The CUDA copy engine behind kernels/copy_engine.h, which the loader's H2D
+/* The CUDA copy engine behind device/copy_engine.h, which the loader's H2D
  * stage (loader/h2d.c) drives: each batch is copied with cudaMemcpyAsync on
  * the context's copy stream, an event is recorded after it, and the compute
  * stream is made to wait on that event, so every op queued afterwards sees
@@ -9,7 +9,7 @@
  * A consumer on a stream of its own (the Python package's DLPack views)
  * marks a buffer it released with release_after; the next copy into that
  * buffer waits for the mark on the copy stream. */
-#include "kernels/copy_engine.h"
+#include "device/copy_engine.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/cuda_device.h"
 

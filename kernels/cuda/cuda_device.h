@@ -1,14 +1,14 @@
 /* The CUDA backend module's own functions behind its table
- * (kernels/cuda_module_impl.h, filled in module_table.c) that need no CUDA
+ * (device/cuda_module_impl.h, filled in module_table.c) that need no CUDA
  * header to declare. The unit tests that link the backend's objects in
  * call some directly (test_h2d: the copy engine). */
 #pragma once
 
 #include "common/status.h"
-#include "kernels/copy_engine.h"
-#include "kernels/device.h"
-#include "kernels/device_collective.h"
-#include "kernels/device_query.h"
+#include "device/copy_engine.h"
+#include "device/device.h"
+#include "device/device_collective.h"
+#include "device/device_query.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -40,7 +40,7 @@ const stk_host_allocator *stk_cuda_host_allocator(void);
 stk_status stk_cuda_to_host(void *dst, const void *src, size_t bytes);
 stk_status stk_cuda_from_host(void *dst, const void *src, size_t bytes);
 
-/* kernels/device_collective.h on NCCL (collective_nccl.c; builds with NCCL). */
+/* device/device_collective.h on NCCL (collective_nccl.c; builds with NCCL). */
 const char *stk_nccl_library(void);
 stk_status stk_nccl_make_id(uint8_t id[STK_DEVICE_COMM_ID_BYTES]);
 stk_status stk_nccl_open(const uint8_t id[STK_DEVICE_COMM_ID_BYTES], int rank, int world,

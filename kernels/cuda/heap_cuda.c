@@ -1,8 +1,8 @@
-/* CUDA memory for the caching allocator (kernels/device_alloc.c):
+/* CUDA memory for the caching allocator (device/device_alloc.c):
  * cudaMalloc/cudaFree, and events for blocks freed while another stream may
  * still use them. */
 #include "kernels/cuda/context.h"
-#include "kernels/device_heap_ops_impl.h"
+#include "device/device_heap_ops_impl.h"
 
 #include <stdio.h>
 

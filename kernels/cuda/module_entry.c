@@ -1,5 +1,5 @@
 /* libstoke_cuda.so's entry point, and what the module calls back into the
- * program that loaded it (kernels/cuda_module_impl.h). Linked into the
+ * program that loaded it (device/cuda_module_impl.h). Linked into the
  * module only: a program with the backend's objects built in has the real
  * functions, and never calls stk_cuda_module_open.
  *
@@ -7,7 +7,7 @@
  * that an error set here is the message the host reads, GPU memory comes
  * from the host's one caching allocator, and --trace reaches the module.
  * Its version script (cmake/libstoke_cuda.map) exports only the entry. */
-#include "kernels/cuda_module_impl.h"
+#include "device/cuda_module_impl.h"
 
 #include "common/trace.h"
 

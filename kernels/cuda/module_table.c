@@ -1,7 +1,7 @@
-/* The CUDA backend module's table (kernels/cuda_module_impl.h). */
+/* The CUDA backend module's table (device/cuda_module_impl.h). */
 #include "kernels/cuda/backend_cuda_impl.h"
 #include "kernels/cuda/context.h"
-#include "kernels/cuda_module_impl.h"
+#include "device/cuda_module_impl.h"
 
 #include <stdio.h>
 
@@ -27,11 +27,30 @@ static const char *describe(void)
     return text;
 }
 
+static stk_status open_context(void)
+{
+    const stk_backend *b;
+    return stk_cuda_backend(&b);
+}
+
+/* The op table, for a host whose table has this layout. */
+static stk_status checked_backend(size_t size, const stk_backend **out)
+{
+    *out = NULL;
+    if (size != sizeof(stk_backend))
+        return stk_error(STK_ERR_FORMAT,
+                         "the CUDA module's op table has %zu bytes, the program's %zu: use the "
+                         "libstoke_cuda.so built with the program",
+                         sizeof(stk_backend), size);
+    return stk_cuda_backend(out);
+}
+
 static const stk_cuda_module table = {
     .describe = describe,
     .query = stk_cuda_query_runtime,
     .select = stk_cuda_select,
-    .backend = stk_cuda_backend,
+    .context = open_context,
+    .backend = checked_backend,
     .copy_engine = stk_copy_engine_cuda,
     .heap = &stk_cuda_heap_ops,
 #ifdef STOKE_HAVE_NCCL

@@ -1,4 +1,4 @@
-/* The CUDA backend's answer to stk_cuda_query (kernels/device_query.h): the runtime,
+/* The CUDA backend's answer to stk_cuda_query (device/device_query.h): the runtime,
  * the driver and the GPUs, or why there is none. */
 #include "kernels/cuda/cuda_device.h"
 

@@ -1,6 +1,6 @@
 /* Batches on a GPU for the Python package (stoke.Loader(device="cuda")): a
  * ring of device buffers, each filled from one of the loader's pinned
- * batches by the copy engine (kernels/copy_engine.h) and held by its Python
+ * batches by the copy engine (device/copy_engine.h) and held by its Python
  * views until the last one is gone.
  *
  *     stoke_device_ring_fill(r, host_batch, &slot);  // copy, wait: complete on return
@@ -19,7 +19,7 @@
 #pragma once
 
 #include "common/status.h"
-#include "kernels/copy_engine.h"
+#include "device/copy_engine.h"
 #include "loader/loader.h"
 
 #include <stdint.h>

@@ -4,7 +4,7 @@
 
 #include "augment/transform_spec.h"
 #include "common/status.h"
-#include "kernels/copy_engine.h"
+#include "device/copy_engine.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -6,7 +6,7 @@ set -u
 : "${CXX:?}" "${ROOT:?}" "${BUILD:?}"
 cd "$ROOT" || exit 1
 fails=0 n=0
-for h in $(git ls-files 'common/*.h' 'storage/*.h' 'augment/*.h' 'kernels/*.h' 'engine/*.h' \
+for h in $(git ls-files 'common/*.h' 'storage/*.h' 'augment/*.h' 'device/*.h' 'kernels/*.h' 'engine/*.h' \
         'loader/*.h' 'train/*.h' 'distributed/*.h' 'runlog/*.h' 'decode/*.h' 'pack/*.h' 'run/*.h' \
         'tune/*.h' 2>/dev/null | grep -v '_impl\.h$' |
         grep -v '^kernels/cuda/'); do

@@ -21,8 +21,8 @@
 #pragma once
 
 #include "common/status.h"
-#include "kernels/device.h"
-#include "kernels/device_alloc.h"
+#include "device/device.h"
+#include "device/device_alloc.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -13,7 +13,7 @@
  * page-aligned memory, mlock()ed so it is never paged out, when
  * RLIMIT_MEMLOCK allows; otherwise a one-time warning and plain memory
  * (still page-aligned). The CUDA copy engine's: cudaHostAlloc, the memory
- * its asynchronous copies need (kernels/copy_engine.h). Thread-safe.
+ * its asynchronous copies need (device/copy_engine.h). Thread-safe.
  * (Device memory: device_alloc.h; asynchronous copies: copy_engine.h.)
  */
 #pragma once

@@ -1,9 +1,9 @@
 /* stk_copy_engine_open: the CPU's in-place engine, or the CUDA backend
  * module's (loaded here on first use). */
-#include "kernels/copy_engine.h"
+#include "device/copy_engine.h"
 
-#include "kernels/cuda_module_impl.h"
-#include "kernels/device_query.h"
+#include "device/cuda_module_impl.h"
+#include "device/device_query.h"
 
 stk_status stk_copy_engine_open(stk_device dev, int index, const stk_copy_engine **out)
 {
@@ -25,7 +25,6 @@ stk_status stk_copy_engine_open(stk_device dev, int index, const stk_copy_engine
     const stk_cuda_module *m;
     stk_status st;
     if ((st = stk_cuda_module_get(&m)) != STK_OK || (st = m->select(index)) != STK_OK) return st;
-    const stk_backend *be; /* creates the context: streams, cuBLAS, cuDNN */
-    if ((st = m->backend(&be)) != STK_OK) return st;
+    if ((st = m->context()) != STK_OK) return st;
     return m->copy_engine(out);
 }

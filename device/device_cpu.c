@@ -1,5 +1,5 @@
-#include "kernels/device.h"
-#include "kernels/copy_engine.h"
+#include "device/device.h"
+#include "device/copy_engine.h"
 
 #include "common/log.h"
 

@@ -1,5 +1,5 @@
-#include "kernels/device_alloc.h"
-#include "kernels/device_heap_ops_impl.h"
+#include "device/device_alloc.h"
+#include "device/device_heap_ops_impl.h"
 
 #include <malloc.h>
 #include <pthread.h>

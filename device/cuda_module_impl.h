@@ -23,11 +23,10 @@
 #pragma once
 
 #include "common/status.h"
-#include "kernels/backend.h"
-#include "kernels/copy_engine.h"
-#include "kernels/device_collective.h"
-#include "kernels/device_heap_ops_impl.h"
-#include "kernels/device_query.h"
+#include "device/copy_engine.h"
+#include "device/device_collective.h"
+#include "device/device_heap_ops_impl.h"
+#include "device/device_query.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -37,20 +36,25 @@
 extern "C" {
 #endif
 
+/* The math backend's op table (kernels/backend.h): above this module, so
+ * named here only; its layout is checked when it is asked for. */
+struct stk_backend;
+
 /* Raised whenever either table below changes. */
-#define STK_CUDA_MODULE_ABI 1
+#define STK_CUDA_MODULE_ABI 2
 
 /* What the host gives the module. */
 typedef struct stk_cuda_host {
     int abi;
     const char *version; /* STOKE_VERSION */
-    /* sizeof of the tables the two sides share, in this order: stk_backend,
-     * stk_copy_engine, stk_heap_ops, stk_cuda_report, stk_cuda_host, stk_cuda_module */
-    size_t sizes[6];
+    /* sizeof of the tables the two sides share, in this order:
+     * stk_copy_engine, stk_heap_ops, stk_cuda_report, stk_cuda_host, stk_cuda_module
+     * (stk_backend's: when it is asked for) */
+    size_t sizes[5];
     /* common/status.h on the host's thread-local message */
     stk_status (*set_error)(stk_status st, const char *message);
     const char *(*last_error)(void);
-    /* kernels/device_alloc.h: the one caching allocator (workspaces, batches) */
+    /* device/device_alloc.h: the one caching allocator (workspaces, batches) */
     stk_status (*device_alloc)(stk_device dev, size_t bytes, void **out);
     void (*device_free)(stk_device dev, void *ptr, size_t bytes);
     /* common/trace.h: whether a trace is being recorded */
@@ -61,17 +65,20 @@ typedef struct stk_cuda_host {
 typedef struct stk_cuda_module {
     /* "CUDA runtime 13.0, cuBLAS 13.1.0, cuDNN 9.14.0" or "host emulation (tests/cuda_host)" */
     const char *(*describe)(void);
-    /* kernels/device_query.h's report (never fails) */
+    /* device/device_query.h's report (never fails) */
     void (*query)(stk_cuda_report *r);
     /* GPU `device` for the context (before it is created) */
     stk_status (*select)(int device);
-    /* The op table; creates the context. */
-    stk_status (*backend)(const stk_backend **out);
+    /* Creates the context: streams, cuBLAS, cuDNN (what the op table's first use does). */
+    stk_status (*context)(void);
+    /* The op table; creates the context. `size` is the caller's
+     * sizeof(stk_backend): STK_ERR_FORMAT when it is not the module's. */
+    stk_status (*backend)(size_t size, const struct stk_backend **out);
     /* The copy engine on the copy stream; creates the context. */
     stk_status (*copy_engine)(const stk_copy_engine **out);
     /* cudaMalloc/cudaFree for the caching allocator */
     const stk_heap_ops *heap;
-    /* kernels/device_collective.h on NCCL; comm_library NULL: built without NCCL */
+    /* device/device_collective.h on NCCL; comm_library NULL: built without NCCL */
     const char *(*comm_library)(void);
     stk_status (*comm_make_id)(uint8_t id[STK_DEVICE_COMM_ID_BYTES]);
     stk_status (*comm_open)(const uint8_t id[STK_DEVICE_COMM_ID_BYTES], int rank, int world,
@@ -85,8 +92,8 @@ typedef struct stk_cuda_module {
 
 #define STK_CUDA_MODULE_SIZES                                                                      \
     {                                                                                              \
-        sizeof(stk_backend), sizeof(stk_copy_engine), sizeof(stk_heap_ops),                        \
-            sizeof(stk_cuda_report), sizeof(stk_cuda_host), sizeof(stk_cuda_module)                \
+        sizeof(stk_copy_engine), sizeof(stk_heap_ops), sizeof(stk_cuda_report),                    \
+            sizeof(stk_cuda_host), sizeof(stk_cuda_module)                                         \
     }
 
 /* The module's one exported function (kernels/cuda/module_entry.c): checks

@@ -6,7 +6,7 @@
  *
  * Never fails and never crashes: a build without the CUDA backend, a
  * machine without the CUDA libraries (the backend is a module loaded on the
- * first query: kernels/cuda_module_impl.h), without the NVIDIA driver or
+ * first query: device/cuda_module_impl.h), without the NVIDIA driver or
  * without a device each give count 0 and a reason a user can act on.
  * Thread-safe.
  */

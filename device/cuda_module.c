@@ -1,8 +1,8 @@
 /* The host side of the CUDA backend module (cuda_module_impl.h): finding
- * and starting it, and kernels/device_query.h and device_collective.h
+ * and starting it, and device/device_query.h and device_collective.h
  * answered by it. The one file outside kernels/cuda/ that knows the backend
  * exists. */
-#include "kernels/cuda_module_impl.h"
+#include "device/cuda_module_impl.h"
 
 #include "common/trace.h"
 
@@ -162,7 +162,7 @@ void stk_cuda_module_origin(char *buf, size_t n)
     snprintf(buf, n, "%s", origin);
 }
 
-/* ---- kernels/device_query.h ------------------------------------------------ */
+/* ---- device/device_query.h ------------------------------------------------ */
 
 void stk_cuda_query(stk_cuda_report *r)
 {
@@ -180,7 +180,7 @@ void stk_cuda_query(stk_cuda_report *r)
     stk_cuda_module_origin(r->module, sizeof r->module);
 }
 
-/* ---- kernels/device_collective.h: NCCL inside the module. Without the
+/* ---- device/device_collective.h: NCCL inside the module. Without the
  * module or without NCCL in it, stk_device_comm_library() is NULL and
  * data-parallel training moves gradients through host memory (MPI). ---- */
 
