@@ -65,8 +65,8 @@ echo "stoke info, cold: $(peak "$STOKE" info big.stoke)"
 echo "== 2. the file inside a cgroup of a third of its size =="
 LIMIT=$((SIZE / 3 >> 20))
 CACHE=$((LIMIT / 4))
-in_cgroup $LIMIT "$STOKE" bench --order block --cache-mb $CACHE --epochs 3 --json big.stoke
-echo "limit $LIMIT MiB, file $((SIZE >> 20)) MiB, --cache-mb $CACHE: rc $?, OOM kills $KILLS"
+in_cgroup $LIMIT "$STOKE" bench --order block --cache-mib $CACHE --epochs 3 --json big.stoke
+echo "limit $LIMIT MiB, file $((SIZE >> 20)) MiB, --cache-mib $CACHE: rc $?, OOM kills $KILLS"
 /usr/bin/python3 - "$SIZE" <<'PY'
 import json, sys
 d, size = json.load(open("out.txt")), int(sys.argv[1]) / 1e6

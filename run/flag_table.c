@@ -1,6 +1,7 @@
 /* A table's values stored, checked and shown (flag_table.h). */
 #include "run/flag_table.h"
 
+#include "common/log.h"
 #include "common/text.h"
 #include "train/device.h"
 
@@ -9,12 +10,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+static bool is(const char *word, const char *name, size_t len)
+{
+    return word && strlen(word) == len && !strncmp(word, name, len);
+}
+
 const stk_flag *stk_flag_find(const stk_flag *flags, const char *name, size_t len)
 {
     for (const stk_flag *f = flags; f->kind != STK_FLAG_KIND_END; f++)
-        if (f->kind != STK_FLAG_KIND_SECTION && strlen(f->name) == len &&
-            !strncmp(f->name, name, len))
-            return f;
+        if (f->kind != STK_FLAG_KIND_SECTION && is(f->name, name, len)) return f;
+    for (const stk_flag *f = flags; f->kind != STK_FLAG_KIND_END; f++) {
+        if (f->kind == STK_FLAG_KIND_SECTION) continue;
+        bool alias = is(f->old, name, len);
+        for (int i = 0; i < 3; i++) alias |= is(f->alias[i], name, len);
+        if (alias) return f;
+    }
     return NULL;
 }
 
@@ -101,7 +111,85 @@ static stk_status unknown(const stk_flag *flags, const char *a, size_t len)
     return stk_error(STK_ERR_INVALID_ARG, "unknown option '%.*s'", (int)len, a);
 }
 
-stk_status stk_flag_parse(const stk_flag *flags, void *args, int argc, char **argv, int *n_pos)
+/* The tables' entry for len bytes of name, and the struct it goes in. */
+static const stk_flag *find_in(const stk_flag *const *tables, void *const *args, int n,
+                               const char *name, size_t len, void **arg)
+{
+    for (int t = 0; t < n; t++) {
+        const stk_flag *f = stk_flag_find(tables[t], name, len);
+        if (f) {
+            *arg = args[t];
+            return f;
+        }
+    }
+    return NULL;
+}
+
+static const stk_flag *find_letter(const stk_flag *const *tables, void *const *args, int n, char c,
+                                   void **arg)
+{
+    for (int t = 0; t < n; t++)
+        for (const stk_flag *f = tables[t]; f->kind != STK_FLAG_KIND_END; f++)
+            if (f->kind != STK_FLAG_KIND_SECTION && f->letter == c) {
+                *arg = args[t];
+                return f;
+            }
+    return NULL;
+}
+
+/* --no-X for a switch X, or --X for a switch no-X: the switch off. */
+static const stk_flag *find_negation(const stk_flag *const *tables, void *const *args, int n,
+                                     const char *name, size_t len, void **arg)
+{
+    const stk_flag *f = NULL;
+    if (len > 3 && !strncmp(name, "no-", 3)) {
+        f = find_in(tables, args, n, name + 3, len - 3, arg);
+    } else if (len < 60) {
+        char no[64];
+        snprintf(no, sizeof no, "no-%.*s", (int)len, name);
+        f = find_in(tables, args, n, no, len + 3, arg);
+    }
+    return f && f->kind == STK_FLAG_KIND_BOOL ? f : NULL;
+}
+
+/* A flag's value: the rest of its token, or the next argument. */
+static stk_status take_value(const stk_flag *f, void *arg, const char *rest, int argc, char **argv,
+                             int *i)
+{
+    if (f->kind == STK_FLAG_KIND_BOOL) {
+        if (rest) return stk_error(STK_ERR_INVALID_ARG, "--%s takes no value", f->name);
+        return stk_flag_set(f, arg, NULL);
+    }
+    if (!rest && *i + 1 >= argc)
+        return stk_error(STK_ERR_INVALID_ARG, "--%s needs a value (%s)", f->name, f->arg);
+    return stk_flag_set(f, arg, rest ? rest : argv[++*i]);
+}
+
+/* "-b 64", "-b64", "-qv" */
+static stk_status short_options(const stk_flag *const *tables, void *const *args, int n, int argc,
+                                char **argv, int *i)
+{
+    const char *a = argv[*i];
+    void *ignored;
+    if (a[2] && find_in(tables, args, n, a + 1, strlen(a + 1), &ignored))
+        return stk_error(STK_ERR_INVALID_ARG, "unknown option '%s' (did you mean -%s?)", a, a);
+    for (int j = 1; a[j]; j++) {
+        void *arg;
+        const stk_flag *f = find_letter(tables, args, n, a[j], &arg);
+        if (!f)
+            return stk_error(STK_ERR_INVALID_ARG, "unknown option '-%c'%s", a[j],
+                             j > 1 ? "" : " (long options start with --)");
+        if (f->kind == STK_FLAG_KIND_BOOL) {
+            STK_TRY(stk_flag_set(f, arg, NULL));
+            continue;
+        }
+        return take_value(f, arg, a[j + 1] ? a + j + 1 : NULL, argc, argv, i);
+    }
+    return STK_OK;
+}
+
+stk_status stk_flag_parse_tables(const stk_flag *const *tables, void *const *args, int n_tables,
+                                 int argc, char **argv, int *n_pos)
 {
     int n = 0; /* positional arguments, gathered to the front of argv[1..] in order */
     bool flags_done = false;
@@ -116,25 +204,31 @@ stk_status stk_flag_parse(const stk_flag *flags, void *args, int argc, char **ar
             flags_done = true;
             continue;
         }
-        if (a[1] != '-') return unknown(flags, a, strlen(a));
+        if (a[1] != '-') {
+            STK_TRY(short_options(tables, args, n_tables, argc, argv, &i));
+            continue;
+        }
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        const stk_flag *f = stk_flag_find(flags, name, len);
-        if (!f) return unknown(flags, a, len + 2);
-        const char *value = NULL;
-        if (f->kind == STK_FLAG_KIND_BOOL) {
-            if (eq) return stk_error(STK_ERR_INVALID_ARG, "--%s takes no value", f->name);
-        } else if (eq) {
-            value = eq + 1;
-        } else if (i + 1 < argc) {
-            value = argv[++i];
-        } else {
-            return stk_error(STK_ERR_INVALID_ARG, "--%s needs a value (%s)", f->name, f->arg);
+        void *arg;
+        const stk_flag *f = find_in(tables, args, n_tables, name, len, &arg);
+        if (!f && (f = find_negation(tables, args, n_tables, name, len, &arg))) {
+            if (eq) return stk_error(STK_ERR_INVALID_ARG, "--%.*s takes no value", (int)len, name);
+            *(bool *)((char *)arg + f->offset) = false;
+            continue;
         }
-        STK_TRY(stk_flag_set(f, args, value));
+        if (!f) return unknown(tables[0], a, len + 2);
+        if (is(f->old, name, len))
+            stk_log_warn("--%s is now --%s (the old name still works)", f->old, f->name);
+        STK_TRY(take_value(f, arg, eq ? eq + 1 : NULL, argc, argv, &i));
     }
     if (n_pos) *n_pos = n;
     return STK_OK;
+}
+
+stk_status stk_flag_parse(const stk_flag *flags, void *args, int argc, char **argv, int *n_pos)
+{
+    return stk_flag_parse_tables(&flags, &args, 1, argc, argv, n_pos);
 }
 
 stk_status stk_flag_parse_args(const stk_flag *flags, void *args, int argc, char **argv)

@@ -55,6 +55,12 @@ typedef struct stk_flag {
      * needs it rather than kept in lists of names beside it): */
     const char *def; /* the default, as it would be typed (NULL: none, or set in code) */
     unsigned set;    /* stk_setting_use bits */
+    /* Other ways to type it: names users know from elsewhere (timm's
+     * --batch-size for --batch), accepted and listed in the help; a former
+     * name, accepted with a warning naming this one; a short option (-b). */
+    const char *alias[3];
+    const char *old;
+    char letter;
 } stk_flag;
 
 /* What a setting of a run takes part in beyond its parsing. */
@@ -77,16 +83,25 @@ typedef enum stk_setting_use {
  * INVALID_ARG ("--batch 0: expected an integer in 1..65536"). */
 stk_status stk_flag_set(const stk_flag *f, void *args, const char *value);
 
-/* The entry --name of the table (name without "--"; len bytes of it), or NULL. */
+/* The entry --name of the table (name without "--"; len bytes of it: its
+ * name, an alias or its former name), or NULL. */
 const stk_flag *stk_flag_find(const stk_flag *flags, const char *name, size_t len);
 
-/* Parse argv[1..argc-1] ("--name VALUE", "--name=VALUE", a switch
- * "--name"; "--" ends the flags) into the struct at `args`; TEXT and LIST
- * values point into argv. The positional arguments are moved to argv[1..]
- * in order, *n_pos of them (n_pos NULL: one is an error). Prints nothing:
- * INVALID_ARG names the flag ("unknown option '--batch-size' (did you mean
- * --batch?)", "--epochs needs a value (E)"). */
+/* Parse argv[1..argc-1] into the struct at `args`: "--name VALUE",
+ * "--name=VALUE", a switch "--name" and its negation "--no-name" (a switch
+ * named no-X is also turned off by --X), a short option "-b VALUE",
+ * "-bVALUE" or switches together ("-qv"); "--" ends the flags. TEXT and
+ * LIST values point into argv. The positional arguments are moved to
+ * argv[1..] in order, *n_pos of them (n_pos NULL: one is an error). Prints
+ * nothing but a warning for a former name: INVALID_ARG names the flag
+ * ("unknown option '--bach' (did you mean --batch?)", "--epochs needs a
+ * value (E)"). */
 stk_status stk_flag_parse(const stk_flag *flags, void *args, int argc, char **argv, int *n_pos);
+
+/* The same over several tables, each with its own struct (the CLI's -q and
+ * -v beside a command's flags): a flag is looked up in tables[0] first. */
+stk_status stk_flag_parse_tables(const stk_flag *const *tables, void *const *args, int n_tables,
+                                 int argc, char **argv, int *n_pos);
 
 /* The name in flags nearest to word's len bytes (a did-you-mean), or NULL. */
 const char *stk_flag_closest(const stk_flag *flags, const char *word, size_t len);
@@ -167,7 +182,7 @@ bool stk_flag_value_text(const stk_flag *f, const void *args, char *buf, size_t 
 
 /* The flags several commands share, with one range and one text each. */
 #define STK_FLAG_WORKERS(T, f, hlp, ...)                                                           \
-    STK_FLAG_INT(T, f, "workers", "N", 1, 1024, hlp, __VA_ARGS__)
+    STK_FLAG_INT(T, f, "workers", "N", 1, 1024, hlp, .letter = 'j', __VA_ARGS__)
 #define STK_FLAG_THREADS(T, f, ...)                                                                \
     STK_FLAG_INT(T, f, "threads", "N", 1, 1024, "compute threads, default: number of cores",       \
                  __VA_ARGS__)

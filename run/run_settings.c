@@ -75,7 +75,8 @@ const stk_flag stk_run_flags[] = {
     STK_FLAG_TEXT(T, init, "init", "CHECKPOINT",
                   "start from a checkpoint of the same model; tensors whose\n"
                   "shape differs (another number of classes) are skipped and\n"
-                  "reported (transfer learning)"),
+                  "reported (transfer learning)",
+                  .alias = {"initial-checkpoint"}),
     STK_FLAG_LIST(T, freeze, n_freeze, "freeze", "PREFIX",
                   "do not train parameters whose name starts with PREFIX\n"
                   "(repeatable; e.g. --freeze conv1 --freeze layer1)",
@@ -84,10 +85,10 @@ const stk_flag stk_run_flags[] = {
     STK_FLAG_INT(T, epochs, "epochs", "E", 1, 100000, "default 10", .def = "10",
                  .set = STK_SET_RANKS),
     STK_FLAG_INT(T, batch, "batch", "B", 1, 65536, "default 128", .def = "128",
-                 .set = STK_SET_RANKS | STK_SET_TUNE),
+                 .set = STK_SET_RANKS | STK_SET_TUNE, .letter = 'b', .alias = {"batch-size"}),
     STK_FLAG_CHOICE(T, optimizer, "optimizer", "NAME", stk_run_optimizers,
                     "sgd (default), adam or adamw", .def = "sgd",
-                    .set = STK_SET_RANKS | STK_SET_TUNE),
+                    .set = STK_SET_RANKS | STK_SET_TUNE, .alias = {"opt"}),
     STK_FLAG_NUMBER(T, lr, "lr", "LR", 0, 100,
                     "peak learning rate; default 0.05 (sgd), 0.001 (adam/adamw)",
                     .set = STK_SET_RANKS | STK_SET_TUNE),
@@ -97,11 +98,11 @@ const stk_flag stk_run_flags[] = {
                   .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_NUMBER(T, wd, "wd", "W", 0, 10,
                     "weight decay, default 5e-4 (sgd, adam: L2; adamw: decoupled)", .def = "5e-4",
-                    .set = STK_SET_RANKS | STK_SET_TUNE),
+                    .set = STK_SET_RANKS | STK_SET_TUNE, .alias = {"weight-decay"}),
     STK_FLAG_CHOICE(T, schedule, "schedule", "NAME", stk_run_schedules,
                     "cosine (default, per step to 0), step (x0.1 every\n"
                     "--step-epochs), onecycle, or constant",
-                    .def = "cosine", .set = STK_SET_RANKS | STK_SET_TUNE),
+                    .def = "cosine", .set = STK_SET_RANKS | STK_SET_TUNE, .alias = {"sched"}),
     STK_FLAG_NUMBER(T, min_lr, "min-lr", "LR", 0, 100,
                     "the floor of the cosine and step schedules (timm's --min-lr):\n"
                     "cosine ends at LR, step decays no lower; default 0",
@@ -116,7 +117,7 @@ const stk_flag stk_run_flags[] = {
     STK_FLAG_NUMBER(T, smoothing, "label-smoothing", "S", 0, 0.999,
                     "default 0; composes with mixup/cutmix (the mixed targets are\n"
                     "smoothed, as timm's)",
-                    .set = STK_SET_RANKS | STK_SET_TUNE),
+                    .set = STK_SET_RANKS | STK_SET_TUNE, .alias = {"smoothing"}),
     STK_FLAG_NUMBER(T, mix_prob, "mix-prob", "P", 0, 1,
                     "the probability that a batch is mixed when the transform has\n"
                     "mixup:ALPHA and/or cutmix:ALPHA (timm's Mixup prob; one of the\n"
@@ -127,7 +128,7 @@ const stk_flag stk_run_flags[] = {
                     "before each optimizer step (torch.nn.utils.clip_grad_norm_;\n"
                     "data-parallel: after the all-reduce; --amp: after unscaling);\n"
                     "the norm before clipping goes to steps.csv and TensorBoard",
-                    .set = STK_SET_RANKS | STK_SET_TUNE),
+                    .set = STK_SET_RANKS | STK_SET_TUNE, .alias = {"clip-grad"}),
     STK_FLAG_NUMBER(T, clip_grad_value, "clip-grad-value", "V", 0, 1e9,
                     "clamp each gradient element to [-V, V] before each optimizer\n"
                     "step (torch.nn.utils.clip_grad_value_); not with --clip-grad-norm",
@@ -138,7 +139,7 @@ const stk_flag stk_run_flags[] = {
                     "weights, buffers copied), evaluated beside them each epoch\n"
                     "(ema_val_* in metrics.csv), saved in the checkpoints (eval,\n"
                     "export --ema); e.g. 0.999",
-                    .set = STK_SET_RANKS | STK_SET_NO_TRIAL),
+                    .set = STK_SET_RANKS | STK_SET_NO_TRIAL, .alias = {"model-ema-decay"}),
     STK_FLAG_BOOL(T, ema_warmup, "ema-warmup",
                   "the average's decay grows as 1 - k^(-2/3) up to DECAY (timm's\n"
                   "ModelEmaV3 warm-up): early updates follow the weights closely",
@@ -181,12 +182,12 @@ const stk_flag stk_run_flags[] = {
     STK_FLAG_INT(T, block_window, "block-window", "N", 1, 1024,
                  "block order: blocks shuffled together (default 8)", .def = "8",
                  .set = STK_SET_TUNE),
-    STK_FLAG_INT(T, cache_mb, "cache-mb", "C", 0, STK_LOADER_MAX_CACHE_MIB,
+    STK_FLAG_INT(T, cache_mb, "cache-mib", "C", 0, STK_LOADER_MAX_CACHE_MIB,
                  "keep the training file's first C MiB in memory for the whole run,\n"
                  "never evicted (for files larger than memory; default 0). Reads go\n"
                  "around the page cache (O_DIRECT) when the file and the cache do not\n"
                  "fit the memory budget (the machine's or the memory cgroup's)",
-                 .set = STK_SET_TUNE),
+                 .set = STK_SET_TUNE, .old = "cache-mb"),
     STK_FLAG_SECTION("early stopping (Keras's EarlyStopping)"),
     STK_FLAG_INT(T, early_stop, "early-stop", "PATIENCE", 0, 100000,
                  "stop once PATIENCE epochs in a row have not improved\n"
@@ -240,7 +241,8 @@ const stk_flag stk_run_flags[] = {
                   "default a fresh runs/MODEL-N; holds metrics.csv (per epoch),\n"
                   "steps.csv (per step), last.safetensors, best.safetensors\n"
                   "(best by --monitor), events.out.tfevents.*; locked while a\n"
-                  "run writes it; a used one needs --resume or --overwrite"),
+                  "run writes it; a used one needs --resume or --overwrite",
+                  .letter = 'o'),
     STK_FLAG_BOOL(T, overwrite, "overwrite", "clear RUNDIR's old run (event files included) first",
                   .set = STK_SET_NO_TRIAL),
     STK_FLAG_BOOL(T, tensorboard, "tensorboard",

@@ -35,7 +35,8 @@ static const char *const output_names[] = {"u8", "f32", NULL};
 #define T bench_args
 static const stk_flag flags[] = {
     STK_FLAG_SECTION("options"),
-    STK_FLAG_INT(T, batch, "batch", "N", 1, 1 << 20, "batch size (default 256)"),
+    STK_FLAG_INT(T, batch, "batch", "N", 1, 1 << 20, "batch size (default 256)", .letter = 'b',
+                 .alias = {"batch-size"}),
     STK_FLAG_WORKERS(T, workers, "decode/augment threads (default: number of cores)"),
     STK_FLAG_INT(T, prefetch, "prefetch", "N", 1, 64, "batches in the ring (default 3)"),
     STK_FLAG_CHOICE(T, io, "io", "BACKEND", io_names, "uring (default), pread or mmap"),
@@ -47,17 +48,19 @@ static const stk_flag flags[] = {
                   "memory or the memory cgroup's limit)"),
     STK_FLAG_BOOL(T, no_direct, "no-direct",
                   "read through the page cache even when the file does not fit"),
-    STK_FLAG_INT(T, cache_mb, "cache-mb", "C", 0, STK_LOADER_MAX_CACHE_MIB,
+    STK_FLAG_INT(T, cache_mb, "cache-mib", "C", 0, STK_LOADER_MAX_CACHE_MIB,
                  "keep the file's first C MiB (whole blocks) in memory for the\n"
                  "whole run, never evicted (a static cache: from the second\n"
-                 "epoch on those records cost no device read; default 0)"),
+                 "epoch on those records cost no device read; default 0)",
+                 .old = "cache-mb"),
     STK_FLAG_TEXT(T, transform, "transform", "SPEC",
                   "default: the training transform of the dataset\n"
                   "(rrc:224,flip for JPEG, pad:4,crop:SIZE,flip for raw); pixel ops\n"
                   "such as colorjitter:0.4:0.4:0.4:0.1 or trivialaugment follow the\n"
                   "crop ('stoke help peek' lists them all)"),
-    STK_FLAG_CHOICE(T, output, "output", "FMT", output_names,
-                    "u8 (HWC, default) or f32 (CHW, normalised if the spec says norm)"),
+    STK_FLAG_CHOICE(T, output, "dtype", "FMT", output_names,
+                    "u8 (HWC, default) or f32 (CHW, normalised if the spec says norm)",
+                    .old = "output"),
     STK_FLAG_BOOL(T, accurate, "accurate-decode",
                   "accurate IDCT and upsampling instead of the fast ones"),
     STK_FLAG_INT(T, images, "images", "N", 1, INT64_MAX, "measure N images (default: one epoch)"),
@@ -117,7 +120,8 @@ static const stk_cli cli = {
              "(/proc/self/io read_bytes): page-cache hits are not in it, readahead is.\n",
     .min_args = 1,
     .max_args = 1,
-    .args_error = "expected one DATA.stoke"};
+    .args_error = "expected one DATA.stoke",
+    .first_arg_names = (const char *const[]){"data", NULL}};
 
 /* Add what the loader did since `since` (this epoch's stats) to *tot. */
 static double peak_rss_mb(void)

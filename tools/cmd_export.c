@@ -25,7 +25,8 @@ static const stk_flag flags[] = {
                     "names and layouts, num_batches_tracked as I64, \"format\": \"pt\"),\n"
                     "no optimizer state; default onnx"),
     STK_FLAG_TEXT(T, out, "out", "FILE",
-                  "default: beside the checkpoint, NAME.onnx or NAME.weights.safetensors"),
+                  "default: beside the checkpoint, NAME.onnx or NAME.weights.safetensors",
+                  .letter = 'o'),
     STK_FLAG_INT(T, opset, "opset", "N", 13, 17,
                  "onnx: 17 (IR 8, the default) or 13 (IR 7, for older runtimes); a\n"
                  "model imported from ONNX keeps its file's opset"),
@@ -71,7 +72,8 @@ static const stk_cli cli = {
              "module's state dict, for load_state_dict(strict=True).\n",
     .flags = flags,
     .min_args = 1,
-    .max_args = 1};
+    .max_args = 1,
+    .first_arg_names = (const char *const[]){"checkpoint", NULL}};
 
 static int export_main(int argc, char **argv)
 {

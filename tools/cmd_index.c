@@ -33,7 +33,8 @@ static const stk_cli cli = {
     .flags = flags,
     .min_args = 1,
     .max_args = 1,
-    .args_error = "expected one DATA.stoke"};
+    .args_error = "expected one DATA.stoke",
+    .first_arg_names = (const char *const[]){"data", NULL}};
 
 static int index_main(int argc, char **argv)
 {

@@ -39,7 +39,8 @@ static const stk_cli cli = {
     .flags = flags,
     .min_args = 1,
     .max_args = 1,
-    .args_error = "expected one DATA.stoke or CHECKPOINT.safetensors"};
+    .args_error = "expected one DATA.stoke or CHECKPOINT.safetensors",
+    .first_arg_names = (const char *const[]){"data", "checkpoint", NULL}};
 
 static void print_json(const char *path, const stk_meta *m, uint64_t file_bytes)
 {

@@ -62,7 +62,7 @@ static const stk_flag output_flags[] = {
     STK_FLAG_TEXT(T, out, "out", "FILE",
                   "the plot: FILE.svg (default lr-find.svg) or FILE.png (rasterised\n"
                   "by rsvg-convert)",
-                  .def = "lr-find.svg"),
+                  .def = "lr-find.svg", .letter = 'o'),
     STK_FLAG_JSON(T, json,
                   "one JSON object on stdout (keys: steps, diverged, steepest,\n"
                   "min_over_10, min_lr, min_loss, plot, lr, loss, smooth)"),

@@ -53,7 +53,8 @@ static const stk_flag flags[] = {
     STK_FLAG_SEED(T, seed, "which samples --count draws, and the augmentation (default 0)"),
     STK_FLAG_INT(T, epoch, "epoch", "E", 0, INT64_MAX,
                  "epoch (default 0): another epoch gives other random crops"),
-    STK_FLAG_TEXT(T, out, "out", "FILE", ".png, .ppm/.pgm (lossless) or .jpg (default peek.ppm)"),
+    STK_FLAG_TEXT(T, out, "out", "FILE", ".png, .ppm/.pgm (lossless) or .jpg (default peek.ppm)",
+                  .letter = 'o'),
     STK_FLAG_END};
 #undef T
 
@@ -66,7 +67,8 @@ static const stk_cli cli = {
     .flags = flags,
     .min_args = 1,
     .max_args = 1,
-    .args_error = "expected one DATA.stoke"};
+    .args_error = "expected one DATA.stoke",
+    .first_arg_names = (const char *const[]){"data", NULL}};
 
 #define BORDER 2
 

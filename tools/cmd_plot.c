@@ -25,7 +25,8 @@ static const stk_flag flags[] = {
     STK_FLAG_SECTION("output"),
     STK_FLAG_TEXT(T, out, "out", "FILE",
                   "FILE.svg (default: plot.svg in the first RUNDIR) or FILE.png\n"
-                  "(drawn as SVG, rasterised by rsvg-convert: Debian's librsvg2-bin)"),
+                  "(drawn as SVG, rasterised by rsvg-convert: Debian's librsvg2-bin)",
+                  .letter = 'o'),
     STK_FLAG_TEXT(T, title, "title", "TEXT", "a heading (default: the run directories)"),
     STK_FLAG_END};
 #undef T

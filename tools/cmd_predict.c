@@ -24,7 +24,8 @@ static const stk_flag flags[] = {
     STK_FLAG_INT(T, top_k, "top-k", "K", 1, 1000, "the K likeliest classes per image, default 5"),
     STK_FLAG_TEXT(T, transform, "transform", "SPEC",
                   "default: the checkpoint's evaluation transform (val_transform)"),
-    STK_FLAG_INT(T, batch, "batch", "B", 1, 4096, "images per forward pass, default 64"),
+    STK_FLAG_INT(T, batch, "batch", "B", 1, 4096, "images per forward pass, default 64",
+                 .letter = 'b', .alias = {"batch-size"}),
     STK_FLAG_WORKERS(T, workers, "decoding threads, default: number of cores"),
     STK_FLAG_THREADS(T, threads),
     STK_FLAG_JSON(T, json,
@@ -48,7 +49,8 @@ static const stk_cli cli = {
              "predicted. Exit status 1 only when no image could be read.\n",
     .flags = flags,
     .min_args = 2,
-    .max_args = 1 << 20};
+    .max_args = 1 << 20,
+    .first_arg_names = (const char *const[]){"checkpoint", NULL}};
 
 /* The hooks' printer: the progress bar on stderr, a line or JSON object
  * per image on stdout, the skipped named on stderr. */

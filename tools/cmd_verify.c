@@ -45,7 +45,8 @@ static const stk_cli cli = {
     .flags = flags,
     .min_args = 1,
     .max_args = 1,
-    .args_error = "expected one DATA.stoke"};
+    .args_error = "expected one DATA.stoke",
+    .first_arg_names = (const char *const[]){"data", NULL}};
 
 #define CHUNK      1024
 #define MAX_LISTED 100

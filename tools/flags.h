@@ -16,8 +16,9 @@
  *     int rc = stk_cli_parse(&eval_cli, &a, argc, argv, &args, &n);
  *     if (rc >= 0) return rc;                   // a usage error was printed
  *
- * Syntax: --name VALUE or --name=VALUE, flags and arguments in any order,
- * "--" ends the flags. -h/--help is answered by main.c before a command runs.
+ * Syntax: --name VALUE or --name=VALUE, a short option -b VALUE, --no-X
+ * for a switch X, flags and arguments in any order, "--" ends the flags
+ * (run/flag_table.h's stk_flag_parse). -h/--help is answered by main.c before a command runs.
  * Messages (exit 2): "stoke CMD: --flag VALUE: expected ..." and a hint.
  * Help text: usage, about, then each section's flags with their help lines
  * aligned in one column, then notes.
@@ -39,6 +40,10 @@ typedef struct stk_cli {
     const char *notes;      /* text after the flags */
     int min_args, max_args; /* positional arguments */
     const char *args_error; /* the message when their number is wrong */
+    /* The first positional argument may be given as --NAME VALUE instead,
+     * under any of these names ("data": as train and eval name the
+     * dataset; "checkpoint"); NULL-terminated, or NULL: none. */
+    const char *const *first_arg_names;
 } stk_cli;
 
 /* Parse argv[1..argc-1] into the struct at `args` (defaults already in it).
@@ -57,6 +62,11 @@ int stk_cli_parse(const stk_cli *c, void *args, int argc, char **argv, char ***p
 int stk_cli_borrow(stk_flag *dst, int n, int cap, const stk_cli *from, const char *const *names,
                    size_t offset);
 int stk_cli_append(stk_flag *dst, int n, int cap, const stk_flag *own);
+
+/* The flags every command takes: -q/--quiet (warnings and errors only, no
+ * progress bars) and -v/--verbose (debug detail), applied by
+ * stk_cli_parse; listed at the end of each command's help. */
+extern const stk_flag stk_cli_common_flags[];
 
 /* The flag --name of c (name without "--"), or NULL. */
 const stk_flag *stk_cli_find(const stk_cli *c, const char *name);

@@ -78,7 +78,8 @@ static void print_text(const stk_ckpt_desc *d, const stk_safetensors *f, const c
            d->model, d->cfg.in_channels, d->cfg.in_channels == 1 ? "" : "s", d->cfg.image_size,
            d->cfg.classes, params, f->n - (d->onnx != NULL));
     if (d->onnx)
-        printf("  graph    from ONNX, kept in the checkpoint (%.1f MB)\n", (double)d->onnx_len / 1e6);
+        printf("  graph    from ONNX, kept in the checkpoint (%.1f MB)\n",
+               (double)d->onnx_len / 1e6);
     if (d->class_names) {
         printf("  classes  ");
         int shown = d->n_class_names < 20 ? d->n_class_names : 20;

@@ -56,7 +56,8 @@ static int parse_flags(int argc, char **argv, stk_run_settings *a)
     if (stk_run_settings_init(a) != STK_OK) return stk_cli_usage("train", "%s", stk_last_error());
     char **pos;
     int n_pos;
-    int rc = stk_config_expand("train", "stoke train", argc, argv, config_key, &a->owned, &a->n_owned);
+    int rc =
+        stk_config_expand("train", "stoke train", argc, argv, config_key, &a->owned, &a->n_owned);
     if (rc >= 0) return rc;
     if (a->owned) argc = a->n_owned, argv = a->owned;
     rc = stk_cli_parse(&train_settings_cli, a, argc, argv, &pos, &n_pos);

@@ -67,7 +67,8 @@ const stk_flag stk_tune_flags[] = {
     STK_FLAG_SECTION("output"),
     STK_FLAG_TEXT(stk_tune_settings, out, "out", "DIR",
                   "the sweep's folder (default runs/tune-N, a fresh N): trials.csv,\n"
-                  "best.json, best.safetensors, trials/ID/ (each trial's run)"),
+                  "best.json, best.safetensors, trials/ID/ (each trial's run)",
+                  .letter = 'o'),
     STK_FLAG_INT(stk_tune_settings, stop_after, "stop-after", "N", 1, INT64_MAX,
                  "end this call once N trial epochs have run (exit 0); --resume goes on"),
     STK_FLAG_BOOL(stk_tune_settings, resume, "resume",

@@ -37,10 +37,10 @@ done
 run 0 "$STOKE" bench --batch 4 --epochs 1 --transform rrc:32,flip --direct --json good.stoke
 [ "$(checksum out.txt)" = "$REF" ] || fail "checksum differs with --direct"
 # Float output (normalised CHW): runs, deterministic, other bytes than u8.
-run 0 "$STOKE" bench --batch 4 --epochs 1 --transform rrc:32,flip,norm:imagenet --output f32 --json good.stoke
+run 0 "$STOKE" bench --batch 4 --epochs 1 --transform rrc:32,flip,norm:imagenet --dtype f32 --json good.stoke
 F32=$(checksum out.txt)
 [ "$F32" = "$REF" ] && fail "f32 output hashed like u8"
-run 0 "$STOKE" bench --batch 4 --epochs 1 --transform rrc:32,flip,norm:imagenet --output f32 --workers 1 --io pread --json good.stoke
+run 0 "$STOKE" bench --batch 4 --epochs 1 --transform rrc:32,flip,norm:imagenet --dtype f32 --workers 1 --io pread --json good.stoke
 [ "$(checksum out.txt)" = "$F32" ] || fail "f32 checksum differs across workers/backends"
 # Another seed: other crops.
 run 0 "$STOKE" bench --batch 4 --epochs 1 --transform rrc:32,flip --seed 9 --json good.stoke
@@ -104,7 +104,7 @@ expect err.txt "bench interrupted after"
 # Usage errors and impossible settings.
 run 2 "$STOKE" bench --io floppy good.stoke
 expect err.txt "--io floppy: expected uring, pread or mmap"
-run 2 "$STOKE" bench --output f64 good.stoke
+run 2 "$STOKE" bench --dtype f64 good.stoke
 run 2 "$STOKE" bench --transform rrc:224,smudge good.stoke
 expect err.txt 'transform "smudge": unknown transform'
 run 2 "$STOKE" bench --images 5 --epochs 1 good.stoke

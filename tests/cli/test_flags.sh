@@ -16,8 +16,10 @@ for c in pack info verify peek bench train eval devices; do
 done
 
 # did you mean: the nearest flag or name, never a far one
-run 2 "$STOKE" train --data a --model mlp --batch-size 64
-expect err.txt "unknown option '--batch-size' (did you mean --batch?)"
+run 2 "$STOKE" train --data a --model mlp --bach 64
+expect err.txt "unknown option '--bach' (did you mean --batch?)"
+run 2 "$STOKE" train --data a -epochs 3
+expect err.txt "unknown option '-epochs' (did you mean --epochs?)"
 run 2 "$STOKE" bench --epoch 3 x.stoke
 expect err.txt "unknown option '--epoch' (did you mean --epochs?)"
 run 2 "$STOKE" pack --wrokers 2 a b
@@ -62,6 +64,58 @@ i=0 f=""
 while [ $i -lt 33 ]; do f="$f --freeze p$i"; i=$((i + 1)); done
 run 2 "$STOKE" train --data a --model mlp $f
 expect err.txt "at most 32 --freeze values"
+
+# the names users know: timm's aliases, short options (alone, joined to
+# their value, switches together), --no-X for a switch, a former name with a
+# warning; each sets what the flag it aliases sets (--print-config shows it)
+run 0 "$STOKE" pack --from idx "$STOKE_FIXTURES/idx" tiny.stoke
+P="train --data tiny.stoke --model mlp --print-config"
+# shellcheck disable=SC2086
+run 0 "$STOKE" $P -b 64 --weight-decay 0.01 --opt adamw --sched step -j3 \
+    --initial-checkpoint x.safetensors --smoothing 0.1 --clip-grad 2 --model-ema-decay 0.99 \
+    --nesterov --no-nesterov -o runs/x --cache-mb 4
+for line in 'batch = 64' 'wd = 0.01' 'optimizer = "adamw"' 'schedule = "step"' 'workers = 3' \
+    'init = "x.safetensors"' 'label-smoothing = 0.1' 'clip-grad-norm = 2' 'ema = 0.99' \
+    'nesterov = false' 'out = "runs/x"' 'cache-mib = 4'; do
+    grep -qxF "$line" out.txt || fail "--print-config lacks '$line'"
+done
+expect err.txt "warning: --cache-mb is now --cache-mib (the old name still works)"
+# shellcheck disable=SC2086
+run 0 "$STOKE" $P --batch-size=32 -qv
+grep -qxF 'batch = 32' out.txt || fail "--batch-size=32 did not set batch"
+# shellcheck disable=SC2086
+run 2 "$STOKE" $P --no-batch
+expect err.txt "unknown option '--no-batch'"
+# shellcheck disable=SC2086
+run 2 "$STOKE" $P --no-nesterov=yes
+expect err.txt "--no-nesterov takes no value"
+# shellcheck disable=SC2086
+run 2 "$STOKE" $P -x
+expect err.txt "unknown option '-x' (long options start with --)"
+# shellcheck disable=SC2086
+run 2 "$STOKE" $P -b
+expect err.txt "--batch needs a value (B)"
+run 0 "$STOKE" train --help
+expect out.txt "  -b, --batch B"
+expect out.txt "also --batch-size"
+expect out.txt "  -q, --quiet"
+run 0 "$STOKE" bench --dtype f32 --epochs 1 -b 10 --output u8 tiny.stoke
+expect err.txt "--output is now --dtype"
+# -q: no progress bar, no notes; the results stay
+STOKE_PROGRESS=plain run 0 "$STOKE" bench -q --epochs 1 -b 10 tiny.stoke
+[ -s out.txt ] || fail "bench -q printed no result"
+grep -q "bench:" err.txt && fail "bench -q drew its progress bar"
+
+# the dataset and the checkpoint by name wherever they are an argument
+run 0 "$STOKE" info --data tiny.stoke --json
+expect out.txt '"records": 50'
+run 0 "$STOKE" verify --data tiny.stoke
+run 2 "$STOKE" info --data tiny.stoke tiny.stoke
+expect err.txt "--data tiny.stoke and the argument 'tiny.stoke': give it once"
+run 2 "$STOKE" info --data tiny.stoke --checkpoint a.safetensors
+expect err.txt "--data and --checkpoint name the same argument: give one"
+run 0 "$STOKE" export --help
+expect out.txt "  --checkpoint PATH"
 
 # positional arguments: counted, named
 run 2 "$STOKE" info

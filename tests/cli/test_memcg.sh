@@ -48,7 +48,7 @@ json() { "$PYTHON3" -c 'import json,sys; d=json.load(open("out.txt")); print(eva
 B="--batch 256 --workers 2 --epochs 2 --order block --block-mib 1 --block-window 2 --json"
 run 0 "$STOKE" bench $B big.stoke
 REF=$(json 'd["checksum"]')
-in_cgroup 0 "$STOKE" bench $B --cache-mb 8 big.stoke
+in_cgroup 0 "$STOKE" bench $B --cache-mib 8 big.stoke
 expect err.txt "do not fit the memory cgroup's limit (40 MiB): reading with O_DIRECT"
 [ "$(json 'd["checksum"]')" = "$REF" ] || fail "block order in the cgroup delivered other batches"
 [ "$(json 'd["direct"]')" = True ] || fail "O_DIRECT was not turned on"
@@ -80,7 +80,7 @@ in_cgroup 0 "$STOKE" bench $R big.stoke
 in_cgroup 0 "$STOKE" bench --batch 256 --workers 2 --epochs 1 --order block big.stoke
 expect err.txt "block order: two windows of 8 blocks of 8 MiB would be more than a quarter"
 # A cache the limit cannot hold is refused, naming the flag's value and the limit.
-in_cgroup 2 "$STOKE" bench --cache-mb 20 big.stoke
+in_cgroup 2 "$STOKE" bench --cache-mib 20 big.stoke
 expect err.txt "cache 20 MiB: with the batch ring, more than half of the memory cgroup's limit (40 MiB)"
 
 grep -q "^oom_kill 0" "$CG/memory.oom_control" || fail "the OOM killer ran: $(cat "$CG/memory.oom_control")"

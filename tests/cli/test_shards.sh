@@ -54,8 +54,8 @@ for order in random block; do
             run 0 "$STOKE" bench $B --io $io $data
             [ "$(checksum)" = "$REF" ] || fail "$order order, --io $io: $data differs from one file"
         done
-        run 0 "$STOKE" bench $B --direct --cache-mb 1 $data
-        [ "$(checksum)" = "$REF" ] || fail "$order order, --direct --cache-mb 1: $data differs"
+        run 0 "$STOKE" bench $B --direct --cache-mib 1 $data
+        [ "$(checksum)" = "$REF" ] || fail "$order order, --direct --cache-mib 1: $data differs"
     done
 done
 # trains from shards
