@@ -195,6 +195,14 @@ static stk_status setup_run(stk_run *r, stk_dataset *ds)
     const stk_meta *m = stk_dataset_meta(ds);
     char deflt[64];
     stk_loader_default_transform(m, deflt, sizeof deflt);
+    unsigned side = m->min_width < m->min_height ? m->min_width : m->min_height;
+    if (a->image_size > side && m->encoding != STK_ENCODING_JPEG)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--image-size %" PRId64 ": %s holds raw images of side %u, which train "
+                         "at that size or smaller",
+                         a->image_size, a->data, side);
+    if (a->image_size && (m->encoding == STK_ENCODING_JPEG || a->image_size != side))
+        snprintf(deflt, sizeof deflt, "rrc:%" PRId64 ",flip", a->image_size);
     if (!(r->transform = strdup(a->transform ? a->transform : deflt)))
         return stk_error(STK_ERR_NOMEM, "out of memory");
     STK_TRY(stk_train_check_transform(m, "--transform", r->transform, true, &r->size));

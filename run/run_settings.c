@@ -61,6 +61,11 @@ const stk_flag stk_run_flags[] = {
                   "batch transforms on the normalised batch: erase[:P] (RandomErasing,\n"
                   "p 0.5), mixup:ALPHA, cutmix:ALPHA (timm's; see --mix-prob)",
                   .set = STK_SET_RANKS | STK_SET_TUNE),
+    STK_FLAG_INT(T, image_size, "image-size", "N", 1, 65535,
+                 "the size of the default transforms: training rrc:N,flip (raw images\n"
+                 "of side N: pad:4,crop:N,flip), evaluation resize:N/0.875,center:N;\n"
+                 "instead of --transform",
+                 .set = STK_SET_RANKS, .alias = {"img-size"}),
     STK_FLAG_TEXT(T, norm, "norm", "NORM",
                   "the input normalisation, for training and evaluation (checkpoints\n"
                   "record it; eval and export use it): dataset (default: the training\n"
@@ -384,6 +389,11 @@ stk_status stk_run_settings_check(stk_run_settings *a)
         return stk_error(STK_ERR_INVALID_ARG, "--model %s: unknown (known: " STK_MODEL_LIST ")",
                          a->model);
     }
+    if (a->image_size && a->transform)
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--image-size %" PRId64 " sizes the default transform; --transform %s "
+                         "gives its own: choose one",
+                         a->image_size, a->transform);
     if (a->clip_grad_norm > 0 && a->clip_grad_value > 0)
         return stk_error(STK_ERR_INVALID_ARG, "--clip-grad-norm and --clip-grad-value: choose one");
     if (a->pipeline > 1 && a->micro_batches < 2)

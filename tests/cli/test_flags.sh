@@ -106,6 +106,17 @@ STOKE_PROGRESS=plain run 0 "$STOKE" bench -q --epochs 1 -b 10 tiny.stoke
 [ -s out.txt ] || fail "bench -q printed no result"
 grep -q "bench:" err.txt && fail "bench -q drew its progress bar"
 
+# --image-size (timm's --img-size): the default transforms at another size
+run 0 "$STOKE" train --data tiny.stoke --val tiny.stoke --model cnn --epochs 1 -b 10 \
+    --img-size 20 --no-tensorboard -o sized
+expect out.txt "transform rrc:20,flip"
+run 0 "$STOKE" info sized/last.safetensors
+expect out.txt "center:20"
+run 1 "$STOKE" train --data tiny.stoke --model cnn --epochs 1 --image-size 32 -o big
+expect err.txt "--image-size 32: tiny.stoke holds raw images of side 28"
+run 2 "$STOKE" train --data tiny.stoke --model cnn --image-size 20 --transform center:28
+expect err.txt "--image-size 20 sizes the default transform; --transform center:28 gives its own"
+
 # the dataset and the checkpoint by name wherever they are an argument
 run 0 "$STOKE" info --data tiny.stoke --json
 expect out.txt '"records": 50'
