@@ -118,7 +118,7 @@ stk_status stk_ckpt_load_model(const stk_ckpt_desc *d, stk_model **out)
         if (st == STK_OK && !stk_checkpoint_has_ema(d->path))
             st = stk_error(STK_ERR_FORMAT,
                            "--ema: %s holds no moving average of the weights (trained "
-                           "without --ema)",
+                           "without --ema-decay)",
                            d->path);
         if (st == STK_OK) st = stk_checkpoint_load_ema(d->path, m, values);
         free(values);

@@ -138,13 +138,14 @@ const stk_flag stk_run_flags[] = {
                     "clamp each gradient element to [-V, V] before each optimizer\n"
                     "step (torch.nn.utils.clip_grad_value_); not with --clip-grad-norm",
                     .set = STK_SET_RANKS | STK_SET_TUNE),
-    STK_FLAG_NUMBER(T, ema, "ema", "DECAY", 0, 0.999999999,
+    STK_FLAG_NUMBER(T, ema, "ema-decay", "DECAY", 0, 0.999999999,
                     "keep an exponential moving average of the weights (timm's\n"
                     "ModelEmaV2: after each optimizer step ema = DECAY ema + (1 - DECAY)\n"
                     "weights, buffers copied), evaluated beside them each epoch\n"
                     "(ema_val_* in metrics.csv), saved in the checkpoints (eval,\n"
                     "export --ema); e.g. 0.999",
-                    .set = STK_SET_RANKS | STK_SET_NO_TRIAL, .alias = {"model-ema-decay"}),
+                    .set = STK_SET_RANKS | STK_SET_NO_TRIAL, .alias = {"model-ema-decay"},
+                    .old = "ema"),
     STK_FLAG_BOOL(T, ema_warmup, "ema-warmup",
                   "the average's decay grows as 1 - k^(-2/3) up to DECAY (timm's\n"
                   "ModelEmaV3 warm-up): early updates follow the weights closely",
@@ -200,7 +201,7 @@ const stk_flag stk_run_flags[] = {
                  .set = STK_SET_RANKS | STK_SET_TUNE),
     STK_FLAG_TEXT(T, monitor, "monitor", "NAME",
                   "val_loss, val_top1, val_top5, train_loss or train_top1\n"
-                  "(with --ema also ema_val_loss, ema_val_top1, ema_val_top5);\n"
+                  "(with --ema-decay also ema_val_loss, ema_val_top1, ema_val_top5);\n"
                   "default val_loss with --val, else train_loss; also what\n"
                   "best.safetensors is best by",
                   .set = STK_SET_RANKS | STK_SET_TUNE),
@@ -440,9 +441,10 @@ stk_status stk_run_settings_check(stk_run_settings *a)
                                : "needs --val (without it: train_loss or train_top1)");
     if (stk_monitor_is_ema((stk_monitor)m) && !(a->ema > 0))
         return stk_error(STK_ERR_INVALID_ARG,
-                         "--monitor %s: the moving average's figures need --ema DECAY", a->monitor);
+                         "--monitor %s: the moving average's figures need --ema-decay DECAY",
+                         a->monitor);
     if (a->ema_warmup && !(a->ema > 0))
-        return stk_error(STK_ERR_INVALID_ARG, "--ema-warmup needs --ema DECAY");
+        return stk_error(STK_ERR_INVALID_ARG, "--ema-warmup needs --ema-decay DECAY");
     if (a->lr < 0) a->lr = a->optimizer == STK_OPTIM_SGD ? 0.05 : 0.001;
     if (a->min_lr > a->lr)
         return stk_error(STK_ERR_INVALID_ARG, "--min-lr %g: above the peak --lr %g", a->min_lr,

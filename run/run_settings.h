@@ -44,7 +44,7 @@ typedef struct stk_run_settings {
     const char *split_after;
     double lr, min_lr, momentum, wd, warmup_epochs, smoothing, min_delta, mix_prob;
     double clip_grad_norm, clip_grad_value; /* 0: off */
-    double ema;                             /* --ema DECAY (0: off) */
+    double ema;                             /* --ema-decay DECAY (0: off) */
     double drop_path;                       /* --drop-path RATE (-1: the model's default) */
     bool ema_warmup;
     bool nesterov, resume, overwrite, restore_best, json, amp, sync_bn, tensorboard, no_tensorboard,

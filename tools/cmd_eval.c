@@ -41,7 +41,7 @@ static const stk_flag report_flags[] = {
                   "with --json also \"confusion\": rows true, columns predicted"),
     STK_FLAG_BOOL(T, ema, "ema",
                   "evaluate the checkpoint's moving average of the weights (a run\n"
-                  "trained with --ema) instead of its weights"),
+                  "trained with --ema-decay) instead of its weights"),
     STK_FLAG_LIST(T, confusion, n_confusion, "confusion", "FILE",
                   "write the confusion matrix to FILE: .csv (rows true, columns\n"
                   "predicted, class names), .json (with the per-class figures) or\n"

@@ -39,7 +39,7 @@ static const stk_flag flags[] = {
                     "graph: Cast, Sub, Div, Transpose)"),
     STK_FLAG_BOOL(T, ema, "ema",
                   "export the checkpoint's moving average of the weights (a run\n"
-                  "trained with --ema) instead of its weights"),
+                  "trained with --ema-decay) instead of its weights"),
     STK_FLAG_JSON(T, json,
                   "one JSON object on stdout (keys: out, format, tensors, bytes,\n"
                   "source_sha256)"),

@@ -116,9 +116,10 @@ static stk_status check_options(stk_trainer *t, const stk_fit_options *o)
                          "train_top1",
                          stk_monitor_name(e->monitor));
     if (stk_monitor_is_ema(e->monitor) && !stk_trainer_ema(t))
-        return stk_error(STK_ERR_INVALID_ARG,
-                         "--monitor %s: the trainer keeps no moving average of the weights (--ema)",
-                         stk_monitor_name(e->monitor));
+        return stk_error(
+            STK_ERR_INVALID_ARG,
+            "--monitor %s: the trainer keeps no moving average of the weights (--ema-decay)",
+            stk_monitor_name(e->monitor));
     if (!(e->min_delta >= 0))
         return stk_error(STK_ERR_INVALID_ARG, "--min-delta %g: must be >= 0", e->min_delta);
     if (e->start_from_epoch < 0)
@@ -164,8 +165,7 @@ static stk_status make_run_dir(const char *dir)
         *p = '/';
     }
     if (mkdir(path, 0777) != 0 && errno != EEXIST)
-        return stk_error(STK_ERR_IO, "fit: run_dir %s: cannot create it: %s", dir,
-                         strerror(errno));
+        return stk_error(STK_ERR_IO, "fit: run_dir %s: cannot create it: %s", dir, strerror(errno));
     struct stat sb;
     if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return stk_error(STK_ERR_INVALID_ARG, "fit: run_dir %s is not a folder", dir);

@@ -671,9 +671,9 @@ stk_status stk_trainer_resume(stk_trainer *t, const char *path)
         bool ok = u && end && !*end && updates >= 0;
         stk_safetensors_free(f);
         if (!ok || !stk_checkpoint_has_ema(path))
-            return stk_error(STK_ERR_FORMAT,
-                             "%s holds no moving average of the weights (trained without --ema)",
-                             path);
+            return stk_error(
+                STK_ERR_FORMAT,
+                "%s holds no moving average of the weights (trained without --ema-decay)", path);
     }
     stk_load_report rep;
     STK_TRY(stk_checkpoint_load(path, t->model, t->opt, true, &rep));

@@ -75,11 +75,17 @@ run 0 "$STOKE" $P -b 64 --weight-decay 0.01 --opt adamw --sched step -j3 \
     --initial-checkpoint x.safetensors --smoothing 0.1 --clip-grad 2 --model-ema-decay 0.99 \
     --nesterov --no-nesterov -o runs/x --cache-mb 4
 for line in 'batch = 64' 'wd = 0.01' 'optimizer = "adamw"' 'schedule = "step"' 'workers = 3' \
-    'init = "x.safetensors"' 'label-smoothing = 0.1' 'clip-grad-norm = 2' 'ema = 0.99' \
+    'init = "x.safetensors"' 'label-smoothing = 0.1' 'clip-grad-norm = 2' 'ema-decay = 0.99' \
     'nesterov = false' 'out = "runs/x"' 'cache-mib = 4'; do
     grep -qxF "$line" out.txt || fail "--print-config lacks '$line'"
 done
 expect err.txt "warning: --cache-mb is now --cache-mib (the old name still works)"
+# one meaning per name: --ema is eval's and export's switch (the average's
+# weights); train's decay is --ema-decay, its old --ema DECAY still works
+# shellcheck disable=SC2086
+run 0 "$STOKE" $P --ema 0.9
+grep -qxF 'ema-decay = 0.9' out.txt || fail "--ema 0.9 did not set --ema-decay"
+expect err.txt "--ema is now --ema-decay"
 # shellcheck disable=SC2086
 run 0 "$STOKE" $P --batch-size=32 -qv
 grep -qxF 'batch = 32' out.txt || fail "--batch-size=32 did not set batch"

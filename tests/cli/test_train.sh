@@ -73,7 +73,7 @@ expect err.txt "--per-class evaluates --val per class into TensorBoard: it needs
 # The moving average of the weights: evaluated beside them each epoch
 # (metrics.csv's ema_val_*), the best epoch chosen by it, eval --ema and
 # export --ema read it back, a resumed run continues it bit for bit.
-run 0 "$STOKE" train $T --model cnn --epochs 3 --out ema1 --no-tensorboard --ema 0.9 \
+run 0 "$STOKE" train $T --model cnn --epochs 3 --out ema1 --no-tensorboard --ema-decay 0.9 \
     --ema-warmup --monitor ema_val_top1
 expect out.txt "ema val loss"
 expect out.txt "(ema_val_top1 "
@@ -88,24 +88,24 @@ assert abs(float(last["ema_val_loss"]) - ema["val_loss"]) < 1e-5, (last, ema)
 assert abs(float(last["val_loss"]) - raw["val_loss"]) < 1e-5, (last, raw)
 assert ema["val_loss"] != raw["val_loss"], (ema, raw)
 PY
-run 0 "$STOKE" train $T --model cnn --epochs 3 --out ema2 --no-tensorboard --ema 0.9 \
+run 0 "$STOKE" train $T --model cnn --epochs 3 --out ema2 --no-tensorboard --ema-decay 0.9 \
     --ema-warmup --monitor ema_val_top1 --stop-after 1
-run 0 "$STOKE" train $T --model cnn --epochs 3 --out ema2 --no-tensorboard --ema 0.9 \
+run 0 "$STOKE" train $T --model cnn --epochs 3 --out ema2 --no-tensorboard --ema-decay 0.9 \
     --ema-warmup --monitor ema_val_top1 --resume
 cmp -s ema1/last.safetensors ema2/last.safetensors || fail "a resumed --ema run differs"
 run 0 "$STOKE" export ema1/last.safetensors --format safetensors --out ema.weights.safetensors --ema
 run 0 "$STOKE" export ema1/last.safetensors --format safetensors --out raw.weights.safetensors
 cmp -s ema.weights.safetensors raw.weights.safetensors && fail "export --ema wrote the raw weights"
 run 1 "$STOKE" eval --data tiny.stoke --checkpoint r1/last.safetensors --ema
-expect err.txt "holds no moving average of the weights (trained without --ema)"
-run 1 "$STOKE" train $T --model cnn --epochs 3 --out r1 --resume --ema 0.9
+expect err.txt "holds no moving average of the weights (trained without --ema-decay)"
+run 1 "$STOKE" train $T --model cnn --epochs 3 --out r1 --resume --ema-decay 0.9
 expect err.txt "holds no moving average of the weights"
 run 2 "$STOKE" train $T --model cnn --out bad --monitor ema_val_top1
-expect err.txt "--monitor ema_val_top1: the moving average's figures need --ema DECAY"
-run 2 "$STOKE" train $T --model cnn --out bad --ema 1
+expect err.txt "--monitor ema_val_top1: the moving average's figures need --ema-decay DECAY"
+run 2 "$STOKE" train $T --model cnn --out bad --ema-decay 1
 expect err.txt "--ema"
 run 2 "$STOKE" train $T --model cnn --out bad --ema-warmup
-expect err.txt "--ema-warmup needs --ema DECAY"
+expect err.txt "--ema-warmup needs --ema-decay DECAY"
 
 # Batch transforms: erasing, mixup and cutmix on training batches only; the
 # same run twice is the same (Philox by seed and step); bad values refused.

@@ -201,7 +201,7 @@ run 0 $MPI "$STOKE" train $T --batch 8 --epochs 20 --out es3 --early-stop 1 --mo
     --mode min --restore-best --json
 expect out.txt '"stop_reason": "early_stop"'
 # the moving average's evaluation (rank 0's) decides alike too
-run 0 $MPI "$STOKE" train $T --batch 8 --epochs 20 --out es4 --early-stop 1 --ema 0.9 \
+run 0 $MPI "$STOKE" train $T --batch 8 --epochs 20 --out es4 --early-stop 1 --ema-decay 0.9 \
     --monitor ema_val_loss --mode max --json
 expect out.txt '"stopped_epoch": 2, "best_epoch": 1'
 expect out.txt '"stop_reason": "early_stop"'

@@ -97,7 +97,7 @@ run 0 "$STOKE" tune --data tiny.stoke --model net.onnx --space "lr=loguniform(1e
 expect out.txt "COMPLETED"
 # --freeze by the state dict's names, an EMA of the weights, clipping
 run 0 "$STOKE" train --data tiny.stoke --model net.onnx --batch 8 --epochs 1 --workers 2 \
-    --no-tensorboard --out run-fz --freeze conv1 --freeze bn1 --ema 0.99 --clip-grad-norm 1
+    --no-tensorboard --out run-fz --freeze conv1 --freeze bn1 --ema-decay 0.99 --clip-grad-norm 1
 expect out.txt "parameters: 20,538 (20,362 trainable, 176 frozen)"
 expect out.txt "conv1      144 frozen"
 run 0 "$STOKE" export run-fz/last.safetensors --ema --out ema.onnx
