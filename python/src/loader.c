@@ -144,18 +144,25 @@ static int loader_init(PyObject *self_, PyObject *args, PyObject *kw)
     static char *names[] = {"path",     "batch_size", "transform",    "workers",    "shuffle",
                             "seed",     "drop_last",  "rank",         "world_size", "output",
                             "layout",   "prefetch",   "device",       "on_bad",     "order",
-                            "cache_mb", "block_mib",  "block_window", NULL};
+                            "cache_mb", "block_mib",  "block_window", "cache_mib",  NULL};
     PyObject *path = NULL; /* bytes: str and os.PathLike accepted */
     const char *transform = NULL, *output = "u8", *layout = "NHWC", *device = "cpu",
                *on_bad = "skip", *order = "random";
     int shuffle = 1, drop_last = 0;
     PyObject *batch_o = NULL, *workers_o = NULL, *seed_o = NULL, *rank_o = NULL, *world_o = NULL,
-             *prefetch_o = NULL, *cache_o = NULL, *block_mib_o = NULL, *window_o = NULL;
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "O&O|$zOpOpOOssOsssOOO", names, PyUnicode_FSConverter, &path, &batch_o,
-            &transform, &workers_o, &shuffle, &seed_o, &drop_last, &rank_o, &world_o, &output,
-            &layout, &prefetch_o, &device, &on_bad, &order, &cache_o, &block_mib_o, &window_o))
+             *prefetch_o = NULL, *cache_o = NULL, *block_mib_o = NULL, *window_o = NULL,
+             *cache_mib_o = NULL; /* cache_mib: the CLI's name; cache_mb: the former one */
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O|$zOpOpOOssOsssOOOO", names,
+                                     PyUnicode_FSConverter, &path, &batch_o, &transform, &workers_o,
+                                     &shuffle, &seed_o, &drop_last, &rank_o, &world_o, &output,
+                                     &layout, &prefetch_o, &device, &on_bad, &order, &cache_o,
+                                     &block_mib_o, &window_o, &cache_mib_o))
         return -1;
+    if (cache_o && cache_mib_o) {
+        PyErr_SetString(PyExc_TypeError, "cache_mib and cache_mb are one setting: give cache_mib");
+        return -1;
+    }
+    if (cache_mib_o) cache_o = cache_mib_o;
     /* the library's ranges (loader/loader.h), checked before anything is
      * converted: a Python integer never wraps into another value */
     long long batch = 0, workers = 0, seed = 0, rank = 0, world = 1, prefetch = 3, cache_mb = 0,
@@ -166,7 +173,8 @@ static int loader_init(PyObject *self_, PyObject *args, PyObject *kw)
         (world_o && !stoke_int_arg(world_o, "world_size", 1, STK_LOADER_MAX_WORLD, &world)) ||
         (rank_o && !stoke_int_arg(rank_o, "rank", 0, world - 1, &rank)) ||
         (prefetch_o && !stoke_int_arg(prefetch_o, "prefetch", 1, 64, &prefetch)) ||
-        (cache_o && !stoke_int_arg(cache_o, "cache_mb", 0, STK_LOADER_MAX_CACHE_MIB, &cache_mb)) ||
+        (cache_o && !stoke_int_arg(cache_o, cache_mib_o ? "cache_mib" : "cache_mb", 0,
+                                   STK_LOADER_MAX_CACHE_MIB, &cache_mb)) ||
         (block_mib_o && !stoke_int_arg(block_mib_o, "block_mib", 1, 1024, &block_mib)) ||
         (window_o && !stoke_int_arg(window_o, "block_window", 1, 1024, &block_window)))
         goto fail;
@@ -549,11 +557,12 @@ static PyType_Slot loader_slots[] = {
     {Py_tp_doc,
      "Loader(path, batch_size, *, transform=None, workers=0, shuffle=True, seed=0, "
      "drop_last=False, rank=0, world_size=1, output='u8', layout='NHWC', prefetch=3, "
-     "device='cpu', on_bad='skip', order='random', cache_mb=0, block_mib=8, block_window=8)\n--\n\n"
+     "device='cpu', on_bad='skip', order='random', cache_mb=0, block_mib=8, block_window=8, "
+     "cache_mib=0)\n--\n\n"
      "workers 0: one per core; output 'u8' or 'f32' (normalised); layout 'NHWC' or 'NCHW'; "
      "order 'random' (a permutation per epoch), 'block' (FFCV's quasi-random order: 8 MiB blocks "
      "of the file permuted, 8 shuffled together; block_mib, block_window) or 'sequential'; "
-     "cache_mb: the file's first MiB kept in memory for the loader's life, never evicted (for "
+     "cache_mib (the former cache_mb): the file's first MiB kept in memory for the loader's life, never evicted (for "
      "files larger than memory, whose reads then go around the page cache); "
      "device 'cpu', 'cuda' or 'cuda:N'; on_bad 'skip' or 'error'. Iterating yields "
      "(images, labels): "

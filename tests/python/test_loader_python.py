@@ -168,7 +168,12 @@ def test_read_orders(tiny):
     assert cached == ordered(stoke.Loader(tiny, 5, transform="center:28", seed=3, order="block",
                                           block_mib=1, block_window=2))
     assert sorted(cached) == sorted(seq)
-    for bad in ({"cache_mb": -1}, {"block_mib": 0}, {"block_window": 1025}):
+    # cache_mib is the CLI's name (--cache-mib); cache_mb, the former one, still works
+    assert cached == ordered(stoke.Loader(tiny, 5, transform="center:28", seed=3, order="block",
+                                          cache_mib=1, block_mib=1, block_window=2))
+    with pytest.raises(TypeError, match="cache_mib and cache_mb are one setting"):
+        stoke.Loader(tiny, 5, cache_mib=1, cache_mb=1)
+    for bad in ({"cache_mb": -1}, {"cache_mib": -1}, {"block_mib": 0}, {"block_window": 1025}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             stoke.Loader(tiny, 5, **bad)
 
