@@ -57,7 +57,7 @@ const stk_flag stk_run_flags[] = {
                   "images (Fashion-MNIST: pad:4,crop:28,flip), rrc:224,flip\n"
                   "for JPEG; 'center:28' or 'crop:28' for no augmentation; pixel\n"
                   "ops after the crop, e.g. rrc:224,flip,colorjitter:0.4:0.4:0.4:0.1\n"
-                  "or rrc:224,flip,trivialaugment ('stoke help peek' lists them all);\n"
+                  "or rrc:224,flip,trivialaugment (stoke help transforms lists them);\n"
                   "batch transforms on the normalised batch: erase[:P] (RandomErasing,\n"
                   "p 0.5), mixup:ALPHA, cutmix:ALPHA (timm's; see --mix-prob)",
                   .set = STK_SET_RANKS | STK_SET_TUNE),

@@ -23,6 +23,9 @@ extern const stk_command stk_cmd_pack, stk_cmd_info, stk_cmd_verify, stk_cmd_pee
     stk_cmd_train, stk_cmd_tune, stk_cmd_eval, stk_cmd_export, stk_cmd_predict, stk_cmd_index,
     stk_cmd_devices, stk_cmd_plot, stk_cmd_lr_find;
 
+/* The transform grammar, `stoke help transforms` (transform_help.c). */
+extern const char stk_transform_help[];
+
 /* Print "stoke CMD: <message>" and a hint to stderr; return STK_EXIT_USAGE. */
 int stk_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

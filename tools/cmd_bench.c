@@ -57,7 +57,7 @@ static const stk_flag flags[] = {
                   "default: the training transform of the dataset\n"
                   "(rrc:224,flip for JPEG, pad:4,crop:SIZE,flip for raw); pixel ops\n"
                   "such as colorjitter:0.4:0.4:0.4:0.1 or trivialaugment follow the\n"
-                  "crop ('stoke help peek' lists them all)"),
+                  "crop (stoke help transforms lists them)"),
     STK_FLAG_CHOICE(T, output, "dtype", "FMT", output_names,
                     "u8 (HWC, default) or f32 (CHW, normalised if the spec says norm)",
                     .old = "output"),

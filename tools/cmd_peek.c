@@ -24,25 +24,8 @@ static const stk_flag flags[] = {
     STK_FLAG_TEXT(T, transform, "transform", "SPEC",
                   "the transform (default: the training default for the dataset:\n"
                   "rrc:224,flip for JPEG, pad:4,crop:SIZE,flip for raw images);\n"
-                  "none = the stored image as decoded. Spec tokens:\n"
-                  "  rrc:SIZE[:SMIN:SMAX]  RandomResizedCrop (scale 0.08..1, ratio 3/4..4/3)\n"
-                  "  resize:N              shorter side to N\n"
-                  "  center:N              CenterCrop\n"
-                  "  pad:P,crop:N          RandomCrop with zero padding\n"
-                  "  flip[:P]              RandomHorizontalFlip (p 0.5)\n"
-                  "  norm[:imagenet|:MEAN/STD]  (float outputs only; ignored here)\n"
-                  "pixel ops, after the crop and flip, in the order written\n"
-                  "(torchvision's classes; arguments separated by ':'):\n"
-                  "  colorjitter:B[:C[:S[:H]]]  randomgrayscale[:P]  randomrotation:DEG\n"
-                  "  randomaffine:DEG[:TX:TY[:SMIN:SMAX[:SHEAR]]]  gaussianblur:K[:SMIN:SMAX]\n"
-                  "  randomautocontrast[:P]  randomequalize[:P]  randominvert[:P]\n"
-                  "  randomposterize:BITS[:P]  randomsolarize:T[:P]  randomsharpness:F[:P]\n"
-                  "  randaugment[:N[:M[:BINS]]]  trivialaugment[:BINS]\n"
-                  "and deterministic (torchvision.transforms.functional):\n"
-                  "  brightness:F contrast:F saturation:F hue:F grayscale invert\n"
-                  "  autocontrast equalize posterize:BITS solarize:T sharpness:F\n"
-                  "  blur:K[:SIGMA] rotate:DEG affine:ANGLE[:TX:TY[:SCALE[:SHX[:SHY]]]]\n"
-                  "  shearx:M sheary:M translatex:PX translatey:PX"),
+                  "none = the stored image as decoded; the tokens: stoke help\n"
+                  "transforms"),
     STK_FLAG_INT(T, index, "index", "I", 0, INT64_MAX,
                  "only sample I, at its exact size, no border (compare pixel for\n"
                  "pixel with other tools)"),

@@ -21,13 +21,19 @@ static void print_overview(FILE *f)
             STOKE_VERSION);
     for (int i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %-8s %s\n", commands[i]->name, commands[i]->summary);
-    fprintf(f, "  %-8s %s\n", "help", "show this list, or `stoke help COMMAND` for one command");
+    fprintf(f, "  %-8s %s\n", "help",
+            "this list; `stoke help COMMAND` for one command, `stoke help transforms`\n"
+            "           for the transform grammar (--transform)");
     fprintf(
         f,
-        "\noptions:\n  --version  print the version\n  --help     this text\n"
+        "\noptions:\n  --version      print the version\n  -h, --help     this text\n"
+        "\nevery command also takes:\n"
+        "  -q, --quiet    no progress bars or notes: results, warnings and errors only\n"
+        "  -v, --verbose  debug detail on stderr\n"
         "\nenvironment:\n  STOKE_LOG=debug|info|warn|error   how much to log (default info)\n"
         "  STOKE_PROGRESS=tty|plain|off      progress bar style (default: tty when stderr is one)\n"
-        "\nexit status: 0 ok, 1 bad input or runtime error, 2 bad usage\n");
+        "\nexit status: 0 ok, 1 bad input or runtime error, 2 bad usage, 130 interrupted\n"
+        "(Ctrl-C: what was written so far is kept; --resume continues a run or a sweep)\n");
 }
 
 static const stk_command *find(const char *name)
@@ -62,6 +68,10 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
         (strcmp(cmd, "help") == 0 && argc == 2)) {
         print_overview(stdout);
+        return STK_EXIT_OK;
+    }
+    if (strcmp(cmd, "help") == 0 && strcmp(argv[2], "transforms") == 0) {
+        fputs(stk_transform_help, stdout);
         return STK_EXIT_OK;
     }
     if (strcmp(cmd, "help") == 0) {

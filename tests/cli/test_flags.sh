@@ -134,6 +134,15 @@ expect err.txt "--data and --checkpoint name the same argument: give one"
 run 0 "$STOKE" export --help
 expect out.txt "  --checkpoint PATH"
 
+# the transform grammar has its own help page; the overview names it and 130
+run 0 "$STOKE" help transforms
+expect out.txt "rrc:SIZE[:SMIN:SMAX]"
+expect out.txt "mixup:ALPHA"
+run 0 "$STOKE" help
+expect out.txt "stoke help transforms"
+expect out.txt "130 interrupted"
+expect out.txt "-q, --quiet"
+
 # positional arguments: counted, named
 run 2 "$STOKE" info
 expect err.txt "expected one DATA.stoke"
