@@ -1,5 +1,6 @@
 /* stoke peek: look at what the model will see. */
 #include "augment/augment.h"
+#include "common/json.h"
 #include "common/rng.h"
 #include "loader/loader.h"
 #include "runlog/image_text.h"
@@ -10,12 +11,14 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct peek_args {
     const char *transform, *out;
     int64_t index, count, seed, epoch;
+    bool json;
 } peek_args;
 
 #define T peek_args
@@ -38,6 +41,9 @@ static const stk_flag flags[] = {
                  "epoch (default 0): another epoch gives other random crops"),
     STK_FLAG_TEXT(T, out, "out", "FILE", ".png, .ppm/.pgm (lossless) or .jpg (default peek.ppm)",
                   .letter = 'o'),
+    STK_FLAG_JSON(T, json,
+                  "one JSON object on stdout instead of the label lines: out, width,\n"
+                  "height, transform, samples [{index, label, class, source}]"),
     STK_FLAG_END};
 #undef T
 
@@ -134,6 +140,14 @@ static int peek_main(int argc, char **argv)
     int *cw = NULL, *chh = NULL;
     pick *picks = NULL;
     stk_augment *a = NULL;
+    char *samples = NULL; /* --json: the samples' objects, printed once the grid is written */
+    size_t samples_len = 0;
+    FILE *js = pa.json ? open_memstream(&samples, &samples_len) : NULL;
+    if (pa.json && !js) {
+        stk_error(STK_ERR_NOMEM, "out of memory");
+        rc = stk_cli_fail();
+        goto out;
+    }
     stk_augment_options o = {.spec = spec,
                              .format = STK_PIXELS_U8_HWC,
                              .channels = m->channels,
@@ -207,9 +221,19 @@ static int peek_main(int argc, char **argv)
         if (dst.width > max_w) max_w = dst.width;
         if (dst.height > max_h) max_h = dst.height;
         picks[i].label = r.label;
-        printf("%" PRIu64 "\t%d\t%s\t%.*s\n", at, r.label,
-               (uint32_t)r.label < m->num_classes ? m->class_names[r.label] : "?", (int)r.name_len,
-               r.name);
+        const char *class_name = (uint32_t)r.label < m->num_classes ? m->class_names[r.label] : "?";
+        if (js) {
+            char source[4096];
+            snprintf(source, sizeof source, "%.*s", (int)r.name_len, r.name);
+            fprintf(js, "%s{\"index\": %" PRIu64 ", \"label\": %d, \"class\": ", i ? ", " : "", at,
+                    r.label);
+            stk_json_write_string(js, class_name);
+            fputs(", \"source\": ", js);
+            stk_json_write_string(js, source);
+            fputc('}', js);
+        } else {
+            printf("%" PRIu64 "\t%d\t%s\t%.*s\n", at, r.label, class_name, (int)r.name_len, r.name);
+        }
     }
     int cols = index >= 0 ? 1 : (int)ceil(sqrt((double)n));
     int rows = (int)((n + (uint64_t)cols - 1) / (uint64_t)cols);
@@ -248,8 +272,19 @@ static int peek_main(int argc, char **argv)
     }
     fprintf(stderr, "stoke: wrote %s (%dx%d, %" PRIu64 " sample%s, transform %s)\n", out_path, gw,
             gh, n, n > 1 ? "s" : "", spec);
+    if (js) {
+        fclose(js);
+        js = NULL;
+        fputs("{\"out\": ", stdout);
+        stk_json_write_string(stdout, out_path);
+        printf(", \"width\": %d, \"height\": %d, \"transform\": ", gw, gh);
+        stk_json_write_string(stdout, spec);
+        printf(", \"samples\": [%s]}\n", samples ? samples : "");
+    }
     rc = STK_EXIT_OK;
 out:
+    if (js) fclose(js);
+    free(samples);
     for (uint64_t i = 0; cells && i < n; i++) free(cells[i]);
     free(cells);
     free(cw);

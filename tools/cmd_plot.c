@@ -1,4 +1,5 @@
 /* stoke plot: a run's curves (or several runs overlaid) as one SVG or PNG. */
+#include "common/json.h"
 #include "common/fs.h"
 #include "common/text.h"
 #include "tools/cli.h"
@@ -18,6 +19,7 @@ extern char **environ;
 
 typedef struct plot_args {
     const char *out, *title;
+    bool json;
 } plot_args;
 
 #define T plot_args
@@ -28,6 +30,9 @@ static const stk_flag flags[] = {
                   "(drawn as SVG, rasterised by rsvg-convert: Debian's librsvg2-bin)",
                   .letter = 'o'),
     STK_FLAG_TEXT(T, title, "title", "TEXT", "a heading (default: the run directories)"),
+    STK_FLAG_JSON(T, json,
+                  "one JSON object on stdout: out, kind (runs or sweep), runs (the\n"
+                  "RUNDIRs) or trials (a sweep's count)"),
     STK_FLAG_END};
 #undef T
 
@@ -221,11 +226,32 @@ static int plot_sweep_main(const char *dir, const plot_args *a)
     free(title);
     free(text);
     if (st != STK_OK) return stk_cli_fail();
-    printf("plot: a sweep of %d trials -> %s\n", n, a->out);
+    if (a->json) {
+        fputs("{\"out\": ", stdout);
+        stk_json_write_string(stdout, a->out);
+        fputs(", \"kind\": \"sweep\", \"sweep\": ", stdout);
+        stk_json_write_string(stdout, dir);
+        printf(", \"trials\": %d}\n", n);
+    } else {
+        printf("plot: a sweep of %d trials -> %s\n", n, a->out);
+    }
     return STK_EXIT_OK;
 }
 
 static int plot_run(plot_args *ap, char **pos, int n_pos);
+
+/* --json of runs drawn */
+static void print_json(const char *out, char **runs, int n)
+{
+    fputs("{\"out\": ", stdout);
+    stk_json_write_string(stdout, out);
+    fputs(", \"kind\": \"runs\", \"runs\": [", stdout);
+    for (int i = 0; i < n; i++) {
+        if (i) fputs(", ", stdout);
+        stk_json_write_string(stdout, runs[i]);
+    }
+    fputs("]}\n", stdout);
+}
 
 static int plot_main(int argc, char **argv)
 {
@@ -272,6 +298,8 @@ static int plot_run(plot_args *ap, char **pos, int n_pos)
     if (st == STK_OK) st = plot_save(a.out, text, len);
     if (st != STK_OK)
         rc = stk_cli_fail();
+    else if (a.json)
+        print_json(a.out, pos, n_pos);
     else
         printf("plot: %d run%s -> %s\n", n_pos, n_pos == 1 ? "" : "s", a.out);
 out:

@@ -19,6 +19,13 @@ run 0 "$STOKE" peek good.stoke
 [ "$(wc -l < out.txt)" = 11 ] || fail "peek should list the 11 records"
 expect err.txt "wrote peek.ppm"
 expect err.txt "transform rrc:224,flip"
+# --json: the same samples as one object
+run 0 "$STOKE" peek --json --index 0 --transform none --out one.ppm good.stoke
+"$PYTHON3" -c '
+import json; d = json.load(open("out.txt"))
+assert d["out"] == "one.ppm" and d["transform"] == "none", d
+assert d["samples"] == [{"index": 0, "label": 0, "class": "cat", "source": "cat/cat_0.jpg"}], d
+' || fail "peek --json"
 run 0 "$STOKE" peek --count 4 --transform resize:64,center:48 --out grid.jpg good.stoke
 # 2x2 cells of 48 pixels, each with a 7-pixel label strip under it, 2-pixel borders
 "$PYTHON3" -c 'from PIL import Image; im = Image.open("grid.jpg"); assert im.size == (2 * 48 + 3 * 2, 2 * (48 + 7) + 3 * 2), im.size' \

@@ -13,6 +13,11 @@ expect out.txt "plot: 1 run -> one.svg"
 run 0 "$STOKE" plot a   # the default: next to the run, not in the current folder
 expect out.txt "plot: 1 run -> a/plot.svg"
 [ -s a/plot.svg ] && [ ! -e plot.svg ] || fail "plot without --out: not a/plot.svg"
+run 0 "$STOKE" plot a b --json --out j.svg
+"$PYTHON3" -c '
+import json; d = json.load(open("out.txt"))
+assert d == {"out": "j.svg", "kind": "runs", "runs": ["a", "b"]}, d
+' || fail "plot --json"
 run 0 "$STOKE" plot a b --out two.svg --title "mlp against cnn"
 expect two.svg "mlp against cnn"
 for t in loss "accuracy (%)" "learning rate" "images/s" "stall (%)" "memory (MB)"; do
