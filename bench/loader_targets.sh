@@ -21,7 +21,7 @@ echo "== 1. against PyTorch's DataLoader ($W workers, batch 256, 2 epochs) =="
 
 echo "== 2. against cores x the single-core per-image rate =="
 one=$("$B/bench_augment" "$DATA" --seconds 5 --only d | awk '/^\(d\)/ {for (i = 1; i < NF; i++) if ($(i + 1) == "images/s") print $i}')
-S=$("$B/stoke" bench --workers "$W" --epochs 3 --no-checksum --json "$DATA" 2>/dev/null)
+S=$("$B/stoke" bench --batch 256 --workers "$W" --epochs 3 --no-checksum --json "$DATA" 2>/dev/null)
 rate=$(field "$S" images_per_sec)
 $PY -c "print(f'stoke bench {float($rate):.0f} images/s with $W workers; single core (d) {float($one):.0f}; ratio {float($rate) / ($W * float($one)):.2f}')"
 
@@ -43,11 +43,11 @@ print(f'median: fio {f:.0f} MB/s, stoke {s:.0f} MB/s, ratio {s / f:.2f}')"
 
 echo "== 4. data stall at 80% load =="
 ms=$($PY -c "print(round(256 / float($rate) * 1000 / 0.8, 1))")
-S=$("$B/stoke" bench --workers "$W" --epochs 3 --compute-ms "$ms" --no-checksum --json "$DATA" 2>/dev/null)
+S=$("$B/stoke" bench --batch 256 --workers "$W" --epochs 3 --compute-ms "$ms" --no-checksum --json "$DATA" 2>/dev/null)
 echo "  --compute-ms $ms: $(field "$S" images_per_sec) images/s, stall $(field "$S" stall_pct)%"
 
 echo "== 5. peak memory (batch 256, prefetch 3, 224x224 u8) =="
-S=$("$B/stoke" bench --workers "$W" --epochs 1 --json "$DATA" 2>/dev/null)
+S=$("$B/stoke" bench --batch 256 --workers "$W" --epochs 1 --json "$DATA" 2>/dev/null)
 $PY -c "
 ring = 3 * 256 * 224 * 224 * 3 / 2**20
 rss = float($(field "$S" peak_rss_mb))

@@ -21,7 +21,7 @@
 
 stk_predict_request stk_predict_defaults(void)
 {
-    return (stk_predict_request){.top_k = 5, .batch = 64};
+    return (stk_predict_request){.top_k = 5, .batch = 128};
 }
 
 /* One batch's images: pixels in slots of S x S x C, a status per image. */

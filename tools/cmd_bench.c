@@ -35,7 +35,7 @@ static const char *const output_names[] = {"u8", "f32", NULL};
 #define T bench_args
 static const stk_flag flags[] = {
     STK_FLAG_SECTION("options"),
-    STK_FLAG_INT(T, batch, "batch", "N", 1, 1 << 20, "batch size (default 256)", .letter = 'b',
+    STK_FLAG_INT(T, batch, "batch", "N", 1, 1 << 20, "batch size (default 128, as train's)", .letter = 'b',
                  .alias = {"batch-size"}),
     STK_FLAG_WORKERS(T, workers, "decode/augment threads (default: number of cores)"),
     STK_FLAG_INT(T, prefetch, "prefetch", "N", 1, 64, "batches in the ring (default 3)"),
@@ -152,7 +152,7 @@ static void add_stats(stk_loader_stats *tot, const stk_loader *l, const stk_load
 static int parse(int argc, char **argv, bench_args *a, stk_loader_options *o, const char **path)
 {
     *o = stk_loader_defaults();
-    *a = (bench_args){.batch = o->batch_size,
+    *a = (bench_args){.batch = 128, /* train's default, so that bench measures its batches */
                       .workers = o->workers,
                       .prefetch = o->prefetch,
                       .io_depth = o->io_depth,

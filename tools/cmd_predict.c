@@ -24,7 +24,7 @@ static const stk_flag flags[] = {
     STK_FLAG_INT(T, top_k, "top-k", "K", 1, 1000, "the K likeliest classes per image, default 5"),
     STK_FLAG_TEXT(T, transform, "transform", "SPEC",
                   "default: the checkpoint's evaluation transform (val_transform)"),
-    STK_FLAG_INT(T, batch, "batch", "B", 1, 4096, "images per forward pass, default 64",
+    STK_FLAG_INT(T, batch, "batch", "B", 1, 4096, "images per forward pass, default 128 (as train's)",
                  .letter = 'b', .alias = {"batch-size"}),
     STK_FLAG_WORKERS(T, workers, "decoding threads, default: number of cores"),
     STK_FLAG_THREADS(T, threads),
@@ -112,7 +112,7 @@ static void print_notice(void *ctx, const char *line)
 static int predict_main(int argc, char **argv)
 {
     predict_args a = {
-        .top_k = 5, .batch = 64, .workers = stk_cpu_count(), .threads = stk_cpu_count()};
+        .top_k = 5, .batch = 128, .workers = stk_cpu_count(), .threads = stk_cpu_count()};
     char **pos;
     int n_pos;
     int parsed = stk_cli_parse(&cli, &a, argc, argv, &pos, &n_pos);

@@ -80,7 +80,7 @@ PyObject *stoke_py_predict(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     PyObject *in = NULL, *result = NULL;
     const char **list = NULL;
-    long long top_k = 5, batch = 64, workers = 0;
+    long long top_k = 5, batch = 128, workers = 0;
     gather g = {0};
     if ((top_o && !stoke_int_arg(top_o, "top_k", 1, 1000, &top_k)) ||
         (batch_o && !stoke_int_arg(batch_o, "batch", 1, 4096, &batch)) ||

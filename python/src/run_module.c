@@ -25,7 +25,7 @@ static PyMethodDef functions[] = {
      "Export a checkpoint's model as `stoke export` does (ONNX for inference, or the\n"
      "weights alone as PyTorch's state dict): out, format, tensors, bytes, source_sha256."},
     {"predict", (PyCFunction)(void (*)(void))stoke_py_predict, METH_VARARGS | METH_KEYWORDS,
-     "predict(checkpoint, inputs, *, transform=None, top_k=5, batch=64, workers=0) -> list\n\n"
+     "predict(checkpoint, inputs, *, transform=None, top_k=5, batch=128, workers=0) -> list\n\n"
      "Classify images as `stoke predict --json` does: for each image, in input order,\n"
      "{path, top: [{class, index, probability}]}, or {path, error} when unreadable."},
     {"tune", (PyCFunction)(void (*)(void))stoke_py_tune, METH_VARARGS | METH_KEYWORDS,

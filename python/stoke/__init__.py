@@ -63,7 +63,7 @@ def export(checkpoint: _typing.Any, **options: _typing.Any) -> _typing.Dict[str,
 def predict(checkpoint: _typing.Any, inputs: _typing.Any,
             **options: _typing.Any) -> _typing.List[_typing.Dict[str, _typing.Any]]:
     """`stoke predict --json` from Python: predict(checkpoint, inputs, *,
-    transform=None, top_k=5, batch=64, workers=0) -> list, an item per image
+    transform=None, top_k=5, batch=128, workers=0) -> list, an item per image
     in input order: {path, top: [{class, index, probability}]} or {path,
     error} (stoke._stoke_run.predict)."""
     from . import _stoke_run

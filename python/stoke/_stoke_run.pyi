@@ -21,7 +21,7 @@ def export(checkpoint: _Path, *, out: Optional[_Path] = None, format: str = "onn
            ema: bool = False) -> Dict[str, Any]: ...
 
 def predict(checkpoint: _Path, inputs: Union[_Path, Sequence[_Path]], *,
-            transform: Optional[str] = None, top_k: int = 5, batch: int = 64,
+            transform: Optional[str] = None, top_k: int = 5, batch: int = 128,
             workers: int = 0) -> List[Dict[str, Any]]: ...
 
 # A search space: {key: "dist(args)"}, "key=dist(args) ..." or a list of those.
