@@ -152,12 +152,20 @@ static const stk_flag *find_negation(const stk_flag *const *tables, void *const 
     return f && f->kind == STK_FLAG_KIND_BOOL ? f : NULL;
 }
 
-/* A flag's value: the rest of its token, or the next argument. */
+/* A flag's value: the rest of its token, or the next argument (a switch's
+ * optional one only when `greedy`: no positional arguments to mistake). */
 static stk_status take_value(const stk_flag *f, void *arg, const char *rest, int argc, char **argv,
-                             int *i)
+                             int *i, bool greedy)
 {
     if (f->kind == STK_FLAG_KIND_BOOL) {
-        if (rest) return stk_error(STK_ERR_INVALID_ARG, "--%s takes no value", f->name);
+        if (!f->optional_value && rest)
+            return stk_error(STK_ERR_INVALID_ARG, "--%s takes no value", f->name);
+        if (f->optional_value && !rest && greedy && *i + 1 < argc && argv[*i + 1][0] != '-')
+            rest = argv[++*i];
+        if (f->optional_value && rest) {
+            if (!*rest) return stk_error(STK_ERR_INVALID_ARG, "--%s=: an empty value", f->name);
+            *(const char **)((char *)arg + f->value_offset) = rest;
+        }
         return stk_flag_set(f, arg, NULL);
     }
     if (!rest && *i + 1 >= argc)
@@ -183,7 +191,7 @@ static stk_status short_options(const stk_flag *const *tables, void *const *args
             STK_TRY(stk_flag_set(f, arg, NULL));
             continue;
         }
-        return take_value(f, arg, a[j + 1] ? a + j + 1 : NULL, argc, argv, i);
+        return take_value(f, arg, a[j + 1] ? a + j + 1 : NULL, argc, argv, i, false);
     }
     return STK_OK;
 }
@@ -220,7 +228,7 @@ stk_status stk_flag_parse_tables(const stk_flag *const *tables, void *const *arg
         if (!f) return unknown(tables[0], a, len + 2);
         if (is(f->old, name, len))
             stk_log_warn("--%s is now --%s (the old name still works)", f->old, f->name);
-        STK_TRY(take_value(f, arg, eq ? eq + 1 : NULL, argc, argv, &i));
+        STK_TRY(take_value(f, arg, eq ? eq + 1 : NULL, argc, argv, &i, !n_pos));
     }
     if (n_pos) *n_pos = n;
     return STK_OK;

@@ -61,6 +61,12 @@ typedef struct stk_flag {
     const char *alias[3];
     const char *old;
     char letter;
+    /* BOOL: it may take a value too (timm's --resume PATH): --NAME=VALUE,
+     * or --NAME VALUE where the command takes no positional argument and
+     * VALUE does not start with '-'; stored in the TEXT field at
+     * value_offset (STK_FLAG_OPTIONAL_VALUE). */
+    bool optional_value;
+    size_t value_offset;
 } stk_flag;
 
 /* What a setting of a run takes part in beyond its parsing. */
@@ -179,6 +185,10 @@ bool stk_flag_value_text(const stk_flag *f, const void *args, char *buf, size_t 
         .help = "default cpu; cuda: GPU 0, cuda:N another (stoke devices)",                        \
         .offset = STK_FLAG_AT_(T, f, stk_device_spec), __VA_ARGS__                                 \
     }
+
+/* A switch's optional value, into field f (const char *) of T. */
+#define STK_FLAG_OPTIONAL_VALUE(T, f)                                                              \
+    .optional_value = true, .value_offset = STK_FLAG_AT_(T, f, const char *)
 
 /* The flags several commands share, with one range and one text each. */
 #define STK_FLAG_WORKERS(T, f, hlp, ...)                                                           \

@@ -295,8 +295,11 @@ const stk_flag stk_run_flags[] = {
                   "continue RUNDIR's run from last.safetensors (the epoch\n"
                   "after the last completed one); the result is bit-identical\n"
                   "to an uninterrupted run with the same flags and ranks;\n"
-                  "another number of ranks continues from the same epoch",
-                  .set = STK_SET_RANKS | STK_SET_NO_TRIAL),
+                  "another number of ranks continues from the same epoch;\n"
+                  "--resume RUNDIR or RUNDIR/last.safetensors (timm's --resume\n"
+                  "PATH) names the run: the same as --resume --out RUNDIR",
+                  .arg = "[RUNDIR]", .set = STK_SET_RANKS | STK_SET_NO_TRIAL,
+                  STK_FLAG_OPTIONAL_VALUE(T, resume_from)),
     STK_FLAG_TEXT(T, config, "config", "FILE",
                   "read settings from FILE first: a JSON object or TOML, the flags\n"
                   "without their \"--\" as keys (`batch = 64`, `amp = true`, `freeze =\n"
@@ -358,8 +361,15 @@ stk_status stk_run_setting_set(stk_run_settings *s, const char *name, const char
     }
     if (f->kind == STK_FLAG_KIND_BOOL) {
         bool on = !strcmp(value, "yes") || !strcmp(value, "true") || !strcmp(value, "1");
-        if (!on && strcmp(value, "no") && strcmp(value, "false") && strcmp(value, "0"))
+        bool off = !strcmp(value, "no") || !strcmp(value, "false") || !strcmp(value, "0");
+        if (!on && !off && f->optional_value) { /* resume="runs/x" */
+            const char *kept = NULL;
+            STK_TRY(keep(s, value, &kept));
+            *(const char **)((char *)s + f->value_offset) = kept;
+            on = true;
+        } else if (!on && !off) {
             return stk_error(STK_ERR_INVALID_ARG, "--%s %s: expected yes or no", f->name, value);
+        }
         *(bool *)((char *)s + f->offset) = on;
         return STK_OK;
     }
@@ -369,6 +379,31 @@ stk_status stk_run_setting_set(stk_run_settings *s, const char *name, const char
         value = kept;
     }
     return stk_flag_set(f, s, value);
+}
+
+/* --resume PATH (timm's): RUNDIR, or RUNDIR/last.safetensors; the run is
+ * --out RUNDIR's. */
+static stk_status resume_folder(stk_run_settings *a)
+{
+    const char *p = a->resume_from, *slash = strrchr(p, '/');
+    size_t n = strlen(p);
+    char dir[4096];
+    if (n > 12 && !strcmp(p + n - 12, ".safetensors")) {
+        if (strcmp(slash ? slash + 1 : p, "last.safetensors"))
+            return stk_error(STK_ERR_INVALID_ARG,
+                             "--resume %s: a run continues from its last.safetensors (give "
+                             "RUNDIR or RUNDIR/last.safetensors); to start from this "
+                             "checkpoint's weights: --init %s",
+                             p, p);
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - p) : 1, slash ? p : ".");
+    } else {
+        snprintf(dir, sizeof dir, "%s", p);
+    }
+    for (size_t k = strlen(dir); k > 1 && dir[k - 1] == '/'; k--) dir[k - 1] = '\0';
+    if (a->out && strcmp(a->out, dir))
+        return stk_error(STK_ERR_INVALID_ARG,
+                         "--resume %s is the run in %s, not --out %s: give one", p, dir, a->out);
+    return keep(a, dir, &a->out);
 }
 
 stk_status stk_run_settings_check(stk_run_settings *a)
@@ -426,6 +461,7 @@ stk_status stk_run_settings_check(stk_run_settings *a)
     if (a->trace_steps) STK_TRY(stk_trace_parse_schedule(a->trace_steps, &a->trace_opts));
     if (a->tensorboard && a->no_tensorboard)
         return stk_error(STK_ERR_INVALID_ARG, "--tensorboard and --no-tensorboard: choose one");
+    if (a->resume_from) STK_TRY(resume_folder(a));
     if (a->resume && a->overwrite)
         return stk_error(STK_ERR_INVALID_ARG, "--resume and --overwrite: choose one");
     if (a->per_class && (!a->val || a->no_tensorboard))

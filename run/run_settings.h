@@ -40,6 +40,7 @@ typedef struct stk_run_settings {
     int64_t cache_mb, block_mib, block_window;
     int64_t micro_batches, pipeline; /* 0: off */
     int64_t image_size;              /* 0: the dataset's default transforms' size */
+    const char *resume_from;         /* --resume RUNDIR or RUNDIR/last.safetensors */
     int pipeline_schedule;           /* stk_pipe_schedule */
     const char *split_after;
     double lr, min_lr, momentum, wd, warmup_epochs, smoothing, min_delta, mix_prob;

@@ -83,7 +83,9 @@ int stk_cli_parse(const stk_cli *c, void *args, int argc, char **argv, char ***p
     first_arg_table(c, named);
     const stk_flag *const tables[] = {c->flags, stk_cli_common_flags, named};
     void *const structs[] = {args, &common, &fa};
-    if (stk_flag_parse_tables(tables, structs, 3, argc, argv, &n) != STK_OK)
+    /* (a command without positional arguments lets a switch take an optional value) */
+    n = 0;
+    if (stk_flag_parse_tables(tables, structs, 3, argc, argv, c->max_args ? &n : NULL) != STK_OK)
         return stk_cli_usage(c->cmd, "%s", stk_last_error());
     int rc = put_first(c, &fa, argv, &n);
     if (rc >= 0) return rc;

@@ -123,6 +123,22 @@ expect err.txt "--image-size 32: tiny.stoke holds raw images of side 28"
 run 2 "$STOKE" train --data tiny.stoke --model cnn --image-size 20 --transform center:28
 expect err.txt "--image-size 20 sizes the default transform; --transform center:28 gives its own"
 
+# timm's --resume PATH: the run's folder or its last.safetensors names the run
+R="train --data tiny.stoke --model mlp --epochs 3 -b 10 --no-tensorboard"
+# shellcheck disable=SC2086
+run 0 "$STOKE" $R -o rr --stop-after 1
+# shellcheck disable=SC2086
+run 0 "$STOKE" $R --resume rr/last.safetensors --stop-after 1
+# shellcheck disable=SC2086
+run 0 "$STOKE" $R --resume rr/
+[ "$(wc -l < rr/metrics.csv)" = 4 ] || fail "--resume PATH: rr/metrics.csv has not 3 epochs"
+# shellcheck disable=SC2086
+run 2 "$STOKE" $R --resume rr/best.safetensors
+expect err.txt "a run continues from its last.safetensors"
+# shellcheck disable=SC2086
+run 2 "$STOKE" $R --resume rr -o elsewhere
+expect err.txt "--resume rr is the run in rr, not --out elsewhere: give one"
+
 # the dataset and the checkpoint by name wherever they are an argument
 run 0 "$STOKE" info --data tiny.stoke --json
 expect out.txt '"records": 50'

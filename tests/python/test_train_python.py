@@ -127,6 +127,13 @@ def test_resume_continues_a_python_run(tiny, tmp_path):
     stoke.train(epochs=3, out=str(tmp_path / "whole"), **{k: v for k, v in common.items()
                                                             if k != "out"})
     assert rows(out) == rows(tmp_path / "whole")
+    # timm's names: resume=PATH names the run; batch_size is batch
+    cut = tmp_path / "cut"
+    stoke.train(data=tiny, model="mlp", batch_size=10, no_tensorboard=True, epochs=3,
+                stop_after=1, out=str(cut))
+    res = stoke.train(data=tiny, model="mlp", batch_size=10, no_tensorboard=True, epochs=3,
+                      resume=str(cut / "last.safetensors"))
+    assert res["out"] == str(cut) and rows(cut) == rows(tmp_path / "whole")
 
 
 def test_errors_are_the_librarys(tiny, tmp_path):
