@@ -11,7 +11,7 @@ FUZZ_SECONDS ?= 20
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test test-sanitize test-tsan test-nocuda test-fuzz demo format clean
+.PHONY: all deps build test test-sanitize test-tsan test-nocuda test-fuzz demo format clean reference
 
 all: build
 
@@ -22,6 +22,12 @@ deps:
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTOKE_WERROR=ON $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
+
+# docs/cli.md from the flag tables (tools/reference.h); ctest's cli_reference
+# fails until it is written again after a flag changes
+reference:
+	cmake --build $(BUILD) -j $(JOBS) --target stoke
+	./scripts/make-reference.sh $(BUILD)/stoke --docs
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

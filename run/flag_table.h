@@ -67,6 +67,8 @@ typedef struct stk_flag {
      * value_offset (STK_FLAG_OPTIONAL_VALUE). */
     bool optional_value;
     size_t value_offset;
+    /* TEXT: the values a shell completes it with (--model's names), or NULL */
+    const char *const *(*values)(void);
 } stk_flag;
 
 /* What a setting of a run takes part in beyond its parsing. */

@@ -45,7 +45,7 @@ const stk_flag stk_run_flags[] = {
                   "dynamo=False, training=torch.onnx.TrainingMode.TRAINING,\n"
                   "do_constant_folding=False), x of the training size (its weights\n"
                   "start training, under the state_dict's names)",
-                  .set = STK_SET_RANKS | STK_SET_TUNE),
+                  .set = STK_SET_RANKS | STK_SET_TUNE, .values = stk_model_names),
     STK_FLAG_NUMBER(T, drop_path, "drop-path", "RATE", 0, 0.99,
                     "stochastic depth: each residual branch dropped per sample with a\n"
                     "rate rising linearly to RATE at the last block (torchvision's);\n"

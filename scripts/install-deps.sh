@@ -10,7 +10,8 @@ check zlib1g-dev libpng-dev libwebp-dev libdnnl-dev libjansson-dev strace python
 python3-torch python3-torchvision python3-venv python3-dev python3-pytest librsvg2-bin
 clang libclang-rt-14-dev
 openmpi-bin libopenmpi-dev
-dataset-fashion-mnist time"
+dataset-fashion-mnist time
+zsh groff-base"
 
 missing=""
 for p in $PKGS; do

@@ -21,7 +21,14 @@ typedef struct stk_command {
 
 extern const stk_command stk_cmd_pack, stk_cmd_info, stk_cmd_verify, stk_cmd_peek, stk_cmd_bench,
     stk_cmd_train, stk_cmd_tune, stk_cmd_eval, stk_cmd_export, stk_cmd_predict, stk_cmd_index,
-    stk_cmd_devices, stk_cmd_plot, stk_cmd_lr_find;
+    stk_cmd_devices, stk_cmd_plot, stk_cmd_lr_find, stk_cmd_completion;
+
+/* Every command, in the overview's order (commands.c), and the one named. */
+extern const stk_command *const stk_commands[];
+extern const int stk_n_commands;
+const stk_command *stk_cli_command(const char *name);
+/* `stoke help`: the commands, the common options, environment, exit status. */
+void stk_cli_overview(FILE *f);
 
 /* The transform grammar, `stoke help transforms` (transform_help.c). */
 extern const char stk_transform_help[];

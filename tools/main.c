@@ -2,46 +2,11 @@
 #include "common/memory_budget.h"
 #include "tools/cli.h"
 #include "tools/flags.h"
+#include "tools/reference.h"
 
 #include <stdio.h>
 #include <signal.h>
 #include <string.h>
-
-static const stk_command *const commands[] = {
-    &stk_cmd_pack,   &stk_cmd_info,    &stk_cmd_verify,  &stk_cmd_index,  &stk_cmd_peek,
-    &stk_cmd_bench,  &stk_cmd_train,   &stk_cmd_lr_find, &stk_cmd_tune,   &stk_cmd_eval,
-    &stk_cmd_export, &stk_cmd_predict, &stk_cmd_plot,    &stk_cmd_devices};
-enum { N_COMMANDS = sizeof commands / sizeof *commands };
-
-static void print_overview(FILE *f)
-{
-    fprintf(f,
-            "stoke %s: a training framework whose data pipeline keeps the accelerator fed\n\n"
-            "usage: stoke COMMAND [ARGS]\n\ncommands:\n",
-            STOKE_VERSION);
-    for (int i = 0; i < N_COMMANDS; i++)
-        fprintf(f, "  %-8s %s\n", commands[i]->name, commands[i]->summary);
-    fprintf(f, "  %-8s %s\n", "help",
-            "this list; `stoke help COMMAND` for one command, `stoke help transforms`\n"
-            "           for the transform grammar (--transform)");
-    fprintf(
-        f,
-        "\noptions:\n  --version      print the version\n  -h, --help     this text\n"
-        "\nevery command also takes:\n"
-        "  -q, --quiet    no progress bars or notes: results, warnings and errors only\n"
-        "  -v, --verbose  debug detail on stderr\n"
-        "\nenvironment:\n  STOKE_LOG=debug|info|warn|error   how much to log (default info)\n"
-        "  STOKE_PROGRESS=tty|plain|off      progress bar style (default: tty when stderr is one)\n"
-        "\nexit status: 0 ok, 1 bad input or runtime error, 2 bad usage, 130 interrupted\n"
-        "(Ctrl-C: what was written so far is kept; --resume continues a run or a sweep)\n");
-}
-
-static const stk_command *find(const char *name)
-{
-    for (int i = 0; i < N_COMMANDS; i++)
-        if (strcmp(commands[i]->name, name) == 0) return commands[i];
-    return NULL;
-}
 
 int main(int argc, char **argv)
 {
@@ -53,7 +18,7 @@ int main(int argc, char **argv)
      * ends, as on a terminal, not all of them when the run is over. */
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2) {
-        print_overview(stderr);
+        stk_cli_overview(stderr);
         return STK_EXIT_USAGE;
     }
     if (stk_memory_limit_env_check() != STK_OK) {
@@ -67,7 +32,25 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
         (strcmp(cmd, "help") == 0 && argc == 2)) {
-        print_overview(stdout);
+        stk_cli_overview(stdout);
+        return STK_EXIT_OK;
+    }
+    /* the reference (tools/reference.h): docs/cli.md and the man pages */
+    if (strcmp(cmd, "help") == 0 && strcmp(argv[2], "--markdown") == 0) {
+        stk_reference_markdown(stdout);
+        return STK_EXIT_OK;
+    }
+    if (strcmp(cmd, "help") == 0 && strcmp(argv[2], "--commands") == 0) {
+        for (int i = 0; i < stk_n_commands; i++) printf("%s\n", stk_commands[i]->name);
+        return STK_EXIT_OK;
+    }
+    if (strcmp(cmd, "help") == 0 && strcmp(argv[2], "--man") == 0) {
+        const stk_command *c = argc > 3 ? stk_cli_command(argv[3]) : NULL;
+        if (argc > 3 && !c) {
+            fprintf(stderr, "stoke: no command '%s'; try 'stoke help'\n", argv[3]);
+            return STK_EXIT_USAGE;
+        }
+        stk_reference_man(stdout, c);
         return STK_EXIT_OK;
     }
     if (strcmp(cmd, "help") == 0 && strcmp(argv[2], "transforms") == 0) {
@@ -75,7 +58,7 @@ int main(int argc, char **argv)
         return STK_EXIT_OK;
     }
     if (strcmp(cmd, "help") == 0) {
-        const stk_command *c = find(argv[2]);
+        const stk_command *c = stk_cli_command(argv[2]);
         if (!c) {
             fprintf(stderr, "stoke: no command '%s'; try 'stoke help'\n", argv[2]);
             return STK_EXIT_USAGE;
@@ -83,7 +66,7 @@ int main(int argc, char **argv)
         stk_cli_help(c->cli, stdout);
         return STK_EXIT_OK;
     }
-    const stk_command *c = find(cmd);
+    const stk_command *c = stk_cli_command(cmd);
     if (!c) {
         fprintf(stderr, "stoke: no command '%s'; try 'stoke help'\n", cmd);
         return STK_EXIT_USAGE;

@@ -11,6 +11,13 @@ for f in bin/stoke lib/libstoke.so include/stoke/train/fit.h include/stoke/commo
          lib/pkgconfig/stoke.pc; do
     [ -e "$P/$f" ] || fail "not installed: $f"
 done
+# the reference the flag tables make: a man page per command, bash and zsh completion
+for f in share/man/man1/stoke.1 share/man/man1/stoke-train.1 share/man/man1/stoke-lr-find.1 \
+         share/bash-completion/completions/stoke share/zsh/site-functions/_stoke; do
+    [ -s "$P/$f" ] || fail "not installed: $f"
+done
+[ "$(ls "$P"/share/man/man1 | wc -l)" = "$(($("$BUILD/stoke" help --commands | wc -l) + 1))" ] ||
+    fail "not one man page per command (and stoke.1)"
 ls "$P"/include/stoke/*/*_impl.h 2>/dev/null && fail "private headers installed"
 [ -e "$P/include/stoke/kernels/cuda" ] && fail "the CUDA backend's headers installed"
 nm -D --defined-only "$P/lib/libstoke.so" | awk '{print $3}' | grep -v '^stk_' > names.txt
