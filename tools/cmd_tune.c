@@ -9,6 +9,7 @@
 #include "tune/session.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -95,6 +96,13 @@ static int tune_main(int argc, char **argv)
                                &n_cfg);
     if (rc >= 0) return rc;
     if (cfg) argc = n_cfg, argv = cfg;
+    if (getenv("STOKE_PARSE_ONLY")) { /* (flags.h) */
+        rc = stk_tune_check_flags(argc, argv) == STK_OK
+                 ? STK_EXIT_OK
+                 : stk_cli_usage("tune", "%s", stk_last_error());
+        stk_config_free(cfg, n_cfg);
+        return rc;
+    }
     stk_tune_session s;
     stk_tune_hooks hooks = {.lines = stdout, .cancel = &stk_cli_interrupted};
     if (stk_tune_session_open(&s, argc, argv, &hooks) != STK_OK)

@@ -90,6 +90,7 @@ int stk_cli_parse(const stk_cli *c, void *args, int argc, char **argv, char ***p
     int rc = put_first(c, &fa, argv, &n);
     if (rc >= 0) return rc;
     apply_common(&common);
+    if (getenv("STOKE_PARSE_ONLY")) return STK_EXIT_OK;
     if (n < c->min_args || n > c->max_args) {
         if (c->max_args == 0) return stk_cli_usage(c->cmd, "unexpected argument '%s'", argv[1]);
         return stk_cli_usage(c->cmd, "%s", c->args_error ? c->args_error : "wrong arguments");

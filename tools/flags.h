@@ -46,6 +46,10 @@ typedef struct stk_cli {
     const char *const *first_arg_names;
 } stk_cli;
 
+/* STOKE_PARSE_ONLY=1 in the environment: stk_cli_parse returns 0 (exit 0)
+ * once the flags parsed, before the command does anything (the docs test,
+ * tests/cli/test_docs.sh, checks every documented command this way). */
+
 /* Parse argv[1..argc-1] into the struct at `args` (defaults already in it).
  * Positional arguments are left in argv order in *pos (pointing into argv,
  * *n_pos of them). Returns -1 to go on, or the exit code of a usage error

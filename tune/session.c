@@ -58,6 +58,16 @@ stk_status stk_tune_session_open(stk_tune_session *s, int argc, char **argv,
     return tune_lock_folder(c, s->locks);
 }
 
+stk_status stk_tune_check_flags(int argc, char **argv)
+{
+    stk_tune_session s;
+    memset(&s, 0, sizeof s);
+    s.locks[0] = s.locks[1] = -1;
+    stk_status st = parse(&s, argc, argv);
+    stk_tune_session_close(&s);
+    return st;
+}
+
 stk_status stk_tune_session_run(stk_tune_session *s)
 {
     stk_tune_config *c = &s->c;

@@ -78,6 +78,11 @@ typedef struct stk_tune_session {
 stk_status stk_tune_session_open(stk_tune_session *s, int argc, char **argv,
                                  const stk_tune_hooks *hooks);
 
+/* The flags of a sweep checked as stk_tune_session_open checks them (the
+ * space, the scheduler, every trial's train flags), with nothing opened,
+ * made or locked. Errors: INVALID_ARG naming the flag. */
+stk_status stk_tune_check_flags(int argc, char **argv);
+
 /* Run the sweep's pending trials, writing DIR's files. Errors:
  * STK_ERR_CANCELLED (the hooks' cancel flag, or --stop-after's epochs
  * run: DIR/trials.csv holds where it stopped; --resume continues), what
