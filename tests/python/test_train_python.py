@@ -15,29 +15,7 @@ import threading
 import pytest
 
 import stoke
-
-STOKE = os.environ["STOKE"]
-FIX = os.environ["STOKE_FIXTURES"]
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """50 random 28x28 images of 10 classes (the fixtures' IDX files)."""
-    path = tmp_path_factory.mktemp("data") / "tiny.stoke"
-    stoke.pack(f"{FIX}/idx", path, kind="idx")
-    return str(path)
-
-
-def cli(*args, ok=True):
-    r = subprocess.run([STOKE, *args], capture_output=True, text=True)
-    assert (r.returncode == 0) == ok, r.stderr
-    return r
-
-
-def cli_error(*args):
-    """The CLI's message, without its "stoke: train: " or "stoke: " prefix."""
-    line = cli(*args, ok=False).stderr.strip().splitlines()
-    return next(l for l in line if l.startswith("stoke")).split(": ", 1)[1]
+from run_helpers import STOKE, cli, cli_error, tiny  # noqa: F401 (tiny: a fixture)
 
 
 def rows(run):

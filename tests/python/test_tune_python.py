@@ -8,39 +8,17 @@ import csv
 import json
 import os
 import signal
-import subprocess
 import threading
 
 import pytest
 
 import stoke
+from run_helpers import STOKE, cli, cli_error, tiny  # noqa: F401 (tiny: a fixture)
 
-STOKE = os.environ["STOKE"]
-FIX = os.environ["STOKE_FIXTURES"]
 
 SPACE = {"lr": "loguniform(1e-3,0.3)", "momentum": "uniform(0.8,0.99)"}
 FIXED = dict(model="mlp", batch=8, workers=2, no_tensorboard=True, samples=4, epochs=3,
              scheduler="asha", reduction=2, concurrent=2, seed=5)
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """50 random 28x28 images of 10 classes (the fixtures' IDX files)."""
-    path = tmp_path_factory.mktemp("data") / "tiny.stoke"
-    stoke.pack(f"{FIX}/idx", path, kind="idx")
-    return str(path)
-
-
-def cli(*args, ok=True):
-    r = subprocess.run([STOKE, *args], capture_output=True, text=True)
-    assert (r.returncode == 0) == ok, r.stderr
-    return r
-
-
-def cli_error(*args):
-    """The CLI's message, without its "stoke tune: " prefix."""
-    lines = cli(*args, ok=False).stderr.strip().splitlines()
-    return next(l for l in lines if l.startswith("stoke")).split(": ", 1)[1]
 
 
 def flags(settings):
