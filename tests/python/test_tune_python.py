@@ -13,7 +13,7 @@ import threading
 import pytest
 
 import stoke
-from run_helpers import STOKE, cli, cli_error, tiny  # noqa: F401 (tiny: a fixture)
+from run_helpers import cli, cli_error, tiny  # noqa: F401 (tiny: a fixture)
 
 
 SPACE = {"lr": "loguniform(1e-3,0.3)", "momentum": "uniform(0.8,0.99)"}
