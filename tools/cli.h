@@ -27,8 +27,6 @@ extern const stk_command stk_cmd_pack, stk_cmd_info, stk_cmd_verify, stk_cmd_pee
 extern const stk_command *const stk_commands[];
 extern const int stk_n_commands;
 const stk_command *stk_cli_command(const char *name);
-/* `stoke help`: the commands, the common options, environment, exit status. */
-void stk_cli_overview(FILE *f);
 
 /* The transform grammar, `stoke help transforms` (transform_help.c). */
 extern const char stk_transform_help[];

@@ -18,7 +18,7 @@ int main(int argc, char **argv)
      * ends, as on a terminal, not all of them when the run is over. */
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2) {
-        stk_cli_overview(stderr);
+        stk_reference_overview(stderr, stk_commands, stk_n_commands);
         return STK_EXIT_USAGE;
     }
     if (stk_memory_limit_env_check() != STK_OK) {
@@ -32,12 +32,12 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
         (strcmp(cmd, "help") == 0 && argc == 2)) {
-        stk_cli_overview(stdout);
+        stk_reference_overview(stdout, stk_commands, stk_n_commands);
         return STK_EXIT_OK;
     }
     /* the reference (tools/reference.h): docs/cli.md and the man pages */
     if (strcmp(cmd, "help") == 0 && strcmp(argv[2], "--markdown") == 0) {
-        stk_reference_markdown(stdout);
+        stk_reference_markdown(stdout, stk_commands, stk_n_commands);
         return STK_EXIT_OK;
     }
     if (strcmp(cmd, "help") == 0 && strcmp(argv[2], "--commands") == 0) {
@@ -50,7 +50,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "stoke: no command '%s'; try 'stoke help'\n", argv[3]);
             return STK_EXIT_USAGE;
         }
-        stk_reference_man(stdout, c);
+        stk_reference_man(stdout, c, stk_commands, stk_n_commands);
         return STK_EXIT_OK;
     }
     if (strcmp(cmd, "help") == 0 && strcmp(argv[2], "transforms") == 0) {

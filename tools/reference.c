@@ -50,9 +50,33 @@ static const char *const *value_words(const stk_flag *fl)
     return NULL;
 }
 
+/* ---- the overview: `stoke help` ------------------------------------------------------ */
+
+void stk_reference_overview(FILE *f, const stk_command *const *cmds, int n_cmds)
+{
+    fprintf(f,
+            "stoke %s: a training framework whose data pipeline keeps the accelerator fed\n\n"
+            "usage: stoke COMMAND [ARGS]\n\ncommands:\n",
+            STOKE_VERSION);
+    for (int i = 0; i < n_cmds; i++) fprintf(f, "  %-8s %s\n", cmds[i]->name, cmds[i]->summary);
+    fprintf(f, "  %-8s %s\n", "help",
+            "this list; `stoke help COMMAND` for one command, `stoke help transforms`\n"
+            "           for the transform grammar (--transform)");
+    fprintf(
+        f,
+        "\noptions:\n  --version      print the version\n  -h, --help     this text\n"
+        "\nevery command also takes:\n"
+        "  -q, --quiet    no progress bars or notes: results, warnings and errors only\n"
+        "  -v, --verbose  debug detail on stderr\n"
+        "\nenvironment:\n  STOKE_LOG=debug|info|warn|error   how much to log (default info)\n"
+        "  STOKE_PROGRESS=tty|plain|off      progress bar style (default: tty when stderr is one)\n"
+        "\nexit status: 0 ok, 1 bad input or runtime error, 2 bad usage, 130 interrupted\n"
+        "(Ctrl-C: what was written so far is kept; --resume continues a run or a sweep)\n");
+}
+
 /* ---- Markdown: docs/cli.md ------------------------------------------------------- */
 
-void stk_reference_markdown(FILE *f)
+void stk_reference_markdown(FILE *f, const stk_command *const *cmds, int n_cmds)
 {
     fputs("<!-- Made by `stoke help --markdown` from the flag tables: do not edit by hand.\n"
           "     ctest's cli_reference fails when this file differs from what they make;\n"
@@ -62,18 +86,17 @@ void stk_reference_markdown(FILE *f)
           "(`man stoke-train`) and drives the shell completion (`stoke completion bash`).\n\n"
           "| command | what it does |\n| --- | --- |\n",
           f);
-    for (int i = 0; i < stk_n_commands; i++)
-        fprintf(f, "| [`stoke %s`](#stoke-%s) | %s |\n", stk_commands[i]->name,
-                stk_commands[i]->name, stk_commands[i]->summary);
+    for (int i = 0; i < n_cmds; i++)
+        fprintf(f, "| [`stoke %s`](#stoke-%s) | %s |\n", cmds[i]->name, cmds[i]->name,
+                cmds[i]->summary);
     fputs("| [`stoke help transforms`](#stoke-help-transforms) | the transform grammar |\n\n"
           "## stoke\n\n```\n",
           f);
-    stk_cli_overview(f);
+    stk_reference_overview(f, cmds, n_cmds);
     fputs("```\n", f);
-    for (int i = 0; i < stk_n_commands; i++) {
-        fprintf(f, "\n## stoke %s\n\n%s.\n\n```\n", stk_commands[i]->name,
-                stk_commands[i]->summary);
-        stk_cli_help(stk_commands[i]->cli, f);
+    for (int i = 0; i < n_cmds; i++) {
+        fprintf(f, "\n## stoke %s\n\n%s.\n\n```\n", cmds[i]->name, cmds[i]->summary);
+        stk_cli_help(cmds[i]->cli, f);
         fputs("```\n", f);
     }
     fprintf(f, "\n## stoke help transforms\n\n```\n%s```\n", stk_transform_help);
@@ -197,22 +220,22 @@ static void man_command(FILE *f, const stk_command *c)
     fprintf(f, ".SH EXIT STATUS\n%s.SH SEE ALSO\n\\fBstoke\\fR(1)\n", exit_status);
 }
 
-static void man_overview(FILE *f)
+static void man_overview(FILE *f, const stk_command *const *cmds, int n_cmds)
 {
     man_header(f, "STOKE", "stoke",
                "a training framework whose data pipeline keeps the accelerator fed");
     fputs(".SH SYNOPSIS\n\\fBstoke\\fR \\fICOMMAND\\fR [\\fIARGS\\fR]\n.SH COMMANDS\n", f);
-    for (int i = 0; i < stk_n_commands; i++) {
-        fprintf(f, ".TP\n\\fBstoke %s\\fR\n", stk_commands[i]->name);
-        roff_all(f, stk_commands[i]->summary);
-        fprintf(f, "; \\fBstoke\\-%s\\fR(1)\n", stk_commands[i]->name);
+    for (int i = 0; i < n_cmds; i++) {
+        fprintf(f, ".TP\n\\fBstoke %s\\fR\n", cmds[i]->name);
+        roff_all(f, cmds[i]->summary);
+        fprintf(f, "; \\fBstoke\\-%s\\fR(1)\n", cmds[i]->name);
     }
     fputs(".SH OVERVIEW\n", f);
     char *text = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&text, &len);
     if (m) {
-        stk_cli_overview(m);
+        stk_reference_overview(m, cmds, n_cmds);
         fclose(m);
         roff_block(f, text ? text : "");
     }
@@ -222,12 +245,12 @@ static void man_overview(FILE *f)
     fprintf(f, ".SH EXIT STATUS\n%s", exit_status);
 }
 
-void stk_reference_man(FILE *f, const stk_command *c)
+void stk_reference_man(FILE *f, const stk_command *c, const stk_command *const *cmds, int n_cmds)
 {
     if (c)
         man_command(f, c);
     else
-        man_overview(f);
+        man_overview(f, cmds, n_cmds);
 }
 
 /* ---- bash ------------------------------------------------------------------------- */
@@ -256,7 +279,9 @@ static void bash_value_case(FILE *f, const stk_flag *fl, const char *first_arg, 
         fputs(") COMPREPLY=($(compgen -W \"", f);
         for (int i = 0; words[i]; i++) fprintf(f, "%s%s", i ? " " : "", words[i]);
         fprintf(f, "\" -- \"$cur\")%s); return ;;\n",
-                fl && fl->values ? " $(compgen -f -X '!*.onnx' -- \"$cur\") $(compgen -d -- \"$cur\")" : "");
+                fl && fl->values
+                    ? " $(compgen -f -X '!*.onnx' -- \"$cur\") $(compgen -d -- \"$cur\")"
+                    : "");
     } else if (names_a_path(fl)) {
         fputs(") COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n", f);
     } else {
@@ -276,7 +301,7 @@ static void bash_word(FILE *f, const stk_flag *fl, const char *first_arg, void *
     if (fl->letter) fprintf(f, " -%c", fl->letter);
 }
 
-void stk_reference_bash(FILE *f)
+void stk_reference_bash(FILE *f, const stk_command *const *cmds, int n_cmds)
 {
     fputs("# bash completion for stoke, made by `stoke completion bash` from its flag tables.\n"
           "# Installed in share/bash-completion/completions; or: source <(stoke completion bash)\n"
@@ -285,14 +310,14 @@ void stk_reference_bash(FILE *f)
           "    if [ \"$COMP_CWORD\" -eq 1 ]; then\n"
           "        COMPREPLY=($(compgen -W \"",
           f);
-    for (int i = 0; i < stk_n_commands; i++) fprintf(f, "%s ", stk_commands[i]->name);
+    for (int i = 0; i < n_cmds; i++) fprintf(f, "%s ", cmds[i]->name);
     fputs("help --help --version\" -- \"$cur\"))\n"
           "        return\n"
           "    fi\n"
           "    case ${COMP_WORDS[1]} in\n",
           f);
-    for (int i = 0; i < stk_n_commands; i++) {
-        const stk_command *c = stk_commands[i];
+    for (int i = 0; i < n_cmds; i++) {
+        const stk_command *c = cmds[i];
         fprintf(f, "    %s)\n        case $prev in\n", c->name);
         each_flag(c, f, bash_value_case, NULL);
         fputs("        esac\n"
@@ -307,7 +332,7 @@ void stk_reference_bash(FILE *f)
               f);
     }
     fputs("    help)\n        COMPREPLY=($(compgen -W \"", f);
-    for (int i = 0; i < stk_n_commands; i++) fprintf(f, "%s ", stk_commands[i]->name);
+    for (int i = 0; i < n_cmds; i++) fprintf(f, "%s ", cmds[i]->name);
     fputs("transforms\" -- \"$cur\")) ;;\n"
           "    esac\n"
           "}\n"
@@ -376,7 +401,7 @@ static void zsh_spec(FILE *f, const stk_flag *fl, const char *first_arg, void *c
     fputs("' \\\n", f);
 }
 
-void stk_reference_zsh(FILE *f)
+void stk_reference_zsh(FILE *f, const stk_command *const *cmds, int n_cmds)
 {
     fputs("#compdef stoke\n"
           "# zsh completion for stoke, made by `stoke completion zsh` from its flag tables.\n"
@@ -385,9 +410,9 @@ void stk_reference_zsh(FILE *f)
           "    local -a commands\n"
           "    commands=(\n",
           f);
-    for (int i = 0; i < stk_n_commands; i++) {
-        fprintf(f, "        '%s:", stk_commands[i]->name);
-        zsh_text(f, stk_commands[i]->summary, ":");
+    for (int i = 0; i < n_cmds; i++) {
+        fprintf(f, "        '%s:", cmds[i]->name);
+        zsh_text(f, cmds[i]->summary, ":");
         fputs("'\n", f);
     }
     fputs("        'help:a command'\\''s help, or the transform grammar'\n"
@@ -401,13 +426,13 @@ void stk_reference_zsh(FILE *f)
           "    (( CURRENT-- ))\n"
           "    case $cmd in\n",
           f);
-    for (int i = 0; i < stk_n_commands; i++) {
-        const stk_command *c = stk_commands[i];
+    for (int i = 0; i < n_cmds; i++) {
+        const stk_command *c = cmds[i];
         fprintf(f, "    %s)\n        _arguments -s -S \\\n", c->name);
         each_flag(c, f, zsh_spec, NULL);
         fputs(c->cli->max_args ? "        '*:argument:_files' ;;\n" : "        ;;\n", f);
     }
     fputs("    help)\n        _values 'topic' transforms", f);
-    for (int i = 0; i < stk_n_commands; i++) fprintf(f, " %s", stk_commands[i]->name);
+    for (int i = 0; i < n_cmds; i++) fprintf(f, " %s", cmds[i]->name);
     fputs(" ;;\n    esac\n}\n_stoke \"$@\"\n", f);
 }

@@ -12,8 +12,11 @@
 
 #include <stdio.h>
 
-void stk_reference_markdown(FILE *f);
+/* Each over the commands cmds[0..n_cmds) (tools/commands.c's list). */
+/* `stoke help`: the commands, the common options, environment, exit status. */
+void stk_reference_overview(FILE *f, const stk_command *const *cmds, int n_cmds);
+void stk_reference_markdown(FILE *f, const stk_command *const *cmds, int n_cmds);
 /* c NULL: stoke.1, the overview. */
-void stk_reference_man(FILE *f, const stk_command *c);
-void stk_reference_bash(FILE *f);
-void stk_reference_zsh(FILE *f);
+void stk_reference_man(FILE *f, const stk_command *c, const stk_command *const *cmds, int n_cmds);
+void stk_reference_bash(FILE *f, const stk_command *const *cmds, int n_cmds);
+void stk_reference_zsh(FILE *f, const stk_command *const *cmds, int n_cmds);
