@@ -35,8 +35,13 @@ stk_status stk_tune_session_open(stk_tune_session *s, int argc, char **argv,
 {
     memset(s, 0, sizeof *s);
     s->locks[0] = s->locks[1] = -1;
+    stk_status st = stk_tune_resume_path(argc, argv, &s->named, &s->n_named);
+    if (st != STK_OK) {
+        s->usage = true;
+        return st;
+    }
+    if (s->named) argc = s->n_named, argv = s->named;
     for (int i = 1; i < argc; i++) s->resume |= !strcmp(argv[i], "--resume");
-    stk_status st = STK_OK;
     if (s->resume && (st = stk_tune_resume_flags(argc, argv, &s->eff, &s->n_eff)) == STK_OK)
         argc = s->n_eff, argv = s->eff;
     if (st == STK_OK) st = parse(s, argc, argv);
@@ -63,7 +68,13 @@ stk_status stk_tune_check_flags(int argc, char **argv)
     stk_tune_session s;
     memset(&s, 0, sizeof s);
     s.locks[0] = s.locks[1] = -1;
-    stk_status st = parse(&s, argc, argv);
+    stk_status st = stk_tune_resume_path(argc, argv, &s.named, &s.n_named);
+    if (st == STK_OK && s.named) argc = s.n_named, argv = s.named;
+    for (int i = 1; st == STK_OK && i < argc; i++) s.resume |= !strcmp(argv[i], "--resume");
+    if (st == STK_OK && s.resume &&
+        (st = stk_tune_resume_flags(argc, argv, &s.eff, &s.n_eff)) == STK_OK)
+        argc = s.n_eff, argv = s.eff;
+    if (st == STK_OK) st = parse(&s, argc, argv);
     stk_tune_session_close(&s);
     return st;
 }
@@ -121,6 +132,7 @@ void stk_tune_session_close(stk_tune_session *s)
     free(s->mine);
     free(s->theirs);
     stk_tune_free_flags(s->eff, s->n_eff);
+    stk_tune_free_flags(s->named, s->n_named);
     stk_comm_close(s->c.comm);
     for (int i = 0; i < 2; i++)
         if (s->locks[i] >= 0) close(s->locks[i]);

@@ -61,6 +61,8 @@ typedef struct stk_tune_session {
     /* owned */
     char **eff; /* --resume's flags (sweep.txt's, and this call's) */
     int n_eff;
+    char **named; /* argv with --resume DIR as --resume --out DIR */
+    int n_named;
     char **mine, **theirs; /* tune's flags, train's */
     char *out_buf;         /* a default --out */
     int locks[2];
@@ -108,6 +110,10 @@ stk_status stk_tune_save_flags(const char *out, int argc, char **argv);
  * copy of a sweep resumes in the copy). Errors: INVALID_ARG naming what
  * differs. */
 stk_status stk_tune_resume_flags(int argc, char **argv, char ***eff, int *n_eff);
+/* --resume DIR (or --resume=DIR) as --resume --out DIR: argv rewritten
+ * (owned: *out, *n_out), or *out NULL when it has no such form. Errors:
+ * INVALID_ARG for another --out. */
+stk_status stk_tune_resume_path(int argc, char **argv, char ***out, int *n_out);
 void stk_tune_free_flags(char **v, int n);
 
 #ifdef __cplusplus

@@ -124,6 +124,45 @@ static const char *out_flag(int argc, char **argv)
     return NULL;
 }
 
+stk_status stk_tune_resume_path(int argc, char **argv, char ***out, int *n_out)
+{
+    *out = NULL;
+    *n_out = 0;
+    int at = -1;
+    const char *dir = NULL;
+    for (int i = 1; i < argc && at < 0; i++) {
+        if (!strncmp(argv[i], "--resume=", 9))
+            at = i, dir = argv[i] + 9;
+        else if (!strcmp(argv[i], "--resume") && i + 1 < argc && argv[i + 1][0] != '-')
+            at = i, dir = argv[i + 1];
+    }
+    if (at < 0) return STK_OK;
+    const char *given = out_flag(argc, argv);
+    if (given && strcmp(given, dir))
+        return stk_error(STK_ERR_INVALID_ARG, "--resume %s and --out %s: name the sweep once", dir,
+                         given);
+    char **v = calloc((size_t)argc + 3, sizeof *v);
+    if (!v) return stk_error(STK_ERR_NOMEM, "out of memory");
+    int n = 0;
+    bool ok = true;
+    for (int i = 0; ok && i < argc; i++) {
+        if (i != at) {
+            ok = (v[n++] = strdup(argv[i])) != NULL;
+            continue;
+        }
+        ok = (v[n++] = strdup("--resume")) != NULL;
+        if (ok && !given) ok = (v[n++] = strdup("--out")) && (v[n++] = strdup(dir));
+        if (argv[i][8] != '=') i++; /* the DIR after --resume */
+    }
+    if (!ok) {
+        stk_tune_free_flags(v, n);
+        return stk_error(STK_ERR_NOMEM, "out of memory");
+    }
+    *out = v;
+    *n_out = n;
+    return STK_OK;
+}
+
 void stk_tune_free_flags(char **v, int n)
 {
     for (int i = 0; v && i < n; i++) free(v[i]);

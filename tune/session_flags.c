@@ -75,7 +75,9 @@ const stk_flag stk_tune_flags[] = {
                   "continue the sweep in --out (after Ctrl-C or a kill): its trials that\n"
                   "ended stay, the others continue from their last checkpoint, the\n"
                   "scheduler replays results.log; give --resume --out DIR alone (the\n"
-                  "flags are in DIR/sweep.txt) or with the same flags"),
+                  "flags are in DIR/sweep.txt) or with the same flags; --resume DIR is\n"
+                  "--resume --out DIR",
+                  .arg = "[DIR]"),
     STK_FLAG_JSON(stk_tune_settings, json,
                   "one JSON object on stdout at the end (progress on stderr)"),
     STK_FLAG_END};

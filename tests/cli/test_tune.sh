@@ -56,7 +56,8 @@ for k in 1 4 9; do
         --concurrent 3 --seed 5 --out r --stop-after "$k"
     expect err.txt "continue with: stoke tune --resume --out r"
     run 0 "$STOKE" tune --resume --out r --stop-after 3
-    run 0 "$STOKE" tune --resume --out r
+    # timm's form: --resume DIR is --resume --out DIR
+    run 0 "$STOKE" tune --resume r
     expect out.txt "(resumed)"
     strip r/trials.csv > b.txt
     cmp -s a.txt b.txt || { fail "resumed after $k epochs: another trials.csv"; diff a.txt b.txt | head >&2; }
@@ -64,6 +65,8 @@ for k in 1 4 9; do
     cut -d, -f1-8 s1/trials/0000/metrics.csv > m2.txt
     cmp -s m1.txt m2.txt || fail "resumed after $k epochs: trial 0000's metrics.csv differs"
 done
+run 2 "$STOKE" tune --resume=r --out elsewhere
+expect err.txt "--resume r and --out elsewhere: name the sweep once"
 # shellcheck disable=SC2086
 run 2 "$STOKE" tune $D --space "$SPACE" --samples 7 --epochs 4 --scheduler asha --reduction 2 \
     --concurrent 3 --seed 5 --out r --resume
