@@ -31,3 +31,22 @@ def cli_error(*args):
     """The CLI's message, without its "stoke tune: " or "stoke: " prefix."""
     lines = cli(*args, ok=False).stderr.strip().splitlines()
     return next(l for l in lines if l.startswith("stoke")).split(": ", 1)[1]
+
+
+def flags(settings):
+    """Keywords as the CLI's flags: True a switch alone, a list the flag per
+    item, a dict (a tune space) KEY=DIST per entry."""
+    out = []
+    for k, v in settings.items():
+        name = "--" + k.replace("_", "-")
+        if v is True:
+            out.append(name)
+        elif isinstance(v, list):
+            for item in v:
+                out += [name, item]
+        elif isinstance(v, dict):
+            for key, dist in v.items():
+                out += [name, f"{key}={dist}"]
+        else:
+            out += [name, str(v)]
+    return out

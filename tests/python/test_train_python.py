@@ -15,7 +15,7 @@ import threading
 import pytest
 
 import stoke
-from run_helpers import STOKE, cli, cli_error, tiny  # noqa: F401 (tiny: a fixture)
+from run_helpers import flags, STOKE, cli, cli_error, tiny  # noqa: F401 (tiny: a fixture)
 
 
 def rows(run):
@@ -27,20 +27,6 @@ def rows(run):
 SETTINGS = dict(model="cnn", epochs=2, batch=10, lr=0.02, optimizer="adamw",
                 transform="pad:2,crop:28,flip", seed=3, freeze=["conv1"], min_lr=0.001,
                 label_smoothing=0.1, no_tensorboard=True, workers=2)
-
-
-def flags(settings):
-    out = []
-    for k, v in settings.items():
-        name = "--" + k.replace("_", "-")
-        if v is True:
-            out.append(name)
-        elif isinstance(v, list):
-            for item in v:
-                out += [name, item]
-        else:
-            out += [name, str(v)]
-    return out
 
 
 def test_import_stoke_loads_no_math_library():

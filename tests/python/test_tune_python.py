@@ -13,26 +13,12 @@ import threading
 import pytest
 
 import stoke
-from run_helpers import cli, cli_error, tiny  # noqa: F401 (tiny: a fixture)
+from run_helpers import flags, cli, cli_error, tiny  # noqa: F401 (tiny: a fixture)
 
 
 SPACE = {"lr": "loguniform(1e-3,0.3)", "momentum": "uniform(0.8,0.99)"}
 FIXED = dict(model="mlp", batch=8, workers=2, no_tensorboard=True, samples=4, epochs=3,
              scheduler="asha", reduction=2, concurrent=2, seed=5)
-
-
-def flags(settings):
-    out = []
-    for k, v in settings.items():
-        name = "--" + k.replace("_", "-")
-        if v is True:
-            out.append(name)
-        elif isinstance(v, dict):
-            for key, dist in v.items():
-                out += [name, f"{key}={dist}"]
-        else:
-            out += [name, str(v)]
-    return out
 
 
 def trials(out):
