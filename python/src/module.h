@@ -22,6 +22,9 @@ int stoke_path_or_none(PyObject *arg, void *out);
 #include <stdbool.h>
 bool stoke_int_arg(PyObject *v, const char *name, long long lo, long long hi, long long *out);
 
+/* A figure as Python has it: NaN (no such figure) as None. */
+PyObject *stoke_number(double v);
+
 /* A dict item that steals v; false (exception set) on failure. */
 bool stoke_dict_put(PyObject *d, const char *key, PyObject *v);
 

@@ -35,13 +35,6 @@ typedef struct run_thread {
     bool done;
 } run_thread;
 
-/* NaN (no such figure) as None. */
-static PyObject *number(double v)
-{
-    if (isnan(v)) Py_RETURN_NONE;
-    return PyFloat_FromDouble(v);
-}
-
 /* The epoch's figures under metrics.csv's names (epoch counted from 1). */
 static PyObject *epoch_dict(const stk_run_epoch *re)
 {
@@ -51,19 +44,19 @@ static PyObject *epoch_dict(const stk_run_epoch *re)
     bool ok = stoke_dict_put(d, "epoch", PyLong_FromLongLong(e->epoch + 1)) &&
               stoke_dict_put(d, "step", PyLong_FromLongLong(re->step)) &&
               stoke_dict_put(d, "lr", PyFloat_FromDouble(re->lr)) &&
-              stoke_dict_put(d, "train_loss", number(e->train->loss)) &&
-              stoke_dict_put(d, "train_acc", number(e->train->accuracy)) &&
-              stoke_dict_put(d, "val_loss", number(e->val ? e->val->loss : NAN)) &&
-              stoke_dict_put(d, "val_top1", number(e->val ? e->val->top1 : NAN)) &&
-              stoke_dict_put(d, "val_top5", number(e->val ? e->val->top5 : NAN)) &&
-              stoke_dict_put(d, "images_per_sec", number(e->train->images_per_sec)) &&
-              stoke_dict_put(d, "stall_pct", number(e->train->stall_pct)) &&
-              stoke_dict_put(d, "seconds", number(e->train->seconds)) &&
+              stoke_dict_put(d, "train_loss", stoke_number(e->train->loss)) &&
+              stoke_dict_put(d, "train_acc", stoke_number(e->train->accuracy)) &&
+              stoke_dict_put(d, "val_loss", stoke_number(e->val ? e->val->loss : NAN)) &&
+              stoke_dict_put(d, "val_top1", stoke_number(e->val ? e->val->top1 : NAN)) &&
+              stoke_dict_put(d, "val_top5", stoke_number(e->val ? e->val->top5 : NAN)) &&
+              stoke_dict_put(d, "images_per_sec", stoke_number(e->train->images_per_sec)) &&
+              stoke_dict_put(d, "stall_pct", stoke_number(e->train->stall_pct)) &&
+              stoke_dict_put(d, "seconds", stoke_number(e->train->seconds)) &&
               stoke_dict_put(d, "improved", PyBool_FromLong(e->improved));
     if (ok && e->val_ema)
-        ok = stoke_dict_put(d, "ema_val_loss", number(e->val_ema->loss)) &&
-             stoke_dict_put(d, "ema_val_top1", number(e->val_ema->top1)) &&
-             stoke_dict_put(d, "ema_val_top5", number(e->val_ema->top5));
+        ok = stoke_dict_put(d, "ema_val_loss", stoke_number(e->val_ema->loss)) &&
+             stoke_dict_put(d, "ema_val_top1", stoke_number(e->val_ema->top1)) &&
+             stoke_dict_put(d, "ema_val_top5", stoke_number(e->val_ema->top5));
     if (!ok) {
         Py_DECREF(d);
         return NULL;
@@ -118,18 +111,18 @@ static PyObject *result_dict(const run_thread *t)
         stoke_dict_put(d, "params", PyLong_FromLongLong(res->params)) &&
         stoke_dict_put(d, "params_trainable", PyLong_FromLongLong(res->params_trainable)) &&
         stoke_dict_put(d, "epochs", PyLong_FromLongLong(res->epochs)) &&
-        stoke_dict_put(d, "val_top1", number(f->val.top1)) &&
-        stoke_dict_put(d, "val_top5", number(f->val.top5)) &&
-        stoke_dict_put(d, "val_loss", number(f->val.loss)) &&
-        stoke_dict_put(d, "train_images_per_sec", number(res->images_per_sec)) &&
-        stoke_dict_put(d, "stall_pct", number(res->stall_pct)) &&
-        stoke_dict_put(d, "seconds", number(res->seconds)) &&
-        stoke_dict_put(d, "peak_rss_mb", number(res->peak_rss_mb)) &&
+        stoke_dict_put(d, "val_top1", stoke_number(f->val.top1)) &&
+        stoke_dict_put(d, "val_top5", stoke_number(f->val.top5)) &&
+        stoke_dict_put(d, "val_loss", stoke_number(f->val.loss)) &&
+        stoke_dict_put(d, "train_images_per_sec", stoke_number(res->images_per_sec)) &&
+        stoke_dict_put(d, "stall_pct", stoke_number(res->stall_pct)) &&
+        stoke_dict_put(d, "seconds", stoke_number(res->seconds)) &&
+        stoke_dict_put(d, "peak_rss_mb", stoke_number(res->peak_rss_mb)) &&
         stoke_dict_put(d, "ranks", PyLong_FromLong(res->ranks)) &&
         stoke_dict_put(d, "stopped_epoch", PyLong_FromLongLong(f->stopped_epoch)) &&
         stoke_dict_put(d, "best_epoch", PyLong_FromLongLong(f->best_epoch)) &&
         stoke_dict_put(d, "monitor", PyUnicode_FromString(t->monitor)) &&
-        stoke_dict_put(d, "best_value", number(f->best_value)) &&
+        stoke_dict_put(d, "best_value", stoke_number(f->best_value)) &&
         stoke_dict_put(d, "stop_reason", PyUnicode_FromString(stk_fit_stop_name(f->reason))) &&
         stoke_dict_put(d, "out", PyUnicode_DecodeFSDefault(t->out));
     if (!ok) {

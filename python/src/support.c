@@ -5,6 +5,7 @@
 #include "common/status.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
@@ -159,4 +160,10 @@ PyObject *stoke_setting_text(const char *name, PyObject *v)
     PyObject *b = PyUnicode_EncodeFSDefault(str);
     Py_DECREF(str);
     return b;
+}
+
+PyObject *stoke_number(double v)
+{
+    if (isnan(v)) Py_RETURN_NONE;
+    return PyFloat_FromDouble(v);
 }

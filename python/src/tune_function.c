@@ -36,13 +36,6 @@ typedef struct tune_thread {
     PyObject *exc_type, *exc_value, *exc_tb; /* what on_trial raised, or building the result */
 } tune_thread;
 
-/* NaN (no figure) as None. */
-static PyObject *number(double v)
-{
-    if (isnan(v)) Py_RETURN_NONE;
-    return PyFloat_FromDouble(v);
-}
-
 /* A trial's value as the space drew it: an int or float when it reads as
  * one, else the text (a choice's name). */
 static PyObject *param_value(const char *text)
@@ -90,7 +83,7 @@ static PyObject *trial_dict(const stk_tune_trial *t)
         stoke_dict_put(d, "trial", PyUnicode_FromString(id)) &&
         stoke_dict_put(d, "status", PyUnicode_FromString(st)) &&
         stoke_dict_put(d, "params", params_dict(t)) &&
-        stoke_dict_put(d, "best_value", number(t->best_value)) &&
+        stoke_dict_put(d, "best_value", stoke_number(t->best_value)) &&
         stoke_dict_put(d, "best_epoch", PyLong_FromLongLong(t->best_epoch)) &&
         stoke_dict_put(d, "epochs", PyLong_FromLongLong(t->epochs_run)) &&
         stoke_dict_put(d, "seconds", PyFloat_FromDouble(t->seconds)) &&
@@ -137,7 +130,7 @@ static PyObject *result_dict(const stk_tune_session *s, bool complete)
         stoke_dict_put(d, "errors", PyLong_FromLongLong(counts[STK_TRIAL_ERROR])) &&
         stoke_dict_put(d, "seconds", PyFloat_FromDouble(s->seconds)) &&
         stoke_dict_put(d, "best_trial", b ? PyUnicode_FromString(id) : none()) &&
-        stoke_dict_put(d, best_key, number(b ? b->best_value : NAN)) &&
+        stoke_dict_put(d, best_key, stoke_number(b ? b->best_value : NAN)) &&
         stoke_dict_put(d, "metric", PyUnicode_FromString(stk_monitor_name(c->metric))) &&
         stoke_dict_put(d, "mode", PyUnicode_FromString(c->maximise ? "max" : "min")) &&
         stoke_dict_put(d, "complete", PyBool_FromLong(complete)) &&
