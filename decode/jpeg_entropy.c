@@ -236,8 +236,9 @@ static inline void refill(stk_jpeg_bits *r)
         if (r->p < r->end) {
             byte = *r->p++;
             if (byte == 0xFF) {
-                if (r->p < r->end && *r->p == 0x00) {
-                    r->p++;
+                const uint8_t *next = stk_jpeg_after_stuffed_ff(r->p, r->end);
+                if (next) {
+                    r->p = next;
                 } else { /* a marker (or fill bytes before one): the data ends */
                     r->p = r->end;
                     byte = 0;

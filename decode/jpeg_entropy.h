@@ -69,6 +69,17 @@ typedef struct stk_jpeg_entropy {
  * anything else, STK_ERR_CORRUPT for a damaged header or table. */
 stk_status stk_jpeg_entropy_init(const uint8_t *data, size_t len, stk_jpeg_entropy *e);
 
+/* After a 0xFF byte at p[-1] of entropy-coded data ending at end: where
+ * the data goes on when the 0xFF is a data byte (a stuffed 0x00 after it,
+ * with any 0xFF fill bytes between, as libjpeg-turbo reads FF FF .. FF 00),
+ * or NULL when a marker follows (the data ends there). Both readers, the
+ * scalar one and the vector one's copy without stuffing, use it. */
+static inline const uint8_t *stk_jpeg_after_stuffed_ff(const uint8_t *p, const uint8_t *end)
+{
+    while (p < end && *p == 0xFF) p++;
+    return p < end && *p == 0x00 ? p + 1 : NULL;
+}
+
 /* One segment's decoding state: its bit reader and the DC predictions. */
 typedef struct stk_jpeg_bits {
     uint64_t buf;           /* the next bits, the next one the most significant */

@@ -14,8 +14,9 @@
  * What would be scatters (each lane's coefficient to its own block) are
  * two plain vector stores to a log that a scalar pass replays in order:
  * a scatter cost about 6 cycles a symbol. Before the decode, each segment
- * is copied without its stuffed zero bytes (0xFF 0x00 -> 0xFF), up to any
- * other 0xFF (the fill before its marker), with 16 zero bytes after it: a
+ * is copied without its stuffed zero bytes (0xFF 0x00, or 0xFF 0xFF ..
+ * 0x00 as libjpeg-turbo reads it, -> 0xFF), up to the 0xFF fill before its
+ * marker, with 16 zero bytes after it: a
  * lane then reads any 8 bytes at its position without checking.
  *
  * The rules are the scalar decoder's: the same tables (a window of
@@ -78,9 +79,10 @@ static stk_status unstuff(const stk_jpeg_segment_bytes *segs, size_t n, stk_jpeg
             o += run;
             j += run;
             if (!f) break;
-            if (j + 1 < len && d[j + 1] == 0x00) {
+            const uint8_t *next = stk_jpeg_after_stuffed_ff(d + j + 1, d + len);
+            if (next) {
                 s->clean[o++] = 0xFF;
-                j += 2;
+                j = (size_t)(next - d);
             } else {
                 break; /* a marker's fill bytes: the data ends (as in the scalar reader) */
             }

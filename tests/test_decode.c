@@ -602,7 +602,10 @@ END_TEST
 /* Damaged entropy-coded data in the segments a crop needs: Stoke's entropy
  * decoder gives what libjpeg-turbo's gives, the same pixels or the same
  * error (it refuses what libjpeg-turbo would decode only with a warning, and
- * the decode falls back). Bytes flipped, dropped and added before a marker. */
+ * the decode falls back). Bytes flipped, dropped and added before a marker,
+ * and 0xFF fill bytes put before a stuffed zero (FF FF FF 00: one 0xFF of
+ * data to libjpeg-turbo; a fuzzer found Stoke's decoder reading it as a
+ * marker). */
 START_TEST(damaged_segments_decode_as_libjpeg_does)
 {
     size_t len;
@@ -610,14 +613,23 @@ START_TEST(damaged_segments_decode_as_libjpeg_does)
     stk_jpeg_info info;
     uint8_t *d = segmented_grid("single/large.jpg", 4, &len, &s, &info);
     int w = (int)info.width, h = (int)info.height;
-    uint8_t *bad = malloc(len + 1), *ref = NULL;
-    int same_pixels = 0, same_errors = 0;
-    for (int edit = 0; edit < 3 * 120; edit++) {
-        size_t at = s.data_at + (len - s.data_at - 2) * (size_t)(edit / 3) / 120, n = len;
-        if (edit % 3 == 0) { /* a byte flipped */
+    uint8_t *bad = malloc(len + 2), *ref = NULL;
+    int same_pixels = 0, same_errors = 0, filled = 0;
+    for (int edit = 0; edit < 4 * 120; edit++) {
+        size_t at = s.data_at + (len - s.data_at - 2) * (size_t)(edit / 4) / 120, n = len;
+        bool fill = false;
+        if (edit % 4 == 3) { /* FF 00 -> FF FF FF 00 at the next stuffed zero */
+            while (at + 1 < len && !(d[at] == 0xFF && d[at + 1] == 0x00)) at++;
+            if (at + 1 >= len) continue;
+            memcpy(bad, d, at);
+            bad[at] = bad[at + 1] = 0xFF;
+            memcpy(bad + at + 2, d + at, len - at);
+            n = len + 2;
+            fill = true;
+        } else if (edit % 4 == 0) { /* a byte flipped */
             memcpy(bad, d, len);
             bad[at] ^= 0x24;
-        } else if (edit % 3 == 1) { /* a byte gone */
+        } else if (edit % 4 == 1) { /* a byte gone */
             memcpy(bad, d, at);
             memcpy(bad + at, d + at + 1, len - at - 1);
             n = len - 1;
@@ -643,6 +655,10 @@ START_TEST(damaged_segments_decode_as_libjpeg_does)
             stk_jpeg_decoder_region(dec, bad, n, 0, h / 8, w, h, w, h - h / 8, 64, 64, 3, 0, 0, &b);
         ck_assert_msg(sa == sb, "edit %d at %zu: libjpeg-turbo's decoder %d, Stoke's %d", edit, at,
                       sa, sb);
+        if (fill) { /* fill bytes before a stuffed zero are no damage */
+            ck_assert_msg(sa == STK_OK, "edit %d at %zu: %s", edit, at, stk_last_error());
+            filled++;
+        }
         if (sa != STK_OK) {
             same_errors++;
             continue;
@@ -658,6 +674,7 @@ START_TEST(damaged_segments_decode_as_libjpeg_does)
      * libjpeg-turbo decodes without a warning; and damage it reports) */
     ck_assert_int_gt(same_pixels, 20);
     ck_assert_int_gt(same_errors, 20);
+    ck_assert_int_gt(filled, 20);
     free(ref);
     free(bad);
     stk_jpeg_segments_free(&s);
@@ -676,7 +693,7 @@ static size_t segment_bytes(const stk_jpeg_segments *s, size_t k, size_t *begin)
  * (jpeg_read_coefficients), block for block, on every fixture and interval. */
 START_TEST(entropy_decode_equals_libjpeg)
 {
-    size_t blocks_checked = 0;
+    size_t blocks_checked = 0, fill_checked = 0;
     for (size_t f = 0; f < sizeof seg_files / sizeof *seg_files; f++)
         for (int target = 1; target <= 8; target *= 4) {
             size_t len;
@@ -724,6 +741,27 @@ START_TEST(entropy_decode_equals_libjpeg)
                     stk_jpeg_entropy_decode(&e, d + begin, n / 2, s.interval, coef, NULL),
                     STK_ERR_CORRUPT);
             }
+            /* 0xFF fill bytes before a stuffed zero (FF FF FF 00): one 0xFF of
+             * data, as libjpeg-turbo reads it; the same coefficients */
+            int16_t *again = malloc((size_t)s.interval * (size_t)e.blocks * 64 * sizeof *again);
+            uint8_t *filled = malloc(len + 2);
+            for (size_t k = 0; k < s.count; k++) {
+                size_t b0, m = segment_bytes(&s, k, &b0), at = 0;
+                while (at + 1 < m && !(d[b0 + at] == 0xFF && d[b0 + at + 1] == 0x00)) at++;
+                if (at + 1 >= m) continue;
+                memcpy(filled, d + b0, at);
+                filled[at] = filled[at + 1] = 0xFF;
+                memcpy(filled + at + 2, d + b0 + at, m - at);
+                ck_assert_int_eq(stk_jpeg_entropy_decode(&e, d + b0, m, s.interval, coef, NULL),
+                                 STK_OK);
+                ck_assert_msg(
+                    stk_jpeg_entropy_decode(&e, filled, m + 2, s.interval, again, NULL) == STK_OK,
+                    "%s segment %zu with fill bytes: %s", seg_files[f], k, stk_last_error());
+                ck_assert(!memcmp(coef, again, (size_t)s.interval * (size_t)e.blocks * 64 * 2));
+                fill_checked++;
+            }
+            free(filled);
+            free(again);
             /* damaged bytes: an error or some coefficients, never a crash */
             uint8_t *bad = malloc(len);
             for (size_t at = begin; at < begin + n; at += n / 13 + 1) {
@@ -743,6 +781,7 @@ START_TEST(entropy_decode_equals_libjpeg)
             free(d);
         }
     ck_assert_uint_gt(blocks_checked, 10000);
+    ck_assert_uint_gt(fill_checked, 50);
 }
 END_TEST
 
