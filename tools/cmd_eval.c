@@ -69,14 +69,16 @@ __attribute__((constructor)) static void build_flags(void)
 
 static const stk_cli cli = {
     .cmd = "eval",
-    .usage = "stoke eval --data VAL.stoke --checkpoint FILE [OPTIONS]",
+    .usage = "stoke eval --data VAL.stoke --checkpoint FILE [OPTIONS]\n"
+             "       stoke eval --data VAL.stoke FILE [OPTIONS]",
     .about = "Evaluate a checkpoint written by stoke train (eval mode, no augmentation):\n"
              "mean cross-entropy loss, top-1 and top-5 accuracy. Inputs are normalised with\n"
              "the statistics training used (saved in the checkpoint), so on the run's --val\n"
              "set with its --batch the figures equal that epoch's line (--batch, --workers,\n"
              "--threads and --device are stoke train's).\n",
     .flags = flags,
-    .max_args = 0};
+    .max_args = 1, /* the checkpoint, as export and predict take it */
+    .args_error = "one checkpoint: --checkpoint FILE or FILE"};
 
 static int eval_main(int argc, char **argv)
 {
@@ -87,6 +89,10 @@ static int eval_main(int argc, char **argv)
     int parsed = stk_cli_parse(&cli, &a, argc, argv, &pos, &n_pos);
     stk_run_settings_free(&a.run); /* (its values are numbers: nothing of it owned) */
     if (parsed >= 0) return parsed;
+    if (n_pos == 1 && a.ckpt)
+        return stk_cli_usage("eval", "--checkpoint %s and the argument '%s': give it once", a.ckpt,
+                             pos[0]);
+    if (n_pos == 1) a.ckpt = pos[0];
     if (!a.data || !a.ckpt) return stk_cli_usage("eval", "--data and --checkpoint are required");
     for (int i = 0; i < a.n_confusion; i++)
         if (!eval_confusion_path_ok(a.confusion[i]))

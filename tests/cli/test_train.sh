@@ -141,6 +141,16 @@ assert abs(float(last["val_top1"]) - d["val_top1"]) < 1e-6, (last, d)
 PY
 run 0 "$STOKE" eval --data tiny.stoke --checkpoint r1/last.safetensors
 expect out.txt "top-1"
+cp out.txt named.txt
+# the checkpoint as the argument, as export and predict take it: the same figures
+run 0 "$STOKE" eval --data tiny.stoke r1/last.safetensors
+sed 's/ ([0-9.]* s)$//' named.txt > a.txt
+sed 's/ ([0-9.]* s)$//' out.txt > b.txt
+cmp -s a.txt b.txt || fail "eval FILE differs from eval --checkpoint FILE: $(cat a.txt b.txt)"
+run 2 "$STOKE" eval --data tiny.stoke --checkpoint r1/last.safetensors r1/last.safetensors
+expect err.txt "give it once"
+run 2 "$STOKE" eval --data tiny.stoke r1/last.safetensors r1/best.safetensors
+expect err.txt "one checkpoint"
 
 # Per-class figures and the confusion matrix: the JSON's matrix, the CSV and
 # the JSON file agree with one another and with top-1; bad names refused.
