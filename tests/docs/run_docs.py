@@ -26,6 +26,7 @@ What cannot run here is skipped by the rules in SKIP, each with its reason,
 and counted; REWRITE lists the only changes made to the text. Prints one
 line per page and a total; exits 1 if anything failed.
 """
+import json
 import os
 import re
 import shutil
@@ -302,6 +303,10 @@ def main():
     data = os.path.join(WORK, "data")
     small = make_data(data, python)
     pymod = os.path.join(BUILD, "python")
+    devices = json.loads(subprocess.run([STOKE, "devices", "--json"], capture_output=True,
+                                        text=True, check=True).stdout)
+    if not devices.get("cpu_bf16"):  # (an AVX2-only CPU, or DNNL_MAX_CPU_ISA)
+        SKIP.append((r"--amp\b(?!.*--device cuda)", "needs a CPU with bf16 instructions"))
     total_ran = total_skipped = 0
     failed, reasons = [], {}
     for page in ONLY or PAGES:
