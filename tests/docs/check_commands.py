@@ -16,30 +16,27 @@ import shlex
 import subprocess
 import sys
 
+from markdown_blocks import blocks, logical_lines, without_blocks
+
 SRC, STOKE = sys.argv[1], sys.argv[2]
 STOKE_WORDS = {"stoke", "build/stoke", "./build/stoke", "BUILD/stoke", "$S", "$STOKE",
                "$B/stoke", "PREFIX/bin/stoke", "~/.local/bin/stoke"}
-BLOCK = re.compile(r"^```(sh|bash|shell|console|)[ \t]*\n(.*?)^```", re.M | re.S)
 CUT = {"|", "||", "&&", ";", ">", ">>", "<", "2>", "&"}
 
 
+SHELL = ("sh", "bash", "shell", "console", "")
+
+
 def commands(path):
-    text = open(path, encoding="utf-8").read()
-    for m in BLOCK.finditer(text):
-        first = text.count("\n", 0, m.start(2)) + 1
-        lines = m.group(2).split("\n")
-        i = 0
-        while i < len(lines):
-            no, line = first + i, lines[i]
-            while line.endswith("\\") and i + 1 < len(lines):
-                i += 1
-                line = line[:-1] + " " + lines[i]
-            i += 1
-            if m.group(1) == "console":
+    for lang, source, first, body in blocks(open(path, encoding="utf-8").read()):
+        if lang not in SHELL or source:
+            continue
+        for i, _, line in logical_lines(body):
+            if lang == "console":
                 if not line.startswith("$ "):
                     continue
                 line = line[2:]
-            yield no, line, m.group(1) == ""
+            yield first + i, line, lang == ""
 
 
 INLINE = re.compile(r"`((?:build/)?stoke [a-z][^`]*)`")
@@ -49,7 +46,7 @@ PLACEHOLDER = re.compile(r"^(\[?[A-Z][A-Z0-9_]*\]?)([.:/|=].*)?$|^--[a-z-]+=[A-Z
 
 def inline_commands(path):
     """`stoke COMMAND ...` code spans in the prose (outside the blocks)."""
-    text = BLOCK.sub(lambda m: "\n" * m.group(0).count("\n"), open(path, encoding="utf-8").read())
+    text = without_blocks(open(path, encoding="utf-8").read())
     for no, line in enumerate(text.split("\n"), 1):
         for m in INLINE.finditer(line):
             yield no, m.group(1), True

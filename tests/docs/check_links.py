@@ -10,14 +10,15 @@ import os
 import re
 import sys
 
+from markdown_blocks import without_blocks
+
 SRC = sys.argv[1]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
-FENCE = re.compile(r"^```.*?^```", re.M | re.S)
 
 
 def anchors(path):
     seen, out = {}, set()
-    text = FENCE.sub("", open(path, encoding="utf-8").read())
+    text = without_blocks(open(path, encoding="utf-8").read())
     for m in re.finditer(r"^#{1,6} (.+)$", text, re.M):
         a = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower().replace("`", "")).replace(" ", "-")
         n = seen.get(a, 0)
@@ -31,7 +32,7 @@ def main():
     pages += sorted(glob.glob(os.path.join(SRC, "docs", "*.md")))
     bad, checked = [], 0
     for page in pages:
-        text = FENCE.sub("", open(page, encoding="utf-8").read())
+        text = without_blocks(open(page, encoding="utf-8").read())
         for m in LINK.finditer(text):
             target = m.group(1)
             if re.match(r"[a-z]+:", target):

@@ -34,6 +34,8 @@ import subprocess
 import sys
 import time
 
+from markdown_blocks import blocks, logical_lines
+
 SRC, STOKE, WORK = (os.path.abspath(a) for a in sys.argv[1:4])
 ONLY = sys.argv[4:]
 BUILD = os.path.dirname(STOKE)
@@ -42,8 +44,6 @@ PAGES = ["README.md"] + sorted("docs/" + f for f in os.listdir(os.path.join(SRC,
 # docs/cli.md is the help texts (cli_reference checks it); MEASUREMENTS.md
 # holds recorded output only.
 PAGES = [p for p in PAGES if p not in ("docs/cli.md", "docs/MEASUREMENTS.md")]
-
-BLOCK = re.compile(r"^```([a-z]*)[ \t]*([^\n`]*)\n(.*?)^```", re.M | re.S)
 
 # The files pages use without making them: name in the page -> what it is.
 FM_TRAIN, FM_TEST = "fm-train.stoke", "fm-test.stoke"
@@ -161,19 +161,6 @@ def skip_reason(line):
     return None
 
 
-def logical_lines(text):
-    """(first line index, the line with its continuations joined)."""
-    lines, out, i = text.split("\n"), [], 0
-    while i < len(lines):
-        start, line = i, lines[i]
-        while line.endswith("\\") and i + 1 < len(lines):
-            i += 1
-            line = line[:-1] + " " + lines[i]
-        out.append((start, i, line))
-        i += 1
-    return lines, out
-
-
 def code_of(line):
     """A line of C or Python without its comment, its spaces evened."""
     line = re.sub(r"/\*.*?\*/\s*$|\s//\s.*$|^\s*#\s.*$|\s\s#\s.*$", "", line.rstrip())
@@ -198,8 +185,8 @@ class Page:
         self.reasons[reason] = self.reasons.get(reason, 0) + 1
 
     def shell(self, no, text):
-        lines, logical = logical_lines(text)
-        keep = list(lines)
+        keep = text.split("\n")
+        logical = logical_lines(text)
         in_heredoc = None
         for start, end, line in logical:
             if in_heredoc:
@@ -320,9 +307,7 @@ def main():
         text = open(os.path.join(SRC, page), encoding="utf-8").read()
         for old, new in REWRITE:
             text = text.replace(old, new.format(small=small))
-        for m in BLOCK.finditer(text):
-            lang, source, body = m.group(1), m.group(2).strip(), m.group(3)
-            no = text.count("\n", 0, m.start(3)) + 1
+        for lang, source, no, body in blocks(text):
             if source:
                 p.excerpt(no, source, body)
             elif lang in ("sh", "bash"):
